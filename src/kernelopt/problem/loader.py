@@ -1,0 +1,273 @@
+"""Load KernelBench-format problem files.
+
+A problem file defines ``class Model(nn.Module)``, ``get_inputs()``,
+``get_init_inputs()`` and module-level size constants. Loading executes the file
+in a fresh module; every way a file can be broken becomes one
+:class:`~kernelopt.errors.ProblemError` line that names the file and the fault.
+
+Sizes can be overridden (``Problem.with_sizes``): the file is re-executed with the
+top-level constant assignments rewritten, so constants derived from them follow.
+Our own example problems carry an optional ``SMALL_SIZES`` dict used to run them
+on a CPU in tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from kernelopt.errors import ProblemError
+
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+FORMAT_HINT = "a KernelBench problem defines class Model(nn.Module), get_inputs() and get_init_inputs()"
+SizeValue = int | float | bool | tuple
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+
+
+def _size_constants(tree: ast.Module) -> dict[str, SizeValue]:
+    """Top-level ``name = <number or tuple of numbers>`` assignments."""
+    sizes: dict[str, SizeValue] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            value = _literal(stmt.value)
+            if isinstance(value, (int, float, tuple)) and not isinstance(value, bool):
+                if isinstance(value, tuple) and not all(isinstance(v, (int, float)) for v in value):
+                    continue
+                sizes[stmt.targets[0].id] = value
+    return sizes
+
+
+def _rewrite_sizes(tree: ast.Module, overrides: dict[str, Any], path: Path) -> ast.Module:
+    seen: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            if name in overrides:
+                stmt.value = ast.copy_location(ast.parse(repr(overrides[name]), mode="eval").body, stmt.value)
+                seen.add(name)
+    missing = sorted(set(overrides) - seen)
+    if missing:
+        raise ProblemError(
+            f"{path}: cannot override {', '.join(missing)}: no top-level assignment of that name in the file"
+        )
+    return ast.fix_missing_locations(tree)
+
+
+@dataclass
+class Problem:
+    """One loaded problem: the executed module plus what we learned about it."""
+
+    name: str
+    path: Path
+    module: ModuleType
+    sizes: dict[str, SizeValue]
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    # -- construction -------------------------------------------------------------
+
+    @property
+    def model_class(self) -> type[nn.Module]:
+        return self.module.Model
+
+    def with_sizes(self, **overrides: Any) -> "Problem":
+        """The same file re-executed with some size constants replaced."""
+        return load_problem(self.path, overrides={**self.overrides, **overrides}, name=self.name)
+
+    def small(self) -> "Problem":
+        """The problem at the reduced sizes its ``SMALL_SIZES`` dict names (for CPU tests)."""
+        small = getattr(self.module, "SMALL_SIZES", None)
+        if small is None:
+            raise ProblemError(f"{self.path}: defines no SMALL_SIZES dict; add one to run it at a reduced size")
+        if not isinstance(small, dict):
+            raise ProblemError(f"{self.path}: SMALL_SIZES must be a dict of constant name -> value")
+        return self.with_sizes(**small)
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except ProblemError:
+            raise
+        except Exception as exc:  # the file's own code failed: report it as the file's fault
+            raise ProblemError(f"{self.path}: {what} raised {_short(exc)}") from exc
+
+    def init_inputs(self, seed: int = 0) -> list[Any]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            values = self._call("get_init_inputs()", self.module.get_init_inputs)
+        if not isinstance(values, (list, tuple)):
+            raise ProblemError(
+                f"{self.path}: get_init_inputs() returned {type(values).__name__}; it must return a list"
+            )
+        return list(values)
+
+    def build_model(self, seed: int = 0, device: str | torch.device = "cpu") -> nn.Module:
+        """Instantiate ``Model`` with seeded weights, in eval mode, on ``device``."""
+        init = self.init_inputs(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = self._call("Model(*get_init_inputs())", lambda: self.model_class(*init))
+        return self._call(f"moving Model to {device}", lambda: model.to(device).eval())
+
+    def raw_inputs(self, seed: int = 0) -> list[Any]:
+        """``get_inputs()`` under ``seed``, exactly as the file returns them."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            values = self._call("get_inputs()", self.module.get_inputs)
+        if not isinstance(values, (list, tuple)):
+            raise ProblemError(f"{self.path}: get_inputs() returned {type(values).__name__}; it must return a list")
+        return list(values)
+
+    def make_inputs(
+        self, seed: int = 0, device: str | torch.device = "cpu", distribution: str = "given"
+    ) -> list[Any]:
+        """Seeded inputs on ``device`` with a distribution from :data:`DISTRIBUTIONS` applied."""
+        from kernelopt.problem.inputs import apply_distribution
+
+        target = torch.device(device)
+        inputs = self.raw_inputs(seed)
+        moved = []
+        for i, value in enumerate(inputs):
+            if isinstance(value, torch.Tensor):
+                if value.device.type != "cpu" and value.device != _normalise(target):
+                    raise ProblemError(
+                        f"{self.path}: get_inputs() returned input {i} on {value.device}; "
+                        f"build inputs on the CPU, kernelopt moves them to {target}"
+                    )
+                value = value.to(target)
+            moved.append(value)
+        return apply_distribution(moved, distribution)
+
+    # -- checks --------------------------------------------------------------------
+
+    def check(self, device: str | torch.device = "cpu", seed: int = 0) -> list[torch.Tensor]:
+        """Construct the model and run one forward; return its outputs as a list of tensors.
+
+        Raises a one-line :class:`ProblemError` for a constructor or forward that
+        raises, and for outputs that are not tensors.
+        """
+        model = self.build_model(seed, device)
+        inputs = self.make_inputs(seed, device)
+        with torch.no_grad():
+            out = self._call("Model.forward", lambda: model(*inputs))
+        return outputs_as_list(out, self.path)
+
+
+def _normalise(device: torch.device) -> torch.device:
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def outputs_as_list(out: Any, path: Path | str = "<problem>") -> list[torch.Tensor]:
+    """Flatten a forward's result into tensors, refusing anything else."""
+    items = list(out) if isinstance(out, (list, tuple)) else [out]
+    if not items:
+        raise ProblemError(f"{path}: forward returned an empty {type(out).__name__}; it must return tensors")
+    for i, item in enumerate(items):
+        if type(item) is not torch.Tensor and not isinstance(item, torch.nn.Parameter):
+            where = "forward returned" if len(items) == 1 and not isinstance(out, (list, tuple)) else f"output {i} is"
+            raise ProblemError(
+                f"{path}: {where} {type(item).__name__}; outputs must be a tensor or a tuple of tensors"
+            )
+    return items
+
+
+def _problem_name(path: Path) -> str:
+    return path.stem
+
+
+def load_problem(path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None) -> Problem:
+    """Execute a problem file in a fresh module and check it has the required names."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProblemError(f"{path}: no such problem file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"{path}: cannot read the file ({_short(exc)})") from exc
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise ProblemError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    sizes = _size_constants(tree)
+    if overrides:
+        tree = _rewrite_sizes(tree, overrides, path)
+        sizes.update(overrides)
+    digest = hashlib.sha256((str(path.resolve()) + repr(sorted((overrides or {}).items()))).encode()).hexdigest()[:12]
+    mod_name = f"kernelopt_problem_{path.stem.replace('-', '_')}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        exec(compile(tree, str(path), "exec"), module.__dict__)
+    except Exception as exc:
+        sys.modules.pop(mod_name, None)
+        raise ProblemError(f"{path}: executing the file raised {_short(exc)}") from exc
+    missing = [n for n in REQUIRED if not hasattr(module, n)]
+    if missing:
+        raise ProblemError(f"{path}: defines no {', '.join(missing)}; {FORMAT_HINT}")
+    if not (isinstance(module.Model, type) and issubclass(module.Model, nn.Module)):
+        raise ProblemError(f"{path}: Model is not a torch.nn.Module subclass; {FORMAT_HINT}")
+    for fn in ("get_inputs", "get_init_inputs"):
+        if not callable(getattr(module, fn)):
+            raise ProblemError(f"{path}: {fn} is not a function; {FORMAT_HINT}")
+    return Problem(name=name or _problem_name(path), path=path, module=module, sizes=sizes, overrides=dict(overrides or {}))
+
+
+def problem_files(suite_dir: str | Path) -> list[Path]:
+    """Every problem file under ``suite_dir``, in a stable order."""
+    root = Path(suite_dir)
+    if not root.is_dir():
+        raise ProblemError(f"{root}: no such suite directory")
+    files = sorted(
+        p for p in root.rglob("*.py") if not p.name.startswith("_") and "__pycache__" not in p.parts
+    )
+    if not files:
+        raise ProblemError(f"{root}: no problem files (*.py) in this directory")
+    return files
+
+
+@dataclass
+class SuiteEntry:
+    """A suite member: the loaded problem, or the one-line reason it failed to load."""
+
+    name: str
+    path: Path
+    problem: Problem | None
+    error: str | None
+
+
+def load_suite(suite_dir: str | Path, only: Sequence[str] | None = None) -> Iterator[SuiteEntry]:
+    """Load every problem of a directory; a broken file is yielded with its error, never raised."""
+    root = Path(suite_dir)
+    for path in problem_files(root):
+        name = str(path.relative_to(root).with_suffix(""))
+        if only and not any(sel == name or sel == path.stem or sel in name for sel in only):
+            continue
+        try:
+            yield SuiteEntry(name, path, load_problem(path, name=name), None)
+        except ProblemError as exc:
+            yield SuiteEntry(name, path, None, str(exc))
