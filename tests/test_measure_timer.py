@@ -1,0 +1,357 @@
+"""Timer, comparison and bandwidth: exact arithmetic with a fake clock on the CPU, sanity on a GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+import torch
+
+from kernelopt.errors import KerneloptError
+from kernelopt.measure import (
+    METHOD_CPU,
+    METHOD_CUDA_EVENTS,
+    METHOD_CUDA_GRAPH,
+    Comparison,
+    Timing,
+    compare,
+    measure_copy_bandwidth,
+    time_fn,
+)
+
+gpu = pytest.mark.gpu
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class FakeClock:
+    """A host clock in seconds that only moves when the code under test says so."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+    def advance_ms(self, ms: float) -> None:
+        self.now += ms / 1000.0
+
+
+# --------------------------------------------------------------------------- Timing statistics
+
+
+def test_timing_statistics_hand_computed() -> None:
+    timing = Timing(samples_ms=(5.0, 1.0, 4.0, 2.0, 3.0), device="cpu", method=METHOD_CPU, l2_flushed=False)
+    assert timing.median_ms == 3.0
+    assert timing.q1_ms == 2.0
+    assert timing.q3_ms == 4.0
+    assert timing.min_ms == 1.0
+    assert timing.max_ms == 5.0
+    assert timing.iqr_ms == 2.0
+    assert timing.rel_spread == pytest.approx(2.0 / 3.0)
+
+
+def test_timing_quartiles_interpolate_for_even_counts() -> None:
+    timing = Timing(samples_ms=(1.0, 2.0, 3.0, 4.0), device="cpu", method=METHOD_CPU, l2_flushed=False)
+    # numpy's default (linear) method: positions 0.75, 1.5, 2.25
+    assert timing.q1_ms == pytest.approx(1.75)
+    assert timing.median_ms == pytest.approx(2.5)
+    assert timing.q3_ms == pytest.approx(3.25)
+
+
+def test_timing_single_sample_and_zero_spread() -> None:
+    timing = Timing(samples_ms=(2.5,), device="cpu", method=METHOD_CPU, l2_flushed=False)
+    assert timing.median_ms == timing.q1_ms == timing.q3_ms == 2.5
+    assert timing.rel_spread == 0.0
+
+
+def test_timing_rejects_bad_samples() -> None:
+    for bad in [(), (1.0, -0.5), (float("nan"),), (float("inf"),)]:
+        with pytest.raises(ValueError):
+            Timing(samples_ms=bad, device="cpu", method=METHOD_CPU, l2_flushed=False)
+
+
+def test_timing_dict_round_trip_through_json() -> None:
+    timing = Timing(samples_ms=(1.5, 1.0, 2.0), device="cuda:0 NVIDIA H200", method=METHOD_CUDA_EVENTS, l2_flushed=True)
+    data = json.loads(json.dumps(timing.to_dict()))
+    assert data["median_ms"] == 1.5
+    assert Timing.from_dict(data) == timing
+
+
+def test_timing_str() -> None:
+    timing = Timing(samples_ms=(1.0, 1.234, 1.5) * 10, device="cuda:0 NVIDIA H200", method=METHOD_CUDA_EVENTS, l2_flushed=True)
+    text = str(timing)
+    assert text.startswith("1.234 ms ±")
+    assert "(IQR, n=30, cuda-events, L2 flushed)" in text
+    cpu = Timing(samples_ms=(0.0123,), device="cpu", method=METHOD_CPU, l2_flushed=False)
+    assert str(cpu) == "12.30 us ±0.0% (IQR, n=1, cpu-perf-counter, CPU only)"
+
+
+# --------------------------------------------------------------------------- Comparison statistics
+
+
+def _timing(samples: tuple[float, ...]) -> Timing:
+    return Timing(samples_ms=samples, device="cpu", method=METHOD_CPU, l2_flushed=False)
+
+
+def test_comparison_statistics_hand_computed() -> None:
+    base = _timing((2.0, 4.0, 3.0, 6.0, 5.0))
+    cand = _timing((1.0, 1.0, 3.0, 2.0, 1.0))
+    comparison = Comparison.from_timings(base, cand)
+    assert comparison.ratios == (2.0, 4.0, 1.0, 3.0, 5.0)
+    assert comparison.speedup == 3.0  # median of per-round ratios, not 4.0 / 1.0 of the medians
+    assert comparison.speedup_q1 == 2.0
+    assert comparison.speedup_q3 == 4.0
+    assert comparison.noise == pytest.approx((4.0 - 2.0) / (2 * 3.0))
+    data = json.loads(json.dumps(comparison.to_dict()))
+    assert data["speedup"] == 3.0
+    assert Comparison.from_dict(data) == comparison
+
+
+def test_comparison_rejects_unpaired_timings() -> None:
+    with pytest.raises(ValueError):
+        Comparison.from_timings(_timing((1.0, 2.0)), _timing((1.0,)))
+
+
+def test_comparison_of_identical_samples_has_no_noise() -> None:
+    comparison = Comparison.from_timings(_timing((1.0,) * 4), _timing((1.0,) * 4))
+    assert comparison.speedup == 1.0
+    assert comparison.noise == 0.0
+
+
+# --------------------------------------------------------------------------- time_fn on the CPU
+
+
+def test_time_fn_exact_with_fake_clock() -> None:
+    clock = FakeClock()
+    durations = iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])  # two warm-up calls, then five trials
+
+    def fn() -> None:
+        clock.advance_ms(next(durations))
+
+    timing = time_fn(fn, device="cpu", warmup=2, trials=5, _clock=clock)
+    assert timing.samples_ms == pytest.approx((3.0, 4.0, 5.0, 6.0, 7.0))
+    assert timing.median_ms == pytest.approx(5.0)
+    assert timing.method == METHOD_CPU
+    assert timing.device == "cpu"
+    assert timing.l2_flushed is False
+    assert clock.reads == 2 * 5  # one start and one end read per trial, none in warm-up
+
+
+def test_time_fn_prepare_runs_before_every_call_and_outside_timing_fake_clock() -> None:
+    clock = FakeClock()
+    events: list[str] = []
+
+    def prepare() -> None:
+        events.append("prepare")
+        clock.advance_ms(20.0)
+
+    def fn() -> None:
+        events.append("fn")
+        clock.advance_ms(1.0)
+
+    timing = time_fn(fn, device="cpu", warmup=2, trials=4, prepare=prepare, _clock=clock)
+    assert timing.samples_ms == pytest.approx((1.0,) * 4)
+    assert events == ["prepare", "fn"] * (2 + 4)
+
+
+def test_time_fn_cpu_real_clock() -> None:
+    calls = {"prepare": 0, "fn": 0}
+
+    def prepare() -> None:
+        calls["prepare"] += 1
+        time.sleep(0.02)
+
+    def fn() -> None:
+        calls["fn"] += 1
+
+    timing = time_fn(fn, device="cpu", warmup=1, trials=7, prepare=prepare)
+    assert len(timing.samples_ms) == 7
+    assert calls == {"prepare": 1 + 7, "fn": 1 + 7}
+    assert timing.method == METHOD_CPU and timing.device == "cpu"
+    assert timing.min_ms <= timing.median_ms <= timing.max_ms
+    # prepare sleeps 20 ms; a trivial fn stays far below even on a loaded machine
+    assert timing.median_ms < 10.0
+
+
+def test_time_fn_default_trials_on_cpu() -> None:
+    timing = time_fn(lambda: None, device="cpu", warmup=0)
+    assert len(timing.samples_ms) == 30
+
+
+def test_cuda_graph_with_prepare_raises() -> None:
+    with pytest.raises(KerneloptError, match="prepare"):
+        time_fn(lambda: None, cuda_graph=True, prepare=lambda: None)
+    with pytest.raises(KerneloptError, match="prepare"):
+        compare(lambda: None, lambda: None, cuda_graph=True, prepare_candidate=lambda: None)
+
+
+def test_cuda_graph_on_cpu_raises() -> None:
+    with pytest.raises(KerneloptError, match="CUDA"):
+        time_fn(lambda: None, device="cpu", cuda_graph=True)
+
+
+def test_invalid_arguments() -> None:
+    with pytest.raises(ValueError):
+        time_fn(lambda: None, device="cpu", trials=0)
+    with pytest.raises(ValueError):
+        time_fn(lambda: None, device="cpu", warmup=-1)
+    with pytest.raises(KerneloptError):
+        time_fn(lambda: None, device="meta")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when CUDA is absent")
+def test_cuda_requested_without_cuda_says_so() -> None:
+    with pytest.raises(KerneloptError, match="no CUDA device"):
+        time_fn(lambda: None, device="cuda")
+
+
+# --------------------------------------------------------------------------- compare on the CPU
+
+
+def test_compare_alternates_order_and_computes_exact_ratios() -> None:
+    clock = FakeClock()
+    calls: list[str] = []
+
+    def baseline() -> None:
+        calls.append("A")
+        clock.advance_ms(2.0)
+
+    def candidate() -> None:
+        calls.append("B")
+        clock.advance_ms(1.0)
+
+    prepared: list[str] = []
+    comparison = compare(
+        baseline,
+        candidate,
+        device="cpu",
+        warmup=1,
+        trials=4,
+        prepare_baseline=lambda: prepared.append("a"),
+        prepare_candidate=lambda: prepared.append("b"),
+        _clock=clock,
+    )
+    warm_up = ["A", "B"]
+    assert calls == warm_up + ["A", "B", "B", "A", "A", "B", "B", "A"]
+    assert prepared == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]
+    assert comparison.baseline.samples_ms == pytest.approx((2.0,) * 4)
+    assert comparison.candidate.samples_ms == pytest.approx((1.0,) * 4)
+    assert comparison.ratios == pytest.approx((2.0,) * 4)
+    assert comparison.speedup == pytest.approx(2.0)
+    assert comparison.noise == pytest.approx(0.0)
+
+
+def test_compare_pairs_samples_by_round_under_drift() -> None:
+    """A drift that slows everything each round cancels inside per-round ratios."""
+    clock = FakeClock()
+    slowdown = {"factor": 1.0}
+
+    def baseline() -> None:
+        clock.advance_ms(3.0 * slowdown["factor"])
+
+    def candidate() -> None:
+        clock.advance_ms(1.0 * slowdown["factor"])
+        slowdown["factor"] *= 1.5  # each candidate call slows the machine for what follows
+
+    comparison = compare(baseline, candidate, device="cpu", warmup=0, trials=3, _clock=clock)
+    # round 0 (AB): A 3.0 @1, B 1.0 @1 -> 3.0; round 1 (BA): B 1.5, A 3*2.25=6.75 -> 4.5;
+    # round 2 (AB): A 6.75, B 2.25 -> 3.0
+    assert comparison.baseline.samples_ms == pytest.approx((3.0, 6.75, 6.75))
+    assert comparison.candidate.samples_ms == pytest.approx((1.0, 1.5, 2.25))
+    assert comparison.ratios == pytest.approx((3.0, 4.5, 3.0))
+    assert comparison.speedup == pytest.approx(3.0)
+
+
+def test_compare_real_sleeps_loose() -> None:
+    comparison = compare(lambda: time.sleep(0.004), lambda: time.sleep(0.002), device="cpu", warmup=1, trials=7)
+    assert len(comparison.ratios) == 7
+    # sleeps overshoot on a loaded machine; only the direction and rough size are robust
+    assert 1.2 < comparison.speedup < 3.0
+
+
+# --------------------------------------------------------------------------- bandwidth on the CPU
+
+
+def test_copy_bandwidth_on_cpu() -> None:
+    bandwidth = measure_copy_bandwidth(device="cpu", nbytes=2**22, trials=5)
+    assert bandwidth.device == "cpu"
+    assert bandwidth.timing.method == METHOD_CPU
+    assert bandwidth.nbytes == 2**22
+    assert len(bandwidth.timing.samples_ms) == 5
+    expected = 2 * 2**22 / (bandwidth.timing.median_ms * 1e6)
+    assert bandwidth.gbps == pytest.approx(expected)
+    assert bandwidth.gbps > 0 and math.isfinite(bandwidth.gbps)
+    assert bandwidth.best_gbps >= bandwidth.gbps
+    assert json.loads(json.dumps(bandwidth.to_dict()))["device"] == "cpu"
+
+
+def test_copy_bandwidth_rejects_empty() -> None:
+    with pytest.raises(ValueError):
+        measure_copy_bandwidth(device="cpu", nbytes=0)
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+def _copy_fn(nbytes: int):
+    src = torch.randn(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("flush_l2", [True, False])
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_gpu_time_fn_copy_sane(flush_l2: bool, cuda_graph: bool) -> None:
+    fn = _copy_fn(256 * 2**20)
+    timing = time_fn(fn, flush_l2=flush_l2, cuda_graph=cuda_graph, trials=20)
+    assert timing.device.startswith("cuda:")
+    assert timing.method == (METHOD_CUDA_GRAPH if cuda_graph else METHOD_CUDA_EVENTS)
+    assert timing.l2_flushed is flush_l2
+    assert len(timing.samples_ms) == 20
+    assert all(s > 0 for s in timing.samples_ms)
+    # 512 MB moved: ~0.12 ms at 4.3 TB/s, well under 100 ms on any CUDA GPU
+    assert 0.0 < timing.median_ms < 100.0
+
+
+@gpu
+@needs_cuda
+def test_gpu_prepare_is_outside_timing() -> None:
+    fn = _copy_fn(2**20)
+    # _sleep spins the GPU for a number of cycles: ~50 ms at 2 GHz, queued before the start event
+    timing = time_fn(fn, prepare=lambda: torch.cuda._sleep(100_000_000), trials=5, warmup=1)
+    assert timing.median_ms < 5.0
+
+
+@gpu
+@needs_cuda
+def test_gpu_compare_same_function_is_even() -> None:
+    fn = _copy_fn(256 * 2**20)
+    comparison = compare(fn, fn, trials=30)
+    assert 0.9 < comparison.speedup < 1.1
+    assert comparison.baseline.device == comparison.candidate.device
+
+
+@gpu
+@needs_cuda
+def test_gpu_compare_with_cuda_graph() -> None:
+    small = _copy_fn(2**20)
+    large = _copy_fn(256 * 2**20)
+    comparison = compare(large, small, cuda_graph=True, trials=10)
+    assert comparison.baseline.method == METHOD_CUDA_GRAPH
+    assert comparison.speedup > 1.0
+
+
+@gpu
+@needs_cuda
+def test_gpu_copy_bandwidth() -> None:
+    bandwidth = measure_copy_bandwidth()
+    assert bandwidth.device.startswith("cuda:")
+    assert bandwidth.timing.l2_flushed is True
+    # an H200 measures about 4300 GB/s; stay device-agnostic
+    assert 100.0 < bandwidth.gbps < 20_000.0
