@@ -4,6 +4,7 @@ Self-contained below capture: it times callables and does arithmetic on bytes
 and microseconds, and knows nothing of artifacts or kernels.
 """
 
+from kernelopt.measure.attribution import Attribution, EventRecord, attribute, summarize
 from kernelopt.measure.bandwidth import Bandwidth, measure_copy_bandwidth
 from kernelopt.measure.roofline import Roofline, amdahl_bound, geometric_mean, tensor_traffic_bytes
 from kernelopt.measure.timer import (
@@ -19,6 +20,10 @@ from kernelopt.measure.timer import (
 )
 
 __all__ = [
+    "Attribution",
+    "EventRecord",
+    "attribute",
+    "summarize",
     "METHOD_CPU",
     "METHOD_CUDA_EVENTS",
     "METHOD_CUDA_GRAPH",

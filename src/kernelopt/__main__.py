@@ -1,0 +1,3 @@
+from kernelopt.cli.main import app
+
+app(prog_name="kernelopt")

@@ -1,0 +1,1 @@
+"""The Python API: entry points that tie the layers together."""

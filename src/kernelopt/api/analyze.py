@@ -1,0 +1,215 @@
+"""``kernelopt analyze``: where a compiled model spends its GPU time, and how much is headroom.
+
+Eager and compiled models are timed interleaved in one process with the L2
+flushed; every launch of the compiled forward is attributed its GPU time with
+the profiler; each generated Triton launch gets its ideal traffic (each tensor
+argument read or written once), achieved bandwidth against the measured peak,
+and headroom. The Amdahl bound is the best end-to-end speedup reachable by
+bringing every Triton launch to the roofline while vendor calls stay as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from kernelopt.api.environment import device_label, versions
+from kernelopt.api.peak import peak_bandwidth
+from kernelopt.capture import Launch, LaunchSink, capture
+from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX
+from kernelopt.errors import KerneloptError
+from kernelopt.measure import Roofline, amdahl_bound, compare, tensor_traffic_bytes
+from kernelopt.measure.attribution import attribute
+from kernelopt.problem import Problem
+from kernelopt.store import Store
+
+
+@dataclass
+class LaunchReport:
+    """One launch's row of the analyze table."""
+
+    index: int
+    graph: int
+    kind: str
+    name: str
+    time_us: float
+    share: float  # of the attributed GPU time
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    achieved_gbps: float | None = None
+    pct_of_peak: float | None = None
+    headroom_us: float | None = None
+    config: dict[str, Any] | None = None
+    kernel_sha256: str | None = None
+
+
+@dataclass
+class AnalysisReport:
+    problem: str
+    device: str
+    peak_gbps: float
+    eager_ms: float
+    eager_spread: float
+    compiled_ms: float
+    compiled_spread: float
+    speedup_vs_eager: float
+    attributed_ms: float
+    unattributed_ms: float
+    triton_ms: float
+    triton_headroom_ms: float
+    amdahl_bound: float
+    launches: list[LaunchReport] = field(default_factory=list)
+    versions: dict[str, Any] = field(default_factory=dict)
+    run_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def launch_traffic(launch: Launch) -> tuple[int, int]:
+    """Ideal bytes (read, written) of a launch from its tensor arguments."""
+    read = written = 0
+    for arg in launch.args:
+        if not arg.is_tensor:
+            continue
+        nbytes = tensor_traffic_bytes(arg.shape, arg.stride, arg.itemsize)
+        if arg.role in ("read", "readwrite"):
+            read += nbytes
+        if arg.role in ("write", "readwrite"):
+            written += nbytes
+    return read, written
+
+
+def build_launch_reports(launches: list[Launch], times_us: dict[int, float], peak_gbps: float) -> list[LaunchReport]:
+    """Join captured launches with their measured times; roofline for generated Triton kernels only."""
+    total = sum(times_us.values()) or 1.0
+    rows = []
+    for launch in launches:
+        t = times_us.get(launch.index, 0.0)
+        row = LaunchReport(
+            index=launch.index,
+            graph=launch.graph,
+            kind=launch.kind,
+            name=launch.name,
+            time_us=t,
+            share=t / total,
+            config=launch.config,
+            kernel_sha256=launch.kernel_sha256,
+        )
+        if launch.kind == "triton" and t > 0:
+            read, written = launch_traffic(launch)
+            roof = Roofline(bytes_read=read, bytes_written=written, time_us=t, peak_gbps=peak_gbps)
+            row.bytes_read, row.bytes_written = read, written
+            row.achieved_gbps, row.pct_of_peak, row.headroom_us = roof.achieved_gbps, roof.pct_of_peak, roof.headroom_us
+        rows.append(row)
+    return rows
+
+
+def summarize_analysis(
+    problem: str,
+    device: str,
+    peak_gbps: float,
+    eager: Any,
+    compiled: Any,
+    rows: list[LaunchReport],
+    device_total_us: float,
+) -> AnalysisReport:
+    """The model-level numbers: speedup over eager and the Amdahl bound of Triton-only work."""
+    attributed_us = sum(r.time_us for r in rows)
+    triton_us = sum(r.time_us for r in rows if r.kind == "triton")
+    headroom_us = sum(r.headroom_us or 0.0 for r in rows)
+    # The bound applies to the compiled model's measured time: removing the
+    # Triton headroom from it is the best that Triton-only work can do.
+    compiled_us = compiled.median_ms * 1000.0
+    bound = amdahl_bound(max(compiled_us, attributed_us), min(headroom_us, max(compiled_us, attributed_us)))
+    return AnalysisReport(
+        problem=problem,
+        device=device,
+        peak_gbps=peak_gbps,
+        eager_ms=eager.median_ms,
+        eager_spread=eager.rel_spread,
+        compiled_ms=compiled.median_ms,
+        compiled_spread=compiled.rel_spread,
+        speedup_vs_eager=eager.median_ms / compiled.median_ms,
+        attributed_ms=attributed_us / 1000.0,
+        unattributed_ms=max(0.0, device_total_us - attributed_us) / 1000.0,
+        triton_ms=triton_us / 1000.0,
+        triton_headroom_ms=headroom_us / 1000.0,
+        amdahl_bound=bound,
+        launches=rows,
+    )
+
+
+def analyze(
+    problem: Problem,
+    store: Store | None = None,
+    seed: int = 0,
+    trials: int = 30,
+    profile_iterations: int = 10,
+    options: dict[str, Any] | None = None,
+) -> AnalysisReport:
+    """Capture, time and attribute one problem on the current CUDA device."""
+    if not torch.cuda.is_available():
+        raise KerneloptError(
+            "kernelopt analyze needs an NVIDIA GPU with CUDA; torch sees none "
+            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda})"
+        )
+    device = torch.device("cuda")
+    label = device_label()
+    run_id = None
+    if store is not None:
+        run_id = store.start_run("analyze", problem.name, label, versions(), {"seed": seed, "options": options or {}})
+    try:
+        report = _analyze(problem, store, device, label, seed, trials, profile_iterations, options)
+    except BaseException as exc:
+        if store is not None and run_id is not None:
+            store.finish_run(run_id, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise
+    report.versions = versions()
+    if store is not None and run_id is not None:
+        report.run_id = run_id
+        store.add_measurement(run_id, "analysis", report.to_dict())
+        store.finish_run(run_id)
+    return report
+
+
+def _analyze(
+    problem: Problem,
+    store: Store | None,
+    device: torch.device,
+    label: str,
+    seed: int,
+    trials: int,
+    profile_iterations: int,
+    options: dict[str, Any] | None,
+) -> AnalysisReport:
+    peak = peak_bandwidth(store)
+    model = problem.build_model(seed, device)
+    inputs = problem.make_inputs(seed, device)
+    artifact = capture(model, inputs, options)
+
+    def run_eager() -> Any:
+        with torch.no_grad():
+            return model(*inputs)
+
+    def run_compiled() -> Any:
+        return artifact(*inputs)
+
+    comparison = compare(run_eager, run_compiled, device=device, trials=trials)
+    sink = LaunchSink(record_args=False, label=True)
+    with artifact.instrumented(sink):
+
+        def instrumented_call() -> Any:
+            sink.begin_call()
+            return artifact(*inputs)
+
+        attribution = attribute(instrumented_call, LAUNCH_LABEL_PREFIX, iterations=profile_iterations)
+    times = {
+        int(name.removeprefix(LAUNCH_LABEL_PREFIX)): us for name, us in attribution.per_label_us.items()
+    }
+    rows = build_launch_reports(artifact.launches, times, peak)
+    return summarize_analysis(
+        problem.name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us
+    )

@@ -1,0 +1,59 @@
+"""``kernelopt doctor``: can this machine run kernelopt, and what are its ceilings?"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from kernelopt.api.environment import device_label, versions
+from kernelopt.api.peak import peak_bandwidth
+from kernelopt.capture.compat import MIN_TORCH, torch_version
+from kernelopt.measure.ncu import ncu_status
+from kernelopt.store import Store
+
+
+@dataclass
+class Diagnosis:
+    device: str
+    gpu: bool
+    versions: dict[str, Any]
+    torch_supported: bool
+    peak_copy_gbps: float | None
+    ncu_path: str | None
+    ncu_counters: bool
+    ncu_reason: str
+    problems: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
+    """Everything kernelopt relies on, each with a one-line problem and fix where it is missing."""
+    problems = []
+    gpu = torch.cuda.is_available()
+    supported = torch_version() >= MIN_TORCH
+    if not supported:
+        problems.append(f"torch {torch.__version__} is older than {MIN_TORCH[0]}.{MIN_TORCH[1]}: pip install -U torch")
+    info = versions()
+    if not gpu:
+        problems.append("no CUDA GPU visible to torch: analyze, verify and optimize need an NVIDIA GPU")
+    if info["triton"] is None:
+        problems.append("Triton is not installed: Inductor cannot generate GPU kernels (pip install triton)")
+    bandwidth = peak_bandwidth(store, remeasure=remeasure) if gpu else None
+    ncu = ncu_status() if gpu else None
+    if ncu is not None and not ncu.counters:
+        problems.append(f"Nsight Compute counters unavailable ({ncu.reason}); agents will work from roofline numbers only")
+    return Diagnosis(
+        device=device_label(),
+        gpu=gpu,
+        versions=info,
+        torch_supported=supported,
+        peak_copy_gbps=bandwidth,
+        ncu_path=ncu.path if ncu else None,
+        ncu_counters=bool(ncu and ncu.counters),
+        ncu_reason=ncu.reason if ncu else "not probed: no GPU",
+        problems=problems,
+    )

@@ -1,0 +1,131 @@
+"""Every private Inductor / Dynamo API kernelopt touches, in one place.
+
+Inductor's internals move between PyTorch releases. Nothing outside this module
+imports from ``torch._inductor`` or ``torch._dynamo``; ``tests/test_compat.py``
+exercises each function here so a PyTorch upgrade that moves one fails loudly
+in one test instead of quietly somewhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+import torch
+
+from kernelopt.errors import UnsupportedEnvironment
+
+MIN_TORCH = (2, 9)
+
+
+def torch_version() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def require_supported_torch() -> None:
+    """Refuse torch versions whose Inductor output we have not verified."""
+    if torch_version() < MIN_TORCH:
+        raise UnsupportedEnvironment(
+            f"torch {torch.__version__} is too old: kernelopt needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]}; "
+            "upgrade with pip install -U torch"
+        )
+
+
+def compile_fx_with_inner_hook(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any],
+    on_graph: Callable[[Any], None],
+    config_patches: dict[str, Any] | None = None,
+) -> Any:
+    """Compile ``gm`` with Inductor, handing each ``CompiledFxGraph`` to ``on_graph``."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        compiled = compile_fx_inner(*args, **kwargs)
+        on_graph(compiled)
+        return compiled
+
+    return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=config_patches or {})
+
+
+def placeholder_sources(gm: torch.fx.GraphModule) -> list[str]:
+    """Dynamo's source names of the graph inputs, e.g. ``L['self']._modules['fc']._parameters['weight']``."""
+    names = []
+    for node in gm.graph.find_nodes(op="placeholder"):
+        grapharg = node.meta.get("grapharg")
+        names.append(grapharg.source.name if grapharg is not None and grapharg.source is not None else node.name)
+    return names
+
+
+def graph_source_code(compiled_graph: Any) -> str:
+    return compiled_graph.source_code
+
+
+def graph_cache_key(compiled_graph: Any) -> str:
+    return compiled_graph.cache_key
+
+
+def output_module(compiled_graph: Any) -> ModuleType:
+    """The live Python module Inductor loaded for a compiled graph (holds the kernel globals)."""
+    key = graph_cache_key(compiled_graph)
+    for name, module in list(sys.modules.items()):
+        if name.endswith(key):
+            return module
+    raise UnsupportedEnvironment(
+        f"cannot find Inductor's output module for graph {key} in sys.modules; "
+        f"torch {torch.__version__} may have changed how it loads output code (see capture/compat.py)"
+    )
+
+
+@contextlib.contextmanager
+def fresh_compile() -> Iterator[None]:
+    """Disable Inductor's caches so every compile runs our hook and produces source code."""
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch({"force_disable_caches": True}):
+        yield
+
+
+def inductor_config_patch(options: dict[str, Any]) -> contextlib.AbstractContextManager:
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(options)
+
+
+def reset_dynamo() -> None:
+    torch._dynamo.reset()
+
+
+def recompile_count() -> int:
+    """Dynamo's count of frames compiled so far (a recompile bumps it)."""
+    from torch._dynamo.utils import counters
+
+    return int(sum(counters["stats"].get(k, 0) for k in ("unique_graphs",)))
+
+
+def caching_autotuner_class() -> type | None:
+    """Inductor's Triton launcher class, or None where Triton is not installed."""
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    except ImportError:
+        return None
+    return CachingAutotuner
+
+
+def load_source_module(source: str) -> ModuleType:
+    """Load Python source the way Inductor loads its own kernels (``PyCodeCache.load``)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    return PyCodeCache.load(source)
+
+
+def chosen_config(kernel: Any) -> dict[str, Any] | None:
+    """The launch config a CachingAutotuner settled on (block sizes, warps, stages)."""
+    launchers = getattr(kernel, "launchers", None) or []
+    if not launchers:
+        return None
+    config = launchers[0].config
+    return {**dict(config.kwargs), "num_warps": config.num_warps, "num_stages": config.num_stages}

@@ -1,0 +1,1 @@
+"""The command line: ``kernelopt analyze``, ``kernelopt doctor``."""

@@ -1,0 +1,88 @@
+"""``kernelopt`` command line (typer: typed options, help and exit codes from one library)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+import typer
+from rich.console import Console
+
+from kernelopt.errors import KerneloptError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Make torch.compile'd models faster by optimizing the Triton kernels Inductor generates.",
+)
+# Wide, unwrapped output when piped (logs, CI), so lines stay greppable.
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, soft_wrap=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+STORE_OPTION = typer.Option(None, "--store", help="SQLite store file (default: $KERNELOPT_STORE or ~/.cache/kernelopt/kernelopt.db).")
+
+
+def user_errors(fn: F) -> F:
+    """Print a KerneloptError as one line and exit 2, instead of a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except KerneloptError as exc:
+            err.print(f"kernelopt: error: {exc}", markup=False, highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@user_errors
+def analyze(
+    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
+    seed: int = typer.Option(0, help="Seed for weights and inputs."),
+    trials: int = typer.Option(30, help="Timed trials for eager and compiled models (interleaved)."),
+    store: Optional[Path] = STORE_OPTION,
+) -> None:
+    """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
+    from kernelopt.api.analyze import analyze as run_analyze
+    from kernelopt.cli.format import print_analysis
+    from kernelopt.problem import load_problem
+    from kernelopt.store import Store
+
+    loaded = load_problem(problem)
+    with Store(store) as db:
+        report = run_analyze(loaded, db, seed=seed, trials=trials)
+    if as_json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_analysis(report, out)
+
+
+@app.command()
+@user_errors
+def doctor(
+    store: Optional[Path] = STORE_OPTION,
+    remeasure: bool = typer.Option(False, help="Measure the copy bandwidth again even if the store has it."),
+) -> None:
+    """GPU, driver, torch / Triton versions, peak copy bandwidth and whether Nsight Compute reads counters."""
+    from kernelopt.api.doctor import diagnose
+    from kernelopt.cli.format import print_doctor
+    from kernelopt.store import Store
+
+    with Store(store) as db:
+        print_doctor(diagnose(db, remeasure=remeasure), out)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

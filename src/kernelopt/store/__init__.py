@@ -1,0 +1,5 @@
+"""The ``store`` layer: SQLite persistence for runs, measurements and device facts."""
+
+from kernelopt.store.db import SCHEMA_VERSION, Run, Store, default_store_path
+
+__all__ = ["SCHEMA_VERSION", "Run", "Store", "default_store_path"]

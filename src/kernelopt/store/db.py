@@ -1,0 +1,182 @@
+"""The store: one SQLite file (WAL mode) holding every run and measurement.
+
+Why SQLite: one file, crash-safe with WAL, readable by concurrent processes,
+in the standard library. The schema is versioned; migrations run forward in
+order, and a file written by a newer kernelopt is refused with a clear message
+rather than half-read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelopt.errors import StoreError
+
+SCHEMA_VERSION = 1
+DEFAULT_PATH_ENV = "KERNELOPT_STORE"
+
+# Migration N brings a store from version N-1 to N. Never edit a shipped one: append.
+MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,              -- analyze | verify | optimize | bench
+        problem TEXT NOT NULL,           -- problem name or suite path
+        device TEXT NOT NULL,
+        versions TEXT NOT NULL,          -- JSON: torch, triton, kernelopt, cuda, driver
+        args TEXT NOT NULL DEFAULT '{}', -- JSON: the command's options
+        status TEXT NOT NULL DEFAULT 'running',  -- running | done | failed
+        error TEXT,
+        started_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE TABLE measurements (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        key TEXT NOT NULL,               -- e.g. eager, compiled, launch/3, summary
+        value TEXT NOT NULL,             -- JSON
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX measurements_run ON measurements(run_id, key);
+    CREATE TABLE devices (
+        name TEXT PRIMARY KEY,           -- e.g. "NVIDIA H200 (cc 9.0)"
+        peak_copy_gbps REAL NOT NULL,
+        measurement TEXT NOT NULL,       -- JSON timing behind the number
+        measured_at REAL NOT NULL
+    );
+    """,
+}
+
+
+def default_store_path() -> Path:
+    """``$KERNELOPT_STORE`` or ``~/.cache/kernelopt/kernelopt.db``."""
+    env = os.environ.get(DEFAULT_PATH_ENV)
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "kernelopt" / "kernelopt.db"
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    kind: str
+    problem: str
+    device: str
+    versions: dict[str, Any]
+    args: dict[str, Any]
+    status: str
+    error: str | None
+    started_at: float
+    finished_at: float | None
+
+
+class Store:
+    """Runs, measurements and device facts in one SQLite file."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the store at {self.path} ({exc}); pass --store PATH to use another file")
+        self._migrate()
+
+    # -- schema ----------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        try:
+            current = self.schema_version()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a kernelopt store ({exc}); move it away or pass --store PATH")
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {current}, newer than this kernelopt's {SCHEMA_VERSION}; "
+                "upgrade kernelopt or pass --store PATH"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            # One script, one transaction: a killed migration leaves the old version intact.
+            self._conn.executescript(f"BEGIN;{MIGRATIONS[version]}\nPRAGMA user_version={version};COMMIT;")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs ------------------------------------------------------------------------
+
+    def start_run(self, kind: str, problem: str, device: str, versions: dict[str, Any], args: dict[str, Any] | None = None) -> int:
+        cur = self._conn.execute(
+            "INSERT INTO runs(kind, problem, device, versions, args, started_at) VALUES (?,?,?,?,?,?)",
+            (kind, problem, device, json.dumps(versions, sort_keys=True), json.dumps(args or {}, sort_keys=True), time.time()),
+        )
+        return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str = "done", error: str | None = None) -> None:
+        if status not in ("done", "failed"):
+            raise ValueError(f"unknown run status {status!r}")
+        self._conn.execute(
+            "UPDATE runs SET status=?, error=?, finished_at=? WHERE id=?", (status, error, time.time(), run_id)
+        )
+
+    def run(self, run_id: int) -> Run:
+        row = self._conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no run {run_id} in {self.path}; list runs with kernelopt runs")
+        return _run_from_row(row)
+
+    def runs(self, kind: str | None = None) -> list[Run]:
+        sql, params = "SELECT * FROM runs", ()
+        if kind:
+            sql, params = sql + " WHERE kind=?", (kind,)
+        return [_run_from_row(r) for r in self._conn.execute(sql + " ORDER BY id", params)]
+
+    # -- measurements ----------------------------------------------------------------
+
+    def add_measurement(self, run_id: int, key: str, value: Any) -> None:
+        self._conn.execute(
+            "INSERT INTO measurements(run_id, key, value, created_at) VALUES (?,?,?,?)",
+            (run_id, key, json.dumps(value, sort_keys=True), time.time()),
+        )
+
+    def measurements(self, run_id: int, prefix: str = "") -> dict[str, Any]:
+        rows = self._conn.execute(
+            "SELECT key, value FROM measurements WHERE run_id=? AND key LIKE ? ORDER BY id",
+            (run_id, prefix.replace("%", r"\%") + "%"),
+        )
+        return {key: json.loads(value) for key, value in rows}
+
+    # -- devices ---------------------------------------------------------------------
+
+    def set_device_bandwidth(self, device: str, gbps: float, measurement: dict[str, Any]) -> None:
+        self._conn.execute(
+            "INSERT INTO devices(name, peak_copy_gbps, measurement, measured_at) VALUES (?,?,?,?) "
+            "ON CONFLICT(name) DO UPDATE SET peak_copy_gbps=excluded.peak_copy_gbps, "
+            "measurement=excluded.measurement, measured_at=excluded.measured_at",
+            (device, gbps, json.dumps(measurement, sort_keys=True), time.time()),
+        )
+
+    def device_bandwidth(self, device: str) -> float | None:
+        row = self._conn.execute("SELECT peak_copy_gbps FROM devices WHERE name=?", (device,)).fetchone()
+        return float(row[0]) if row else None
+
+
+def _run_from_row(row: tuple) -> Run:
+    id_, kind, problem, device, versions, args, status, error, started, finished = row
+    return Run(id_, kind, problem, device, json.loads(versions), json.loads(args), status, error, started, finished)
