@@ -1,0 +1,80 @@
+"""Functions the worker tests run in isolated processes.
+
+Importable by the worker because the tests pass this directory as ``extra_path``.
+Nothing here imports torch at module level, so the memory-limit test stays small.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MIB = 2**20
+
+
+def add(a: int, b: int, *, scale: int = 1) -> dict[str, Any]:
+    return {"sum": (a + b) * scale, "items": [a, b], "pair": (a, b)}
+
+
+def raise_value_error(message: str) -> None:
+    raise ValueError(message)
+
+
+def segfault() -> None:
+    ctypes.string_at(0)
+
+
+def exit_without_result(code: int) -> None:
+    os._exit(code)
+
+
+def hang_with_grandchild(pid_file: str) -> None:
+    """Start a grandchild that sleeps, record its pid, then hang."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    Path(pid_file).write_text(str(child.pid))
+    while True:
+        time.sleep(1)
+
+
+def exhaust_memory(chunk_mib: int = 64, max_chunks: int = 64) -> str:
+    """Allocate until MemoryError; stops at ``max_chunks`` so a missing limit spares the host."""
+    chunks = []
+    for _ in range(max_chunks):
+        chunks.append(bytearray(chunk_mib * MIB))
+    return f"allocated {len(chunks) * chunk_mib} MiB without running out"
+
+
+def environment() -> dict[str, Any]:
+    return {"environ": dict(os.environ), "cwd": os.getcwd(), "sys_path": list(sys.path)}
+
+
+class _RunsCommandWhenUnpickled:
+    """Its pickle tells the unpickler to call os.system: a result that attacks the parent."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def malicious_result(marker: str) -> Any:
+    return _RunsCommandWhenUnpickled(marker)
+
+
+def tensors() -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    return {
+        "tensor": torch.arange(6, dtype=torch.float64).reshape(2, 3).t(),
+        "dtype": torch.bfloat16,
+        "size": torch.Size([2, 3]),
+        "array": np.arange(4, dtype=np.float32),
+        "scalar": np.float64(1.5),
+    }
