@@ -40,7 +40,7 @@ def test_analyze_attribution_matches_compiled_time(rel: str, store: Store) -> No
     for row in triton:
         assert row.time_us > 0 and row.bytes_read + row.bytes_written > 0
         # Nothing beats the copy roofline by more than measurement noise.
-        assert row.pct_of_peak < 1.15, row
+        assert row.pct_of_peak < 115, row  # percent
     assert 1.0 <= report.amdahl_bound
     assert store.run(report.run_id).status == "done"
     assert store.measurements(report.run_id)["analysis"]["problem"] == problem.name

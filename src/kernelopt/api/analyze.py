@@ -39,7 +39,7 @@ class LaunchReport:
     bytes_read: int | None = None
     bytes_written: int | None = None
     achieved_gbps: float | None = None
-    pct_of_peak: float | None = None
+    pct_of_peak: float | None = None  # percent of the measured peak copy bandwidth
     headroom_us: float | None = None
     config: dict[str, Any] | None = None
     kernel_sha256: str | None = None

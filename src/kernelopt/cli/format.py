@@ -30,7 +30,7 @@ def analysis_table(report: AnalysisReport) -> Table:
             _num(row.time_us, ".1f"),
             _num(100 * row.share, ".1f"),
             _num(row.achieved_gbps, ".0f"),
-            _num(None if row.pct_of_peak is None else 100 * row.pct_of_peak, ".0f"),
+            _num(row.pct_of_peak, ".0f"),
             _num(row.headroom_us, ".1f"),
         )
     return table
