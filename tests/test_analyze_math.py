@@ -1,0 +1,74 @@
+"""Roofline and Amdahl arithmetic of the analyze report, against hand-computed cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelopt.api.analyze import build_launch_reports, launch_traffic, summarize_analysis
+from kernelopt.capture import ArgInfo, Launch
+from kernelopt.measure import Timing
+
+MiB = 1 << 20
+
+
+def tensor(pos: int, name: str, role: str, shape: tuple, stride: tuple, itemsize: int = 4) -> ArgInfo:
+    return ArgInfo(pos, name, role, shape, stride, "float32", "cuda:0", itemsize)
+
+
+def timing(ms: float) -> Timing:
+    return Timing(samples_ms=(ms, ms, ms), device="cuda:0 test", method="cuda-events", l2_flushed=True)
+
+
+def test_traffic_counts_each_argument_once_by_role() -> None:
+    launch = Launch(0, 0, "triton", "k", args=[
+        tensor(0, "in_out_ptr0", "readwrite", (1024, 256), (256, 1)),  # 1 MiB read + 1 MiB written
+        tensor(1, "in_ptr0", "read", (1024, 256), (0, 1)),  # broadcast row: 256 floats read once
+        tensor(2, "out_ptr0", "write", (256, 1024), (1, 256)),  # transposed view: still 1 MiB
+        ArgInfo(3, "xnumel", "scalar", value=262144),
+    ])
+    read, written = launch_traffic(launch)
+    assert read == MiB + 256 * 4
+    assert written == 2 * MiB
+
+
+def test_reports_roofline_only_for_triton_and_shares() -> None:
+    gemm = Launch(0, 0, "vendor", "extern_kernels.mm", args=[tensor(0, None, "read", (1024, 1024), (1024, 1))])
+    epilogue = Launch(1, 0, "triton", "triton_poi_fused_gelu_0", args=[
+        tensor(0, "in_ptr0", "read", (1000, 1000), (1000, 1)),
+        tensor(1, "out_ptr0", "write", (1000, 1000), (1000, 1)),
+    ])
+    rows = build_launch_reports([gemm, epilogue], {0: 300.0, 1: 100.0}, peak_gbps=4000.0)
+    assert [r.share for r in rows] == [0.75, 0.25]
+    assert rows[0].achieved_gbps is None and rows[0].headroom_us is None
+    e = rows[1]
+    assert e.bytes_read == e.bytes_written == 4_000_000
+    assert e.achieved_gbps == pytest.approx(8e6 / 100e-6 / 1e9)  # 80 GB/s
+    assert e.pct_of_peak == pytest.approx(2.0)  # percent
+    assert e.headroom_us == pytest.approx(100.0 - 2.0)  # 8 MB at 4000 GB/s takes 2 us
+
+
+def test_amdahl_bound_of_the_model() -> None:
+    # 1 ms GEMM (untouchable) + 1 ms Triton kernel moving 2 GB at 4000 GB/s (0.5 ms at roofline).
+    gemm = Launch(0, 0, "vendor", "extern_kernels.mm")
+    red = Launch(1, 0, "triton", "triton_red_0", args=[
+        tensor(0, "in_ptr0", "read", (250_000_000,), (1,)),
+        tensor(1, "out_ptr0", "write", (250_000_000,), (1,)),
+    ])
+    rows = build_launch_reports([gemm, red], {0: 1000.0, 1: 1000.0}, peak_gbps=4000.0)
+    report = summarize_analysis("p", "dev", 4000.0, timing(3.0), timing(2.0), rows, device_total_us=2000.0)
+    assert rows[1].headroom_us == pytest.approx(500.0)
+    assert report.speedup_vs_eager == pytest.approx(1.5)
+    assert report.triton_ms == pytest.approx(1.0) and report.triton_headroom_ms == pytest.approx(0.5)
+    assert report.amdahl_bound == pytest.approx(2000.0 / 1500.0)
+    assert report.unattributed_ms == 0.0
+
+
+def test_kernel_at_roofline_has_no_headroom_and_bound_one() -> None:
+    k = Launch(0, 0, "triton", "triton_poi_0", args=[
+        tensor(0, "in_ptr0", "read", (500_000_000,), (1,)),
+        tensor(1, "out_ptr0", "write", (500_000_000,), (1,)),
+    ])
+    rows = build_launch_reports([k], {0: 1000.0}, peak_gbps=4000.0)  # 4 GB in 1 ms = peak
+    report = summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(1.0), rows, device_total_us=1000.0)
+    assert rows[0].headroom_us == pytest.approx(0.0)
+    assert report.amdahl_bound == pytest.approx(1.0)
