@@ -210,7 +210,8 @@ def load_problem(path: str | Path, overrides: dict[str, Any] | None = None, name
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
-        raise ProblemError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+        where = f"{path}:{exc.lineno}" if exc.lineno else str(path)  # no line for e.g. null bytes
+        raise ProblemError(f"{where}: syntax error: {exc.msg}") from exc
     sizes = _size_constants(tree)
     if overrides:
         tree = _rewrite_sizes(tree, overrides, path)

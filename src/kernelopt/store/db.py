@@ -156,9 +156,11 @@ class Store:
         )
 
     def measurements(self, run_id: int, prefix: str = "") -> dict[str, Any]:
+        # An exact, case-sensitive prefix match: LIKE would treat "%" and "_" in keys as
+        # wildcards (it has no default escape character) and ignore ASCII case.
         rows = self._conn.execute(
-            "SELECT key, value FROM measurements WHERE run_id=? AND key LIKE ? ORDER BY id",
-            (run_id, prefix.replace("%", r"\%") + "%"),
+            "SELECT key, value FROM measurements WHERE run_id=?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY id",
+            (run_id, prefix),
         )
         return {key: json.loads(value) for key, value in rows}
 

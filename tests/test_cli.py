@@ -1,0 +1,79 @@
+"""The command line on a CPU-only machine: user errors are one line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from kernelopt.cli.main import app
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "problems" / "level1" / "01_relu.py"
+
+needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+
+
+def _runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # older click/typer: keep stderr apart
+    except TypeError:
+        return CliRunner()  # newer: result.stderr is always separate
+
+
+def _stderr_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def test_analyze_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.py"
+    result = _runner().invoke(app, ["analyze", str(missing), "--store", str(tmp_path / "k.db")])
+    assert result.exit_code == 2, result.output
+    lines = _stderr_lines(result)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("kernelopt: error:")
+    assert str(missing) in lines[0]
+    assert "Traceback" not in result.output
+    assert result.stdout.strip() == ""
+
+
+@needs_no_gpu
+def test_analyze_without_gpu(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    result = _runner().invoke(app, ["analyze", str(EXAMPLE), "--store", str(db)])
+    assert result.exit_code == 2, result.output
+    lines = _stderr_lines(result)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("kernelopt: error:")
+    assert "needs an NVIDIA GPU with CUDA" in lines[0]
+
+
+@needs_no_gpu
+def test_doctor_without_gpu(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    result = _runner().invoke(app, ["doctor", "--store", str(db)])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "device" in out and "torch" in out
+    problems = [line for line in out.splitlines() if line.startswith("problem:")]
+    assert any("no CUDA GPU" in line for line in problems), out
+    assert "ok: everything kernelopt needs is here" not in out
+    assert db.is_file()  # --store was honoured
+
+
+def test_help_lists_commands() -> None:
+    result = _runner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "analyze" in result.stdout and "doctor" in result.stdout
+
+
+def test_python_dash_m_help() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelopt", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: kernelopt" in proc.stdout  # prog_name set by __main__, not "python -m"
+    assert "analyze" in proc.stdout and "doctor" in proc.stdout
