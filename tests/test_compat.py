@@ -102,6 +102,16 @@ def test_source_loader_and_config_reader() -> None:
     assert tuner is not None and tuner.__name__ == "CachingAutotuner" and hasattr(tuner, "run")
 
 
+def test_recompile_counter_moves_on_new_shapes() -> None:
+    fn = torch.compile(lambda x: x * 2 + 1, backend="eager", dynamic=False)
+    fn(torch.randn(3))
+    before = compat.recompile_count()
+    fn(torch.randn(3))
+    assert compat.recompile_count() == before
+    fn(torch.randn(4, 2))
+    assert compat.recompile_count() == before + 1
+
+
 def test_fresh_compile_disables_caches() -> None:
     import torch._inductor.config as cfg
 

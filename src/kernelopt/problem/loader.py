@@ -229,6 +229,7 @@ def load_problem(path: str | Path, overrides: dict[str, Any] | None = None, name
         raise ProblemError(f"{path}: executing the file raised {_short(exc)}") from exc
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
+        sys.modules.pop(mod_name, None)
         raise ProblemError(f"{path}: defines no {', '.join(missing)}; {FORMAT_HINT}")
     if not (isinstance(module.Model, type) and issubclass(module.Model, nn.Module)):
         raise ProblemError(f"{path}: Model is not a torch.nn.Module subclass; {FORMAT_HINT}")

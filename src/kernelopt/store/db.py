@@ -84,12 +84,19 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the store at {self.path} ({exc}); pass --store PATH to use another file")
+        try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the store at {self.path} ({exc}); pass --store PATH to use another file")
-        self._migrate()
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise StoreError(f"{self.path} is not a kernelopt store ({exc}); move it away or pass --store PATH")
+        except StoreError:
+            self._conn.close()
+            raise
 
     # -- schema ----------------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+"""Launch snapshots: a kernel's real arguments, recorded during a model run.
+
+A snapshot lets one sub-kernel run alone on real data, its outputs compared
+with the original's. We record with our own launch proxies rather than
+tritonparse: the proxies already see every launch with its live tensors, in
+process, with no extra dependency on the GPU machine; tritonparse writes traces
+for offline reproduction, which a correctness gate does not need.
+
+Copies are exact: the whole memory span a view can address is copied and the
+view rebuilt with the same shape, strides and dtype, because an Inductor kernel
+indexes raw memory assuming the layout it was compiled for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from kernelopt.capture.artifact import Artifact
+from kernelopt.capture.output_code import KernelDef
+from kernelopt.capture.recorder import KernelProxy, LaunchSink
+
+
+def span_elements(t: torch.Tensor) -> int:
+    """Elements of storage a view can address, from its first to its last element."""
+    if t.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
+
+
+def exact_clone(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with identical shape, strides and dtype, including stride-0 and gapped views."""
+    span = span_elements(t)
+    if span == 0:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    flat = torch.as_strided(t, (span,), (1,), t.storage_offset()).clone()
+    return flat.as_strided(t.shape, t.stride(), 0)
+
+
+def random_like_layout(t: torch.Tensor, generator: torch.Generator, scale: float) -> torch.Tensor:
+    """Fresh values in ``t``'s exact layout: standard normal × ``scale`` for floating tensors."""
+    span = span_elements(t)
+    flat = torch.randn(max(span, 1), generator=generator, device=t.device, dtype=torch.float32).to(t.dtype) * scale
+    return flat.as_strided(t.shape, t.stride(), 0)
+
+
+def clone_args(args: Sequence[Any]) -> list[Any]:
+    return [exact_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+@dataclass
+class LaunchSnapshot:
+    """The arguments one launch of a kernel received, copied before it ran."""
+
+    kernel: KernelDef
+    graph: int
+    occurrence: int  # which launch of this kernel within one forward
+    args: list[Any]
+
+
+class _SnapshotProxy(KernelProxy):
+    def __init__(self, *a: Any, out: list[LaunchSnapshot], **k: Any) -> None:
+        super().__init__(*a, **k)
+        self._out = out
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        self._out.append(LaunchSnapshot(self._kernel, self._graph, len(self._out), clone_args(args)))
+        return super().run(*args, **kwargs)
+
+
+def snapshot_launches(artifact: Artifact, inputs: Sequence[Any], graph: int, var: str) -> list[LaunchSnapshot]:
+    """Run the model once and copy the arguments of every launch of one kernel."""
+    snapshots: list[LaunchSnapshot] = []
+    sink = LaunchSink(record_args=False)
+    g = vars(artifact.graphs[graph].module)
+    kernel = artifact.graphs[graph].kernels[var]
+    original = g[var]
+    g[var] = _SnapshotProxy(sink, graph, kernel, original, lambda _k: None, out=snapshots)
+    try:
+        artifact(*inputs)
+    finally:
+        g[var] = original
+    return snapshots
+
+
+def launch(kernel: Any, args: Sequence[Any]) -> None:
+    """Launch an Inductor kernel alone on the current CUDA stream, as the wrapper does."""
+    kernel.run(*args, stream=torch.cuda.current_stream().cuda_stream)
