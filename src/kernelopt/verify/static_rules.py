@@ -1,0 +1,212 @@
+"""The static gate's rule set, as data.
+
+Tables of what a candidate kernel module may and may not contain; the walker in
+:mod:`kernelopt.verify.static` applies them. To forbid a new construct, add it to
+a table here; to explain a rule better, edit its line in :data:`RULES`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+# --------------------------------------------------------------------------------------
+# Rules: id -> what the rule forbids and why. Order = priority: when a candidate breaks
+# several rules, the reason shows the first one here (the most specific hack).
+# --------------------------------------------------------------------------------------
+
+RULES: dict[str, str] = {
+    "syntax": "a candidate must be valid Python",
+    "size": "a candidate must be a single kernel module of reasonable size",
+    "monkey_patch": "a candidate may not rebind attributes of modules or imported names (monkey-patching)",
+    "dynamic_code": "a candidate may not run code built at run time or import dynamically",
+    "introspection": "a candidate may not inspect frames, globals or interpreter internals",
+    "threads": "a candidate may not start threads or processes",
+    "timing": "a candidate may not touch streams, events, synchronization or timers",
+    "io": "a candidate may not touch files, the network or the console",
+    "fallback": "a candidate may not carry a fallback path",
+    "class_def": "a candidate may not define classes (tensor subclasses, lazy outputs)",
+    "global_state": "a candidate may not keep state across calls",
+    "context_manager": "a candidate may not enter contexts (streams, devices, grad modes)",
+    "torch_compute": "a candidate must compute in Triton, not PyTorch",
+    "code_shape": "a candidate may not define lambdas, generators or async code",
+    "precision": "which the original kernel does not use; a candidate may not lower the precision",
+    "import": "allowed: triton, triton.language, torch._inductor.runtime helpers, math, and what the original imports",
+    "module_access": "a candidate may use only the Triton language, Inductor's kernel helpers and decorators, and math",
+    "kernel": "the candidate must define the kernel it replaces, as Inductor's launcher expects",
+    "signature": "pointer and numel parameters must keep the original's names and order",
+    "top_level": (
+        "the top level may hold only imports, @triton.jit functions, literal constants "
+        "and triton_helpers.set_driver_to_gpu()"
+    ),
+}
+PRIORITY = {rule: i for i, rule in enumerate(RULES)}
+
+MAX_SOURCE_CHARS = 1_000_000
+
+# Statement and expression kinds no kernel module needs: node type -> (rule, description).
+_TryStar = getattr(ast, "TryStar", None)  # Python >= 3.11
+FORBIDDEN_NODES: dict[type, tuple[str, Callable[[ast.AST], str]]] = {
+    ast.Try: ("fallback", lambda n: "try/" + ("except" if n.handlers else "finally")),  # type: ignore[attr-defined]
+    ast.With: ("context_manager", lambda n: f"with {', '.join(ast.unparse(i.context_expr) for i in n.items)}"),  # type: ignore[attr-defined]
+    ast.AsyncWith: ("code_shape", lambda n: "async with"),
+    ast.Global: ("global_state", lambda n: f"global {', '.join(n.names)}"),  # type: ignore[attr-defined]
+    ast.Nonlocal: ("global_state", lambda n: f"nonlocal {', '.join(n.names)}"),  # type: ignore[attr-defined]
+    ast.ClassDef: ("class_def", lambda n: f"defines class {n.name}" + (  # type: ignore[attr-defined]
+        f"({', '.join(ast.unparse(b) for b in n.bases)})" if n.bases else "")),  # type: ignore[attr-defined]
+    ast.Lambda: ("code_shape", lambda n: "lambda"),
+    ast.AsyncFunctionDef: ("code_shape", lambda n: f"async def {n.name}"),  # type: ignore[attr-defined]
+    ast.Await: ("code_shape", lambda n: "await"),
+    ast.Yield: ("code_shape", lambda n: "yield"),
+    ast.YieldFrom: ("code_shape", lambda n: "yield from"),
+}
+if _TryStar is not None:
+    FORBIDDEN_NODES[_TryStar] = ("fallback", lambda n: "try/except*")
+
+# Builtins that reach outside the kernel: name -> rule.
+FORBIDDEN_BUILTINS: dict[str, str] = {
+    "eval": "dynamic_code", "exec": "dynamic_code", "compile": "dynamic_code", "__import__": "dynamic_code",
+    "setattr": "monkey_patch", "delattr": "monkey_patch",
+    "getattr": "introspection", "hasattr": "introspection", "globals": "introspection",
+    "locals": "introspection", "vars": "introspection", "dir": "introspection", "id": "introspection",
+    "breakpoint": "introspection", "memoryview": "introspection",
+    "open": "io", "input": "io", "exit": "io", "quit": "io", "help": "io",
+    "type": "class_def", "super": "class_def", "object": "class_def", "classmethod": "class_def",
+    "staticmethod": "class_def", "property": "class_def",
+}
+
+# Attribute names that betray a hack whatever object they hang off: name -> rule.
+FORBIDDEN_ATTRIBUTES: dict[str, str] = {
+    **dict.fromkeys(
+        ("_getframe", "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "gi_frame", "gi_code",
+         "cr_frame", "tb_frame", "tb_next", "co_code", "_current_frames"), "introspection"),
+    **dict.fromkeys(
+        ("Thread", "start_new_thread", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Pool",
+         "Timer", "fork", "spawn"), "threads"),
+    **dict.fromkeys(
+        ("Stream", "ExternalStream", "Event", "stream", "current_stream", "default_stream", "set_stream",
+         "get_raw_stream", "synchronize", "wait_stream", "wait_event", "record_stream", "record_event",
+         "elapsed_time", "perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns",
+         "process_time", "CUDAGraph", "graph"), "timing"),
+}
+ALLOWED_DUNDER_NAMES = frozenset({"__file__", "__name__"})
+
+# Modules a candidate can never import, with what they would give it (for the reason).
+IMPORT_HINTS: dict[str, str] = {
+    "os": "file system and process access", "sys": "interpreter internals", "subprocess": "process spawning",
+    "socket": "network access", "ssl": "network access", "http": "network access", "urllib": "network access",
+    "requests": "network access", "select": "network access", "selectors": "network access",
+    "threading": "threads", "_thread": "threads", "multiprocessing": "processes",
+    "concurrent": "threads and processes", "asyncio": "event loops", "ctypes": "native code",
+    "cffi": "native code", "inspect": "frame introspection", "traceback": "frame introspection",
+    "gc": "object graph access", "weakref": "object graph access", "importlib": "dynamic imports",
+    "runpy": "dynamic imports", "pickle": "deserialization", "marshal": "deserialization",
+    "shelve": "deserialization", "time": "timers", "builtins": "builtin patching", "io": "file access",
+    "pathlib": "file access", "shutil": "file access", "tempfile": "file access", "glob": "file access",
+    "mmap": "file access", "signal": "signal handlers", "atexit": "exit hooks", "types": "code objects",
+    "operator": "attribute access by name", "functools": "function wrapping", "numpy": "host computation",
+    "torch": "PyTorch",
+}
+
+# --------------------------------------------------------------------------------------
+# Module attribute policy. A dotted path a candidate uses (after resolving import
+# aliases and Inductor's re-exports) is checked against the longest matching key; the
+# next component must be in the key's allowed set (ANY: any public name).
+# --------------------------------------------------------------------------------------
+
+ANY: frozenset[str] = frozenset({"*"})
+HEURISTIC_DECORATORS = frozenset({
+    "pointwise", "reduction", "persistent_reduction", "cooperative_reduction", "split_scan",
+    "template", "fixed_config", "user_autotune", "foreach",
+})
+TRITON_HELPERS = frozenset({
+    "set_driver_to_gpu", "promote_to_tensor", "div_floor_integer", "remainder_integer", "pow_integer",
+    "is_floating", "prod", "minimum", "maximum", "min2", "max2", "minimum_with_index", "maximum_with_index",
+    "min_with_index", "max_with_index", "exp", "online_softmax_reduce", "online_softmax_combine",
+    "online_softmax_combine_with_sum", "welford_reduce", "welford_combine", "welford", "device_assert_then",
+    "rand4x", "randn4x", "randint64", "any", "bucketize_binary_search", "pack_value_flag", "unpack_value",
+    "unpack_flag", "exclusive_scan_decoupled_lookback", "exclusive_scan_decoupled_lookback_64", "frexp",
+    "sort_with_index", "select_one", "x_grid_barrier", "constexpr_next_power_of_2", "if_mask",
+    "inline_asm_pack", "inline_asm_unpack", "fp8e4m3fn_to_float32", "triton_builtin",
+    "libdevice", "math", "tl", "triton",
+})
+TORCH_DTYPES = frozenset({
+    "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int8", "int16", "short",
+    "int32", "int", "int64", "long", "uint8", "uint16", "uint32", "uint64", "bool", "complex64",
+    "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+})
+RUNTIME = "torch._inductor.runtime"
+POLICIES: dict[str, frozenset[str]] = {
+    "triton": frozenset({"jit", "Config", "cdiv", "next_power_of_2", "constexpr", "language"}),
+    "triton.language": ANY,
+    "math": ANY,
+    RUNTIME: frozenset({"triton_helpers", "triton_heuristics", "hints", "triton_compat"}),
+    f"{RUNTIME}.triton_heuristics": HEURISTIC_DECORATORS,
+    f"{RUNTIME}.triton_helpers": TRITON_HELPERS,
+    f"{RUNTIME}.hints": frozenset({"AutotuneHint", "ReductionHint", "TileHint", "DeviceProperties"}),
+    f"{RUNTIME}.triton_compat": frozenset({"libdevice", "math", "tl", "triton", "Config"}),
+    "torch": TORCH_DTYPES,  # references only, never calls (see _check_path)
+}
+# Names Inductor's helper modules re-export: path prefix -> what it is.
+REEXPORTS: dict[str, str] = {
+    **{f"{RUNTIME}.{m}.triton": "triton" for m in ("triton_helpers", "triton_compat")},
+    **{f"{RUNTIME}.{m}.tl": "triton.language" for m in ("triton_helpers", "triton_compat")},
+    **{f"{RUNTIME}.{m}.libdevice": "triton.language.extra.libdevice" for m in ("triton_helpers", "triton_compat")},
+    **{f"{RUNTIME}.{m}.math": "triton.language.math" for m in ("triton_helpers", "triton_compat")},
+    f"{RUNTIME}.triton_compat.Config": "triton.Config",
+}
+# Paths that are modules: a candidate may use them only through attribute access,
+# never as values (an alias would slip past the policy above).
+MODULE_PATHS = frozenset({
+    "triton", "triton.language", "triton.language.math", "triton.language.extra",
+    "triton.language.extra.libdevice", "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice",
+    "math", "torch", RUNTIME, *(f"{RUNTIME}.{m}" for m in POLICIES[RUNTIME]),
+})
+# Components that must not appear in a path below an allowed root: the modules above,
+# Triton's host-side machinery, and the dangerous builtins (``tl.core.getattr``, ...).
+DENIED_COMPONENTS = (
+    frozenset(IMPORT_HINTS)
+    | frozenset({"runtime", "testing", "knobs", "compiler", "backends", "driver", "profiler", "tools",
+                 "warnings", "pymath"})
+    | frozenset(n for n, rule in FORBIDDEN_BUILTINS.items() if rule in ("dynamic_code", "monkey_patch", "io"))
+    | frozenset({"getattr", "globals", "locals", "vars"})
+)
+# Keywords ``@triton.jit(...)`` may take (``launch_metadata``/``repr`` would run host hooks).
+JIT_KEYWORDS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})
+
+# --------------------------------------------------------------------------------------
+# Precision: tokens naming a lower precision or an approximate mode. A candidate may
+# use a token only if the original uses it too.
+# --------------------------------------------------------------------------------------
+
+LOW_PRECISION_NAMES: dict[str, str] = {
+    "float16": "float16", "half": "float16", "fp16": "float16", "f16": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+}
+LOW_PRECISION_PREFIXES = ("float8", "fp8")
+APPROXIMATE_FUNCTIONS = frozenset({"fdiv", "inline_asm_elementwise"})  # plus every fast_* (libdevice)
+REDUCED_PRECISION_MODES = frozenset({"tf32", "tf32x3", "bf16x3", "bf16x6", "hf32"})
+CONSTEXPR_PATHS = frozenset({"triton.language.constexpr", "triton.constexpr"})
+
+
+def precision_token_for_name(name: str) -> str | None:
+    """The precision token an identifier names (``float16``, ``fast_expf``, ...), or None."""
+    if name in LOW_PRECISION_NAMES:
+        return LOW_PRECISION_NAMES[name]
+    if name.startswith(LOW_PRECISION_PREFIXES):
+        return name
+    if name.startswith("fast_") or name in APPROXIMATE_FUNCTIONS:
+        return name
+    return None
+
+
+def precision_token_for_string(value: str) -> str | None:
+    """The precision token a string literal names (``'*fp16'``, ``'tf32'``, ...), or None."""
+    text = value.strip().lstrip("*")
+    if text in REDUCED_PRECISION_MODES:
+        return text
+    if text in LOW_PRECISION_NAMES:
+        return LOW_PRECISION_NAMES[text]
+    if text.startswith(LOW_PRECISION_PREFIXES) and text.isidentifier():
+        return text
+    return None
