@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # One full GPU pass on the lent H200 (run from the repo root through the device tool):
-# environment facts, fixture recording, the GPU tests, doctor and analyze tables.
+#   scripts/device/gpu_check.sh [all|fixtures|tests|cli|verify]
 # Everything worth keeping is written under $OUT (or ./.device_out when run by hand).
 set -uo pipefail
 OUT=${OUT:-.device_out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 KO="python3 -m kernelopt"
 STORE=$OUT/kernelopt.db
+P=examples/problems
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } 2>&1 | tee "$OUT/env.txt"
 step=${1:-all}
 if [[ $step == all || $step == fixtures ]]; then
   mkdir -p /tmp/fixtures
   python3 scripts/record_captures.py /tmp/fixtures \
-    examples/problems/level1/12_softmax_wide.py examples/problems/level1/15_rmsnorm.py \
-    examples/problems/level2/03_gemm_bias_gelu.py examples/problems/level2/07_conv2d_bn_relu.py \
-    examples/problems/level3/03_transformer_block.py 2>&1 | tail -20
+    $P/level1/12_softmax_wide.py $P/level1/15_rmsnorm.py $P/level2/03_gemm_bias_gelu.py \
+    $P/level2/07_conv2d_bn_relu.py $P/level3/03_transformer_block.py 2>&1 | tail -20
   tar czf "$OUT/fixtures.tgz" -C /tmp/fixtures .
 fi
 if [[ $step == all || $step == tests ]]; then
@@ -24,6 +24,15 @@ fi
 if [[ $step == all || $step == cli ]]; then
   $KO doctor --store "$STORE" 2>&1 | tee "$OUT/doctor.txt"
   for p in level2/03_gemm_bias_gelu level1/10_row_l2_normalize level1/12_softmax_wide; do
-    $KO analyze examples/problems/$p.py --store "$STORE" 2>&1 | tee "$OUT/analyze_$(basename $p).txt"
+    $KO analyze $P/$p.py --store "$STORE" 2>&1 | tee "$OUT/analyze_$(basename $p).txt"
+  done
+fi
+if [[ $step == all || $step == verify ]]; then
+  for p in level1/10_row_l2_normalize level1/12_softmax_wide; do
+    name=$(basename $p)
+    python3 scripts/config_sweep.py $P/$p.py --out /tmp/$name.best.py --limit ${SWEEP_LIMIT:-16} 2>&1 | tee "$OUT/sweep_$name.txt" | tail -25
+    kernel=$(sed -n 's/^wrote .* (kernel \(.*\))$/\1/p' "$OUT/sweep_$name.txt")
+    [[ -n $kernel ]] && $KO verify $P/$p.py --kernel "$kernel" --candidate /tmp/$name.best.py \
+      --export /tmp/$name.kopt.json --store "$STORE" 2>&1 | tee "$OUT/verify_$name.txt"
   done
 fi

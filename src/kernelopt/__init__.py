@@ -1,7 +1,17 @@
 """kernelopt: faster torch.compile'd models through verified Triton kernel search."""
 
+from typing import Any
+
 from kernelopt.errors import KerneloptError, ProblemError
 
 __version__ = "0.1.0"
 
-__all__ = ["KerneloptError", "ProblemError", "__version__"]
+
+def load(path: Any, model: Any = None, device: Any = "cuda") -> Any:
+    """Load an exported, verified model (see :func:`kernelopt.api.export.load`)."""
+    from kernelopt.api.export import load as _load
+
+    return _load(path, model=model, device=device)
+
+
+__all__ = ["KerneloptError", "ProblemError", "__version__", "load"]

@@ -18,9 +18,9 @@ import torch
 from kernelopt.api.environment import device_label, versions
 from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture import Launch, LaunchSink, capture
-from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX
+from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
 from kernelopt.errors import KerneloptError
-from kernelopt.measure import Roofline, amdahl_bound, compare, tensor_traffic_bytes
+from kernelopt.measure import Roofline, amdahl_bound, compare
 from kernelopt.measure.attribution import attribute
 from kernelopt.problem import Problem
 from kernelopt.store import Store
@@ -70,16 +70,7 @@ class AnalysisReport:
 
 def launch_traffic(launch: Launch) -> tuple[int, int]:
     """Ideal bytes (read, written) of a launch from its tensor arguments."""
-    read = written = 0
-    for arg in launch.args:
-        if not arg.is_tensor:
-            continue
-        nbytes = tensor_traffic_bytes(arg.shape, arg.stride, arg.itemsize)
-        if arg.role in ("read", "readwrite"):
-            read += nbytes
-        if arg.role in ("write", "readwrite"):
-            written += nbytes
-    return read, written
+    return traffic_bytes(launch.args)
 
 
 def build_launch_reports(launches: list[Launch], times_us: dict[int, float], peak_gbps: float) -> list[LaunchReport]:

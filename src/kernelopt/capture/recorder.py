@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from kernelopt.capture.output_code import KernelDef
+from kernelopt.measure.roofline import tensor_traffic_bytes
 
 LAUNCH_LABEL_PREFIX = "kernelopt.launch."
 
@@ -133,6 +134,20 @@ def describe_library_args(args: tuple[Any, ...], kwargs: dict[str, Any], result:
         if isinstance(r, torch.Tensor) and not any(a.role == "write" for a in infos):
             infos.append(_tensor_info(len(items), "result", "write", r))
     return infos
+
+
+def traffic_bytes(args: Sequence[ArgInfo]) -> tuple[int, int]:
+    """Ideal bytes (read, written) of a launch: each tensor argument moved once, by its role."""
+    read = written = 0
+    for arg in args:
+        if not arg.is_tensor:
+            continue
+        nbytes = tensor_traffic_bytes(arg.shape, arg.stride, arg.itemsize)
+        if arg.role in ("read", "readwrite"):
+            read += nbytes
+        if arg.role in ("write", "readwrite"):
+            written += nbytes
+    return read, written
 
 
 class LaunchSink:

@@ -46,6 +46,19 @@ def random_like_layout(t: torch.Tensor, generator: torch.Generator, scale: float
     return flat.as_strided(t.shape, t.stride(), 0)
 
 
+def perturbed_copy_(dst: torch.Tensor, src: torch.Tensor, rel: float = 1e-3) -> None:
+    """Write ``src * (1 + rel * noise)`` into ``dst`` over the whole span (same layouts assumed).
+
+    New values with the same distribution as the real data, for timing runs that
+    must not see the same inputs twice. Works for overlapping (stride-0) views.
+    """
+    span = span_elements(src)
+    if span == 0:
+        return
+    s = torch.as_strided(src, (span,), (1,), src.storage_offset())
+    torch.as_strided(dst, (span,), (1,), dst.storage_offset()).copy_(s * (1 + rel * torch.randn_like(s)))
+
+
 def clone_args(args: Sequence[Any]) -> list[Any]:
     return [exact_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
 

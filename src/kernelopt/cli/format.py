@@ -7,6 +7,7 @@ from rich.table import Table
 
 from kernelopt.api.analyze import AnalysisReport
 from kernelopt.api.doctor import Diagnosis
+from kernelopt.api.verify import VerifyReport
 
 KIND_LABEL = {"triton": "triton", "cpp": "c++", "vendor": "vendor", "aten": "aten"}
 
@@ -71,3 +72,26 @@ def print_doctor(diag: Diagnosis, console: Console) -> None:
         console.print(f"problem: {problem}", markup=False, highlight=False)
     if not diag.problems:
         console.print("ok: everything kernelopt needs is here", markup=False, highlight=False)
+
+
+def _speedup_line(label: str, cmp: dict | None) -> str | None:
+    if not cmp:
+        return None
+    return (
+        f"{label} {cmp['speedup']:.3f}x (IQR {cmp['speedup_q1']:.3f}-{cmp['speedup_q3']:.3f}x): "
+        f"{cmp['baseline']['median_ms'] * 1000:.1f} us -> {cmp['candidate']['median_ms'] * 1000:.1f} us"
+    )
+
+
+def print_verify(report: VerifyReport, console: Console) -> None:
+    console.print(f"verify {report.kernel} in {report.problem}", markup=False, highlight=False)
+    for v in report.verdicts:
+        console.print(f"  {v.gate:<12} {'pass' if v.passed else 'FAIL'}  {v.reason}", markup=False, highlight=False)
+    lines = [
+        _speedup_line("kernel speedup     ", report.kernel_speedup),
+        _speedup_line("end-to-end speedup ", (report.end_to_end or {}).get("comparison")),
+    ]
+    for line in filter(None, lines):
+        console.print(line, markup=False, highlight=False)
+    verdict = "PASSED: exported " + str(report.exported) if report.passed else "REJECTED: the compiled baseline stays"
+    console.print(verdict, markup=False, highlight=False)

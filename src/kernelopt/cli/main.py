@@ -5,11 +5,17 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
+
+# torch's own notices about settings kernelopt chose on purpose (caches off for capture,
+# one profiler cycle); they say nothing to the user.
+warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
 
 from kernelopt.errors import KerneloptError
 
@@ -63,6 +69,34 @@ def analyze(
         sys.stdout.write("\n")
     else:
         print_analysis(report, out)
+
+
+@app.command()
+@user_errors
+def verify(
+    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
+    kernel: str = typer.Option(..., "--kernel", help="Name of the generated Triton kernel to replace (see kernelopt analyze)."),
+    candidate: Path = typer.Option(..., "--candidate", help="Python file holding the replacement kernel, in Inductor's format."),
+    export: Optional[Path] = typer.Option(None, "--export", help="Where to write the verified model (default: <problem>.<kernel>.kopt.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
+    timeout: float = typer.Option(900.0, help="Seconds before the evaluation worker is killed."),
+    margin: float = typer.Option(0.03, help="Required speedup margin over the original kernel (0.03 = 3%)."),
+    store: Optional[Path] = STORE_OPTION,
+) -> None:
+    """Run your own kernel through the four gates; export the re-stitched model if it passes."""
+    from kernelopt.api.verify import verify as run_verify
+    from kernelopt.cli.format import print_verify
+    from kernelopt.store import Store
+
+    with Store(store) as db:
+        report = run_verify(problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin)
+    if as_json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_verify(report, out)
+    if not report.passed:
+        raise typer.Exit(1)
 
 
 @app.command()

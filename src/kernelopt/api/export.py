@@ -1,0 +1,142 @@
+"""Verified, re-stitched models as self-contained artifacts, and loading them back.
+
+An exported artifact is one JSON file: the problem's source text and sizes, the
+seed its weights come from, the Inductor options, the replacement table
+(graph, kernel name, sha256 of the original source, replacement source) and
+the verification record. Loading recompiles the problem with Inductor, checks
+every original kernel's hash, swaps the replacements in and proves they run.
+A different torch or Triton would compile different kernels, so it is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from kernelopt.api.environment import triton_version
+from kernelopt.capture import Artifact, capture
+from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, swap_kernel
+from kernelopt.errors import KerneloptError
+from kernelopt.problem import Problem, load_problem
+
+FORMAT = "kernelopt-artifact"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Replacement:
+    address: KernelAddress
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.address.to_dict(), "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Replacement":
+        return cls(KernelAddress.from_dict(d), d["source"])
+
+
+def export_artifact(
+    path: str | Path,
+    problem: Problem,
+    replacements: Sequence[Replacement],
+    verification: dict[str, Any],
+    seed: int = 0,
+    options: dict[str, Any] | None = None,
+) -> Path:
+    """Write the artifact file (atomically: a killed run never leaves half a file)."""
+    path = Path(path)
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "torch": torch.__version__,
+        "triton": triton_version(),
+        "problem": {
+            "name": problem.name,
+            "file": problem.path.name,
+            "source": problem.path.read_text(),
+            "overrides": problem.overrides,
+            "seed": seed,
+        },
+        "options": options or {},
+        "replacements": [r.to_dict() for r in replacements],
+        "verification": verification,
+    }
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    tmp.replace(path)
+    return path
+
+
+def read_artifact(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise KerneloptError(f"{path}: not a readable kernelopt artifact ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise KerneloptError(f"{path}: not a kernelopt artifact (no '{FORMAT}' format marker)")
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise KerneloptError(
+            f"{path}: artifact format {doc.get('format_version')} is not {FORMAT_VERSION}; re-export it with this kernelopt"
+        )
+    return doc
+
+
+def check_versions(doc: dict[str, Any], path: str | Path) -> None:
+    """Refuse a torch / Triton other than the one the replacements were verified with."""
+    here = {"torch": torch.__version__, "triton": triton_version()}
+    for name, version in here.items():
+        if doc.get(name) != version:
+            raise KerneloptError(
+                f"{path}: verified with {name} {doc.get(name)}, but this is {name} {version}; "
+                f"Inductor would generate different kernels: re-run kernelopt verify or optimize under {name} {version}"
+            )
+
+
+class LoadedModel:
+    """A compiled model running verified replacement kernels; call it like the original."""
+
+    def __init__(self, artifact: Artifact, swaps: list[Swap], problem: Problem, example_inputs: list[Any]) -> None:
+        self.artifact = artifact
+        self.swaps = swaps
+        self.problem = problem
+        self.example_inputs = example_inputs
+
+    def __call__(self, *inputs: Any) -> Any:
+        return self.artifact(*inputs)
+
+
+def _materialise_problem(doc: dict[str, Any]) -> Problem:
+    info = doc["problem"]
+    digest = hashlib.sha256(info["source"].encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "kernelopt-artifacts" / digest
+    folder.mkdir(parents=True, exist_ok=True)
+    file = folder / info["file"]
+    if not file.exists() or file.read_text() != info["source"]:
+        file.write_text(info["source"])
+    return load_problem(file, overrides=info["overrides"] or None, name=info["name"])
+
+
+def load(path: str | Path, model: torch.nn.Module | None = None, device: str | torch.device = "cuda") -> LoadedModel:
+    """Rebuild a verified model from an exported artifact.
+
+    Without ``model``, the weights are rebuilt from the problem's seed (as they were
+    when verified); pass your own ``nn.Module`` to run the replacements on its weights.
+    """
+    doc = read_artifact(path)
+    check_versions(doc, path)
+    problem = _materialise_problem(doc)
+    seed = int(doc["problem"]["seed"])
+    model = model if model is not None else problem.build_model(seed, device)
+    inputs = problem.make_inputs(seed, device)
+    artifact = capture(model, inputs, doc.get("options") or {})
+    swaps = [swap_kernel(artifact, r.address, r.source) for r in map(Replacement.from_dict, doc["replacements"])]
+    check_swaps_live(artifact, swaps, inputs)
+    return LoadedModel(artifact, swaps, problem, inputs)

@@ -1,0 +1,105 @@
+"""``kernelopt verify``: a person's own kernel through the four gates, and the model it makes.
+
+The candidate runs in an isolated worker (``verify.evaluate``); this side reads
+the candidate, supplies the peak bandwidth from the store, records the
+evaluation, and exports the re-stitched model when every gate passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelopt.api.environment import device_label, versions
+from kernelopt.api.export import Replacement, export_artifact
+from kernelopt.api.peak import peak_bandwidth
+from kernelopt.capture.swap import KernelAddress
+from kernelopt.errors import KerneloptError
+from kernelopt.problem import load_problem
+from kernelopt.store import Store
+from kernelopt.verify.evaluate import EvaluationRequest, verify_candidate
+from kernelopt.verify.verdict import Verdict
+
+
+@dataclass
+class VerifyReport:
+    problem: str
+    kernel: str
+    passed: bool
+    verdicts: list[Verdict]
+    kernel_speedup: dict[str, Any] | None = None
+    end_to_end: dict[str, Any] | None = None
+    exported: str | None = None
+    run_id: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "problem": self.problem,
+            "kernel": self.kernel,
+            "passed": self.passed,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "kernel_speedup": self.kernel_speedup,
+            "end_to_end": self.end_to_end,
+            "exported": self.exported,
+            "run_id": self.run_id,
+        }
+
+
+def read_candidate(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KerneloptError(f"{path}: cannot read the candidate kernel ({exc}); pass a Python file with the kernel") from exc
+
+
+def verify(
+    problem_path: Path,
+    kernel: str,
+    candidate_path: Path,
+    store: Store | None = None,
+    export_path: Path | None = None,
+    timeout_s: float = 900.0,
+    trials: int = 50,
+    margin: float = 0.03,
+) -> VerifyReport:
+    """Verify one candidate for one kernel of a problem; export the model if it passes."""
+    if not torch.cuda.is_available():
+        raise KerneloptError("kernelopt verify needs an NVIDIA GPU with CUDA; torch sees none")
+    problem = load_problem(problem_path)
+    source = read_candidate(candidate_path)
+    request = EvaluationRequest(
+        problem_path=str(problem.path.resolve()),
+        kernel=kernel,
+        candidate_source=source,
+        peak_gbps=peak_bandwidth(store),
+        trials=trials,
+        margin=margin,
+    )
+    run_id = None
+    if store is not None:
+        run_id = store.start_run("verify", problem.name, device_label(), versions(),
+                                 {"kernel": kernel, "candidate": str(candidate_path), "margin": margin})
+    result = verify_candidate(request, timeout_s=timeout_s)
+    verdicts = [Verdict.from_dict(v) for v in result["verdicts"]]
+    report = VerifyReport(
+        problem=problem.name,
+        kernel=kernel,
+        passed=bool(result.get("passed")),
+        verdicts=verdicts,
+        kernel_speedup=result.get("kernel_comparison"),
+        end_to_end=result.get("end_to_end"),
+        run_id=run_id,
+        raw=result,
+    )
+    if report.passed:
+        target = export_path or Path(f"{problem.path.stem}.{kernel}.kopt.json")
+        replacement = Replacement(KernelAddress.from_dict(result["address"]), source)
+        report.exported = str(export_artifact(target, problem, [replacement], report.to_dict(), seed=request.seed))
+    if store is not None and run_id is not None:
+        store.add_measurement(run_id, "evaluation", report.to_dict())
+        store.finish_run(run_id)
+    return report

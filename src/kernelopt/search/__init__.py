@@ -1,0 +1,1 @@
+"""The ``search`` layer: candidate generation and selection (operators, policies, termination)."""

@@ -1,0 +1,102 @@
+"""Gate 2 on the device: run the original and the candidate kernel alone and compare.
+
+Cases: every recorded launch snapshot (real data from a model run), then fresh
+values in the snapshot's exact layouts for each seed × input distribution.
+Floating inputs get new values; integer inputs (indices) keep the snapshot's,
+since their valid range is not ours to invent. Write-only outputs are pre-filled
+with NaN sentinels in both runs, so an element the candidate does not write
+shows up wherever the original wrote a value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from kernelopt.capture.output_code import KernelDef
+from kernelopt.capture.snapshot import clone_args, exact_clone, launch, random_like_layout
+from kernelopt.problem import DISTRIBUTIONS
+from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
+from kernelopt.verify.verdict import Verdict
+
+DEFAULT_SEEDS = (1, 2, 3)
+
+
+def param_roles(kernel: KernelDef) -> list[tuple[str, bool, bool]]:
+    """(name, reads, writes) for each runtime parameter, honouring Inductor's mutated list."""
+    written = kernel.written_params()
+    return [(p.name, p.reads, p.name in written) for p in kernel.runtime_params]
+
+
+def kernel_cases(
+    kernel: KernelDef, snapshots: Sequence[Sequence[Any]], seeds: Sequence[int] = DEFAULT_SEEDS
+) -> Iterator[tuple[str, list[Any]]]:
+    """Labelled argument lists: each snapshot, then seeds × distributions in the same layouts.
+
+    A generator: one case's tensors exist at a time (they can be gigabytes).
+    """
+    for i, args in enumerate(snapshots):
+        yield (f"snapshot {i}" if len(snapshots) > 1 else "snapshot", list(args))
+    roles = param_roles(kernel)
+    base = snapshots[0]
+    for seed in seeds:
+        for dist, scale in DISTRIBUTIONS.items():
+            gen = None
+            args: list[Any] = []
+            for (name, reads, _writes), value in zip(roles, base):
+                if isinstance(value, torch.Tensor) and reads and value.is_floating_point():
+                    if gen is None:
+                        gen = torch.Generator(device=value.device).manual_seed(seed)
+                    args.append(random_like_layout(value, gen, scale))
+                elif isinstance(value, torch.Tensor):
+                    args.append(exact_clone(value))
+                else:
+                    args.append(value)
+            yield (f"seed {seed}, distribution {dist}", args)
+
+
+def _prepared(kernel: KernelDef, args: Sequence[Any]) -> list[Any]:
+    copy = clone_args(args)
+    for (name, reads, writes), value in zip(param_roles(kernel), copy):
+        if writes and not reads and isinstance(value, torch.Tensor):
+            nan_fill_(value)
+    return copy
+
+
+def run_case(kernel: KernelDef, original: Any, candidate: Any, label: str, args: Sequence[Any]) -> Verdict:
+    """One case: original and candidate on identical copies, candidate twice for determinism."""
+    roles = param_roles(kernel)
+    reference = _prepared(kernel, args)
+    launch(original, reference)
+    first = _prepared(kernel, args)
+    launch(candidate, first)
+    second = _prepared(kernel, args)
+    launch(candidate, second)
+    torch.cuda.synchronize()
+    written, inputs, rerun = {}, {}, {}
+    for i, (name, reads, writes) in enumerate(roles):
+        if not isinstance(args[i], torch.Tensor):
+            continue
+        if writes:
+            written[name] = (reference[i], first[i])
+            rerun[name] = (first[i], second[i])
+        elif reads:
+            inputs[name] = (args[i], first[i])
+    return check_case(label, written, inputs, rerun)
+
+
+def run_subkernel_gate(
+    kernel: KernelDef,
+    original: Any,
+    candidate: Any,
+    snapshots: Sequence[Sequence[Any]],
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+) -> Verdict:
+    """Gate 2: the candidate writes what the original writes on every case, and nothing else."""
+    if not snapshots:
+        return Verdict("correctness", False, f"{kernel.name} never launched in the model run: nothing to compare")
+    verdicts = []
+    for label, args in kernel_cases(kernel, snapshots, seeds):
+        verdicts.append(run_case(kernel, original, candidate, label, args))
+    return combine_cases(verdicts)
