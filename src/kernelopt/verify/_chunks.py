@@ -1,0 +1,90 @@
+"""Walk big tensors in bounded blocks, so a check never copies a whole tensor.
+
+Outputs compared by the gates can be larger than a gigabyte on a GPU that is
+already holding the model. Upcasting such a tensor to float64, or taking
+``reshape(-1)`` of a non-contiguous one, would allocate several times its size.
+Instead the gates walk both tensors in the same blocks of at most
+``CHUNK_ELEMENTS`` elements, in logical row-major order, and upcast one block
+at a time. The block plan depends on the shape only, never on the strides, so
+two tensors of the same shape yield matching blocks whatever their layouts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator, Sequence
+
+import torch
+
+CHUNK_ELEMENTS = 1 << 20
+"""Elements per block: 8 MiB as float64; a comparison's temporaries peak near 100 MiB
+whatever the tensor's size, and a 1 GiB tensor takes a few hundred blocks."""
+
+Index = tuple[object, ...]
+
+
+def blocks(shape: Sequence[int], limit: int = CHUNK_ELEMENTS) -> Iterator[tuple[int, Index]]:
+    """``(offset, index)`` pairs: ``t[index].reshape(-1)`` is the block starting at row-major ``offset``.
+
+    Blocks cover every element exactly once, in order; each holds at most
+    ``limit`` elements (at least one whole innermost element).
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    dims = tuple(int(d) for d in shape)
+    if math.prod(dims) == 0:
+        return
+    if not dims:
+        yield 0, ()
+        return
+    yield from _blocks((), dims, 0, limit)
+
+
+def _blocks(prefix: Index, dims: tuple[int, ...], offset: int, limit: int) -> Iterator[tuple[int, Index]]:
+    inner = math.prod(dims[1:])
+    if dims[0] * inner <= limit:
+        yield offset, prefix
+        return
+    if inner <= limit:
+        step = max(1, limit // inner)
+        for start in range(0, dims[0], step):
+            yield offset + start * inner, prefix + (slice(start, min(start + step, dims[0])),)
+        return
+    for i in range(dims[0]):
+        yield from _blocks(prefix + (i,), dims[1:], offset + i * inner, limit)
+
+
+def flat(t: torch.Tensor, index: Index) -> torch.Tensor:
+    """The block of ``t`` at ``index`` as a 1-D tensor (a view when the block is contiguous)."""
+    return t[index].reshape(-1)
+
+
+def unravel(position: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major flat position -> multi-dimensional index."""
+    out: list[int] = []
+    for size in reversed(tuple(shape)):
+        out.append(position % size)
+        position //= size
+    return tuple(reversed(out))
+
+
+_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def as_bits(block: torch.Tensor) -> torch.Tensor:
+    """A 1-D block reinterpreted as signed integers of its width, for bitwise comparison.
+
+    Complex elements become two integers each (shape ``(n, 2)``). Comparing bits
+    rather than values makes NaN equal to the same NaN and ``-0.0`` differ from
+    ``0.0``, which is what "did this memory change" means.
+    """
+    if block.dtype.is_complex:
+        block = torch.view_as_real(block)
+    if block.dtype == torch.bool:
+        block = block.view(torch.uint8)
+    return block.view(_BITS[block.dtype.itemsize])
+
+
+def first_true(mask: torch.Tensor) -> torch.Tensor:
+    """Position of the first True in a 1-D mask (0 when there is none), without a host sync."""
+    return torch.argmax(mask.to(torch.uint8))
