@@ -166,8 +166,8 @@ class Store:
         # An exact, case-sensitive prefix match: LIKE would treat "%" and "_" in keys as
         # wildcards (it has no default escape character) and ignore ASCII case.
         rows = self._conn.execute(
-            "SELECT key, value FROM measurements WHERE run_id=?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY id",
-            (run_id, prefix),
+            "SELECT key, value FROM measurements WHERE run_id=? AND substr(key, 1, length(?)) = ? ORDER BY id",
+            (run_id, prefix, prefix),
         )
         return {key: json.loads(value) for key, value in rows}
 
