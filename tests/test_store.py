@@ -147,3 +147,22 @@ def test_two_connections_see_each_others_writes(db_path: Path) -> None:
         b.finish_run(run_id)
         assert a.measurements(run_id) == {"node/1": {"ok": True}}
         assert a.run(run_id).status == "done"
+
+
+def test_version_1_store_is_migrated_forward_keeping_its_runs(tmp_path) -> None:
+    import sqlite3
+
+    from kernelopt.store.db import MIGRATIONS, SCHEMA_VERSION, Store
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(f"BEGIN;{MIGRATIONS[1]}\nPRAGMA user_version=1;COMMIT;")
+    conn.execute(
+        "INSERT INTO runs(kind, problem, device, versions, started_at) VALUES ('analyze', 'p', 'd', '{}', 0)"
+    )
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        assert [r.problem for r in store.runs()] == ["p"]
+        tables = {r[0] for r in store.connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"nodes", "transcripts", "llm_cache", "experiences"} <= tables

@@ -18,7 +18,7 @@ from typing import Any
 
 from kernelopt.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_PATH_ENV = "KERNELOPT_STORE"
 
 # Migration N brings a store from version N-1 to N. Never edit a shipped one: append.
@@ -50,6 +50,63 @@ MIGRATIONS: dict[int, str] = {
         measurement TEXT NOT NULL,       -- JSON timing behind the number
         measured_at REAL NOT NULL
     );
+    """,
+    2: """
+    -- The search graph: one row per candidate, persisted before it is evaluated so a
+    -- killed run resumes without losing or repeating a finished evaluation.
+    CREATE TABLE nodes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        target TEXT NOT NULL,            -- kernel name, or "<model>" for whole-model candidates
+        parent_id INTEGER REFERENCES nodes(id),
+        operator TEXT NOT NULL,          -- what made it: root, launch-config, compiler-knobs, llm, ...
+        key TEXT NOT NULL,               -- hash of the candidate (dedup)
+        payload TEXT NOT NULL,           -- JSON: source / options / note
+        round INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'pending',   -- pending | evaluated
+        fitness REAL,                    -- verified speedup; 0 when a gate failed
+        failed_gate TEXT,
+        reason TEXT,
+        result TEXT,                     -- JSON: verdicts, timings
+        created_at REAL NOT NULL,
+        finished_at REAL,
+        UNIQUE(run_id, target, key)
+    );
+    CREATE INDEX nodes_run ON nodes(run_id, target, status);
+    -- LLM prompts and responses, kept per run; the cache replays a response by prompt hash.
+    CREATE TABLE transcripts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER REFERENCES runs(id),
+        node_id INTEGER REFERENCES nodes(id),
+        role TEXT NOT NULL,              -- analyst | planner | coder | repairer | judge
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        prompt TEXT NOT NULL,            -- JSON: the messages sent
+        response TEXT,                   -- the text received
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cost_usd REAL,
+        error TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE llm_cache (
+        key TEXT PRIMARY KEY,            -- hash of provider, model, messages and settings
+        response TEXT NOT NULL,          -- JSON: text and usage
+        created_at REAL NOT NULL
+    );
+    -- Experience memory: what a strategy did to which kind of kernel, across runs.
+    CREATE TABLE experiences (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER REFERENCES runs(id),
+        strategy TEXT NOT NULL,
+        bottleneck TEXT NOT NULL,        -- memory-bound | compute-bound | latency-bound | ...
+        kernel_kind TEXT NOT NULL,       -- pointwise | reduction | persistent_reduction | template | ...
+        speedup REAL,
+        success INTEGER NOT NULL,        -- 1 when verified faster
+        record TEXT NOT NULL,            -- JSON: the judge's record (what, why, when to apply, when not)
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX experiences_lookup ON experiences(bottleneck, kernel_kind, strategy);
     """,
 }
 
@@ -116,6 +173,11 @@ class Store:
         for version in range(current + 1, SCHEMA_VERSION + 1):
             # One script, one transaction: a killed migration leaves the old version intact.
             self._conn.executescript(f"BEGIN;{MIGRATIONS[version]}\nPRAGMA user_version={version};COMMIT;")
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (autocommit), for the per-table modules of this package."""
+        return self._conn
 
     def close(self) -> None:
         self._conn.close()
