@@ -78,3 +78,12 @@ def tensors() -> dict[str, Any]:
         "array": np.arange(4, dtype=np.float32),
         "scalar": np.float64(1.5),
     }
+
+
+_COUNTER = {"n": 0}
+
+
+def count() -> int:
+    """Module state survives between calls in a persistent worker."""
+    _COUNTER["n"] += 1
+    return _COUNTER["n"]

@@ -1,0 +1,84 @@
+"""A long-lived worker: ``python -m kernelopt.workers.serve <request_fd> <response_fd>``.
+
+Serves calls one at a time over two pipes (8-byte length + pickle frames) and
+keeps module state between them, so an evaluation worker captures a model once
+and then evaluates many candidates. Its own stdout and stderr go to a log file,
+never into the response pipe. Like ``entry``, it imports nothing heavy itself.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import struct
+import sys
+from typing import Any
+
+from kernelopt.workers.entry import _error_payload, _load_target
+
+HEADER = struct.Struct("<Q")
+
+
+def read_frame(fd: int) -> bytes | None:
+    """One frame, or None at end of file."""
+    header = _read_exact(fd, HEADER.size)
+    if header is None:
+        return None
+    (size,) = HEADER.unpack(header)
+    body = _read_exact(fd, size)
+    if body is None:
+        raise EOFError("pipe closed inside a frame")
+    return body
+
+
+def _read_exact(fd: int, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None if left == size else b"".join(chunks)
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def write_frame(fd: int, data: bytes) -> None:
+    view = memoryview(HEADER.pack(len(data)) + data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _serve_one(call: dict[str, Any]) -> dict[str, Any]:
+    target = call["target"]
+    try:
+        function = _load_target(target)
+    except BaseException as exc:  # noqa: BLE001
+        return _error_payload(exc, prefix=f"cannot load target {target!r}: ")
+    try:
+        return {"status": "ok", "value": function(*call["args"], **call["kwargs"])}
+    except BaseException as exc:  # noqa: BLE001 - the worker survives what a call raises
+        return _error_payload(exc)
+
+
+def main(argv: list[str]) -> None:
+    faulthandler.enable()
+    request_fd, response_fd = int(argv[1]), int(argv[2])
+    while True:
+        frame = read_frame(request_fd)
+        if frame is None:  # the parent closed the pipe: done
+            break
+        payload = _serve_one(pickle.loads(frame))
+        try:
+            data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:  # noqa: BLE001
+            data = pickle.dumps(_error_payload(exc, prefix="result cannot be pickled: "))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        write_frame(response_fd, data)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

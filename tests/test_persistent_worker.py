@@ -1,0 +1,55 @@
+"""The persistent worker: state between calls, and a crash, hang or error costs one call."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelopt.workers.persistent import PersistentWorker
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def worker():
+    w = PersistentWorker(extra_path=[TESTS])
+    yield w
+    w.close()
+
+
+def test_state_survives_between_calls(worker: PersistentWorker) -> None:
+    assert [worker.call("worker_targets:count").value for _ in range(3)] == [1, 2, 3]
+    assert worker.starts == 1
+
+
+def test_error_keeps_the_worker(worker: PersistentWorker) -> None:
+    worker.call("worker_targets:count")
+    bad = worker.call("worker_targets:raise_value_error", "boom")
+    assert bad.status == "error" and "ValueError" in bad.reason
+    assert worker.call("worker_targets:count").value == 2 and worker.starts == 1
+
+
+def test_crash_costs_one_call_and_restarts(worker: PersistentWorker) -> None:
+    worker.call("worker_targets:count")
+    crashed = worker.call("worker_targets:segfault")
+    assert crashed.status == "crash" and "SIGSEGV" in crashed.reason
+    assert worker.call("worker_targets:count").value == 1  # a fresh process: fresh state
+    assert worker.starts == 2
+
+
+def test_hang_times_out_and_restarts(worker: PersistentWorker, tmp_path: Path) -> None:
+    start = time.monotonic()
+    hung = worker.call("worker_targets:hang_with_grandchild", str(tmp_path / "pid"), timeout_s=2)
+    assert hung.status == "timeout" and time.monotonic() - start < 10
+    assert worker.call("worker_targets:count").value == 1
+
+
+def test_no_secrets_and_private_home(worker: PersistentWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    worker.close()
+    info = worker.call("worker_targets:environment").value
+    assert "OPENAI_API_KEY" not in info["environ"]
+    assert info["environ"]["HOME"] == info["cwd"] != os.environ.get("HOME")
