@@ -120,3 +120,4 @@ def main() -> None:  # pragma: no cover - console entry
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+from kernelopt.cli import bench_cmd  # noqa: E402,F401  registers the command

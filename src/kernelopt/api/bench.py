@@ -1,0 +1,375 @@
+"""``kernelopt bench``: optimize every problem of a suite and keep the scoreboard.
+
+Each problem runs in its own isolated worker (``target``, by default
+:func:`kernelopt.api.optimize.bench_problem`), so a problem that hangs, segfaults or
+exhausts memory costs one row of the table, never the suite. After every problem
+the whole result is rewritten atomically to ``results.json`` and ``results.csv``,
+so a bench killed at any moment resumes (``resume=True``) from the last finished
+problem.
+
+The worker target is called as ``target(problem_path: str, options: dict) -> dict``
+where ``options`` holds ``name`` and ``time_limit_s`` (the per-problem budget, None
+for the target's default) plus the caller's ``extra_options``. It returns a dict in
+the shape of :meth:`ProblemOutcome.to_dict`, with ``status``/``reason`` filled for
+the compile and run errors it catches itself, and may put the GPU's name in
+``details["device"]``.
+
+A suite is a directory of KernelBench-format files, searched recursively (our
+``examples/problems`` or KernelBench's own ``level1``…``level4``); a KernelBench
+checkout's root is accepted too and means its ``KernelBench/`` folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import os
+import platform
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from kernelopt.api.metrics import ProblemOutcome, summarize
+from kernelopt.errors import KerneloptError
+from kernelopt.problem.loader import SuiteEntry, load_suite
+from kernelopt.workers import WorkerResult, run_isolated
+
+DEFAULT_TARGET = "kernelopt.api.optimize:bench_problem"
+DEFAULT_WORKER_TIMEOUT_S = 3600.0  # without a time limit: one hour per problem at most
+WORKER_TIMEOUT_MARGIN_S = 900.0  # with one: room for timing three baselines (max-autotune compiles slowly)
+RESULTS_JSON = "results.json"
+RESULTS_CSV = "results.csv"
+STDERR_KEPT_CHARS = 1000
+CSV_COLUMNS = (
+    "name",
+    "status",
+    "correct",
+    "eager_ms",
+    "compiled_ms",
+    "max_autotune_ms",
+    "optimized_ms",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "speedup_vs_max_autotune",
+    "evaluations",
+    "reason",
+)
+_WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error": "run_error"}
+
+
+@dataclass(frozen=True)
+class BenchEvent:
+    """Progress for a display: ``kind`` is ``"start"``, ``"done"`` or ``"skip"`` (already in the results)."""
+
+    kind: str
+    name: str
+    index: int  # 1-based position in the selected problems
+    total: int
+    outcome: ProblemOutcome | None = None
+
+
+@dataclass
+class BenchReport:
+    """The scoreboard: one outcome per problem, the summary and where it was written."""
+
+    suite: Path
+    results_dir: Path
+    outcomes: list[ProblemOutcome]
+    summary: dict[str, Any]
+    meta: dict[str, Any]
+    resumed: list[str] = field(default_factory=list)  # names taken from an earlier run, not re-run
+
+    @property
+    def json_path(self) -> Path:
+        return self.results_dir / RESULTS_JSON
+
+    @property
+    def csv_path(self) -> Path:
+        return self.results_dir / RESULTS_CSV
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta,
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "summary": self.summary,
+            "resumed": list(self.resumed),
+            "files": {"json": str(self.json_path), "csv": str(self.csv_path)},
+        }
+
+
+def suite_root(suite_dir: str | Path) -> Path:
+    """The directory whose files are the problems: a KernelBench checkout means its ``KernelBench/``."""
+    root = Path(suite_dir)
+    inner = root / "KernelBench"
+    if inner.is_dir() and any(child.is_dir() and child.name.startswith("level") for child in inner.iterdir()):
+        return inner
+    return root
+
+
+def default_worker_timeout(time_limit_s: float | None) -> float:
+    """How long a problem's worker may live: its search budget plus room for the baselines."""
+    if time_limit_s is None:
+        return DEFAULT_WORKER_TIMEOUT_S
+    return time_limit_s + WORKER_TIMEOUT_MARGIN_S
+
+
+def run_bench(
+    suite_dir: str | Path,
+    *,
+    problems: Sequence[str] | None = None,
+    time_limit_s: float | None = None,
+    results_dir: str | Path,
+    resume: bool = False,
+    target: str = DEFAULT_TARGET,
+    worker_timeout_s: float | None = None,
+    extra_options: dict[str, Any] | None = None,
+    on_event: Callable[[BenchEvent], None] | None = None,
+    extra_path: Sequence[str | Path] = (),
+    command: str | None = None,
+) -> BenchReport:
+    """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
+
+    ``problems`` selects by name, file stem or substring of the name (the loader's
+    rule). ``worker_timeout_s`` bounds each worker (default:
+    :func:`default_worker_timeout`). ``extra_path`` goes first on the workers'
+    ``sys.path`` (tests use it to reach a fake target). ``command`` is recorded in
+    the results (default: this process's command line).
+
+    Raises :class:`KerneloptError` for a missing suite, a selection that matches
+    nothing, or existing results without ``resume``; every failure of a problem is
+    recorded in its outcome instead.
+    """
+    if time_limit_s is not None and time_limit_s <= 0:
+        raise KerneloptError(f"--time-limit must be positive, got {time_limit_s:g}")
+    timeout_s = default_worker_timeout(time_limit_s) if worker_timeout_s is None else worker_timeout_s
+    if timeout_s <= 0:
+        raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
+    _check_target(target, extra_path)
+    root = suite_root(suite_dir).resolve()
+    out_dir = Path(results_dir)
+    previous = _previous_results(out_dir, root, resume)
+
+    entries = list(load_suite(root, only=list(problems) if problems else None))
+    _check_selection(root, entries, problems)
+
+    now = _timestamp()
+    command = command if command is not None else shlex.join(sys.argv)
+    if previous is None:
+        meta: dict[str, Any] = {"suite": str(root), "command": command, "started": now, "resumed": []}
+        done: dict[str, ProblemOutcome] = {}
+    else:
+        meta = dict(previous["meta"])
+        meta.setdefault("resumed", []).append({"at": now, "command": command})
+        done = {o.name: o for o in previous["outcomes"]}
+    meta.update(
+        finished=None,
+        target=target,
+        time_limit_s=time_limit_s,
+        worker_timeout_s=timeout_s,
+        extra_options=dict(extra_options or {}),
+        versions=_versions(),
+    )
+    order = [entry.name for entry in entries]
+    outcomes = dict(done)
+    resumed = [name for name in order if name in done]
+
+    def write() -> dict[str, Any]:
+        ordered = _ordered(outcomes, order)
+        meta["device"] = next((o.details["device"] for o in ordered if o.details.get("device")), None)
+        return _write_results(out_dir, meta, ordered)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write()  # the directory claims its suite at once, so a second bench without --resume refuses it
+    for index, entry in enumerate(entries, start=1):
+        if entry.name in done:
+            _emit(on_event, BenchEvent("skip", entry.name, index, len(entries), done[entry.name]))
+            continue
+        _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
+        outcome = _bench_one(entry, target, time_limit_s, timeout_s, extra_options or {}, extra_path)
+        outcomes[entry.name] = outcome
+        write()
+        _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))
+    meta["finished"] = _timestamp()
+    summary = write()
+    return BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
+
+
+# -- one problem -----------------------------------------------------------------------
+
+
+def _bench_one(
+    entry: SuiteEntry,
+    target: str,
+    time_limit_s: float | None,
+    timeout_s: float,
+    extra_options: dict[str, Any],
+    extra_path: Sequence[str | Path],
+) -> ProblemOutcome:
+    if entry.problem is None:  # no worker for a file that does not even load
+        return _failed(entry, "load_error", entry.error or "failed to load")
+    options = {**extra_options, "name": entry.name, "time_limit_s": time_limit_s}
+    result = run_isolated(
+        target, str(entry.path), options, timeout_s=timeout_s, extra_path=extra_path
+    )
+    return _outcome_of(entry, result)
+
+
+def _outcome_of(entry: SuiteEntry, result: WorkerResult) -> ProblemOutcome:
+    """The worker's returned outcome, or its way of ending turned into one."""
+    details: dict[str, Any] = {"worker_s": round(result.duration_s, 3)}
+    if not result.ok:
+        details["worker_status"] = result.status
+        if result.stderr_tail:
+            details["stderr_tail"] = result.stderr_tail[-STDERR_KEPT_CHARS:]
+        return _failed(entry, _WORKER_STATUS.get(result.status, "crash"), result.reason, details)
+    value = result.value
+    try:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a dict, got {type(value).__name__}")
+        outcome = ProblemOutcome.from_dict({**value, "name": entry.name, "path": str(entry.path)})
+    except ValueError as exc:
+        return _failed(entry, "run_error", f"worker target returned an invalid outcome: {exc}", details)
+    if outcome.status != "ok":
+        outcome.correct = False  # a problem that did not run cannot be correct
+    outcome.details = {**_json_safe(outcome.details), **details}
+    return outcome
+
+
+def _json_safe(details: dict[str, Any]) -> dict[str, Any]:
+    """The target's details if strict JSON can hold them; else their repr, so the bench goes on."""
+    try:
+        json.dumps(details, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return {"unserializable_details": f"{type(exc).__name__}: {exc}", "repr": repr(details)[:STDERR_KEPT_CHARS]}
+    return details
+
+
+def _failed(entry: SuiteEntry, status: str, reason: str, details: dict[str, Any] | None = None) -> ProblemOutcome:
+    return ProblemOutcome(
+        name=entry.name, path=str(entry.path), status=status, reason=reason, correct=False,
+        details=dict(details or {}),
+    )
+
+
+# -- selection and resume --------------------------------------------------------------
+
+
+def _check_selection(root: Path, entries: list[SuiteEntry], problems: Sequence[str] | None) -> None:
+    if not problems:
+        return
+    unmatched = [
+        sel for sel in problems
+        if not any(sel == e.name or sel == e.path.stem or sel in e.name for e in entries)
+    ]
+    if unmatched:
+        raise KerneloptError(f"{root}: no problem matches {', '.join(unmatched)} (see the file names under it)")
+
+
+def _check_target(target: str, extra_path: Sequence[str | Path]) -> None:
+    """Refuse at once a target whose module cannot be found, rather than fail every problem with it."""
+    module_name = target.partition(":")[0]
+    if extra_path or not module_name:
+        return  # found, if at all, on the workers' extra path; run_isolated checks the form
+    try:
+        found = importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise KerneloptError(f"worker target {target!r}: module {module_name} cannot be imported")
+
+
+def _previous_results(out_dir: Path, root: Path, resume: bool) -> dict[str, Any] | None:
+    path = out_dir / RESULTS_JSON
+    if not path.exists():
+        return None
+    if not resume:
+        raise KerneloptError(f"{path} exists; pass --resume to continue it or choose another --out")
+    try:
+        data = json.loads(path.read_text())
+        outcomes = [ProblemOutcome.from_dict(item) for item in data["outcomes"]]
+        meta = data["meta"]
+        suite = meta["suite"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KerneloptError(
+            f"{path} cannot be resumed ({type(exc).__name__}: {exc}); remove it or choose another --out"
+        ) from exc
+    if Path(suite) != root:
+        raise KerneloptError(f"{path} holds results for the suite {suite}, not {root}; choose another --out")
+    return {"meta": meta, "outcomes": outcomes}
+
+
+def _ordered(outcomes: dict[str, ProblemOutcome], order: list[str]) -> list[ProblemOutcome]:
+    """Suite order; results of problems outside this selection (an earlier run's) keep theirs, last."""
+    position = {name: i for i, name in enumerate(order)}
+    return sorted(outcomes.values(), key=lambda o: position.get(o.name, len(order)))
+
+
+# -- files -----------------------------------------------------------------------------
+
+
+def _write_results(out_dir: Path, meta: dict[str, Any], outcomes: list[ProblemOutcome]) -> dict[str, Any]:
+    summary = summarize(outcomes)
+    document = {"meta": meta, "outcomes": [o.to_dict() for o in outcomes], "summary": summary}
+    _atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
+    _atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))
+    return summary
+
+
+def _csv_text(outcomes: list[ProblemOutcome]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for o in outcomes:
+        row = o.to_dict()
+        writer.writerow([_csv_cell(row[column]) for column in CSV_COLUMNS])
+    return buffer.getvalue()
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write beside the target and rename over it: a reader or a kill never sees half a file."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for package in ("kernelopt", "torch", "triton"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def _timestamp() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _emit(on_event: Callable[[BenchEvent], None] | None, event: BenchEvent) -> None:
+    if on_event is not None:
+        on_event(event)

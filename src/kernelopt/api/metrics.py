@@ -1,0 +1,221 @@
+"""The scoreboard's arithmetic: per-problem outcomes, fast_p and geometric means.
+
+Definitions follow KernelBench so that our numbers can be set beside theirs:
+
+* ``fast_p = #{problems that are correct and whose speedup > p} / #problems``.
+  The denominator holds *every* problem of the suite, including those that failed to
+  load, compile or run; the comparison is strict; ``fast_0`` is the correctness rate.
+* The geometric mean of speedups is taken over the correct problems that have one,
+  since a geometric mean is the average that treats 2x and 0.5x symmetrically.
+
+Speedup is ``baseline time / optimized time`` against one of three baselines timed
+in the same worker: eager PyTorch, ``torch.compile`` in its default mode, and
+``torch.compile(mode="max-autotune-no-cudagraphs")``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterable, Sequence
+
+from kernelopt.measure.roofline import geometric_mean
+
+STATUSES = ("ok", "load_error", "compile_error", "run_error", "timeout", "crash")
+BASELINES = ("eager", "compile", "max_autotune")
+FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
+SLOWER_TOLERANCE = 0.01  # timing noise allowed before "slower than torch.compile" is reported
+
+_BASELINE_FIELD = {"eager": "eager_ms", "compile": "compiled_ms", "max_autotune": "max_autotune_ms"}
+_TIME_FIELDS = ("eager_ms", "compiled_ms", "max_autotune_ms", "optimized_ms")
+
+
+def _check_baseline(baseline: str) -> str:
+    if baseline not in _BASELINE_FIELD:
+        raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
+    return _BASELINE_FIELD[baseline]
+
+
+def _time(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number of milliseconds or None, got {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class ProblemOutcome:
+    """What benchmarking one problem produced, whether it worked or not.
+
+    ``status`` says how far the problem got: ``"ok"`` (it ran; ``correct`` says whether
+    the optimized model matched the reference), ``"load_error"``, ``"compile_error"``,
+    ``"run_error"``, ``"timeout"`` or ``"crash"``; ``reason`` is one line for a person.
+    Times are medians in milliseconds; ``None`` when that measurement was not made.
+    ``details`` holds whatever else the producer wants kept (``"device"`` among them).
+    """
+
+    name: str
+    path: str
+    status: str
+    reason: str
+    correct: bool
+    eager_ms: float | None = None
+    compiled_ms: float | None = None  # torch.compile, default mode
+    max_autotune_ms: float | None = None  # torch.compile, max-autotune-no-cudagraphs
+    optimized_ms: float | None = None
+    evaluations: int = 0
+    gpu_s: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Ran and was correct: the only outcomes whose speedups count."""
+        return self.status == "ok" and self.correct
+
+    def speedup(self, baseline: str) -> float | None:
+        """``baseline time / optimized time``; None when either is missing."""
+        reference = getattr(self, _check_baseline(baseline))
+        if reference is None or self.optimized_ms is None:
+            return None
+        return reference / self.optimized_ms
+
+    @property
+    def speedup_vs_eager(self) -> float | None:
+        return self.speedup("eager")
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        return self.speedup("compile")
+
+    @property
+    def speedup_vs_max_autotune(self) -> float | None:
+        return self.speedup("max_autotune")
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields, plus the three speedups (ignored again by :meth:`from_dict`)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["details"] = dict(self.details)
+        data.update(
+            speedup_vs_eager=self.speedup_vs_eager,
+            speedup_vs_compile=self.speedup_vs_compile,
+            speedup_vs_max_autotune=self.speedup_vs_max_autotune,
+        )
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ProblemOutcome":
+        """Build and validate an outcome; raise ValueError naming the first bad field.
+
+        Strict because the dict comes from a worker target: a wrong type or a NaN time
+        must surface as that target's fault, not as a wrong number on the scoreboard.
+        Derived keys (the speedups) and unknown keys are ignored.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"an outcome must be a dict, got {type(data).__name__}")
+        missing = [key for key in ("name", "path", "status") if key not in data]
+        if missing:
+            raise ValueError(f"outcome lacks {', '.join(missing)}")
+        status = data["status"]
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+        correct = data.get("correct", False)
+        if not isinstance(correct, bool):
+            raise ValueError(f"correct must be a bool, got {type(correct).__name__}")
+        evaluations = data.get("evaluations", 0)
+        if isinstance(evaluations, bool) or not isinstance(evaluations, int) or evaluations < 0:
+            raise ValueError(f"evaluations must be a non-negative int, got {evaluations!r}")
+        gpu_s = data.get("gpu_s", 0.0)
+        if isinstance(gpu_s, bool) or not isinstance(gpu_s, (int, float)) or not (math.isfinite(gpu_s) and gpu_s >= 0):
+            raise ValueError(f"gpu_s must be a non-negative number, got {gpu_s!r}")
+        details = data.get("details")
+        details = {} if details is None else details
+        if not isinstance(details, dict):
+            raise ValueError(f"details must be a dict, got {type(details).__name__}")
+        return cls(
+            name=str(data["name"]),
+            path=str(data["path"]),
+            status=status,
+            reason=str(data.get("reason", "")),
+            correct=correct,
+            evaluations=evaluations,
+            gpu_s=float(gpu_s),
+            details=dict(details),
+            **{name: _time(name, data.get(name)) for name in _TIME_FIELDS},
+        )
+
+
+def fast_p(outcomes: Sequence[ProblemOutcome], p: float, baseline: str = "compile") -> float:
+    """KernelBench's fast_p: the share of ALL problems that are correct with speedup > p."""
+    _check_baseline(baseline)
+    if not outcomes:
+        raise ValueError("fast_p of no problems")
+    hits = 0
+    for outcome in outcomes:
+        speedup = outcome.speedup(baseline)
+        if outcome.passed and speedup is not None and speedup > p:
+            hits += 1
+    return hits / len(outcomes)
+
+
+def geomean_speedup(outcomes: Iterable[ProblemOutcome], baseline: str = "compile") -> float | None:
+    """Geometric mean of the speedups of the correct problems that have one; None if none do."""
+    _check_baseline(baseline)
+    speedups = [o.speedup(baseline) for o in outcomes if o.passed]
+    present = [s for s in speedups if s is not None]
+    return geometric_mean(present) if present else None
+
+
+def slower_than_baseline(
+    outcomes: Iterable[ProblemOutcome], tolerance: float = SLOWER_TOLERANCE
+) -> list[str]:
+    """Correct problems whose optimized model is slower than torch.compile default beyond ``tolerance``.
+
+    kernelopt promises the compiler's baseline back when nothing better passes, so this
+    list must be empty; anything in it is a bug worth a look.
+    """
+    return [
+        o.name
+        for o in outcomes
+        if o.passed
+        and o.optimized_ms is not None
+        and o.compiled_ms is not None
+        and o.optimized_ms > o.compiled_ms * (1.0 + tolerance)
+    ]
+
+
+def threshold_key(p: float) -> str:
+    """``0`` → ``"0"``, ``1.5`` → ``"1.5"``: the JSON key of a fast_p threshold."""
+    return f"{p:g}"
+
+
+def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
+    """Every suite-level number of the scoreboard, as plain JSON-ready data.
+
+    ``fast_p[baseline][threshold_key(p)]`` and ``geomean_speedup[baseline]`` for each
+    baseline in :data:`BASELINES`; fast_p values are None for an empty suite.
+    """
+    status_counts = {status: 0 for status in STATUSES}
+    for outcome in outcomes:
+        status_counts[outcome.status] += 1
+    evaluations = sum(o.evaluations for o in outcomes)
+    gpu_s = math.fsum(o.gpu_s for o in outcomes)
+    return {
+        "problems": len(outcomes),
+        "correct": sum(1 for o in outcomes if o.passed),
+        "status_counts": status_counts,
+        "fast_p": {
+            baseline: {
+                threshold_key(p): (fast_p(outcomes, p, baseline) if outcomes else None)
+                for p in FAST_P_THRESHOLDS
+            }
+            for baseline in BASELINES
+        },
+        "geomean_speedup": {baseline: geomean_speedup(outcomes, baseline) for baseline in BASELINES},
+        "slower_than_baseline": slower_than_baseline(outcomes),
+        "evaluations": evaluations,
+        "gpu_s": gpu_s,
+        "evaluations_per_gpu_minute": evaluations / (gpu_s / 60.0) if gpu_s > 0 else None,
+    }

@@ -1,0 +1,144 @@
+"""``kernelopt bench``: the command and its printing; the work is :func:`kernelopt.api.bench.run_bench`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from kernelopt.cli.main import STORE_OPTION, app, err, out, user_errors
+
+if TYPE_CHECKING:
+    from kernelopt.api.bench import BenchEvent, BenchReport
+    from kernelopt.api.metrics import ProblemOutcome
+
+_STATUS_STYLE = {"ok": "green", "load_error": "red", "compile_error": "red", "run_error": "red", "timeout": "yellow", "crash": "red"}
+_BASELINE_LABEL = {"eager": "eager", "compile": "torch.compile", "max_autotune": "max-autotune-no-cudagraphs"}
+
+
+@app.command("bench")
+@user_errors
+def bench(
+    suite_dir: Path = typer.Argument(..., help="A directory of KernelBench-format problems (ours, or a KernelBench checkout)."),
+    problems: Optional[str] = typer.Option(None, "--problems", help="Comma-separated names, file stems or name parts to run (default: all)."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Search budget per problem, in seconds."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: bench-results/<suite name>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the results in --out, skipping finished problems."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + 15 min, or 1 h)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
+    store: Optional[Path] = STORE_OPTION,
+    worker_target: Optional[str] = typer.Option(None, "--worker-target", hidden=True),
+    worker_path: Optional[List[Path]] = typer.Option(None, "--worker-path", hidden=True),
+) -> None:
+    """Optimize every problem of a suite: correctness, speedups over eager and torch.compile, fast_p; JSON and CSV."""
+    from kernelopt.api.bench import DEFAULT_TARGET, run_bench
+
+    selected = [name.strip() for name in problems.split(",") if name.strip()] if problems else None
+    report = run_bench(
+        suite_dir,
+        problems=selected,
+        time_limit_s=time_limit,
+        results_dir=out_dir or Path("bench-results") / suite_dir.resolve().name,
+        resume=resume,
+        target=worker_target or DEFAULT_TARGET,
+        worker_timeout_s=timeout,
+        extra_options={"store": str(store)} if store else {},
+        on_event=lambda event: _print_event(event, err),
+        extra_path=list(worker_path or []),
+    )
+    if as_json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_bench(report, out)
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _print_event(event: "BenchEvent", console: Console) -> None:
+    position = f"[{event.index}/{event.total}]"
+    if event.kind == "start":
+        console.print(f"{position} {event.name} ...", markup=False, highlight=False)
+    elif event.outcome is not None:
+        o = event.outcome
+        verb = "already done:" if event.kind == "skip" else "->"
+        line = f"{position} {event.name} {verb} {o.status}"
+        if o.status == "ok":
+            line += f", {'correct' if o.correct else 'INCORRECT'}, {_ratio(o.speedup_vs_compile)} vs torch.compile"
+        else:
+            line += f": {o.reason}"
+        console.print(line, markup=False, highlight=False)
+
+
+def _problem_row(o: "ProblemOutcome") -> list[Text | str]:
+    return [
+        Text(o.name),
+        Text(o.status, style=_STATUS_STYLE.get(o.status, "")),
+        Text("yes") if o.correct else Text("no", style="red") if o.status == "ok" else "—",
+        _ms(o.eager_ms),
+        _ms(o.compiled_ms),
+        _ms(o.max_autotune_ms),
+        _ms(o.optimized_ms),
+        _ratio(o.speedup_vs_eager),
+        _ratio(o.speedup_vs_compile),
+        _ratio(o.speedup_vs_max_autotune),
+    ]
+
+
+def print_bench(report: "BenchReport", console: Console) -> None:
+    """The per-problem table, the reasons of failed problems, then the suite summary."""
+    table = Table(title=f"kernelopt bench: {report.suite}", title_justify="left")
+    for header in ("problem", "status", "correct", "eager ms", "compile ms", "max-autotune ms", "optimized ms"):
+        table.add_column(header, justify="left" if header in ("problem", "status") else "right")
+    for header in ("vs eager", "vs compile", "vs max-autotune"):
+        table.add_column(header, justify="right")
+    for outcome in report.outcomes:
+        table.add_row(*_problem_row(outcome))
+    console.print(table)
+
+    failed = [o for o in report.outcomes if o.status != "ok"]
+    for o in failed:
+        console.print(f"  {o.name}: {o.status}: {o.reason}", markup=False, highlight=False)
+
+    s = report.summary
+    summary = Table(title="summary (fast_p over all problems; geomean over correct ones)", title_justify="left")
+    summary.add_column("baseline")
+    for key in s["fast_p"]["compile"]:
+        summary.add_column(f"fast_{key}", justify="right")
+    summary.add_column("geomean speedup", justify="right")
+    for baseline, label in _BASELINE_LABEL.items():
+        row = [_share(v) for v in s["fast_p"][baseline].values()]
+        summary.add_row(label, *row, _ratio(s["geomean_speedup"][baseline]))
+    console.print(summary)
+
+    counts = ", ".join(f"{status} {n}" for status, n in s["status_counts"].items() if n)
+    console.print(f"problems: {s['problems']} ({counts or 'none'}); correct: {s['correct']}", highlight=False)
+    slower = s["slower_than_baseline"]
+    style = "red" if slower else "green"
+    names = f": {', '.join(slower)}" if slower else ""
+    console.print(f"[{style}]slower than torch.compile (beyond 1 %): {len(slower)}[/]{names}", highlight=False)
+    rate = s["evaluations_per_gpu_minute"]
+    console.print(
+        f"evaluations: {s['evaluations']}, GPU time {s['gpu_s']:.0f} s"
+        + (f", {rate:.0f} evaluations per GPU-minute" if rate is not None else ""),
+        highlight=False,
+    )
+    if report.resumed:
+        console.print(f"taken from the earlier run: {len(report.resumed)} problem(s)", highlight=False)
+    console.print(f"results: {report.json_path}, {report.csv_path}", markup=False, highlight=False)

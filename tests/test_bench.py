@@ -1,0 +1,306 @@
+"""``kernelopt bench`` on a CPU: the scoreboard's arithmetic, and a suite that survives its problems.
+
+The worker target is the fake in ``bench_targets.py``: each problem file written here
+says, in a ``FAKE = ...`` line, which outcome the fake returns or how it fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kernelopt.api.bench import CSV_COLUMNS, BenchEvent, run_bench, suite_root
+from kernelopt.api.metrics import (
+    ProblemOutcome,
+    fast_p,
+    geomean_speedup,
+    slower_than_baseline,
+    summarize,
+)
+from kernelopt.cli.main import app
+from kernelopt.errors import KerneloptError
+
+TESTS_DIR = Path(__file__).resolve().parent
+TARGET = "bench_targets:scripted"
+
+PROBLEM = '''import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+
+def get_init_inputs():
+    return []
+
+
+FAKE = {fake!r}
+'''
+BROKEN = "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    pass\n\n\ndef get_init_inputs():\n    return []\n"
+FAST = {
+    "eager_ms": 2.0,
+    "compiled_ms": 1.0,
+    "max_autotune_ms": 0.8,
+    "optimized_ms": 0.5,
+    "evaluations": 12,
+    "gpu_s": 6.0,
+    "details": {"device": "Fake GPU 141GB"},
+}
+
+
+# -- arithmetic ------------------------------------------------------------------------
+
+
+def _outcome(name: str, speedup: float | None, *, correct: bool = True, status: str = "ok") -> ProblemOutcome:
+    """An outcome whose speedup over torch.compile is exactly ``speedup`` (optimized = 1 ms)."""
+    return ProblemOutcome(
+        name=name, path=f"{name}.py", status=status, reason="", correct=correct,
+        eager_ms=None if speedup is None else 2 * speedup,
+        compiled_ms=speedup, max_autotune_ms=None,
+        optimized_ms=None if speedup is None else 1.0,
+    )
+
+
+def _hand_case() -> list[ProblemOutcome]:
+    return [
+        _outcome("a", 2.5),
+        _outcome("b", 1.2),
+        _outcome("c", 0.9),
+        _outcome("d", 3.0, correct=False),  # fast but wrong: counts in no numerator
+    ]
+
+
+def test_fast_p_hand_computed() -> None:
+    outcomes = _hand_case()
+    assert fast_p(outcomes, 0, "compile") == 0.75  # fast_0 is the correctness rate
+    assert fast_p(outcomes, 1, "compile") == 0.5
+    assert fast_p(outcomes, 1.5, "compile") == 0.25
+    assert fast_p(outcomes, 2, "compile") == 0.25
+    assert fast_p(outcomes, 2, "eager") == 0.5  # eager times are twice the compiled ones: 5, 2.4
+    assert fast_p(outcomes, 0, "max_autotune") == 0.0  # no max-autotune time, no speedup
+
+
+def test_fast_p_is_strict_and_counts_failed_problems() -> None:
+    outcomes = [_outcome("one", 1.0), _outcome("two", 2.0), _outcome("crashed", None, correct=False, status="crash")]
+    assert fast_p(outcomes, 0, "compile") == pytest.approx(2 / 3)
+    assert fast_p(outcomes, 1, "compile") == pytest.approx(1 / 3)  # 1.0 is not > 1
+    assert fast_p(outcomes, 2, "compile") == 0.0  # nor 2.0 > 2
+    with pytest.raises(ValueError):
+        fast_p([], 1, "compile")
+    with pytest.raises(ValueError):
+        fast_p(outcomes, 1, "inductor")
+
+
+def test_geomean_and_slower_than_baseline() -> None:
+    outcomes = _hand_case()
+    assert geomean_speedup(outcomes, "compile") == pytest.approx(2.7 ** (1 / 3))
+    assert geomean_speedup(outcomes, "eager") == pytest.approx(2 * 2.7 ** (1 / 3))
+    assert geomean_speedup(outcomes, "max_autotune") is None
+    assert slower_than_baseline(outcomes) == ["c"]  # 0.9x; "d" is incorrect, so not counted
+    within_noise = [_outcome("noise", 1 / 1.009), _outcome("slow", 1 / 1.02)]
+    assert slower_than_baseline(within_noise) == ["slow"]
+
+
+def test_summarize_hand_computed() -> None:
+    summary = summarize(_hand_case())
+    assert summary["problems"] == 4 and summary["correct"] == 3
+    assert summary["fast_p"]["compile"] == {"0": 0.75, "1": 0.5, "1.5": 0.25, "2": 0.25}
+    assert set(summary["fast_p"]) == {"eager", "compile", "max_autotune"}
+    assert summary["geomean_speedup"]["compile"] == pytest.approx(2.7 ** (1 / 3))
+    assert summary["slower_than_baseline"] == ["c"]
+    assert summary["status_counts"]["ok"] == 4
+    assert summarize([])["fast_p"]["compile"]["1"] is None
+    json.dumps(summary, allow_nan=False)
+
+
+def test_outcome_round_trip_and_validation() -> None:
+    outcome = ProblemOutcome("p", "p.py", "ok", "", True, 2.0, 1.0, 0.9, 0.5, 3, 1.5, {"device": "X"})
+    data = outcome.to_dict()
+    assert data["speedup_vs_eager"] == 4.0 and data["speedup_vs_compile"] == 2.0
+    assert data["speedup_vs_max_autotune"] == pytest.approx(1.8)
+    assert ProblemOutcome.from_dict(json.loads(json.dumps(data))) == outcome
+    base = {"name": "p", "path": "p.py", "status": "ok", "correct": True}
+    for bad in ({"status": "fine"}, {"correct": "yes"}, {"optimized_ms": math.nan}, {"eager_ms": -1.0},
+                {"eager_ms": "1"}, {"evaluations": 1.5}, {"details": []}):
+        with pytest.raises(ValueError):
+            ProblemOutcome.from_dict({**base, **bad})
+
+
+# -- run_bench ---------------------------------------------------------------------------
+
+
+def _suite(root: Path, files: dict[str, Any]) -> Path:
+    """``files``: name -> FAKE literal, or None for a file that fails to load."""
+    level = root / "level1"
+    level.mkdir(parents=True)
+    for name, fake in files.items():
+        (level / f"{name}.py").write_text(BROKEN if fake is None else PROBLEM.format(fake=fake))
+    return root
+
+
+def _standard_suite(root: Path) -> Path:
+    return _suite(root, {"01_fast": FAST, "02_raises": "raise", "03_segfault": "segfault", "04_broken": None})
+
+
+def _calls(suite: Path) -> list[str]:
+    log = suite / "level1" / "calls.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def _bench(suite: Path, out: Path, **options: Any):
+    options.setdefault("worker_timeout_s", 60.0)
+    return run_bench(suite, results_dir=out, target=TARGET, extra_path=[TESTS_DIR], **options)
+
+
+def test_suite_survives_every_kind_of_failure(tmp_path: Path) -> None:
+    suite = _standard_suite(tmp_path / "suite")
+    events: list[BenchEvent] = []
+    report = _bench(suite, tmp_path / "out", time_limit_s=30.0, extra_options={"flag": 7}, on_event=events.append)
+
+    by_name = {o.name: o for o in report.outcomes}
+    assert list(by_name) == ["level1/01_fast", "level1/02_raises", "level1/03_segfault", "level1/04_broken"]
+    fast = by_name["level1/01_fast"]
+    assert (fast.status, fast.correct, fast.speedup_vs_compile, fast.evaluations) == ("ok", True, 2.0, 12)
+    assert fast.details["options"] == {"flag": 7, "name": "level1/01_fast", "time_limit_s": 30.0}
+    raised = by_name["level1/02_raises"]
+    assert raised.status == "run_error" and not raised.correct
+    assert "RuntimeError: fake failure inside the target" in raised.reason
+    crashed = by_name["level1/03_segfault"]
+    assert crashed.status == "crash" and "SIGSEGV" in crashed.reason
+    broken = by_name["level1/04_broken"]
+    assert broken.status == "load_error" and "defines no get_inputs" in broken.reason
+    assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]  # no worker for the broken file
+    assert [(e.kind, e.index) for e in events if e.kind == "done"] == [("done", i) for i in (1, 2, 3, 4)]
+
+    summary = report.summary
+    assert summary["problems"] == 4 and summary["correct"] == 1
+    assert summary["fast_p"]["compile"] == {"0": 0.25, "1": 0.25, "1.5": 0.25, "2": 0.0}  # 2.0 is not > 2
+    assert summary["fast_p"]["eager"]["2"] == 0.25
+    assert summary["geomean_speedup"]["max_autotune"] == pytest.approx(1.6)
+    assert summary["slower_than_baseline"] == []
+    assert summary["evaluations_per_gpu_minute"] == pytest.approx(120.0)
+
+    document = json.loads(report.json_path.read_text())
+    assert document["summary"] == summary
+    assert [o["status"] for o in document["outcomes"]] == ["ok", "run_error", "crash", "load_error"]
+    meta = document["meta"]
+    assert meta["suite"] == str(suite.resolve()) and meta["device"] == "Fake GPU 141GB"
+    assert meta["started"] and meta["finished"] and meta["versions"]["torch"]
+    assert meta["time_limit_s"] == 30.0 and meta["target"] == TARGET
+
+    with report.csv_path.open(newline="") as file:
+        reader = csv.DictReader(file)
+        rows = list(reader)
+    assert tuple(reader.fieldnames or ()) == CSV_COLUMNS
+    assert [row["status"] for row in rows] == ["ok", "run_error", "crash", "load_error"]
+    assert rows[0]["correct"] == "true" and float(rows[0]["speedup_vs_compile"]) == 2.0
+    assert rows[1]["optimized_ms"] == "" and "fake failure" in rows[1]["reason"]
+
+
+def test_timeout_and_invalid_outcome_are_recorded(tmp_path: Path) -> None:
+    suite = _suite(tmp_path / "suite", {"01_sleeps": "sleep", "02_invalid": {"optimized_ms": -1.0}})
+    report = _bench(suite, tmp_path / "out", worker_timeout_s=2.0)
+    sleeps, invalid = report.outcomes
+    assert sleeps.status == "timeout" and "timed out" in sleeps.reason
+    assert invalid.status == "run_error" and "invalid outcome" in invalid.reason, invalid.reason
+    assert json.loads(report.json_path.read_text())["outcomes"][1]["optimized_ms"] is None
+
+
+def test_resume_after_a_kill_runs_only_what_is_missing(tmp_path: Path) -> None:
+    suite = _standard_suite(tmp_path / "suite")
+    out = tmp_path / "out"
+
+    def killed_after_first(event: BenchEvent) -> None:
+        if event.kind == "done":
+            raise KeyboardInterrupt  # stands in for kill -9 right after a problem's results were written
+
+    with pytest.raises(KeyboardInterrupt):
+        _bench(suite, out, on_event=killed_after_first)
+    partial = json.loads((out / "results.json").read_text())
+    assert [o["name"] for o in partial["outcomes"]] == ["level1/01_fast"]
+    assert partial["meta"]["finished"] is None
+
+    with pytest.raises(KerneloptError, match="exists; pass --resume to continue it or choose another --out"):
+        _bench(suite, out)
+
+    report = _bench(suite, out, resume=True)
+    assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]  # 01 ran once only
+    assert report.resumed == ["level1/01_fast"]
+    assert len(report.outcomes) == 4 and report.summary["problems"] == 4
+    document = json.loads(report.json_path.read_text())
+    assert document["meta"]["finished"] and len(document["meta"]["resumed"]) == 1
+
+
+def test_resume_a_partial_selection(tmp_path: Path) -> None:
+    suite = _standard_suite(tmp_path / "suite")
+    out = tmp_path / "out"
+    first = _bench(suite, out, problems=["01_fast"])
+    assert [o.name for o in first.outcomes] == ["level1/01_fast"]
+    report = _bench(suite, out, resume=True)
+    assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]
+    assert [o.name for o in report.outcomes][:1] == ["level1/01_fast"]
+
+
+def test_user_errors(tmp_path: Path) -> None:
+    suite = _standard_suite(tmp_path / "suite")
+    with pytest.raises(KerneloptError, match="no problem matches nope"):
+        _bench(suite, tmp_path / "out", problems=["nope"])
+    with pytest.raises(KerneloptError, match="no such suite directory"):
+        _bench(tmp_path / "missing", tmp_path / "out2")
+    other = _suite(tmp_path / "other", {"01_fast": FAST})
+    _bench(other, tmp_path / "out3")
+    with pytest.raises(KerneloptError, match="holds results for the suite"):
+        _bench(suite, tmp_path / "out3", resume=True)
+
+
+def test_kernelbench_checkout_root_means_its_problem_folder(tmp_path: Path) -> None:
+    checkout = tmp_path / "KernelBench-main"
+    _suite(checkout / "KernelBench", {"19_ReLU": FAST})
+    (checkout / "scripts").mkdir()
+    (checkout / "scripts" / "run_and_check.py").write_text("raise SystemExit('not a problem')\n")
+    assert suite_root(checkout) == checkout / "KernelBench"
+    report = _bench(checkout, tmp_path / "out")
+    assert [(o.name, o.status) for o in report.outcomes] == [("level1/19_ReLU", "ok")]
+
+
+# -- command line ------------------------------------------------------------------------
+
+
+def _runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
+def test_cli_bench(tmp_path: Path) -> None:
+    suite = _standard_suite(tmp_path / "suite")
+    out = tmp_path / "out"
+    args = ["bench", str(suite), "--out", str(out), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]
+    result = _runner().invoke(app, [*args, "--problems", "01_fast,02_raises", "--time-limit", "30"])
+    assert result.exit_code == 0, result.output
+    for text in ("level1/01_fast", "run_error", "fast_1.5", "geomean", "slower than torch.compile (beyond 1 %): 0"):
+        assert text in result.stdout, text
+    assert "[2/2]" in result.stderr
+
+    again = _runner().invoke(app, args)
+    assert again.exit_code == 2
+    assert "exists; pass --resume" in again.stderr and "Traceback" not in again.output
+
+    resumed = _runner().invoke(app, [*args, "--resume", "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    document = json.loads(resumed.stdout)
+    assert document["summary"]["problems"] == 4 and document["resumed"] == ["level1/01_fast", "level1/02_raises"]
+    assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]
