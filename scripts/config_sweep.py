@@ -13,7 +13,6 @@ fastest correct candidate's source to --out, ready for ``kernelopt verify``.
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import time
 
@@ -24,14 +23,9 @@ from kernelopt.capture.kernel_source import pin_launch_config
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import SwapError, build_kernel, find_kernel
 from kernelopt.problem import load_problem
-from kernelopt.search.launch_configs import launch_config_space
+from kernelopt.search.launch_configs import config_distance, launch_config_space
 from kernelopt.verify.perf_runner import time_kernels
 from kernelopt.verify.subkernel import run_case
-
-
-def distance(a: dict, b: dict) -> float:
-    """Log2 steps between two configs, summed over fields (how far coordinate descent must walk)."""
-    return sum(abs(math.log2(a[k] / b[k])) for k in a if k in b and a[k] > 0 and b[k] > 0)
 
 
 def main() -> None:
@@ -55,7 +49,7 @@ def main() -> None:
     chosen = next(l.config for l in artifact.launches if l.name == name) or {}
     configs = [c for c in launch_config_space(kernel, include_stages=True) if c != chosen]
     random.Random(0).shuffle(configs)  # ties in distance: a fixed, arbitrary order
-    configs.sort(key=lambda c: distance(c, chosen))
+    configs.sort(key=lambda c: config_distance(c, chosen))
     print(f"{name}: Inductor chose {chosen}; {len(configs)} other configs in the space, "
           f"timing the {min(args.limit, len(configs))} nearest")
     best = (1.0, None, None)

@@ -17,7 +17,7 @@ import torch
 
 from kernelopt.api.environment import device_label, versions
 from kernelopt.api.peak import peak_bandwidth
-from kernelopt.capture import Launch, LaunchSink, capture
+from kernelopt.capture import Artifact, Launch, LaunchSink, capture
 from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
 from kernelopt.errors import KerneloptError
 from kernelopt.measure import Roofline, amdahl_bound, compare
@@ -180,6 +180,20 @@ def _analyze(
     model = problem.build_model(seed, device)
     inputs = problem.make_inputs(seed, device)
     artifact = capture(model, inputs, options)
+    return analyze_artifact(problem.name, label, peak, model, inputs, artifact, trials, profile_iterations)
+
+
+def analyze_artifact(
+    name: str,
+    label: str,
+    peak: float,
+    model: torch.nn.Module,
+    inputs: list[Any],
+    artifact: Artifact,
+    trials: int = 30,
+    profile_iterations: int = 10,
+) -> AnalysisReport:
+    """Time eager against compiled (interleaved) and attribute every launch of an existing capture."""
 
     def run_eager() -> Any:
         with torch.no_grad():
@@ -188,7 +202,7 @@ def _analyze(
     def run_compiled() -> Any:
         return artifact(*inputs)
 
-    comparison = compare(run_eager, run_compiled, device=device, trials=trials)
+    comparison = compare(run_eager, run_compiled, trials=trials)
     sink = LaunchSink(record_args=False, label=True)
     with artifact.instrumented(sink):
 
@@ -198,9 +212,9 @@ def _analyze(
 
         attribution = attribute(instrumented_call, LAUNCH_LABEL_PREFIX, iterations=profile_iterations)
     times = {
-        int(name.removeprefix(LAUNCH_LABEL_PREFIX)): us for name, us in attribution.per_label_us.items()
+        int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()
     }
     rows = build_launch_reports(artifact.launches, times, peak)
     return summarize_analysis(
-        problem.name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us
+        name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us
     )

@@ -125,20 +125,25 @@ def _inductor_meta(source: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def triton_kernel_def(name: str, source: str) -> KernelDef:
+    """A KernelDef from one Triton kernel module's source (as found in a wrapper, or a candidate)."""
+    meta = _inductor_meta(source)
+    kind = _DECORATOR_KIND_RE.search(source)
+    return KernelDef(
+        name=name,
+        language="triton",
+        source=source,
+        params=_triton_params(source, name),
+        heuristic=kind.group(1) if kind else None,
+        mutated_arg_names=tuple(meta.get("mutated_arg_names", ())),
+        grid_type=meta.get("grid_type"),
+    )
+
+
 def parse_kernels(source: str) -> dict[str, KernelDef]:
     kernels: dict[str, KernelDef] = {}
     for var, name, body, _device in _TRITON_RE.findall(source):
-        meta = _inductor_meta(body)
-        kind = _DECORATOR_KIND_RE.search(body)
-        kernels[var] = KernelDef(
-            name=name,
-            language="triton",
-            source=body,
-            params=_triton_params(body, name),
-            heuristic=kind.group(1) if kind else None,
-            mutated_arg_names=tuple(meta.get("mutated_arg_names", ())),
-            grid_type=meta.get("grid_type"),
-        )
+        kernels[var] = triton_kernel_def(name, body)
     for var, _sig, body in _CPP_RE.findall(source):
         kernels[var] = KernelDef(name=var, language="cpp", source=body, params=_cpp_params(body))
     return kernels

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
 from kernelopt.api.analyze import AnalysisReport
 from kernelopt.api.doctor import Diagnosis
+from kernelopt.api.optimize import OptimizeReport
 from kernelopt.api.verify import VerifyReport
 
 KIND_LABEL = {"triton": "triton", "cpp": "c++", "vendor": "vendor", "aten": "aten"}
@@ -95,3 +97,82 @@ def print_verify(report: VerifyReport, console: Console) -> None:
         console.print(line, markup=False, highlight=False)
     verdict = "PASSED: exported " + str(report.exported) if report.passed else "REJECTED: the compiled baseline stays"
     console.print(verdict, markup=False, highlight=False)
+
+
+class OptimizeProgress:
+    """A live line per kernel: round, evaluations, best verified speedup, failures by gate."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console, self.enabled = console, enabled
+        self.rows: dict[str, dict] = {}
+        self.stage = "starting"
+        self._live: Live | None = None
+
+    def __enter__(self) -> "OptimizeProgress":
+        if self.enabled:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def update(self, kind: str, data: dict) -> None:
+        kernel = data.get("kernel")
+        if kind == "stage":
+            self.stage = data["stage"]
+        elif kernel:
+            row = self.rows.setdefault(kernel, {"round": 0, "evaluations": 0, "best": 1.0, "failures": {}, "state": "searching"})
+            self.stage = f"searching {kernel}"
+            if kind == "round":
+                row["round"] = data.get("round", row["round"])
+            elif kind == "evaluated":
+                row["evaluations"] += 1
+                if data.get("passed"):
+                    row["best"] = max(row["best"], data.get("fitness") or 1.0)
+                gate = data.get("failed_gate")
+                if gate:
+                    row["failures"][gate] = row["failures"].get(gate, 0) + 1
+            elif kind == "stopped":
+                row["state"] = data.get("reason", "stopped")
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self) -> Table:
+        table = Table(title=f"kernelopt optimize: {self.stage}", title_justify="left")
+        for col in ("kernel", "round", "evals", "best speedup", "failures by gate", "state"):
+            table.add_column(col)
+        for name, r in self.rows.items():
+            fails = ", ".join(f"{g} {n}" for g, n in sorted(r["failures"].items())) or "-"
+            table.add_row(name, str(r["round"]), str(r["evaluations"]), f"{r['best']:.3f}x", fails, r["state"])
+        return table
+
+
+def print_optimize(report: OptimizeReport, console: Console) -> None:
+    table = Table(title=f"{report.problem} on {report.device} (run {report.run_id})", title_justify="left")
+    for col in ("kernel", "before µs", "after µs", "speedup", "evals", "failures by gate", "winner", "stopped because"):
+        table.add_column(col)
+    for k in report.kernels:
+        fails = ", ".join(f"{g} {n}" for g, n in sorted(k.failures_by_gate.items())) or "-"
+        winner = f"{k.best['operator']}: {k.best['note']}" if k.best else "baseline kept"
+        table.add_row(k.name, f"{k.before_us:.1f}", _num(k.after_us, ".1f"), f"{k.speedup:.3f}x" if k.best else "1.000x",
+                      str(k.evaluations), fails, winner, k.stop_reason)
+    console.print(table)
+    for name, reason in report.skipped:
+        console.print(f"skipped {name}: {reason}", markup=False, highlight=False)
+    iqr = f" (IQR {report.speedup_vs_compile_iqr[0]:.3f}-{report.speedup_vs_compile_iqr[1]:.3f}x)" if report.speedup_vs_compile_iqr else ""
+    lines = [
+        f"compiled {report.compiled_ms:.3f} ms -> optimized {report.optimized_ms or report.compiled_ms:.3f} ms: "
+        f"{report.speedup_vs_compile:.3f}x over torch.compile{iqr}, "
+        f"{report.speedup_vs_eager or report.eager_ms / report.compiled_ms:.3f}x over eager ({report.eager_ms:.3f} ms)",
+        f"Amdahl bound of Triton-only work: {report.amdahl_bound:.2f}x over torch.compile",
+        f"{report.final_reason}",
+        f"{report.evaluations} evaluations, {report.gpu_s:.1f} s in the evaluation worker"
+        + (f" ({report.evaluations_per_gpu_minute:.0f} per GPU-minute)" if report.evaluations_per_gpu_minute else "")
+        + f", {report.wall_s:.0f} s wall",
+    ]
+    if report.exported:
+        lines.append(f"exported {report.exported} (load with kernelopt.load)")
+    for line in lines:
+        console.print(line, markup=False, highlight=False)

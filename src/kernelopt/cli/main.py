@@ -101,6 +101,39 @@ def verify(
 
 @app.command()
 @user_errors
+def optimize(
+    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
+    budget: int = typer.Option(48, "--budget", help="Evaluations per kernel (each one: four gates)."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Wall-clock seconds per kernel search."),
+    patience: int = typer.Option(3, help="Stop a kernel's search after this many rounds without improvement."),
+    operators: str = typer.Option("launch-config,eviction-policy", "--operators", help="Comma-separated operators (see --list-operators)."),
+    policy: str = typer.Option("beam", help="Selection policy: beam (default) or ucb."),
+    max_targets: int = typer.Option(3, "--max-targets", help="Search at most this many kernels, by headroom."),
+    resume: Optional[int] = typer.Option(None, "--resume", help="Continue a killed optimize run by its id."),
+    export: Optional[Path] = typer.Option(None, "--export", help="Where to write the verified model (default: <problem>.kopt.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
+    store: Optional[Path] = STORE_OPTION,
+) -> None:
+    """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
+    from kernelopt.api.optimize import optimize as run_optimize
+    from kernelopt.cli.format import OptimizeProgress, print_optimize
+    from kernelopt.search.termination import Budget
+    from kernelopt.store import Store
+
+    plan = Budget(max_evaluations=budget, max_wall_s=time_limit, patience=patience)
+    names = [o.strip() for o in operators.split(",") if o.strip()]
+    with Store(store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
+        report = run_optimize(problem, db, operators=names, policy=policy, budget=plan, max_targets=max_targets,
+                              export_path=export, resume_run=resume, on_event=progress.update)
+    if as_json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_optimize(report, out)
+
+
+@app.command()
+@user_errors
 def doctor(
     store: Optional[Path] = STORE_OPTION,
     remeasure: bool = typer.Option(False, help="Measure the copy bandwidth again even if the store has it."),

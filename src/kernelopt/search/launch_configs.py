@@ -10,6 +10,7 @@ could not fit in registers.
 
 from __future__ import annotations
 
+import math
 from itertools import product
 from typing import Any, Iterator
 
@@ -42,7 +43,15 @@ def launch_config_space(kernel: KernelDef, include_stages: bool = False) -> Iter
             tile *= s
         if tile > MAX_TILE_ELEMENTS:
             continue
+        # A persistent reduction's tile also spans the whole row (R0_BLOCK is baked into
+        # its source), which we cannot see here: no thread bound for it.
+        bounded = kernel.heuristic != "persistent_reduction"
         for warps, stage in product(WARPS, stages):
-            if warps * 32 > max(tile, 32) * 4:  # more threads than a quarter-element each: pointless
+            if bounded and warps * 32 > max(tile, 32) * 4:  # more threads than a quarter-element each: pointless
                 continue
             yield {**dict(zip(blocks, sizes)), "num_warps": warps, "num_stages": stage}
+
+
+def config_distance(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """Log2 steps between two configs, summed over shared fields (how far coordinate descent walks)."""
+    return sum(abs(math.log2(a[k] / b[k])) for k in a if k in b and a[k] > 0 and b[k] > 0)

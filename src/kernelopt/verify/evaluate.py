@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-STAGE_MARK = "kernelopt-stage:"
+from kernelopt.verify.session import STAGE_MARK
 
 
 @dataclass
@@ -39,102 +39,18 @@ class EvaluationRequest:
         return asdict(self)
 
 
-def _stage(name: str) -> None:
-    print(f"{STAGE_MARK} {name}", flush=True)
-
-
 def evaluate(request: dict[str, Any]) -> dict[str, Any]:
-    """Run the gates for one candidate; returns plain data (verdicts, timings, identity)."""
-    import torch
-
-    from kernelopt.capture import capture
-    from kernelopt.capture.swap import SwapError, build_kernel, check_swaps_live, find_kernel, reapply, restore, swap_kernel
-    from kernelopt.capture.snapshot import snapshot_launches
-    from kernelopt.measure import compare, measure_copy_bandwidth
-    from kernelopt.problem import load_problem
-    from kernelopt.verify.model_gate import ModelGatePolicy
-    from kernelopt.verify.model_level import run_model_gate
-    from kernelopt.verify.perf_runner import run_performance_gate
-    from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end
-    from kernelopt.verify.static import check_static
-    from kernelopt.verify.subkernel import run_subkernel_gate
-    from kernelopt.verify.verdict import Verdict
+    """Run the gates for one candidate in a fresh session; returns plain data."""
+    from kernelopt.verify.session import EvaluationSession, GateSettings, ProblemSpec
 
     req = EvaluationRequest(**request)
-    device = torch.device("cuda")
-    result: dict[str, Any] = {"verdicts": [], "passed": False}
-
-    def finish(verdict: Verdict) -> dict[str, Any]:
-        result["verdicts"].append(verdict.to_dict())
-        return result
-
-    _stage("capture")
-    problem = load_problem(req.problem_path, overrides=req.overrides)
-    model = problem.build_model(req.seed, device)
-    inputs = problem.make_inputs(req.seed, device)
-    artifact = capture(model, inputs, req.options)
-    address, var, kernel = find_kernel(artifact, req.kernel, req.graph)
-    result["address"] = address.to_dict()
-    result["original_source"] = kernel.source
-
-    _stage("static")
-    static = check_static(req.candidate_source, kernel_name=kernel.name, original_source=kernel.source)
-    result["verdicts"].append(static.to_dict())
-    if not static.passed:
-        return result
-
-    _stage("correctness")
-    snapshots = [s.args for s in snapshot_launches(artifact, inputs, address.graph, var)]
-    original = vars(artifact.graphs[address.graph].module)[var]
-    try:
-        candidate = build_kernel(req.candidate_source, kernel.name)
-    except SwapError as exc:
-        return finish(Verdict("correctness", False, str(exc)))
-    correctness = run_subkernel_gate(kernel, original, candidate, snapshots, req.kernel_seeds)
-    result["verdicts"].append(correctness.to_dict())
-    if not correctness.passed:
-        return result
-
-    _stage("model")
-    swap = swap_kernel(artifact, address, req.candidate_source, kernel=candidate)
-    try:
-        check_swaps_live(artifact, [swap], inputs)
-
-        def run_baseline(xs: Any) -> Any:
-            restore(artifact, swap)
-            return artifact(*xs)
-
-        def run_candidate(xs: Any) -> Any:
-            reapply(artifact, swap)
-            return artifact(*xs)
-
-        model_verdict = run_model_gate(
-            problem, model, run_baseline, run_candidate, device, req.model_seeds, ModelGatePolicy(max_ratio=req.max_error_ratio)
-        )
-        result["verdicts"].append(model_verdict.to_dict())
-        if not model_verdict.passed:
-            return result
-
-        _stage("performance")
-        peak = req.peak_gbps or measure_copy_bandwidth().gbps
-        result["peak_gbps"] = peak
-        perf, kernel_cmp = run_performance_gate(
-            kernel, original, candidate, snapshots[0], peak, PerformancePolicy(margin=req.margin), req.trials
-        )
-        result["kernel_comparison"] = kernel_cmp.to_dict()
-        e2e = compare(
-            lambda: artifact(*inputs),
-            lambda: artifact(*inputs),
-            trials=max(10, req.trials // 2),
-            prepare_baseline=lambda: restore(artifact, swap),
-            prepare_candidate=lambda: reapply(artifact, swap),
-        )
-        result["end_to_end"] = {**judge_end_to_end(e2e), "comparison": e2e.to_dict()}
-        result["verdicts"].append(perf.to_dict())
-        result["passed"] = perf.passed
-        return result
-    finally:
-        restore(artifact, swap)
+    spec = ProblemSpec(req.problem_path, req.overrides, req.seed, req.options)
+    session = EvaluationSession(spec, req.peak_gbps)
+    settings = GateSettings(req.kernel_seeds, req.model_seeds, req.trials, req.margin, req.max_error_ratio)
+    result = session.evaluate(req.kernel, req.candidate_source, settings)
+    if session._peak is not None:
+        result["peak_gbps"] = session._peak
+    return result
 
 
 def _crash_stage(stderr_tail: str) -> str:

@@ -1,0 +1,103 @@
+"""The LLM-free operators: launch-config tuning and cache-eviction choices.
+
+Both start from Inductor's own tuned kernel (its chosen config is the root of
+every lineage) and edit only what keeps the launcher contract: the decorator
+(a pinned ``fixed_config``) or load hints. ``launch-config`` walks outward
+from the parent's config, nearest first, across block sizes, warps and
+pipeline stages, including configs Inductor's heuristics never enumerate;
+``eviction-policy`` tries ``evict_first`` / ``evict_last`` hints per load,
+which Inductor sets by a fixed rule and never searches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any
+
+from kernelopt.capture.kernel_source import pin_launch_config
+from kernelopt.search.candidate import Candidate
+from kernelopt.search.launch_configs import config_distance, launch_config_space
+from kernelopt.search.nodes import Node
+from kernelopt.search.operators import SearchContext, register_operator
+
+_LOAD_RE = re.compile(r"tl\.load\((?P<args>[^\n]*?)\)(?=\s*(?:$|\n|\.to\())", re.M)
+_EVICT_RE = re.compile(r",\s*eviction_policy='[a-z_]+'")
+POLICIES = (None, "evict_first", "evict_last")
+
+
+def _config_key(config: dict[str, Any] | None) -> str:
+    return json.dumps(sorted((config or {}).items()))
+
+
+def _describe(old: dict[str, Any], new: dict[str, Any]) -> str:
+    changes = [f"{k} {old.get(k)}->{v}" for k, v in new.items() if old.get(k) != v]
+    return ", ".join(changes) or "same config"
+
+
+@register_operator("launch-config")
+class LaunchConfigOperator:
+    """Pin launch configs near the parent's, nearest first (coordinate-descent order, then wider)."""
+
+    name = "launch-config"
+
+    def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
+        if ctx.kernel is None or parent.candidate.source is None:
+            return []
+        base = parent.candidate.config or ctx.root_config or {}
+        tried = {_config_key(node.candidate.config) for node in ctx.nodes} | {_config_key(ctx.root_config)}
+        space = [c for c in launch_config_space(ctx.kernel, include_stages=True) if _config_key(c) not in tried]
+        noise = {_config_key(c): ctx.rng.random() for c in space}  # seeded tie-break
+        space.sort(key=lambda c: (config_distance(c, base), noise[_config_key(c)]))
+        out = []
+        for config in space[:n]:
+            source = pin_launch_config(parent.candidate.source, ctx.kernel.name, config)
+            out.append(Candidate(ctx.target, self.name, source=source, config=config, note=_describe(base, config)))
+        return out
+
+
+def set_eviction(source: str, policies: tuple[str | None, ...]) -> str:
+    """Give the i-th ``tl.load`` of ``source`` eviction policy ``policies[i]`` (None: no hint)."""
+    matches = list(_LOAD_RE.finditer(source))
+    out, last = [], 0
+    for match, policy in zip(matches, policies):
+        args = _EVICT_RE.sub("", match.group("args"))
+        if policy is not None:
+            args += f", eviction_policy='{policy}'"
+        out.append(source[last : match.start()])
+        out.append(f"tl.load({args})")
+        last = match.end()
+    out.append(source[last:])
+    return "".join(out)
+
+
+def current_eviction(source: str) -> tuple[str | None, ...]:
+    found = []
+    for match in _LOAD_RE.finditer(source):
+        m = re.search(r"eviction_policy='([a-z_]+)'", match.group("args"))
+        found.append(m.group(1) if m else None)
+    return tuple(found)
+
+
+@register_operator("eviction-policy")
+class EvictionPolicyOperator:
+    """Try other L2 eviction hints on the parent's loads (a space Inductor fixes by rule)."""
+
+    name = "eviction-policy"
+    max_loads = 6  # 3^6 assignments at most
+
+    def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
+        source = parent.candidate.source
+        if ctx.kernel is None or source is None:
+            return []
+        current = current_eviction(source)
+        if not current or len(current) > self.max_loads:
+            return []
+        options = [p for p in itertools.product(POLICIES, repeat=len(current)) if p != current]
+        options.sort(key=lambda p: (sum(a != b for a, b in zip(p, current)), ctx.rng.random()))
+        out = []
+        for policies in options[:n]:
+            note = "eviction " + ", ".join(f"load{i}={p or 'none'}" for i, p in enumerate(policies) if p != current[i])
+            out.append(Candidate(ctx.target, self.name, source=set_eviction(source, policies), config=parent.candidate.config, note=note))
+        return out

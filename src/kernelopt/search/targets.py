@@ -1,0 +1,62 @@
+"""Which kernels are worth searching: ranked by what they can buy end to end.
+
+A kernel's ceiling on the whole model is its headroom (time above its
+roofline) over the model's time: Amdahl. Kernels under 1 % of the time or
+already at 90 % of the roofline cannot buy anything worth a search; vendor
+calls and aten fallbacks are not ours to replace. Every skip has a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+MIN_SHARE = 0.01
+ROOFLINE_DONE = 90.0  # percent of peak
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    time_us: float
+    headroom_us: float
+    share: float
+    pct_of_peak: float | None
+    gain_bound: float  # best end-to-end speedup from this kernel alone: total / (total - headroom)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    name: str
+    reason: str
+
+
+def select_targets(
+    launches: Iterable[Mapping[str, Any]], total_us: float, min_share: float = MIN_SHARE, roofline_done: float = ROOFLINE_DONE
+) -> tuple[list[Target], list[Skipped]]:
+    """Rank generated Triton kernels by headroom / total time; say why every other launch is skipped."""
+    per_kernel: dict[str, dict[str, float]] = {}
+    skipped: list[Skipped] = []
+    for row in launches:
+        if row["kind"] != "triton":
+            skipped.append(Skipped(row["name"], f"{row['kind']} call: kept as the compiler made it"))
+            continue
+        agg = per_kernel.setdefault(row["name"], {"time_us": 0.0, "headroom_us": 0.0, "pct": 0.0, "n": 0})
+        agg["time_us"] += row.get("time_us") or 0.0
+        agg["headroom_us"] += row.get("headroom_us") or 0.0
+        agg["pct"] = max(agg["pct"], row.get("pct_of_peak") or 0.0)
+        agg["n"] += 1
+    targets = []
+    for name, agg in per_kernel.items():
+        share = agg["time_us"] / total_us if total_us > 0 else 0.0
+        if share < min_share:
+            skipped.append(Skipped(name, f"{100 * share:.1f}% of the time (< {100 * min_share:.0f}%): cannot buy more than that"))
+            continue
+        if agg["pct"] >= roofline_done:
+            skipped.append(Skipped(name, f"already at {agg['pct']:.0f}% of the copy roofline (>= {roofline_done:.0f}%)"))
+            continue
+        headroom = min(agg["headroom_us"], total_us)
+        bound = total_us / (total_us - headroom) if headroom < total_us else float("inf")
+        targets.append(Target(name, agg["time_us"], headroom, share, agg["pct"], bound))
+    targets.sort(key=lambda t: t.headroom_us, reverse=True)
+    return targets, skipped

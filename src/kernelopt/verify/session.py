@@ -1,0 +1,184 @@
+"""An evaluation session: one captured model, many candidates through the four gates.
+
+Runs inside a worker process. Capturing the compiled model, snapshotting a
+kernel's launches and measuring the peak bandwidth happen once per session;
+each candidate then costs its own compile and the gates. Candidates of a batch
+compile concurrently on the CPU cores (Triton's compiler runs outside the GIL)
+while earlier ones are being measured on the GPU, one at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from kernelopt.capture import Artifact, capture
+from kernelopt.capture.snapshot import snapshot_launches
+from kernelopt.capture.swap import (
+    KernelAddress,
+    SwapError,
+    build_kernel,
+    check_swaps_live,
+    find_kernel,
+    reapply,
+    restore,
+    swap_kernel,
+)
+from kernelopt.measure import compare, measure_copy_bandwidth
+from kernelopt.problem import load_problem
+from kernelopt.verify.model_gate import ModelGatePolicy
+from kernelopt.verify.model_level import run_model_gate
+from kernelopt.verify.perf_runner import min_time_us, run_performance_gate
+from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end
+from kernelopt.verify.static import check_static
+from kernelopt.verify.subkernel import run_subkernel_gate
+from kernelopt.verify.verdict import Verdict
+
+STAGE_MARK = "kernelopt-stage:"
+
+
+@dataclass
+class GateSettings:
+    kernel_seeds: tuple[int, ...] = (1, 2, 3)
+    model_seeds: tuple[int, ...] = (0, 1, 2)
+    trials: int = 50
+    margin: float = 0.03
+    max_error_ratio: float = 10.0
+    end_to_end: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ProblemSpec:
+    """What a worker needs to rebuild the exact model the user has (no tensors travel)."""
+
+    problem_path: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        return (self.problem_path, tuple(sorted(self.overrides.items())), self.seed, tuple(sorted(self.options.items())))
+
+
+def stage(name: str) -> None:
+    """Announce a stage, so a parent can say where a dead worker died."""
+    print(f"{STAGE_MARK} {name}", flush=True)
+
+
+class EvaluationSession:
+    def __init__(self, spec: ProblemSpec, peak_gbps: float | None = None) -> None:
+        stage("capture")
+        self.spec = spec
+        self.device = torch.device("cuda")
+        self.problem = load_problem(spec.problem_path, overrides=spec.overrides or None)
+        self.model = self.problem.build_model(spec.seed, self.device)
+        self.inputs = self.problem.make_inputs(spec.seed, self.device)
+        self.artifact: Artifact = capture(self.model, self.inputs, spec.options)
+        self._peak = peak_gbps
+        self._snapshots: dict[str, list[list[Any]]] = {}
+
+    @property
+    def peak_gbps(self) -> float:
+        if self._peak is None:
+            self._peak = measure_copy_bandwidth().gbps
+        return self._peak
+
+    def kernel(self, name: str) -> tuple[KernelAddress, str, Any]:
+        return find_kernel(self.artifact, name)
+
+    def snapshots(self, name: str) -> list[list[Any]]:
+        if name not in self._snapshots:
+            address, var, _ = self.kernel(name)
+            self._snapshots[name] = [s.args for s in snapshot_launches(self.artifact, self.inputs, address.graph, var)]
+        return self._snapshots[name]
+
+    def kernel_facts(self, name: str) -> dict[str, Any]:
+        _, _, kernel = self.kernel(name)
+        snaps = self.snapshots(name)
+        return {"min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None}
+
+    def evaluate(self, name: str, source: str, settings: GateSettings, prebuilt: Any = None) -> dict[str, Any]:
+        """The four gates in order for one candidate of one kernel; stops at the first failure."""
+        started = time.monotonic()
+        address, var, kernel = self.kernel(name)
+        result: dict[str, Any] = {"verdicts": [], "passed": False, "address": address.to_dict(), "original_source": kernel.source}
+
+        def done(verdict: Verdict | None = None) -> dict[str, Any]:
+            if verdict is not None:
+                result["verdicts"].append(verdict.to_dict())
+            result["gpu_s"] = time.monotonic() - started
+            return result
+
+        stage("static")
+        static = check_static(source, kernel_name=kernel.name, original_source=kernel.source)
+        if not static.passed:
+            return done(static)
+        result["verdicts"].append(static.to_dict())
+
+        stage("correctness")
+        original = vars(self.artifact.graphs[address.graph].module)[var]
+        try:
+            candidate = prebuilt.result() if isinstance(prebuilt, Future) else build_kernel(source, kernel.name)
+        except SwapError as exc:
+            return done(Verdict("correctness", False, str(exc)))
+        snapshots = self.snapshots(name)
+        correctness = run_subkernel_gate(kernel, original, candidate, snapshots, settings.kernel_seeds)
+        if not correctness.passed:
+            return done(correctness)
+        result["verdicts"].append(correctness.to_dict())
+
+        stage("model")
+        swap = swap_kernel(self.artifact, address, source, kernel=candidate)
+        try:
+            check_swaps_live(self.artifact, [swap], self.inputs)
+
+            def run_baseline(xs: Sequence[Any]) -> Any:
+                restore(self.artifact, swap)
+                return self.artifact(*xs)
+
+            def run_candidate(xs: Sequence[Any]) -> Any:
+                reapply(self.artifact, swap)
+                return self.artifact(*xs)
+
+            model_verdict = run_model_gate(
+                self.problem, self.model, run_baseline, run_candidate, self.device, settings.model_seeds,
+                ModelGatePolicy(max_ratio=settings.max_error_ratio),
+            )
+            if not model_verdict.passed:
+                return done(model_verdict)
+            result["verdicts"].append(model_verdict.to_dict())
+
+            stage("performance")
+            perf, kernel_cmp = run_performance_gate(
+                kernel, original, candidate, snapshots[0], self.peak_gbps, PerformancePolicy(margin=settings.margin), settings.trials
+            )
+            result["kernel_comparison"] = kernel_cmp.to_dict()
+            if perf.passed and settings.end_to_end:
+                e2e = compare(
+                    lambda: self.artifact(*self.inputs),
+                    lambda: self.artifact(*self.inputs),
+                    trials=max(10, settings.trials // 2),
+                    prepare_baseline=lambda: restore(self.artifact, swap),
+                    prepare_candidate=lambda: reapply(self.artifact, swap),
+                )
+                result["end_to_end"] = {**judge_end_to_end(e2e), "comparison": e2e.to_dict()}
+            result["passed"] = perf.passed
+            return done(perf)
+        finally:
+            restore(self.artifact, swap)
+
+    def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, compile_threads: int = 8) -> list[dict[str, Any]]:
+        """Compile every candidate concurrently, then run the gates one candidate at a time."""
+        _, _, kernel = self.kernel(name)
+        # Untrusted source is loaded only after the static gate has read it.
+        statically_ok = [check_static(src, kernel_name=kernel.name, original_source=kernel.source).passed for src in sources]
+        with ThreadPoolExecutor(max_workers=max(1, compile_threads)) as pool:
+            builds = [pool.submit(build_kernel, src, kernel.name) if ok else None for src, ok in zip(sources, statically_ok)]
+            return [self.evaluate(name, src, settings, prebuilt=fut) for src, fut in zip(sources, builds)]

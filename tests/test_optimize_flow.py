@@ -1,0 +1,114 @@
+"""The optimize orchestration on the CPU, with a scripted stand-in for the GPU evaluation worker.
+
+Real store, real search engine, real operators and target selection; only the
+worker's answers are scripted: which candidates pass which gate and how fast.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+from conftest import EXAMPLES, FIXTURES
+from kernelopt.api import optimize as opt
+from kernelopt.capture import parse_output_code
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+from kernelopt.workers import WorkerResult
+
+SOFTMAX = next(k for k in parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values())
+
+
+def ok(value):
+    return WorkerResult("ok", value, "ok", None, 0.1, "")
+
+
+def config_of(source: str) -> dict:
+    m = re.search(r"fixed_config\(config=(\{.*?\})", source)
+    return ast.literal_eval(m.group(1)) if m else {}
+
+
+def verdicts(*gates_passed):
+    return [{"gate": g, "passed": p, "reason": f"{g} {'ok' if p else 'failed'}", "details": {}} for g, p in gates_passed]
+
+
+class ScriptedWorker:
+    """Answers like kernelopt.api.session: num_warps=32 is 1.2x faster, XBLOCK>=4 is wrong, the rest not faster."""
+
+    def __init__(self, final_passes: bool = True) -> None:
+        self.calls: list[str] = []
+        self.final_passes = final_passes
+
+    def call(self, target, *args, timeout_s=0, kwargs=None):
+        fn = target.split(":")[1]
+        self.calls.append(fn)
+        if fn == "analyze_problem":
+            return ok({
+                "device": "fake H200", "peak_gbps": 4000.0, "eager_ms": 1.0, "compiled_ms": 0.8, "amdahl_bound": 1.5,
+                "launches": [
+                    {"kind": "triton", "name": SOFTMAX.name, "time_us": 780.0, "headroom_us": 270.0, "pct_of_peak": 65.0},
+                    {"kind": "triton", "name": "triton_poi_tiny_1", "time_us": 4.0, "headroom_us": 1.0, "pct_of_peak": 50.0},
+                ],
+                "kernels": {SOFTMAX.name: {"source": SOFTMAX.source, "heuristic": SOFTMAX.heuristic, "graph": 0}},
+                "configs": {SOFTMAX.name: {"XBLOCK": 1, "num_warps": 16, "num_stages": 1}},
+            })
+        if fn == "kernel_facts":
+            return ok({"min_time_us": 500.0})
+        if fn == "evaluate_candidates":
+            return ok([self._one(src) for src in args[2]])
+        if fn == "verify_together":
+            cmp = {"speedup": 1.19, "speedup_q1": 1.18, "speedup_q3": 1.2, "baseline": {"median_ms": 0.8}, "candidate": {"median_ms": 0.672}}
+            model = {"gate": "model", "passed": self.final_passes, "reason": "within 10x" if self.final_passes else "error 40x"}
+            return ok({"model": model, "end_to_end": {"comparison": cmp, "beyond_noise": True}, "vs_eager": {"speedup": 1.49}})
+        raise AssertionError(fn)
+
+    def _one(self, source: str) -> dict:
+        cfg = config_of(source)
+        if cfg.get("XBLOCK", 1) >= 4:
+            return {"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.2}
+        fast = cfg.get("num_warps") == 32
+        speed = 1.2 if fast else 1.0
+        cmp = {"speedup": speed, "baseline": {"median_ms": 0.78}, "candidate": {"median_ms": 0.78 / speed}}
+        gates = [("static", True), ("correctness", True), ("model", True), ("performance", fast)]
+        return {"passed": fast, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5}
+
+
+def run(tmp_path, worker, **kw):
+    store = Store(tmp_path / "k.db")
+    report = opt._optimize(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), None, "fake",
+        opt.make_operators(["launch-config"]), opt.make_policy("beam"), Budget(max_evaluations=12, patience=2),
+        opt.GateSettings(), 3, 60.0, 0, lambda kind, data: None,
+    )
+    return store, report
+
+
+def test_search_finds_the_faster_config_and_verifies_it(tmp_path) -> None:
+    store, report = run(tmp_path, ScriptedWorker())
+    (k,) = report.kernels
+    assert k.name == SOFTMAX.name and k.best is not None
+    assert k.best["config"]["num_warps"] == 32 and k.speedup == pytest.approx(1.2)
+    assert k.failures_by_gate.get("correctness", 0) >= 1  # the XBLOCK>=4 configs were caught
+    assert 0 < k.evaluations <= 12
+    assert report.final_reason.startswith("verified") and report.speedup_vs_compile == pytest.approx(1.19)
+    assert k.best["address"]["sha256"] == SOFTMAX.sha256
+    assert ("triton_poi_tiny_1", "0.5% of the time (< 1%): cannot buy more than that") in report.skipped
+    assert report.evaluations_per_gpu_minute and report.evaluations == k.evaluations
+
+
+def test_rejected_final_model_keeps_the_baseline(tmp_path) -> None:
+    _, report = run(tmp_path, ScriptedWorker(final_passes=False))
+    assert all(k.best is None for k in report.kernels)
+    assert "baseline stays" in report.final_reason
+    assert report.speedup_vs_compile == 1.0 and report.optimized_ms == report.compiled_ms
+
+
+def test_result_of_maps_gates_to_fitness() -> None:
+    failed = opt.result_of({"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.1})
+    assert failed.fitness == 0.0 and failed.failed_gate == "correctness" and failed.reason == "correctness failed"
+    cmp = {"speedup": 1.3, "baseline": {"median_ms": 1.3}, "candidate": {"median_ms": 1.0}}
+    passed = opt.result_of({"passed": True, "verdicts": verdicts(("performance", True)), "kernel_comparison": cmp})
+    assert passed.fitness == 1.3 and passed.failed_gate is None and passed.measurements["kernel_time_us"] == 1000.0

@@ -1,0 +1,34 @@
+"""Target selection: ranked by headroom, every skip explained."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelopt.search.targets import select_targets
+
+
+def row(kind, name, t, headroom=None, pct=None):
+    return {"kind": kind, "name": name, "time_us": t, "headroom_us": headroom, "pct_of_peak": pct}
+
+
+def test_ranking_and_skips() -> None:
+    rows = [
+        row("vendor", "extern_kernels.mm", 6000.0),
+        row("triton", "k_small", 50.0, 40.0, 20.0),  # 0.5 % of 10 ms
+        row("triton", "k_done", 1000.0, 50.0, 95.0),  # at the roofline
+        row("triton", "k_big", 2000.0, 1500.0, 25.0),
+        row("triton", "k_mid", 950.0, 300.0, 68.0),
+    ]
+    targets, skipped = select_targets(rows, total_us=10_000.0)
+    assert [t.name for t in targets] == ["k_big", "k_mid"]
+    assert targets[0].gain_bound == pytest.approx(10_000 / 8_500)
+    reasons = {s.name: s.reason for s in skipped}
+    assert "kept as the compiler made it" in reasons["extern_kernels.mm"]
+    assert "0.5% of the time" in reasons["k_small"]
+    assert "95% of the copy roofline" in reasons["k_done"]
+
+
+def test_repeated_launches_of_one_kernel_add_up() -> None:
+    rows = [row("triton", "k", 60.0, 30.0, 50.0), row("triton", "k", 60.0, 30.0, 50.0)]
+    targets, _ = select_targets(rows, total_us=1000.0)
+    assert targets[0].time_us == 120.0 and targets[0].headroom_us == 60.0 and targets[0].share == pytest.approx(0.12)
