@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One full GPU pass on the lent H200 (run from the repo root through the device tool):
-#   scripts/device/gpu_check.sh [all|fixtures|tests|cli|verify]
+#   scripts/device/gpu_check.sh [all|fixtures|tests|cli|verify|optimize]
 # Everything worth keeping is written under $OUT (or ./.device_out when run by hand).
 set -uo pipefail
 OUT=${OUT:-.device_out}; mkdir -p "$OUT"
@@ -35,4 +35,12 @@ if [[ $step == all || $step == verify ]]; then
     [[ -n $kernel ]] && $KO verify $P/$p.py --kernel "$kernel" --candidate /tmp/$name.best.py \
       --export /tmp/$name.kopt.json --store "$STORE" 2>&1 | tee "$OUT/verify_$name.txt"
   done
+fi
+if [[ $step == all || $step == optimize ]]; then
+  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 | tee "$OUT/pytest_gpu_optimize.txt" | grep -E "passed|failed|error|per GPU-minute|Error" | tail -20
+  $KO optimize $P/level1/10_row_l2_normalize.py --budget 24 --max-targets 1 --export /tmp/rowl2.kopt.json \
+    --store "$STORE" 2>"$OUT/optimize_progress.txt" | tee "$OUT/optimize_row_l2.txt"
+  $KO bench $P --problems ${BENCH_PROBLEMS:-12_softmax_wide,15_rmsnorm} --time-limit 120 --out /tmp/bench \
+    --store "$STORE" 2>&1 | tail -40 | tee "$OUT/bench.txt"
+  cp /tmp/bench/results.json "$OUT/bench_results.json" 2>/dev/null
 fi

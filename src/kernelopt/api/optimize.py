@@ -156,12 +156,17 @@ def optimize(
     resume_run: int | None = None,
     seed: int = 0,
     timeout_s: float = 600.0,
+    sizes: dict[str, Any] | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> OptimizeReport:
     """Search faster kernels for one problem; export the verified model, or keep the baseline."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise KerneloptError("kernelopt optimize needs an NVIDIA GPU with CUDA; torch sees none")
     started = time.monotonic()
     emit = on_event or (lambda kind, data: None)
-    problem = load_problem(problem_path)
+    problem = load_problem(problem_path, overrides=sizes)
     budget = budget or Budget()
     settings = settings or GateSettings()
     ops = make_operators(list(operators))

@@ -1,0 +1,58 @@
+"""GPU tests of kernelopt optimize on our example problems (run on an H200)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES
+from kernelopt.api.export import load
+from kernelopt.api.optimize import optimize
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+
+pytestmark = pytest.mark.gpu
+
+CASES = {
+    "level1/10_row_l2_normalize.py": {"batch_size": 4096},
+    "level1/12_softmax_wide.py": None,
+    "level1/15_rmsnorm.py": None,
+}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("optimize")
+    store = Store(tmp / "k.db")
+    out = {}
+    for rel, sizes in CASES.items():
+        out[rel] = optimize(EXAMPLES / rel, store, budget=Budget(max_evaluations=16, patience=2), max_targets=1,
+                            sizes=sizes, export_path=tmp / f"{rel.replace('/', '_')}.kopt.json")
+    return store, out
+
+
+@pytest.mark.parametrize("rel", sorted(CASES))
+def test_optimize_is_never_slower_than_the_baseline(reports, rel) -> None:
+    store, out = reports
+    report = out[rel]
+    assert store.run(report.run_id).status == "done"
+    if report.exported:
+        assert report.final_reason.startswith("verified")
+        assert report.speedup_vs_compile > 1.0
+        assert report.speedup_vs_compile_iqr[0] > 1.0  # the whole middle half of the rounds was faster
+        assert all(k.best is None or k.speedup > 1.03 for k in report.kernels)
+    else:
+        assert report.speedup_vs_compile == 1.0 and report.optimized_ms == report.compiled_ms
+    for k in report.kernels:
+        assert k.evaluations > 0 and k.stop_reason
+
+
+def test_a_real_improvement_where_analyze_shows_headroom(reports) -> None:
+    _, out = reports
+    report = out["level1/10_row_l2_normalize.py"]
+    (kernel,) = report.kernels
+    assert kernel.best is not None and kernel.speedup > 1.05, (kernel, report.final_reason)
+    assert report.exported
+    loaded = load(report.exported)
+    assert loaded.swaps and loaded.swaps[0].source == kernel.best["source"]
+    throughput = [r.evaluations_per_gpu_minute for r in out.values() if r.evaluations_per_gpu_minute]
+    print("evaluations per GPU-minute:", [f"{t:.0f}" for t in throughput])
