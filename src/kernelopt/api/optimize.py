@@ -143,6 +143,13 @@ class WorkerEvaluator:
                     )
 
 
+def require_gpu() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise KerneloptError("kernelopt optimize needs an NVIDIA GPU with CUDA; torch sees none")
+
+
 def optimize(
     problem_path: str | Path,
     store: Store,
@@ -160,10 +167,7 @@ def optimize(
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> OptimizeReport:
     """Search faster kernels for one problem; export the verified model, or keep the baseline."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise KerneloptError("kernelopt optimize needs an NVIDIA GPU with CUDA; torch sees none")
+    require_gpu()
     started = time.monotonic()
     emit = on_event or (lambda kind, data: None)
     problem = load_problem(problem_path, overrides=sizes)

@@ -116,10 +116,12 @@ def optimize(
 ) -> None:
     """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
     from kernelopt.api.optimize import optimize as run_optimize
+    from kernelopt.api.optimize import require_gpu
     from kernelopt.cli.format import OptimizeProgress, print_optimize
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
 
+    require_gpu()
     plan = Budget(max_evaluations=budget, max_wall_s=time_limit, patience=patience)
     names = [o.strip() for o in operators.split(",") if o.strip()]
     with Store(store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
