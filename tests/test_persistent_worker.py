@@ -53,3 +53,9 @@ def test_no_secrets_and_private_home(worker: PersistentWorker, monkeypatch: pyte
     info = worker.call("worker_targets:environment").value
     assert "OPENAI_API_KEY" not in info["environ"]
     assert info["environ"]["HOME"] == info["cwd"] != os.environ.get("HOME")
+
+
+def test_refused_result_is_an_error_not_an_exception(worker: PersistentWorker) -> None:
+    refused = worker.call("worker_targets:version_object")
+    assert refused.status == "error" and "refused" in refused.reason
+    assert worker.call("worker_targets:count").value == 1

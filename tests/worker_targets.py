@@ -87,3 +87,10 @@ def count() -> int:
     """Module state survives between calls in a persistent worker."""
     _COUNTER["n"] += 1
     return _COUNTER["n"]
+
+
+def version_object() -> Any:
+    """A value the parent must refuse to unpickle (not on the allow-list)."""
+    import torch
+
+    return torch.__version__

@@ -49,7 +49,7 @@ def versions() -> dict[str, Any]:
     """Versions and numeric settings that change what a measurement means."""
     return {
         "kernelopt": kernelopt.__version__,
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
         "triton": triton_version(),
         "cuda": torch.version.cuda,
         "driver": driver_version(),

@@ -55,7 +55,7 @@ def export_artifact(
     doc = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
         "triton": triton_version(),
         "problem": {
             "name": problem.name,
@@ -91,7 +91,7 @@ def read_artifact(path: str | Path) -> dict[str, Any]:
 
 def check_versions(doc: dict[str, Any], path: str | Path) -> None:
     """Refuse a torch / Triton other than the one the replacements were verified with."""
-    here = {"torch": torch.__version__, "triton": triton_version()}
+    here = {"torch": str(torch.__version__), "triton": triton_version()}
     for name, version in here.items():
         if doc.get(name) != version:
             raise KerneloptError(

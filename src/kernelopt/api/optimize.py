@@ -242,7 +242,7 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         def on_event(kind: str, data: dict[str, Any], _t=target) -> None:
             emit(kind, {**data, "kernel": _t.name})
 
-        engine = SearchEngine(nodes, target.name, root, ops, selection, budget, evaluator, context, on_event=on_event)
+        engine = SearchEngine(nodes, target.name, root, ops, selection, budget, evaluator, context, on_event=on_event, seed=seed)
         outcome = engine.run()
         best = outcome.best
         winner = None

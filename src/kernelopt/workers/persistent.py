@@ -91,8 +91,11 @@ class PersistentWorker:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
             return result
-        payload = safe_loads(frame)
         tail = _read_tail(self._dir / OUTPUT_FILE)
+        try:
+            payload = safe_loads(frame)
+        except Exception as exc:  # noqa: BLE001 - whatever the worker sent, we only report it
+            return WorkerResult("error", None, f"worker result refused: {type(exc).__name__}: {exc}", None, duration, tail)
         if payload.get("status") == "ok":
             return WorkerResult("ok", payload.get("value"), "ok", None, duration, tail)
         status = "oom" if payload.get("status") == "oom" else "error"
