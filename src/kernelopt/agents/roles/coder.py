@@ -1,0 +1,62 @@
+"""The Coder: writes the replacement kernel for a plan, keeping the launcher's contract."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Mapping
+
+from kernelopt.agents.roles.base import Role, RoleResult, assert_no_tensors
+from kernelopt.agents.roles.context import kernel_view, launch_view
+from kernelopt.agents.roles.models import KernelCandidate, Plan
+from kernelopt.capture.output_code import KernelDef
+from kernelopt.knowledge.card import Card
+
+
+def contract_problem(source: str, kernel: KernelDef) -> str | None:
+    """Why ``source`` cannot replace ``kernel`` in its launcher, or None.
+
+    A cheap pre-check run on every reply, so the model repairs a broken contract
+    in the same conversation instead of costing an evaluation; the static gate
+    checks the full rule set afterwards.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"source: does not parse: line {exc.lineno}: {exc.msg}"
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+    if fn is None:
+        return f"source: must define the kernel function {kernel.name}(...) at the top level"
+    decorators = [ast.unparse(d) for d in fn.decorator_list]
+    if not any(d.split("(")[0] in ("triton.jit", "jit") for d in decorators):
+        return f"source: {kernel.name} must keep its @triton.jit decorator"
+    if kernel.heuristic and not any(d.startswith("triton_heuristics.") for d in decorators):
+        return f"source: {kernel.name} must keep Inductor's @triton_heuristics decorator with its triton_meta and inductor_meta"
+    runtime = [
+        a.arg
+        for a in fn.args.args
+        if a.annotation is None or not ast.unparse(a.annotation).endswith("constexpr")
+    ]
+    expected = [p.name for p in kernel.runtime_params]
+    if runtime != expected:
+        return (
+            f"source: {kernel.name} must take the runtime parameters ({', '.join(expected)}) in this order, "
+            f"got ({', '.join(runtime)})"
+        )
+    return None
+
+
+class Coder(Role[KernelCandidate]):
+    name = "coder"
+    output_model = KernelCandidate
+
+    def run(
+        self,
+        plan: Plan,
+        kernel: KernelDef,
+        hardware: Card | None = None,
+        launch: Mapping[str, Any] | None = None,
+    ) -> RoleResult[KernelCandidate]:
+        """Implement ``plan`` as a complete replacement module for ``kernel``."""
+        assert_no_tensors({"plan": plan, "kernel": kernel, "launch": launch})
+        context = {"plan": plan, "kernel": kernel_view(kernel), "hardware": hardware, "launch": launch_view(launch)}
+        return self.ask(context, lambda candidate: contract_problem(candidate.source, kernel))

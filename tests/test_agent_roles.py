@@ -1,0 +1,357 @@
+"""The five LLM roles against a scripted chat client: happy paths, repair, prompt versions, data guard."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kernelopt.agents.roles import (
+    ROLES,
+    Analysis,
+    Analyst,
+    Coder,
+    Experience,
+    Judge,
+    KernelCandidate,
+    Plan,
+    Planner,
+    Repairer,
+    RoleOutputError,
+    TensorInPromptError,
+    assert_no_tensors,
+    collapsed_strategies,
+    json_objects,
+    load_prompt,
+)
+from kernelopt.agents.roles.base import repair_message
+from kernelopt.agents.types import Completion, Message
+from kernelopt.capture.output_code import KernelDef, parse_kernels
+from kernelopt.knowledge import hardware_card, memory, retrieve
+from kernelopt.measure.roofline import Roofline
+from kernelopt.store import Store
+from kernelopt.verify.verdict import Verdict
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "inductor"
+PROMPTS = Path(__file__).resolve().parent.parent / "src" / "kernelopt" / "agents" / "prompts"
+
+
+@dataclass
+class ScriptedClient:
+    """A ChatClient that answers with queued strings and records every request."""
+
+    replies: list[str]
+    calls: list[dict] = field(default_factory=list)
+
+    def complete(
+        self, messages: list[Message], *, role: str = "", max_tokens: int = 4096, temperature: float = 0.2
+    ) -> Completion:
+        self.calls.append({"messages": list(messages), "role": role})
+        if not self.replies:
+            raise AssertionError("the scripted client ran out of replies")
+        return Completion(self.replies.pop(0), provider="scripted", model="fake-1", input_tokens=10, output_tokens=5, cost_usd=0.01)
+
+    def user_text(self, call: int = -1) -> str:
+        return "\n".join(m.content for m in self.calls[call]["messages"] if m.role == "user")
+
+
+@pytest.fixture(scope="module")
+def kernel() -> KernelDef:
+    (kernel,) = parse_kernels((FIXTURES / "15_rmsnorm.graph0.py").read_text()).values()
+    return kernel
+
+
+@pytest.fixture
+def roofline() -> dict:
+    return {**Roofline(bytes_read=8704, bytes_written=8192, time_us=4.1, peak_gbps=4300.0).to_dict(), "share_pct": 12.5}
+
+
+ANALYSIS = {
+    "bottleneck": "latency-bound",
+    "evidence": ["4.1 us for 16.9 KB: 4.1 GB/s, 0.1 % of the 4300 GB/s peak", "xnumel = 16 rows: 16 programs at most"],
+    "headroom_us": 2.0,
+    "notes": "no hardware counters; the grid is far smaller than 132 SMs",
+}
+PLAN = {
+    "strategy": "Small grid latency",
+    "change": "one row per program with XBLOCK=1 and num_warps=1 via fixed_config",
+    "expected_effect": "16 programs instead of 1: about 1.5x on 4.1 us",
+    "evidence": ["xnumel = 16", "0.1 % of peak"],
+    "risks": ["launch overhead dominates"],
+}
+
+
+def _reply(obj: dict, prose: bool = True) -> str:
+    body = json.dumps(obj, indent=2)
+    return f"Here is my answer.\n```json\n{body}\n```\nThanks." if prose else body
+
+
+def _candidate_source(kernel: KernelDef, comment: str = "# tuned") -> str:
+    return kernel.source.replace("@triton.jit\n", f"{comment}\n@triton.jit\n", 1)
+
+
+# -- happy paths ------------------------------------------------------------------------------------
+
+
+def test_analyst_happy_path_without_counters(kernel: KernelDef, roofline: dict) -> None:
+    client = ScriptedClient([_reply(ANALYSIS)])
+    result = Analyst(client).run(kernel, roofline, ncu_metrics={}, hardware=hardware_card("NVIDIA H200"),
+                                 launch={"in_ptr0": "float32[16, 128] stride (128, 1)", "xnumel": 16})
+    assert isinstance(result.output, Analysis)
+    assert result.output.bottleneck == "latency-bound" and result.output.headroom_us == 2.0
+    assert result.repairs == 0 and result.role == "analyst" and result.cost_usd == pytest.approx(0.01)
+    call = client.calls[0]
+    assert call["role"] == "analyst"
+    system, user = call["messages"]
+    assert system.role == "system" and user.role == "user"
+    assert '"headroom_us"' in system.content and '"properties"' in system.content  # the JSON schema is shown
+    assert kernel.source.strip() in user.content
+    assert "no hardware counters" in user.content
+    assert "kernel time: 4.1 us" in user.content and "measured peak copy bandwidth: 4,300 GB/s" in user.content
+    assert "share of the model's GPU time: 12.5 %" in user.content
+    assert "in_ptr0: float32[16, 128] stride (128, 1)" in user.content
+    assert "NVIDIA H200" in user.content and "4.2-4.3 TB/s" in user.content
+
+
+def test_analyst_shows_counters_when_present(kernel: KernelDef, roofline: dict) -> None:
+    client = ScriptedClient([_reply(ANALYSIS, prose=False)])
+    Analyst(client).run(kernel, roofline, ncu_metrics={"dram__throughput.avg.pct_of_peak_sustained_elapsed": 3.2})
+    user = client.user_text()
+    assert "dram__throughput.avg.pct_of_peak_sustained_elapsed = 3.2" in user
+    assert "no hardware counters" not in user
+    assert "no spec card for this device" in user
+
+
+def test_analyst_rejects_headroom_beyond_the_kernel_time(kernel: KernelDef, roofline: dict) -> None:
+    client = ScriptedClient([_reply({**ANALYSIS, "headroom_us": 50.0}), _reply(ANALYSIS)])
+    result = Analyst(client).run(kernel, roofline)
+    assert result.repairs == 1
+    assert "headroom_us: 50.0 exceeds the kernel time of 4.1 us" in client.calls[1]["messages"][-1].content
+
+
+def test_planner_happy_path_uses_cards_experience_and_avoid(kernel: KernelDef, tmp_path: Path) -> None:
+    with Store(tmp_path / "k.db") as store:
+        run = store.start_run("optimize", "p", "NVIDIA H200", {})
+        memory.record(store, run, "small-grid-latency", "latency-bound", "persistent_reduction", 1.3, True,
+                      {"what_worked": "one row per program", "apply_when": "xnumel < SMs", "avoid_when": "large grids"})
+        for _ in range(2):
+            memory.record(store, run, "split-long-rows", "latency-bound", "persistent_reduction", 0.8, False, {})
+        experience = memory.stats(store, "latency-bound", "persistent_reduction")
+        avoid = memory.to_avoid(store, "latency-bound", "persistent_reduction")
+        lessons = memory.recent(store, 5, "latency-bound", "persistent_reduction")
+    cards = retrieve("small grid few rows", "latency-bound", "persistent_reduction", "hopper")
+    client = ScriptedClient([_reply(PLAN)])
+    result = Planner(client).run(Analysis(**ANALYSIS), kernel, cards, experience, avoid, recent=["masks-every-access"],
+                                 lessons=lessons, hardware=hardware_card("NVIDIA H200"))
+    plan = result.output
+    assert isinstance(plan, Plan) and plan.strategy == "small-grid-latency"  # normalised
+    user = client.user_text()
+    assert "(strategy id: small-grid-latency)" in user and "## When not to apply" in user
+    assert "| small-grid-latency | 1 | 1 | 1.30x |" in user and "| split-long-rows | 2 | 0 | - |" in user
+    assert "Avoid (tried here at least 2 times, never verified faster): split-long-rows" in user
+    assert "Apply when: xnumel < SMs" in user
+    assert "- masks-every-access" in user
+    assert "Diversity required" not in user
+
+
+def test_coder_happy_path_states_the_launcher_contract(kernel: KernelDef) -> None:
+    source = _candidate_source(kernel)
+    client = ScriptedClient([_reply({"source": source, "summary": "pinned one row per program"})])
+    result = Coder(client).run(Plan(**PLAN), kernel, hardware=hardware_card("NVIDIA H200"))
+    assert isinstance(result.output, KernelCandidate) and result.output.source == source.strip("\n") + "\n"
+    system = client.calls[0]["messages"][0].content
+    assert "(in_ptr0, in_ptr1, out_ptr1, xnumel, r0_numel)" in system
+    assert "@triton_heuristics.persistent_reduction(...)" in system
+    assert "A mask on every `tl.load` and `tl.store`" in system and "Accumulate in fp32" in system
+    assert "No PyTorch calls" in system
+    assert "one row per program with XBLOCK=1" in client.user_text()
+
+
+def test_coder_contract_violation_goes_back_for_repair(kernel: KernelDef) -> None:
+    renamed = _candidate_source(kernel).replace("in_ptr1, out_ptr1", "weight_ptr, out_ptr1", 1)
+    fenced = "```python\n" + _candidate_source(kernel) + "```"  # a fenced source inside the JSON string
+    client = ScriptedClient([_reply({"source": renamed, "summary": "s"}), _reply({"source": fenced, "summary": "s"})])
+    result = Coder(client).run(Plan(**PLAN), kernel)
+    assert result.repairs == 1 and result.calls[0].error is not None
+    feedback = client.calls[1]["messages"][-1].content
+    assert "must take the runtime parameters (in_ptr0, in_ptr1, out_ptr1, xnumel, r0_numel) in this order" in feedback
+    assert not result.output.source.startswith("```") and "@triton.jit" in result.output.source
+
+
+def test_repairer_happy_path_shows_the_trimmed_gate_report(kernel: KernelDef) -> None:
+    broken = KernelCandidate(source=_candidate_source(kernel), summary="first try")
+    verdict = Verdict("correctness", False, "seed 1: out_ptr1 differs (max abs error 0.41)",
+                      {"cases": [{"seed": i, "max_abs": 0.41} for i in range(40)], "log": "x" * 5000})
+    fixed = _candidate_source(kernel, "# fixed mask")
+    client = ScriptedClient([_reply({"source": fixed, "summary": "restored the row mask"})])
+    result = Repairer(client).run(broken, verdict, kernel, plan=Plan(**PLAN))
+    assert result.output.summary == "restored the row mask"
+    user = client.user_text()
+    assert "## Failing gate: correctness" in user and "max abs error 0.41" in user
+    assert "28 more" in user and "chars cut" in user and "x" * 5000 not in user
+    assert "# tuned" in user  # the failed candidate is shown
+    with pytest.raises(ValueError, match="nothing to repair"):
+        Repairer(client).run(broken, Verdict("static", True, "ok"), kernel)
+
+
+def test_judge_records_facts_not_claims(kernel: KernelDef, tmp_path: Path) -> None:
+    claim = {"strategy": "something else", "what_worked": "rows spread over SMs", "why": "16 programs",
+             "apply_when": "xnumel < SMs", "avoid_when": "large grids", "speedup": 9.9, "success": True}
+    passed = [Verdict(g, True, "ok") for g in ("static", "correctness", "model", "performance")]
+    client = ScriptedClient([_reply(claim)])
+    result = Judge(client).run(Plan(**PLAN), kernel, {"time_us": 4.0}, {"time_us": 3.2}, passed, bottleneck="latency-bound")
+    exp = result.output
+    assert isinstance(exp, Experience)
+    assert (exp.strategy, exp.success, exp.speedup) == ("small-grid-latency", True, pytest.approx(1.25))
+    assert "measured speedup: 1.250x" in client.user_text() and "- performance: pass: ok" in client.user_text()
+
+    failed = [Verdict("static", True, "ok"), Verdict("correctness", False, "seed 0 differs")]
+    client = ScriptedClient([_reply(claim)])
+    exp = Judge(client).run(Plan(**PLAN), kernel, {"time_us": 4.0}, None, failed).output
+    assert (exp.success, exp.speedup) == (False, None)
+    assert "not timed" in client.user_text() and "- correctness: FAIL: seed 0 differs" in client.user_text()
+
+    with Store(tmp_path / "k.db") as store:  # the caller stores it through the knowledge layer
+        memory.record(store, None, exp.strategy, "latency-bound", "persistent_reduction", exp.speedup, exp.success,
+                      exp.model_dump())
+        (stats,) = memory.stats(store, "latency-bound", "persistent_reduction")
+        assert (stats.strategy, stats.tries, stats.successes) == ("small-grid-latency", 1, 0)
+
+
+# -- repair loop -------------------------------------------------------------------------------------
+
+
+def test_malformed_json_then_valid_is_one_repair_round(kernel: KernelDef, roofline: dict) -> None:
+    client = ScriptedClient(["I think it is memory-bound {because of the loads", _reply(ANALYSIS)])
+    result = Analyst(client).run(kernel, roofline)
+    assert result.repairs == 1 and len(client.calls) == 2
+    first, second = result.calls
+    assert first.error == "the reply holds no JSON object" and second.error is None
+    repair = client.calls[1]["messages"]
+    assert repair[-2] == Message("assistant", "I think it is memory-bound {because of the loads")
+    assert repair[-1] == Message("user", repair_message(first.error))
+    assert repair[-1].content == (
+        "Your last reply was not valid: the reply holds no JSON object. Reply with only the JSON object."
+    )
+
+
+def test_schema_violation_sends_the_validation_error_back(kernel: KernelDef, roofline: dict) -> None:
+    invalid = {**ANALYSIS, "bottleneck": "io-bound"}
+    del invalid["evidence"]
+    client = ScriptedClient([_reply(invalid), _reply(ANALYSIS)])
+    Analyst(client).run(kernel, roofline)
+    feedback = client.calls[1]["messages"][-1].content
+    assert feedback.startswith("Your last reply was not valid: ")
+    assert "bottleneck: Input should be 'memory-bound'" in feedback and "evidence: Field required" in feedback
+    assert feedback.endswith("Reply with only the JSON object.")
+
+
+def test_always_malformed_raises_after_max_repairs(kernel: KernelDef, roofline: dict) -> None:
+    client = ScriptedClient(["nope"] * 5)
+    with pytest.raises(RoleOutputError) as info:
+        Analyst(client, max_repairs=2).run(kernel, roofline)
+    assert len(client.calls) == 3  # the first request and two repairs
+    message = str(info.value)
+    assert "\n" not in message and "analyst" in message and "3 attempts" in message and "analyst v1" in message
+
+    client = ScriptedClient(["nope"] * 5)
+    with pytest.raises(RoleOutputError):
+        Analyst(client, max_repairs=0).run(kernel, roofline)
+    assert len(client.calls) == 1
+
+
+def test_json_extraction_tolerates_fences_prose_and_raw_newlines() -> None:
+    assert list(json_objects('Sure! {"a": 1} and then {"b": 2}')) == [{"a": 1}, {"b": 2}]
+    assert next(json_objects('text {not json} ```json\n{"a": 2}\n``` {"a": 3}')) == {"a": 2}
+    assert next(json_objects('{"source": "line one\nline two"}')) == {"source": "line one\nline two"}
+    assert list(json_objects("[1, 2]")) == []
+
+
+# -- planner diversity -----------------------------------------------------------------------------
+
+
+def test_collapse_detection() -> None:
+    assert collapsed_strategies(["a", "b", "a", "b"]) == ["a", "b"]
+    assert collapsed_strategies(["c", "d", "a", "a", "a", "a"]) == ["a"]
+    assert collapsed_strategies(["a", "b", "c", "a"]) == []  # three distinct strategies
+    assert collapsed_strategies(["a", "a"]) == []  # too few plans to call it a collapse
+    assert collapsed_strategies(["A b", "a-b", "a_b", "c"]) == ["a-b", "c"]  # names normalised
+    assert collapsed_strategies([Plan(**PLAN)] * 4) == ["small-grid-latency"]
+
+
+def _plan_prompt(kernel: KernelDef, recent: list) -> str:
+    client = ScriptedClient([_reply(PLAN)])
+    Planner(client).run(Analysis(**ANALYSIS), kernel, cards=[], recent=recent)
+    return client.user_text()
+
+
+def test_planner_adds_a_diversity_instruction_only_when_plans_collapse(kernel: KernelDef) -> None:
+    collapsed = _plan_prompt(kernel, ["eviction-policy-two-pass", "welford-norms"] * 2)
+    assert "## Diversity required" in collapsed
+    assert "Recent plans collapsed onto eviction-policy-two-pass, welford-norms" in collapsed
+    assert "NOT one of these" in collapsed
+
+    for recent in ([], ["eviction-policy-two-pass"], ["a", "b", "c", "d"], ["a", "a", "a"]):
+        assert "Diversity required" not in _plan_prompt(kernel, recent), recent
+
+
+# -- prompt files and data guard ---------------------------------------------------------------------
+
+
+def test_prompts_carry_their_version_into_every_call(kernel: KernelDef, roofline: dict) -> None:
+    for role in ROLES:
+        header = (PROMPTS / f"{role}.md").read_text().split("---")[1]
+        assert f"version: {load_prompt(role).version}" in header
+    client = ScriptedClient(["bad", _reply(ANALYSIS)])
+    result = Analyst(client).run(kernel, roofline)
+    prompt = load_prompt("analyst")
+    assert result.prompt_version == prompt.version == "1"
+    for call, record in zip(client.calls, result.calls):
+        assert call["messages"][0].content.startswith(
+            f"<!-- kernelopt prompt: analyst version: {prompt.version} digest: {prompt.digest} -->"
+        )
+        assert (record.prompt_version, record.prompt_digest) == (prompt.version, prompt.digest)
+
+
+def test_every_role_prompt_renders_its_version_header(kernel: KernelDef, roofline: dict) -> None:
+    candidate = KernelCandidate(source=_candidate_source(kernel), summary="s")
+    contexts = {
+        Analyst: lambda r: r.run(kernel, roofline),
+        Planner: lambda r: r.run(Analysis(**ANALYSIS), kernel, cards=[]),
+        Coder: lambda r: r.run(Plan(**PLAN), kernel),
+        Repairer: lambda r: r.run(candidate, Verdict("static", False, "line 3: imports os"), kernel),
+        Judge: lambda r: r.run(Plan(**PLAN), kernel, {"time_us": 1.0}, None, []),
+    }
+    replies = {
+        Analyst: ANALYSIS, Planner: PLAN, Coder: {"source": candidate.source, "summary": "s"},
+        Repairer: {"source": candidate.source, "summary": "s"},
+        Judge: {"strategy": "x", "what_worked": "w", "why": "y", "apply_when": "a", "avoid_when": "b", "success": False},
+    }
+    for role_cls, run in contexts.items():
+        client = ScriptedClient([_reply(replies[role_cls])])
+        run(role_cls(client))
+        assert client.calls[0]["role"] == role_cls.name
+        assert f"kernelopt prompt: {role_cls.name} version: " in client.calls[0]["messages"][0].content
+
+
+def test_a_tensor_in_the_context_raises_before_anything_is_sent(kernel: KernelDef, roofline: dict) -> None:
+    client = ScriptedClient([_reply(ANALYSIS)])
+    with pytest.raises(TensorInPromptError, match=r"context\['launch'\]\['in_ptr0'\] is a torch.Tensor"):
+        Analyst(client).run(kernel, roofline, launch={"in_ptr0": torch.zeros(4, 4)})
+    with pytest.raises(TensorInPromptError, match="never tensor data"):
+        Analyst(client).run(kernel, roofline, ncu_metrics={"m": torch.tensor(1.0)})
+    with pytest.raises(TensorInPromptError, match="ndarray"):
+        Analyst(client).run(kernel, {**roofline, "samples": [np.ones(3)]})
+    assert client.calls == []
+
+    @dataclass
+    class Holder:
+        values: tuple
+
+    with pytest.raises(TensorInPromptError, match=r"ctx\.values\[1\]"):
+        assert_no_tensors(Holder((1, torch.ones(2))), "ctx")
+    assert_no_tensors({"shape": (16, 128), "dtype": "float32", "time_us": 4.1, "size": torch.Size([2])})
