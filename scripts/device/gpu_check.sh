@@ -37,10 +37,10 @@ if [[ $step == all || $step == verify ]]; then
   done
 fi
 if [[ $step == all || $step == optimize ]]; then
-  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 | tee "$OUT/pytest_gpu_optimize.txt" | grep -E "passed|failed|error|per GPU-minute|Error" | tail -20
-  $KO optimize $P/level1/10_row_l2_normalize.py --budget 16 --max-targets 1 --export /tmp/rowl2.kopt.json \
+  timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 | tee "$OUT/pytest_gpu_optimize.txt" | grep -E "passed|failed|error|per GPU-minute|Error|stopped" | tail -20
+  timeout 200 $KO optimize $P/level1/10_row_l2_normalize.py --budget 16 --max-targets 1 --export /tmp/rowl2.kopt.json \
     --store "$STORE" 2>"$OUT/optimize_progress.txt" | tee "$OUT/optimize_row_l2.txt"
-  $KO bench $P --problems ${BENCH_PROBLEMS:-12_softmax_wide,15_rmsnorm} --time-limit 120 --out /tmp/bench \
+  timeout 300 $KO bench $P --problems ${BENCH_PROBLEMS:-12_softmax_wide,15_rmsnorm} --time-limit 120 --out /tmp/bench \
     --store "$STORE" 2>&1 | tail -40 | tee "$OUT/bench.txt"
   cp /tmp/bench/results.json "$OUT/bench_results.json" 2>/dev/null
 fi

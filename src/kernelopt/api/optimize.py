@@ -37,6 +37,7 @@ from kernelopt.workers.persistent import PersistentWorker
 DEFAULT_OPERATORS = ("launch-config", "eviction-policy")
 SESSION = "kernelopt.api.session"
 BATCH = 8
+PER_CANDIDATE_TIMEOUT_S = 120.0  # a batch that takes longer is treated as hung: the worker is replaced
 
 
 @dataclass
@@ -122,7 +123,7 @@ class WorkerEvaluator:
     def _call(self, sources: list[str]):
         return self.worker.call(
             f"{SESSION}:evaluate_candidates", asdict(self.spec), self.kernel, sources, self.settings.to_dict(), self.peak,
-            timeout_s=self.timeout_s * max(1, len(sources)),
+            timeout_s=self.timeout_s + PER_CANDIDATE_TIMEOUT_S * len(sources),
         )
 
     def __call__(self, nodes: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:

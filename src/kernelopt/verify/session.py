@@ -4,7 +4,8 @@ Runs inside a worker process. Capturing the compiled model, snapshotting a
 kernel's launches and measuring the peak bandwidth happen once per session;
 each candidate then costs its own compile and the gates. Candidates of a batch
 compile concurrently on the CPU cores (Triton's compiler runs outside the GIL)
-while earlier ones are being measured on the GPU, one at a time.
+while earlier ones are being measured on the GPU, one at a time (one compile
+thread by default until concurrent compilation is proven on the GPU machine).
 """
 
 from __future__ import annotations
@@ -174,8 +175,13 @@ class EvaluationSession:
         finally:
             restore(self.artifact, swap)
 
-    def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, compile_threads: int = 8) -> list[dict[str, Any]]:
-        """Compile every candidate concurrently, then run the gates one candidate at a time."""
+    def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, compile_threads: int = 1) -> list[dict[str, Any]]:
+        """Compile the candidates (``compile_threads`` at a time), then run the gates one candidate at a time.
+
+        The default is one thread: compiling Inductor kernels from several threads of
+        one process (module loading, CUDA module load on a thread with no current
+        context) is not yet proven safe on the GPU machine; the one-at-a-time path is.
+        """
         _, _, kernel = self.kernel(name)
         # Untrusted source is loaded only after the static gate has read it.
         statically_ok = [check_static(src, kernel_name=kernel.name, original_source=kernel.source).passed for src in sources]
