@@ -14,7 +14,7 @@ from kernelopt.capture.swap import KernelAddress
 from kernelopt.errors import KerneloptError
 from kernelopt.problem import load_problem
 from kernelopt.search.launch_configs import MAX_TILE_ELEMENTS, launch_config_space
-from kernelopt.verify.evaluate import STAGE_MARK, EvaluationRequest, _crash_stage, verify_candidate
+from kernelopt.verify.evaluate import STAGE_MARK, EvaluationRequest, crash_stage, verify_candidate
 
 
 def kernel_of(stem: str):
@@ -24,9 +24,9 @@ def kernel_of(stem: str):
 
 def test_crash_is_attributed_to_the_last_stage_entered() -> None:
     log = f"noise\n{STAGE_MARK} capture\n{STAGE_MARK} static\n{STAGE_MARK} correctness\nCUDA error: illegal memory access"
-    assert _crash_stage(log) == "correctness"
-    assert _crash_stage(f"{STAGE_MARK} model\n{STAGE_MARK} performance\nKilled") == "performance"
-    assert _crash_stage("died before any stage") == "capture"
+    assert crash_stage(log) == "correctness"
+    assert crash_stage(f"{STAGE_MARK} model\n{STAGE_MARK} performance\nKilled") == "performance"
+    assert crash_stage("died before any stage") == "capture"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU failure path")

@@ -31,7 +31,8 @@ from kernelopt.search.policy import make_policy
 from kernelopt.search.targets import select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
-from kernelopt.verify.session import STAGE_MARK, GateSettings, ProblemSpec
+from kernelopt.verify.evaluate import crash_stage, gate_of_stage
+from kernelopt.verify.session import GateSettings, ProblemSpec
 from kernelopt.workers.persistent import PersistentWorker
 
 DEFAULT_OPERATORS = ("launch-config", "eviction-policy")
@@ -107,12 +108,6 @@ def result_of(raw: dict[str, Any]) -> EvaluationResult:
     )
 
 
-def _stage_of(log: str) -> str:
-    marks = [line.split(STAGE_MARK, 1)[1].strip() for line in log.splitlines() if STAGE_MARK in line]
-    stage = marks[-1] if marks else "correctness"
-    return stage if stage in ("static", "correctness", "model", "performance") else "correctness"
-
-
 class WorkerEvaluator:
     """Evaluates batches of nodes in the persistent worker; a crash costs only the candidate that caused it."""
 
@@ -140,7 +135,7 @@ class WorkerEvaluator:
                     yield node, result_of(single.value[0])
                 else:
                     yield node, EvaluationResult.failure(
-                        _stage_of(single.stderr_tail), f"worker {single.status}: {single.reason}", worker_status=single.status
+                        gate_of_stage(crash_stage(single.stderr_tail)), f"worker {single.status}: {single.reason}", worker_status=single.status
                     )
 
 

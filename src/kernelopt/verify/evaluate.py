@@ -53,15 +53,23 @@ def evaluate(request: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _crash_stage(stderr_tail: str) -> str:
+def crash_stage(stderr_tail: str) -> str:
     """The last stage the worker announced before it ended ("capture" if none)."""
     marks = [line.split(STAGE_MARK, 1)[1].strip() for line in stderr_tail.splitlines() if STAGE_MARK in line]
     return marks[-1] if marks else "capture"
 
 
+def gate_of_stage(stage: str) -> str:
+    """The gate charged with a worker that died in ``stage`` (capture counts as correctness:
+    the candidate never got a fair run)."""
+    from kernelopt.verify.verdict import GATES
+
+    return stage if stage in GATES else "correctness"
+
+
 def verify_candidate(request: EvaluationRequest, timeout_s: float = 900.0, gpu: int | None = None) -> dict[str, Any]:
     """Run :func:`evaluate` in an isolated worker; a crash, hang or OOM becomes a failed verdict."""
-    from kernelopt.verify.verdict import GATES, Verdict
+    from kernelopt.verify.verdict import Verdict
     from kernelopt.workers import run_isolated
 
     src_root = str(Path(__file__).resolve().parents[2])
@@ -70,9 +78,8 @@ def verify_candidate(request: EvaluationRequest, timeout_s: float = 900.0, gpu: 
     )
     if outcome.ok:
         return dict(outcome.value)
-    stage = _crash_stage(outcome.stderr_tail)
-    # Capture failing is charged to correctness: the candidate never got a fair run.
-    gate = stage if stage in GATES else "correctness"
+    stage = crash_stage(outcome.stderr_tail)
+    gate = gate_of_stage(stage)
     reason = f"the evaluation worker ended in the {stage} stage: {outcome.status}: {outcome.reason}"
     return {
         "verdicts": [Verdict(gate, False, reason, {"worker": outcome.to_dict(), "stage": stage}).to_dict()],
