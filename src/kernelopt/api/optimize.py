@@ -73,6 +73,7 @@ class OptimizeReport:
     evaluations: int = 0
     gpu_s: float = 0.0
     wall_s: float = 0.0
+    llm_usage: dict[str, Any] | None = None  # calls, tokens, cost, cache hits of the LLM agents
 
     @property
     def evaluations_per_gpu_minute(self) -> float | None:
@@ -160,6 +161,8 @@ def optimize(
     seed: int = 0,
     timeout_s: float = 600.0,
     sizes: dict[str, Any] | None = None,
+    llm: str | None = None,
+    llm_config: str | Path | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> OptimizeReport:
     """Search faster kernels for one problem; export the verified model, or keep the baseline."""
@@ -183,6 +186,13 @@ def optimize(
                                  {"operators": list(operators), "policy": policy, "budget": asdict(budget), "seed": seed})
     emit("run", {"run_id": run_id, "problem": problem.name})
     peak = store.device_bandwidth(label)
+    client = None
+    if llm is not None or llm_config is not None:
+        from kernelopt.agents.factory import make_client
+        from kernelopt.search.llm_operator import LLMOperator
+
+        client = make_client(llm, store=store, run_id=run_id, config=llm_config)  # a bad key or model stops here
+        ops = [*ops, LLMOperator(client, store, run_id, device=label)]
     with PersistentWorker() as worker:
         try:
             report = _optimize(problem.name, store, run_id, worker, spec, peak, label, ops, selection, budget, settings,
@@ -190,6 +200,11 @@ def optimize(
         except BaseException as exc:
             store.finish_run(run_id, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             raise
+        finally:
+            usage = asdict(client.usage()) if client is not None else None
+            if client is not None:
+                client.close()
+    report.llm_usage = usage
     report.wall_s = time.monotonic() - started
     if report.kernels and report.final_reason.startswith("verified"):
         target = Path(export_path or f"{problem.path.stem}.kopt.json")

@@ -110,6 +110,8 @@ def optimize(
     policy: str = typer.Option("beam", help="Selection policy: beam (default) or ucb."),
     max_targets: int = typer.Option(3, "--max-targets", help="Search at most this many kernels, by headroom."),
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue a killed optimize run by its id."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="Add the LLM agents: openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL."),
+    llm_config: Optional[Path] = typer.Option(None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."),
     export: Optional[Path] = typer.Option(None, "--export", help="Where to write the verified model (default: <problem>.kopt.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
     store: Optional[Path] = STORE_OPTION,
@@ -126,7 +128,8 @@ def optimize(
     names = [o.strip() for o in operators.split(",") if o.strip()]
     with Store(store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
         report = run_optimize(problem, db, operators=names, policy=policy, budget=plan, max_targets=max_targets,
-                              export_path=export, resume_run=resume, on_event=progress.update)
+                              export_path=export, resume_run=resume, llm=llm, llm_config=llm_config,
+                              on_event=progress.update)
     if as_json:
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -1,0 +1,152 @@
+"""The agent loop as a search operator: analyze, plan, code, repair, judge.
+
+It plugs into the search through the same :class:`~kernelopt.search.operators.Operator`
+interface as the LLM-free operators, so the selection policy decides where it
+spends its calls. Each ``propose``:
+
+1. judges its children evaluated since the last call (before/after timings and
+   the gates' verdicts → an experience record in the store's memory);
+2. repairs its most recent children that failed a gate, giving the Repairer the
+   failing verdict (compile error, mismatch summary, cheat detected);
+3. otherwise asks the Planner for one new plan for the parent kernel (with the
+   Analyst's diagnosis, retrieved strategy cards, the experience memory and the
+   directions already tried) and the Coder for the kernel.
+
+Only source code, shapes, dtypes and measurements reach the LLM. A role that
+gives no valid reply, or a request that fails after its retries, costs this
+proposal, not the run; a setup error (key, model) stops the run.
+"""
+
+from __future__ import annotations
+
+from kernelopt.agents.llm_errors import LLMCallError
+from kernelopt.agents.roles import Analyst, Coder, Judge, Planner, Repairer
+from kernelopt.agents.roles.base import RoleOutputError, kernel_kind
+from kernelopt.agents.roles.models import Analysis, KernelCandidate, Plan
+from kernelopt.agents.types import ChatClient
+from kernelopt.capture.output_code import KernelDef, triton_kernel_def
+from kernelopt.knowledge import memory
+from kernelopt.knowledge.retrieval import hardware_card, retrieve
+from kernelopt.search.candidate import Candidate
+from kernelopt.search.nodes import Node
+from kernelopt.search.operators import SearchContext
+from kernelopt.store import Store
+from kernelopt.verify.verdict import Verdict
+
+NAME = "llm"
+
+
+class LLMOperator:
+    name = NAME
+
+    def __init__(self, client: ChatClient, store: Store | None = None, run_id: int | None = None,
+                 device: str | None = None, max_repairs_per_lineage: int = 2) -> None:
+        self.client, self.store, self.run_id = client, store, run_id
+        self.hardware = hardware_card(device) if device else None
+        self.max_repairs = max_repairs_per_lineage
+        self._analysis: dict[str, Analysis] = {}
+        self._plans: dict[str, Plan] = {}  # candidate key -> the plan it implements
+        self._repair_depth: dict[str, int] = {}
+        self._repaired: set[int] = set()
+        self._judged: set[int] = set()
+
+    # -- the operator interface --------------------------------------------------------------
+
+    def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
+        if ctx.kernel is None or n <= 0:
+            return []
+        try:
+            self._judge_evaluated(ctx)
+            out = self._repairs(ctx, n)
+            if not out:
+                new = self._new_plan(parent, ctx)
+                out = [new] if new else []
+            return out
+        except (RoleOutputError, LLMCallError):
+            return []  # a bad reply or a failed request costs this proposal only
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def _analysis_of(self, ctx: SearchContext) -> Analysis:
+        if ctx.target not in self._analysis:
+            facts = ctx.facts
+            time_us, min_us = facts.get("time_us"), facts.get("min_time_us")
+            roofline = {"time_us": time_us, "min_time_us": min_us,
+                        "headroom_us": max(0.0, time_us - min_us) if time_us and min_us else None,
+                        "pct_of_peak": 100.0 * min_us / time_us if time_us and min_us else None,
+                        "peak_gbps": facts.get("peak_gbps")}
+            self._analysis[ctx.target] = Analyst(self.client).run(ctx.kernel, roofline, hardware=self.hardware).output
+        return self._analysis[ctx.target]
+
+    def _new_plan(self, parent: Node, ctx: SearchContext) -> Candidate | None:
+        assert ctx.kernel is not None
+        analysis = self._analysis_of(ctx)
+        kind = kernel_kind(ctx.kernel.heuristic)
+        base = self._kernel_of(parent, ctx)
+        cards = retrieve(f"{ctx.kernel.name} {analysis.notes}", analysis.bottleneck, kind, "hopper" if self.hardware else None)
+        experience = memory.stats(self.store, analysis.bottleneck, kind) if self.store else []
+        avoid = memory.to_avoid(self.store, analysis.bottleneck, kind) if self.store else []
+        recent = [n.candidate.note.split(":")[0] for n in ctx.nodes if n.operator == NAME and n.candidate.note][-8:]
+        plan = Planner(self.client).run(analysis, base, cards, experience, avoid, recent, hardware=self.hardware).output
+        code = Coder(self.client).run(plan, base, hardware=self.hardware).output
+        candidate = Candidate(ctx.target, NAME, source=code.source, config=parent.candidate.config,
+                              note=f"{plan.strategy}: {code.summary}")
+        self._plans[candidate.key()] = plan
+        self._repair_depth[candidate.key()] = 0
+        return candidate
+
+    def _repairs(self, ctx: SearchContext, n: int) -> list[Candidate]:
+        assert ctx.kernel is not None
+        out = []
+        failed = [x for x in ctx.nodes if x.operator == NAME and x.result is not None and not x.result.passed
+                  and x.id not in self._repaired and self._repair_depth.get(x.key, 0) < self.max_repairs]
+        for node in reversed(failed):
+            if len(out) >= n:
+                break
+            self._repaired.add(node.id)
+            verdict = next((Verdict.from_dict(v) for v in node.result.verdicts if not v["passed"]), None)
+            if verdict is None:  # died in the worker: no gate answered
+                verdict = Verdict("correctness", False, node.result.reason)
+            plan = self._plans.get(node.key)
+            fixed = Repairer(self.client).run(
+                KernelCandidate(source=node.candidate.source or "", summary=node.candidate.note or "candidate"),
+                verdict, ctx.kernel, plan=plan,
+            ).output
+            candidate = Candidate(ctx.target, NAME, source=fixed.source, config=node.candidate.config,
+                                  note=f"{plan.strategy if plan else 'repair'}: repair of node {node.id}: {fixed.summary}")
+            if plan is not None:
+                self._plans[candidate.key()] = plan
+            self._repair_depth[candidate.key()] = self._repair_depth.get(node.key, 0) + 1
+            out.append(candidate)
+        return out
+
+    def _judge_evaluated(self, ctx: SearchContext) -> None:
+        assert ctx.kernel is not None
+        analysis = self._analysis.get(ctx.target)
+        for node in ctx.nodes:
+            plan = self._plans.get(node.key)
+            if node.operator != NAME or node.result is None or node.id in self._judged or plan is None:
+                continue
+            self._judged.add(node.id)
+            result = node.result
+            after = {"time_us": result.measurements.get("kernel_time_us")} if result.measurements.get("kernel_time_us") else None
+            verdicts = [Verdict.from_dict(v) for v in result.verdicts]
+            record = Judge(self.client).run(
+                plan, ctx.kernel, {"time_us": ctx.facts.get("time_us")}, after, verdicts,
+                speedup=result.fitness if result.passed else None,
+                bottleneck=analysis.bottleneck if analysis else None, candidate_summary=node.candidate.note,
+            ).output
+            if self.store is not None:
+                memory.record(self.store, self.run_id, record.strategy, analysis.bottleneck if analysis else "unknown",
+                              kernel_kind(ctx.kernel.heuristic), record.speedup, record.success, record.model_dump())
+
+    @staticmethod
+    def _kernel_of(parent: Node, ctx: SearchContext) -> KernelDef:
+        assert ctx.kernel is not None
+        if parent.candidate.source and parent.candidate.source != ctx.root_source:
+            try:
+                return triton_kernel_def(ctx.kernel.name, parent.candidate.source)
+            except (ValueError, SyntaxError):
+                pass
+        return ctx.kernel
+

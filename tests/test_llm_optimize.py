@@ -1,0 +1,88 @@
+"""A full agent round through optimize: the real OpenAI SDK over HTTP to a scripted local server.
+
+The LLM's Coder first returns a kernel the gates reject; the Repairer, shown the
+failing verdict, returns a correct faster one; the search verifies it, stitches it
+and reports the speedup. The GPU evaluation worker is scripted (CPU test); the
+same flow runs on the H200 in the GPU tests.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import EXAMPLES, FIXTURES
+from kernelopt.agents.factory import make_client
+from kernelopt.api import optimize as opt
+from kernelopt.capture import parse_output_code
+from kernelopt.knowledge import memory
+from kernelopt.search.llm_operator import LLMOperator
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+from llm_servers import Reply, ScriptedLLMServer
+from test_optimize_flow import ScriptedWorker, ok, verdicts
+
+SOFTMAX = next(iter(parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values()))
+BROKEN = SOFTMAX.source.replace("triton_helpers.set_driver_to_gpu()", "triton_helpers.set_driver_to_gpu()\nBROKEN_MARKER = 1")
+FIXED = SOFTMAX.source.replace("triton_helpers.set_driver_to_gpu()", "triton_helpers.set_driver_to_gpu()\nFAST_MARKER = 1")
+
+
+class MarkerWorker(ScriptedWorker):
+    def _one(self, source: str) -> dict:
+        if "BROKEN_MARKER" in source:
+            v = verdicts(("static", True), ("correctness", False))
+            v[-1]["reason"] = "seed 1, distribution neg: out_ptr2: 4096 elements NaN where the original wrote finite values"
+            return {"passed": False, "verdicts": v, "gpu_s": 0.2}
+        cmp = {"speedup": 1.3, "speedup_q1": 1.29, "speedup_q3": 1.31, "baseline": {"median_ms": 0.78}, "candidate": {"median_ms": 0.6}}
+        gates = [("static", True), ("correctness", True), ("model", True), ("performance", True)]
+        return {"passed": True, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5}
+
+
+def reply(obj: dict) -> Reply:
+    return Reply(text=json.dumps(obj), input_tokens=1000, output_tokens=200)
+
+
+@pytest.fixture
+def server():
+    s = ScriptedLLMServer("openai").start()
+    yield s
+    s.stop()
+
+
+def test_broken_then_repaired_kernel_is_verified_and_stitched(tmp_path, server) -> None:
+    server.enqueue(
+        reply({"bottleneck": "memory-bound", "evidence": ["65% of peak bandwidth"], "headroom_us": 270.0, "notes": "two passes"}),
+        reply({"strategy": "wide-row-warps", "change": "num_warps 32", "expected_effect": "-5%", "evidence": ["wide rows"], "risks": []}),
+        reply({"source": BROKEN, "summary": "32 warps"}),
+        reply({"strategy": "wide-row-warps", "what_worked": "nothing: unwritten output", "why": "mask bug",
+               "apply_when": "wide rows", "avoid_when": "never", "speedup": None, "success": False}),
+        reply({"source": FIXED, "summary": "fixed the store mask"}),
+    )
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "softmax", "fake", {})
+    client = make_client(f"openai-compatible:kernel-coder@{server.base_url}", store=store, run_id=run_id)
+    operator = LLMOperator(client, store, run_id, device="NVIDIA H200")
+    worker = MarkerWorker()
+    report = opt._optimize(
+        "softmax", store, run_id, worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), None, "fake",
+        [operator], opt.make_policy("beam"), Budget(max_evaluations=2, patience=3), opt.GateSettings(), 1, 60.0, 0,
+        lambda kind, data: None,
+    )
+    (kernel,) = report.kernels
+    assert kernel.failures_by_gate == {"correctness": 1}
+    assert kernel.best is not None and kernel.best["operator"] == "llm" and "FAST_MARKER" in kernel.best["source"]
+    assert "repair of node" in kernel.best["note"]
+    assert report.final_reason.startswith("verified") and report.speedup_vs_compile == pytest.approx(1.19)
+    # The repairer saw the failing gate's report.
+    repair_request = server.requests[4].body
+    assert "NaN where the original wrote finite values" in json.dumps(repair_request)
+    # Only source, shapes and measurements went out: no tensor data, and every call is in the transcripts.
+    rows = store.connection.execute("SELECT role, model, input_tokens FROM transcripts ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["analyst", "planner", "coder", "judge", "repairer"]
+    assert all(r[1] == "kernel-coder" and r[2] == 1000 for r in rows)
+    usage = client.usage()
+    assert usage.calls == 5 and usage.input_tokens == 5000 and usage.output_tokens == 1000
+    # The judge's record is in the experience memory, as a failure of that strategy.
+    (stat,) = memory.stats(store, "memory-bound", "reduction") or memory.stats(store, "memory-bound", None)
+    assert stat.strategy == "wide-row-warps" and stat.tries == 1 and stat.successes == 0
