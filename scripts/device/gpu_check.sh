@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # One full GPU pass on the lent H200 (run from the repo root through the device tool):
-#   scripts/device/gpu_check.sh [all|fixtures|tests|cli|verify|optimize]
+#   scripts/device/gpu_check.sh [all|fixtures|tests|cli|verify|optimize|llm]
+# (run scripts/device/fetch_wheels.sh first and carry .whl for the llm step)
 # Everything worth keeping is written under $OUT (or ./.device_out when run by hand).
 set -uo pipefail
 OUT=${OUT:-.device_out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# Wheels from scripts/device/fetch_wheels.sh travel in .whl (name it in the device tool's carry).
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PYTHONPATH || exit 1
+fi
 KO="python3 -m kernelopt"
 STORE=$OUT/kernelopt.db
 P=examples/problems
@@ -43,4 +49,7 @@ if [[ $step == all || $step == optimize ]]; then
   timeout 300 $KO bench $P --problems ${BENCH_PROBLEMS:-12_softmax_wide,15_rmsnorm} --time-limit 120 --out /tmp/bench \
     --store "$STORE" 2>&1 | tail -40 | tee "$OUT/bench.txt"
   cp /tmp/bench/results.json "$OUT/bench_results.json" 2>/dev/null
+fi
+if [[ $step == all || $step == llm ]]; then
+  timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20
 fi
