@@ -77,3 +77,20 @@ def test_python_dash_m_help() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Usage: kernelopt" in proc.stdout  # prog_name set by __main__, not "python -m"
     assert "analyze" in proc.stdout and "doctor" in proc.stdout
+
+
+def test_runs_lists_the_store(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from kernelopt.cli.main import app
+    from kernelopt.store import Store
+
+    with Store(tmp_path / "k.db") as store:
+        run_id = store.start_run("optimize", "softmax", "H200", {})
+        store.finish_run(run_id, "failed", "killed")
+        store.start_run("analyze", "relu", "H200", {})
+    result = CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "k.db")])
+    assert result.exit_code == 0
+    assert "softmax" in result.stdout and "failed" in result.stdout and "relu" in result.stdout
+    only = CliRunner().invoke(app, ["runs", "--kind", "analyze", "--store", str(tmp_path / "k.db")])
+    assert "relu" in only.stdout and "softmax" not in only.stdout

@@ -112,3 +112,34 @@ def test_result_of_maps_gates_to_fitness() -> None:
     cmp = {"speedup": 1.3, "baseline": {"median_ms": 1.3}, "candidate": {"median_ms": 1.0}}
     passed = opt.result_of({"passed": True, "verdicts": verdicts(("performance", True)), "kernel_comparison": cmp})
     assert passed.fitness == 1.3 and passed.failed_gate is None and passed.measurements["kernel_time_us"] == 1000.0
+
+
+class CountingWorker(ScriptedWorker):
+    def __init__(self) -> None:
+        super().__init__()
+        self.evaluated: list[str] = []
+
+    def _one(self, source: str) -> dict:
+        self.evaluated.append(source)
+        return super()._one(source)
+
+
+def test_a_resumed_run_repeats_no_finished_evaluation(tmp_path) -> None:
+    """A run stopped by its budget, resumed with a larger one: old nodes are not evaluated again."""
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "softmax", "fake", {})
+    spec = opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py"))
+
+    def go(worker, evaluations):
+        return opt._optimize("softmax", store, run_id, worker, spec, None, "fake", opt.make_operators(["launch-config"]),
+                             opt.make_policy("beam"), Budget(max_evaluations=evaluations, patience=None),
+                             opt.GateSettings(), 1, 60.0, 0, lambda kind, data: None)
+
+    first = CountingWorker()
+    go(first, 4)
+    second = CountingWorker()
+    report = go(second, 10)
+    assert "analyze_problem" not in second.calls  # the analysis is read back from the store
+    assert len(first.evaluated) == 4 and len(second.evaluated) == 6
+    assert not set(first.evaluated) & set(second.evaluated)
+    assert report.kernels[0].evaluations == 10

@@ -10,6 +10,7 @@ from kernelopt.api.analyze import AnalysisReport
 from kernelopt.api.doctor import Diagnosis
 from kernelopt.api.optimize import OptimizeReport
 from kernelopt.api.verify import VerifyReport
+from kernelopt.store import Run
 
 KIND_LABEL = {"triton": "triton", "cpp": "c++", "vendor": "vendor", "aten": "aten"}
 
@@ -176,3 +177,15 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         lines.append(f"exported {report.exported} (load with kernelopt.load)")
     for line in lines:
         console.print(line, markup=False, highlight=False)
+
+
+def print_runs(runs: list[Run], console: Console) -> None:
+    import datetime
+
+    table = Table(title_justify="left")
+    for col in ("id", "kind", "problem", "device", "status", "started", "error"):
+        table.add_column(col)
+    for r in runs:
+        started = datetime.datetime.fromtimestamp(r.started_at).strftime("%Y-%m-%d %H:%M")
+        table.add_row(str(r.id), r.kind, r.problem, r.device, r.status, started, r.error or "")
+    console.print(table)

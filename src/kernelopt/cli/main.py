@@ -139,6 +139,20 @@ def optimize(
 
 @app.command()
 @user_errors
+def runs(
+    kind: Optional[str] = typer.Option(None, help="Only runs of this kind: analyze, verify, optimize, bench."),
+    store: Optional[Path] = STORE_OPTION,
+) -> None:
+    """The runs in the store (ids for --resume), newest last."""
+    from kernelopt.cli.format import print_runs
+    from kernelopt.store import Store
+
+    with Store(store) as db:
+        print_runs(db.runs(kind), out)
+
+
+@app.command()
+@user_errors
 def doctor(
     store: Optional[Path] = STORE_OPTION,
     remeasure: bool = typer.Option(False, help="Measure the copy bandwidth again even if the store has it."),
