@@ -11,6 +11,7 @@ passes: the user keeps ``torch.compile``'s model. Every node is in the store;
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -140,6 +141,15 @@ class WorkerEvaluator:
                     )
 
 
+def compile_cache_env() -> dict[str, str]:
+    """A Triton kernel cache that outlives one worker: a restarted worker, and the next run,
+    do not recompile the kernels already built. Candidates cannot write files (the static
+    gate refuses any I/O), so sharing it does not let one candidate tamper with another."""
+    root = Path(os.environ.get("KERNELOPT_CACHE", Path.home() / ".cache" / "kernelopt"))
+    (root / "triton").mkdir(parents=True, exist_ok=True)
+    return {"TRITON_CACHE_DIR": str(root / "triton")}
+
+
 def require_gpu() -> None:
     import torch
 
@@ -171,7 +181,8 @@ def optimize(
     emit = on_event or (lambda kind, data: None)
     problem = load_problem(problem_path, overrides=sizes)
     budget = budget or Budget()
-    settings = settings or GateSettings()
+    # Candidates are timed end to end once, in the final verification, not one by one.
+    settings = settings or GateSettings(end_to_end=False)
     ops = make_operators(list(operators))
     selection = make_policy(policy)
     spec = ProblemSpec(str(Path(problem_path).resolve()), dict(problem.overrides), seed, {})
@@ -193,7 +204,7 @@ def optimize(
 
         client = make_client(llm, store=store, run_id=run_id, config=llm_config)  # a bad key or model stops here
         ops = [*ops, LLMOperator(client, store, run_id, device=label)]
-    with PersistentWorker() as worker:
+    with PersistentWorker(env=compile_cache_env()) as worker:
         try:
             report = _optimize(problem.name, store, run_id, worker, spec, peak, label, ops, selection, budget, settings,
                                max_targets, timeout_s, seed, emit)
