@@ -125,3 +125,16 @@ def test_output_module_missing_is_a_clear_error() -> None:
 
     with pytest.raises(UnsupportedEnvironment, match="cannot find Inductor's output module"):
         compat.output_module(Fake())
+
+
+def test_heuristic_decorators_and_launcher_contract_exist() -> None:
+    """Pinned candidates are built with fixed_config; kernels launch with .run(*args, stream=...)."""
+    import inspect
+
+    module = compat.heuristics_module()
+    for name in compat.HEURISTIC_DECORATORS:
+        assert callable(getattr(module, name, None)), f"triton_heuristics.{name} moved"
+    fixed = inspect.signature(module.fixed_config).parameters
+    assert {"config", "filename", "triton_meta", "inductor_meta"} <= set(fixed), fixed
+    run = inspect.signature(compat.caching_autotuner_class().run).parameters
+    assert "stream" in run, run

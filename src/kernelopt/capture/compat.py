@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -129,3 +129,20 @@ def chosen_config(kernel: Any) -> dict[str, Any] | None:
         return None
     config = launchers[0].config
     return {**dict(config.kwargs), "num_warps": config.num_warps, "num_stages": config.num_stages}
+
+
+HEURISTIC_DECORATORS = ("pointwise", "reduction", "persistent_reduction", "template", "fixed_config", "user_autotune")
+
+
+def heuristics_module() -> ModuleType:
+    """``torch._inductor.runtime.triton_heuristics``: the decorators generated kernels (and pinned
+    candidates, ``fixed_config``) are built with."""
+    from torch._inductor.runtime import triton_heuristics
+
+    return triton_heuristics
+
+
+def launch(kernel: Any, args: Sequence[Any]) -> None:
+    """Launch an Inductor kernel alone on the current CUDA stream, exactly as the wrapper does
+    (``kernel.run(*args, stream=<raw stream>)``; the grid comes from the kernel's own metadata)."""
+    kernel.run(*args, stream=torch.cuda.current_stream().cuda_stream)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import torch
 
+from kernelopt.capture import compat
 from kernelopt.capture.artifact import Artifact
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.capture.recorder import KernelProxy, LaunchSink
@@ -98,6 +99,4 @@ def snapshot_launches(artifact: Artifact, inputs: Sequence[Any], graph: int, var
     return snapshots
 
 
-def launch(kernel: Any, args: Sequence[Any]) -> None:
-    """Launch an Inductor kernel alone on the current CUDA stream, as the wrapper does."""
-    kernel.run(*args, stream=torch.cuda.current_stream().cuda_stream)
+launch = compat.launch  # re-exported: gate runners launch kernels alone through the compat module
