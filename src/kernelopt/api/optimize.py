@@ -11,6 +11,7 @@ passes: the user keeps ``torch.compile``'s model. Every node is in the store;
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import time
@@ -24,7 +25,7 @@ from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.errors import KerneloptError
 from kernelopt.problem import load_problem
-from kernelopt.search.candidate import Candidate, EvaluationResult
+from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import SearchContext, make_operators
@@ -39,6 +40,9 @@ from kernelopt.workers.persistent import PersistentWorker
 DEFAULT_OPERATORS = ("launch-config", "eviction-policy")
 SESSION = "kernelopt.api.session"
 BATCH = 8
+KNOB_OPERATOR = "compiler-knobs"
+EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU tests use the CPU)
+KNOB_EVALUATIONS = 8  # each is two full compiles in a fresh process
 PER_CANDIDATE_TIMEOUT_S = 120.0  # a batch that takes longer is treated as hung: the worker is replaced
 
 
@@ -75,6 +79,8 @@ class OptimizeReport:
     gpu_s: float = 0.0
     wall_s: float = 0.0
     llm_usage: dict[str, Any] | None = None  # calls, tokens, cost, cache hits of the LLM agents
+    options: dict[str, Any] | None = None  # Inductor options of the delivered model, when knobs won
+    knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
 
     @property
     def evaluations_per_gpu_minute(self) -> float | None:
@@ -217,10 +223,11 @@ def optimize(
                 client.close()
     report.llm_usage = usage
     report.wall_s = time.monotonic() - started
-    if report.kernels and report.final_reason.startswith("verified"):
+    if report.final_reason.startswith("verified"):
         target = Path(export_path or f"{problem.path.stem}.kopt.json")
         replacements = [Replacement(KernelAddress.from_dict(k.best["address"]), k.best["source"]) for k in report.kernels if k.best]
-        report.exported = str(export_artifact(target, problem, replacements, report.to_dict(), seed=seed))
+        options = report.options or {}
+        report.exported = str(export_artifact(target, problem, replacements, report.to_dict(), seed=seed, options=options))
     store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     return report
@@ -284,7 +291,52 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         report.evaluations += len(evaluated)
         report.gpu_s += sum((n.result.measurements.get("gpu_s", 0.0) if n.result else 0.0) for n in evaluated)
     _finalize(report, worker, spec, settings, peak, timeout_s, known, emit)
+    if any(op.name == KNOB_OPERATOR for op in ops):
+        _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit)
     return report
+
+
+def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit) -> None:
+    """The model target: Inductor options judged end to end; they win only if they beat the kernels."""
+    from kernelopt.workers import run_isolated
+
+    def evaluate(batch: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
+        for node in batch:  # a fresh process each: every variant is a full compile
+            outcome = run_isolated(f"{SESSION}:evaluate_knobs", asdict(spec), node.candidate.options or {}, settings.to_dict(),
+                                   EVAL_DEVICE, timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S, env=compile_cache_env())
+            if outcome.ok:
+                yield node, result_of(outcome.value)
+            else:
+                yield node, EvaluationResult.failure(gate_of_stage(crash_stage(outcome.stderr_tail)),
+                                                     f"worker {outcome.status}: {outcome.reason}", worker_status=outcome.status)
+
+    def context(history: list[Node]) -> SearchContext:
+        return SearchContext(target=MODEL_TARGET, nodes=history, rng=random.Random(seed), facts={"time_us": total_us})
+
+    knob_budget = dataclasses.replace(budget, max_evaluations=min(budget.max_evaluations or KNOB_EVALUATIONS, KNOB_EVALUATIONS))
+    emit("stage", {"stage": "compiler-knob search"})
+    engine = SearchEngine(nodes, MODEL_TARGET, Candidate(MODEL_TARGET, "root", options={}), ops, selection, knob_budget,
+                          evaluate, context, on_event=lambda kind, data: emit(kind, {**data, "kernel": MODEL_TARGET}), seed=seed)
+    outcome = engine.run()
+    best = outcome.best
+    evaluated = [n for n in nodes.evaluated(MODEL_TARGET) if n.operator != "root"]
+    report.evaluations += len(evaluated)
+    report.gpu_s += sum((n.result.measurements.get("gpu_s", 0.0) if n.result else 0.0) for n in evaluated)
+    won = best is not None and best.operator != "root" and best.fitness > max(1.0, report.speedup_vs_compile)
+    report.knobs = {"best_options": best.candidate.options if best else None, "speedup": best.fitness if best else 1.0,
+                    "evaluations": len(evaluated), "stop_reason": outcome.stop_reason, "used": won,
+                    "failures_by_gate": outcome.failures_by_gate}
+    if won:
+        cmp = best.result.measurements["kernel_comparison"]
+        for k in report.kernels:
+            k.best = None  # kernel replacements address the default artifact; the options make another one
+        report.options = best.candidate.options
+        report.speedup_vs_compile = cmp["speedup"]
+        report.speedup_vs_compile_iqr = (cmp["speedup_q1"], cmp["speedup_q3"])
+        report.optimized_ms = cmp["candidate"]["median_ms"]
+        report.final_compiled_ms = cmp["baseline"]["median_ms"]
+        report.speedup_vs_eager = report.eager_ms / report.optimized_ms
+        report.final_reason = f"verified: Inductor options {best.candidate.options} beat the default end to end"
 
 
 def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit) -> None:

@@ -102,3 +102,12 @@ def verify_together(
     finally:
         for sw in swaps:
             restore(s.artifact, sw)
+
+
+def evaluate_knobs(
+    spec: dict[str, Any], options: dict[str, Any], settings: dict[str, Any], device: str = "cuda"
+) -> dict[str, Any]:
+    """A whole-model candidate (Inductor options) through the gates; run in a fresh worker each."""
+    from kernelopt.verify.model_candidate import evaluate_options
+
+    return evaluate_options(ProblemSpec(**spec), options, GateSettings(**settings), device=device)

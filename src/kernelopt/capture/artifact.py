@@ -8,6 +8,8 @@ the compiled model with recording proxies yields every launch in call order.
 
 from __future__ import annotations
 
+import copy
+import types
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Iterator, Sequence
@@ -67,14 +69,19 @@ class Artifact:
         return list(sink.launches)
 
 
-def capture(model: torch.nn.Module, inputs: Sequence[Any], options: dict[str, Any] | None = None) -> Artifact:
+def capture(
+    model: torch.nn.Module, inputs: Sequence[Any], options: dict[str, Any] | None = None, reset: bool = True
+) -> Artifact:
     """Compile ``model`` with Inductor (``dynamic=False``), run it once, and capture the result.
 
-    Dynamo's caches are reset first: two compiled variants of one module share
-    Dynamo's code cache, so kernelopt keeps one live artifact per process.
+    Dynamo's caches are reset first unless ``reset=False``: Dynamo caches compiled
+    code on the forward's code object, so two variants of one module share it. To
+    keep a second variant live beside the first, capture :func:`separate_code` of
+    the model with ``reset=False``.
     """
     compat.require_supported_torch()
-    compat.reset_dynamo()
+    if reset:
+        compat.reset_dynamo()
     options = dict(options or {})
     raw_graphs: list[Any] = []
     placeholders: list[list[str]] = []
@@ -102,3 +109,21 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], options: dict[str, An
     artifact = Artifact(compiled=compiled, graphs=graphs, options=options)
     artifact.launches = artifact.record_launches(inputs)
     return artifact
+
+
+def separate_code(model: torch.nn.Module, tag: str) -> torch.nn.Module:
+    """A copy of ``model`` whose forward has its own code object, hence its own Dynamo cache.
+
+    Same weights, same computation; compiled with other Inductor options it lives
+    beside the original compiled model in one process, so the two can be timed
+    interleaved.
+    """
+    cls = type(model)
+    forward = cls.forward
+    code = forward.__code__.replace(co_name=f"{forward.__name__}_{tag}")
+    new_forward = types.FunctionType(code, forward.__globals__, code.co_name, forward.__defaults__, forward.__closure__)
+    new_forward.__kwdefaults__ = forward.__kwdefaults__
+    variant_cls = type(f"{cls.__name__}_{tag}", (cls,), {"forward": new_forward, "__module__": cls.__module__})
+    clone = copy.deepcopy(model)
+    clone.__class__ = variant_cls
+    return clone

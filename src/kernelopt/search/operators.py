@@ -100,7 +100,7 @@ F = TypeVar("F", bound=Callable[[], Any])
 
 _REGISTRY: dict[str, OperatorFactory] = {}
 
-BUILTIN_OPERATOR_MODULES: tuple[str, ...] = ("kernelopt.search.builtin_operators",)
+BUILTIN_OPERATOR_MODULES: tuple[str, ...] = ("kernelopt.search.builtin_operators", "kernelopt.search.knobs")
 """Modules whose import registers the built-in operators; imported on the first registry lookup,
 so ``available_operators()`` lists them without every caller importing each module first."""
 

@@ -1,0 +1,99 @@
+"""Whole-model candidates (other Inductor options) through the gates, in one worker process.
+
+The default-compiled model and the variant are captured side by side (the
+variant's forward gets its own code object, hence its own Dynamo cache), so the
+model gate compares both against float64 eager on the same seeds and the
+performance gate times them interleaved, L2 flushed, on refreshed inputs. There
+is no candidate source: the static and sub-kernel gates pass by construction
+(Inductor generated every kernel) and say so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Sequence
+
+import torch
+
+from kernelopt.capture import capture, compat
+from kernelopt.capture.artifact import separate_code
+from kernelopt.capture.snapshot import perturbed_copy_
+from kernelopt.measure import compare
+from kernelopt.problem import load_problem
+from kernelopt.verify.model_gate import ModelGatePolicy
+from kernelopt.verify.model_level import run_model_gate
+from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance
+from kernelopt.verify.session import GateSettings, ProblemSpec, stage
+from kernelopt.verify.verdict import Verdict
+
+
+def _refreshing(inputs: Sequence[Any]) -> tuple[list[list[Any]], Any]:
+    """Two input sets and a prepare() that rotates them, nudging floating values each time."""
+    base = list(inputs)
+    sets = [[x.clone() if isinstance(x, torch.Tensor) else x for x in base] for _ in range(2)]
+    order = itertools.cycle(range(2))
+    state = {"current": sets[0]}
+
+    def prepare() -> None:
+        current = sets[next(order)]
+        for dst, src in zip(current, base):
+            if isinstance(dst, torch.Tensor) and dst.is_floating_point():
+                perturbed_copy_(dst, src)
+        state["current"] = current
+
+    prepare.state = state  # type: ignore[attr-defined]
+    return sets, prepare
+
+
+def evaluate_options(
+    spec: ProblemSpec, options: dict[str, Any], settings: GateSettings, device: str | None = None
+) -> dict[str, Any]:
+    """The gates for one set of Inductor options against the default-compiled model.
+
+    ``device`` defaults to CUDA; the CPU works too (Inductor's C++ backend), which is
+    how the CPU tests exercise the side-by-side capture and the gates' wiring.
+    """
+    started = time.monotonic()
+    device = torch.device(device or "cuda")
+    stage("capture")
+    problem = load_problem(spec.problem_path, overrides=spec.overrides or None)
+    model = problem.build_model(spec.seed, device)
+    inputs = problem.make_inputs(spec.seed, device)
+    baseline = capture(model, inputs, spec.options)
+    variant = capture(separate_code(model, "kernelopt_variant"), inputs, {**spec.options, **options}, reset=False)
+    result: dict[str, Any] = {"verdicts": [], "passed": False, "options": options}
+    note = "whole-model candidate: Inductor generated every kernel"
+    result["verdicts"].append(Verdict("static", True, f"{note}; no candidate source to read").to_dict())
+    result["verdicts"].append(Verdict("correctness", True, f"{note}; the model gate compares the whole model").to_dict())
+
+    def done(verdict: Verdict) -> dict[str, Any]:
+        result["verdicts"].append(verdict.to_dict())
+        result["gpu_s"] = time.monotonic() - started
+        return result
+
+    stage("model")
+    model_verdict = run_model_gate(
+        problem, model, lambda xs: baseline(*xs), lambda xs: variant(*xs), device, settings.model_seeds,
+        ModelGatePolicy(max_ratio=settings.max_error_ratio),
+    )
+    if not model_verdict.passed:
+        return done(model_verdict)
+    result["verdicts"].append(model_verdict.to_dict())
+
+    stage("performance")
+    _, prep_a = _refreshing(inputs)
+    _, prep_b = _refreshing(inputs)
+    before = compat.recompile_count()
+    cmp = compare(
+        lambda: baseline(*prep_a.state["current"]),  # type: ignore[attr-defined]
+        lambda: variant(*prep_b.state["current"]),  # type: ignore[attr-defined]
+        trials=settings.trials, prepare_baseline=prep_a, prepare_candidate=prep_b,
+    )
+    if compat.recompile_count() != before:
+        return done(Verdict("performance", False, "a compiled model recompiled while being timed; the timing is void"))
+    result["kernel_comparison"] = cmp.to_dict()  # for a model candidate the "kernel" is the model
+    result["end_to_end"] = {**judge_end_to_end(cmp), "comparison": cmp.to_dict()}
+    verdict = judge_performance(cmp, None, PerformancePolicy(margin=settings.margin))
+    result["passed"] = verdict.passed
+    return done(verdict)

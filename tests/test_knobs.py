@@ -1,0 +1,79 @@
+"""Compiler-knob candidates: the operator's walk, and the side-by-side evaluation on the CPU."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conftest import EXAMPLES
+from kernelopt.search.candidate import MODEL_TARGET, Candidate
+from kernelopt.search.knobs import KNOBS, CompilerKnobOperator
+from kernelopt.search.nodes import Node
+from kernelopt.search.operators import SearchContext
+from kernelopt.verify.model_candidate import evaluate_options
+from kernelopt.verify.session import GateSettings, ProblemSpec
+
+
+def node(i: int, options: dict) -> Node:
+    cand = Candidate(MODEL_TARGET, "compiler-knobs" if options else "root", options=options)
+    return Node(i, 1, MODEL_TARGET, None, cand.operator, cand.key(), cand, 0, "evaluated", 1.0, None, "", None)
+
+
+def test_greedy_walk_adds_one_knob_and_skips_tried_and_dependent_ones() -> None:
+    op = CompilerKnobOperator()
+    root = node(1, {})
+    ctx = SearchContext(target=MODEL_TARGET, nodes=[root, node(2, {"coordinate_descent_tuning": True})], rng=random.Random(0))
+    proposals = op.propose(root, ctx, 3)
+    assert [c.options for c in proposals] == [{"max_autotune": True}, {"triton.multi_kernel": 1},
+                                             {"triton.cooperative_reductions": True}]
+    assert all(len(c.options) == 1 for c in proposals)  # max_autotune_gemm_backends needs max_autotune first
+    child = node(3, {"max_autotune": True})
+    more = op.propose(child, SearchContext(target=MODEL_TARGET, nodes=[root, child], rng=random.Random(0)), 2)
+    assert more[0].options == {"max_autotune": True, "coordinate_descent_tuning": True}
+    assert more[1].options == {"max_autotune": True, "max_autotune_gemm_backends": "ATEN,TRITON"}
+    assert op.propose(root, SearchContext(target="triton_poi_x_0", nodes=[root], rng=random.Random(0)), 3) == []
+    assert len({name for name, _ in KNOBS}) == len(KNOBS)
+
+
+def test_side_by_side_evaluation_runs_the_gates_on_cpu() -> None:
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
+    settings = GateSettings(model_seeds=(0, 1), trials=5)
+    result = evaluate_options(spec, {"epilogue_fusion": False}, settings, device="cpu")
+    gates = {v["gate"]: v for v in result["verdicts"]}
+    assert gates["static"]["passed"] and gates["correctness"]["passed"]
+    assert gates["model"]["passed"], gates["model"]["reason"]
+    assert "performance" in gates and result["kernel_comparison"]["baseline"]["device"].startswith("cpu")
+    assert result["passed"] == gates["performance"]["passed"]
+
+
+def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimize with compiler-knobs: kernels searched by the scripted worker, knobs in real worker processes."""
+    from kernelopt.api import optimize as opt
+    from kernelopt.search.termination import Budget
+    from kernelopt.store import Store
+    from test_optimize_flow import ScriptedWorker
+
+    monkeypatch.setattr(opt, "EVAL_DEVICE", "cpu")
+    monkeypatch.setattr(opt, "KNOB_EVALUATIONS", 2)
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "rmsnorm", "fake", {})
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
+    report = opt._optimize(
+        "rmsnorm", store, run_id, ScriptedWorker(final_passes=False), spec, None, "fake",
+        opt.make_operators(["launch-config", "compiler-knobs"]), opt.make_policy("beam"),
+        Budget(max_evaluations=4, patience=None), GateSettings(model_seeds=(0,), trials=5), 1, 120.0, 0,
+        lambda kind, data: None,
+    )
+    knobs = report.knobs
+    assert knobs is not None and knobs["evaluations"] == 2, knobs
+    assert knobs["stop_reason"].startswith("evaluation budget")
+    evaluated = [n for n in opt.NodeStore(store, run_id).evaluated("<model>") if n.operator == "compiler-knobs"]
+    assert [n.candidate.options for n in evaluated] == [{"coordinate_descent_tuning": True}, {"max_autotune": True}]
+    for n in evaluated:  # each went through the gates in its own worker; none crashed
+        assert n.result.worker_status == "ok", n.result.reason
+        assert [v["gate"] for v in n.result.verdicts][:3] == ["static", "correctness", "model"]
+    if knobs["used"]:
+        assert report.options == knobs["best_options"] and report.speedup_vs_compile > 1.0
+    else:
+        assert report.options is None and "baseline stays" in report.final_reason
