@@ -95,3 +95,28 @@ def test_ncu_that_reads_counters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert status.counters is True
     assert status.version == "Version 2025.1.0.0 (build 1)"
     assert PROBE_METRIC in status.reason and "2 kernel(s)" in status.reason
+
+
+def test_parse_metrics_csv_takes_the_first_launch_of_each_kernel() -> None:
+    from kernelopt.measure.ncu import parse_metrics_csv
+
+    header = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+    rows = [
+        '"0","1","python3","h","triton_red_x_0","1","7","(512, 1, 1)","(4096, 1, 1)","0","9.0","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","43.21"',
+        '"0","1","python3","h","triton_red_x_0","1","7","(512, 1, 1)","(4096, 1, 1)","0","9.0","Command line profiler metrics","launch__registers_per_thread","register/thread","32"',
+        '"1","1","python3","h","triton_red_x_0","1","7","(512, 1, 1)","(4096, 1, 1)","0","9.0","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","99"',
+        '"2","1","python3","h","sgemm","1","7","(256, 1, 1)","(64, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","1,024"',
+    ]
+    text = "==PROF== Connected\n" + header + "\n" + "\n".join(rows) + "\n==PROF== Disconnected\n"
+    found = parse_metrics_csv(text)
+    assert found["triton_red_x_0"] == {"dram__throughput.avg.pct_of_peak_sustained_elapsed": 43.21, "launch__registers_per_thread": 32.0}
+    assert found["sgemm"] == {"gpu__time_duration.sum": 1024.0}
+    assert parse_metrics_csv("no csv here") == {}
+
+
+def test_kernel_metrics_without_ncu_says_why(monkeypatch) -> None:
+    from kernelopt.measure import ncu
+
+    monkeypatch.setattr(ncu, "find_ncu", lambda: None)
+    metrics, reason = ncu.kernel_metrics(["python3", "-c", "pass"], "k")
+    assert metrics is None and "ncu not found" in reason

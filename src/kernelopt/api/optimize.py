@@ -262,11 +262,12 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         evaluator = WorkerEvaluator(worker, spec, target.name, settings, peak, timeout_s)
         facts = worker.call(f"{SESSION}:kernel_facts", asdict(spec), target.name, peak, timeout_s=timeout_s)
         min_us = facts.value.get("min_time_us") if facts.ok else None
+        counters = _counters(store, run_id, spec, target.name, emit) if any(op.name == "llm" for op in ops) else None
 
-        def context(history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us) -> SearchContext:
+        def context(history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us, _ncu=counters) -> SearchContext:
             return SearchContext(target=_t.name, kernel=_k, root_source=_root.source, root_config=_root.config,
                                  nodes=history, rng=random.Random(seed + len(history)),
-                                 facts={"time_us": _t.time_us, "min_time_us": _min, "peak_gbps": peak})
+                                 facts={"time_us": _t.time_us, "min_time_us": _min, "peak_gbps": peak, "ncu": _ncu})
 
         def on_event(kind: str, data: dict[str, Any], _t=target) -> None:
             emit(kind, {**data, "kernel": _t.name})
@@ -337,6 +338,25 @@ def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout
         report.final_compiled_ms = cmp["baseline"]["median_ms"]
         report.speedup_vs_eager = report.eager_ms / report.optimized_ms
         report.final_reason = f"verified: Inductor options {best.candidate.options} beat the default end to end"
+
+
+def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -> dict[str, float] | None:
+    """Nsight Compute metrics of the kernel's original version for the Analyst, once per run (kept in the store)."""
+    import json
+    import sys
+
+    from kernelopt.measure.ncu import kernel_metrics
+
+    key = f"ncu/{kernel}"
+    known = store.measurements(run_id, key).get(key)
+    if known is None:
+        emit("stage", {"stage": f"Nsight Compute on {kernel}"})
+        metrics, reason = kernel_metrics([sys.executable, "-m", "kernelopt.api.ncu_probe", json.dumps(asdict(spec))], kernel)
+        known = {"metrics": metrics, "reason": reason}
+        store.add_measurement(run_id, key, known)
+        if metrics is None:
+            emit("warning", {"message": f"no hardware counters for {kernel}: {reason}"})
+    return known["metrics"]
 
 
 def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit) -> None:

@@ -42,20 +42,79 @@ def find_ncu() -> str | None:
     return None
 
 
-def parse_metric_csv(text: str, metric: str) -> list[float]:
-    """Values of ``metric`` in ``ncu --csv`` output (header row starts with "ID")."""
+def _rows(text: str) -> list[dict[str, str]]:
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         return []
-    values = []
-    for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
-        if row.get("Metric Name") == metric:
-            try:
-                values.append(float(row["Metric Value"].replace(",", "")))
-            except (KeyError, ValueError):
-                continue
-    return values
+    return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float((text or "").replace(",", ""))
+    except ValueError:
+        return None
+
+
+def parse_metric_csv(text: str, metric: str) -> list[float]:
+    """Values of ``metric`` in ``ncu --csv`` output (header row starts with "ID")."""
+    values = [_number(row.get("Metric Value")) for row in _rows(text) if row.get("Metric Name") == metric]
+    return [v for v in values if v is not None]
+
+
+def parse_metrics_csv(text: str) -> dict[str, dict[str, float]]:
+    """Per profiled kernel (by name, first launch of each), every numeric metric in ``ncu --csv`` output."""
+    kernels: dict[str, dict[str, float]] = {}
+    first_id: dict[str, str] = {}
+    for row in _rows(text):
+        name, launch = row.get("Kernel Name", ""), row.get("ID", "")
+        first_id.setdefault(name, launch)
+        value = _number(row.get("Metric Value"))
+        if launch == first_id[name] and value is not None and row.get("Metric Name"):
+            kernels.setdefault(name, {})[row["Metric Name"]] = value
+    return kernels
+
+
+# What the Analyst reads: speed of light of compute and memory, the DRAM share, cache hit
+# rates, occupancy and its register limit, and how well global loads use their sectors.
+ANALYST_METRICS = (
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "lts__t_sector_hit_rate.pct",
+    "l1tex__t_sector_hit_rate.pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+    "launch__occupancy_limit_registers",
+    "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+)
+PROFILE_RANGE = "kernelopt_profile"  # NVTX range around the one forward that is profiled
+
+
+def kernel_metrics(
+    command: list[str], kernel: str, metrics: tuple[str, ...] = ANALYST_METRICS, timeout_s: float = 600.0
+) -> tuple[dict[str, float] | None, str]:
+    """Profile the first launch of ``kernel`` inside the ``kernelopt_profile`` NVTX range of ``command``.
+
+    Returns (metrics, reason); metrics is None when counters could not be read, with
+    the reason in one line. Clocks are left alone (``--clock-control none``).
+    """
+    path = find_ncu()
+    if path is None:
+        return None, "ncu not found; install Nsight Compute or put ncu on PATH"
+    cmd = [path, "--clock-control", "none", "--csv", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/",
+           "--kernel-name", f"regex:^{kernel}$", "--launch-count", "1", "--metrics", ",".join(metrics), *command]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"running ncu failed: {exc}"
+    found = parse_metrics_csv(run.stdout)
+    if kernel in found:
+        return found[kernel], f"read {len(found[kernel])} metrics for {kernel}"
+    tail = " ".join((run.stderr or run.stdout).split())[-200:]
+    return None, f"ncu read no counters for {kernel} (exit {run.returncode}): {tail}"
 
 
 def ncu_status(timeout_s: float = 120.0) -> NcuStatus:

@@ -75,7 +75,9 @@ class LLMOperator:
                         "headroom_us": max(0.0, time_us - min_us) if time_us and min_us else None,
                         "pct_of_peak": 100.0 * min_us / time_us if time_us and min_us else None,
                         "peak_gbps": facts.get("peak_gbps")}
-            self._analysis[ctx.target] = Analyst(self.client).run(ctx.kernel, roofline, hardware=self.hardware).output
+            self._analysis[ctx.target] = Analyst(self.client).run(
+                ctx.kernel, roofline, ncu_metrics=facts.get("ncu") or None, hardware=self.hardware
+            ).output
         return self._analysis[ctx.target]
 
     def _new_plan(self, parent: Node, ctx: SearchContext) -> Candidate | None:
