@@ -165,3 +165,20 @@ def test_tensors_and_arrays_round_trip() -> None:
     assert value["dtype"] is torch.bfloat16 and value["size"] == torch.Size([2, 3])
     assert np.array_equal(value["array"], np.arange(4, dtype=np.float32))
     assert value["scalar"] == 1.5
+
+
+def test_parent_is_made_non_dumpable_before_a_worker_starts() -> None:
+    """Other processes of the user (a worker included) cannot read the parent's /proc/<pid>/environ."""
+    import subprocess
+    import sys
+
+    code = (
+        "import ctypes, ctypes.util\n"
+        "from kernelopt.workers.hardening import protect_parent_environment\n"
+        "libc = ctypes.CDLL(ctypes.util.find_library('c'))\n"
+        "before = libc.prctl(3, 0, 0, 0, 0)\n"
+        "ok = protect_parent_environment()\n"
+        "print(before, ok, libc.prctl(3, 0, 0, 0, 0))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "True", "0"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelopt.workers.environment import worker_env
+from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.protocol import CALL_FILE, ENTRY_MODULE, OUTPUT_FILE, RESULT_FILE
 from kernelopt.workers.safe_pickle import safe_loads
 
@@ -98,6 +99,7 @@ def run_isolated(
         raise ValueError(f"target must look like 'package.module:function', got {target!r}")
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    protect_parent_environment()
     call = pickle.dumps(
         {"target": target, "args": args, "kwargs": dict(kwargs or {})},
         protocol=pickle.HIGHEST_PROTOCOL,

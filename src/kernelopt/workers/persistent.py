@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.workers.environment import worker_env
+from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.isolated import REAP_TIMEOUT_S, WorkerResult, _classify, _read_tail, _signal_group
 from kernelopt.workers.protocol import OUTPUT_FILE
 from kernelopt.workers.safe_pickle import safe_loads
@@ -51,6 +52,7 @@ class PersistentWorker:
         return self._process is not None and self._process.poll() is None
 
     def _start(self) -> None:
+        protect_parent_environment()
         self._dir = Path(tempfile.mkdtemp(prefix="kernelopt-pworker-")).resolve()
         request_r, self._request_w = os.pipe()
         self._response_r, response_w = os.pipe()
