@@ -184,6 +184,8 @@ class EvaluationSession:
         """
         _, _, kernel = self.kernel(name)
         # Untrusted source is loaded only after the static gate has read it.
+        if compile_threads <= 1:  # in this (the main) thread, as the one-shot verify path does
+            return [self.evaluate(name, src, settings) for src in sources]
         statically_ok = [check_static(src, kernel_name=kernel.name, original_source=kernel.source).passed for src in sources]
         with ThreadPoolExecutor(max_workers=max(1, compile_threads)) as pool:
             builds = [pool.submit(build_kernel, src, kernel.name) if ok else None for src, ok in zip(sources, statically_ok)]
