@@ -32,7 +32,7 @@ from kernelopt.capture.swap import (
 from kernelopt.measure import compare, measure_copy_bandwidth
 from kernelopt.problem import load_problem
 from kernelopt.verify.model_gate import ModelGatePolicy
-from kernelopt.verify.model_level import run_model_gate
+from kernelopt.verify.model_level import ReferenceCache, run_model_gate
 from kernelopt.verify.perf_runner import min_time_us, run_performance_gate
 from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end
 from kernelopt.verify.static import check_static
@@ -84,6 +84,7 @@ class EvaluationSession:
         self.artifact: Artifact = capture(self.model, self.inputs, spec.options)
         self._peak = peak_gbps
         self._snapshots: dict[str, list[list[Any]]] = {}
+        self._references = ReferenceCache()  # float64 references and baseline errors, per seed
 
     @property
     def peak_gbps(self) -> float:
@@ -150,7 +151,7 @@ class EvaluationSession:
 
             model_verdict = run_model_gate(
                 self.problem, self.model, run_baseline, run_candidate, self.device, settings.model_seeds,
-                ModelGatePolicy(max_ratio=settings.max_error_ratio),
+                ModelGatePolicy(max_ratio=settings.max_error_ratio), cache=self._references,
             )
             if not model_verdict.passed:
                 return done(model_verdict)
