@@ -60,6 +60,28 @@ def perturbed_copy_(dst: torch.Tensor, src: torch.Tensor, rel: float = 1e-3) -> 
     torch.as_strided(dst, (span,), (1,), dst.storage_offset()).copy_(s * (1 + rel * torch.randn_like(s)))
 
 
+class RotatingInputs:
+    """Argument sets for timed runs that never see the same pointers or values twice in a row.
+
+    ``sets`` distinct copies of ``base`` are used in turn; before each use, the
+    floating tensors at ``refresh`` positions get new values (``perturbed_copy_``).
+    Call :meth:`prepare` outside the timed region, then time a call on :attr:`current`.
+    """
+
+    def __init__(self, base: Sequence[Any], refresh: Sequence[int], sets: int = 2) -> None:
+        self.base = list(base)
+        self.refresh = [i for i in refresh if isinstance(base[i], torch.Tensor) and base[i].is_floating_point()]
+        self.sets = [clone_args(base) for _ in range(sets)]
+        self._next = 0
+        self.current = self.sets[0]
+
+    def prepare(self) -> None:
+        self.current = self.sets[self._next]
+        self._next = (self._next + 1) % len(self.sets)
+        for i in self.refresh:
+            perturbed_copy_(self.current[i], self.base[i])
+
+
 def clone_args(args: Sequence[Any]) -> list[Any]:
     return [exact_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
 

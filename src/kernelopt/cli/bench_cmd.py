@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
@@ -12,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kernelopt.cli.main import STORE_OPTION, app, err, out, user_errors
+from kernelopt.cli.main import STORE_OPTION, app, err, out, print_json, user_errors
 
 if TYPE_CHECKING:
     from kernelopt.api.bench import BenchEvent, BenchReport
@@ -53,8 +51,7 @@ def bench(
         extra_path=list(worker_path or []),
     )
     if as_json:
-        json.dump(report.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report.to_dict())
     else:
         print_bench(report, out)
 

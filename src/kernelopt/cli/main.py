@@ -32,6 +32,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 STORE_OPTION = typer.Option(None, "--store", help="SQLite store file (default: $KERNELOPT_STORE or ~/.cache/kernelopt/kernelopt.db).")
 
 
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
 def user_errors(fn: F) -> F:
     """Print a KerneloptError as one line and exit 2, instead of a traceback."""
 
@@ -65,8 +70,7 @@ def analyze(
     with Store(store) as db:
         report = run_analyze(loaded, db, seed=seed, trials=trials)
     if as_json:
-        json.dump(report.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report.to_dict())
     else:
         print_analysis(report, out)
 
@@ -91,8 +95,7 @@ def verify(
     with Store(store) as db:
         report = run_verify(problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin)
     if as_json:
-        json.dump(report.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report.to_dict())
     else:
         print_verify(report, out)
     if not report.passed:
@@ -131,8 +134,7 @@ def optimize(
                               export_path=export, resume_run=resume, llm=llm, llm_config=llm_config,
                               on_event=progress.update)
     if as_json:
-        json.dump(report.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(report.to_dict())
     else:
         print_optimize(report, out)
 

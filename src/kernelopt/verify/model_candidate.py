@@ -10,15 +10,14 @@ is no candidate source: the static and sub-kernel gates pass by construction
 
 from __future__ import annotations
 
-import itertools
 import time
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from kernelopt.capture import capture, compat
 from kernelopt.capture.artifact import separate_code
-from kernelopt.capture.snapshot import perturbed_copy_
+from kernelopt.capture.snapshot import RotatingInputs
 from kernelopt.measure import compare
 from kernelopt.problem import load_problem
 from kernelopt.verify.model_gate import ModelGatePolicy
@@ -26,24 +25,6 @@ from kernelopt.verify.model_level import run_model_gate
 from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance
 from kernelopt.verify.session import GateSettings, ProblemSpec, stage
 from kernelopt.verify.verdict import Verdict
-
-
-def _refreshing(inputs: Sequence[Any]) -> tuple[list[list[Any]], Any]:
-    """Two input sets and a prepare() that rotates them, nudging floating values each time."""
-    base = list(inputs)
-    sets = [[x.clone() if isinstance(x, torch.Tensor) else x for x in base] for _ in range(2)]
-    order = itertools.cycle(range(2))
-    state = {"current": sets[0]}
-
-    def prepare() -> None:
-        current = sets[next(order)]
-        for dst, src in zip(current, base):
-            if isinstance(dst, torch.Tensor) and dst.is_floating_point():
-                perturbed_copy_(dst, src)
-        state["current"] = current
-
-    prepare.state = state  # type: ignore[attr-defined]
-    return sets, prepare
 
 
 def evaluate_options(
@@ -82,13 +63,12 @@ def evaluate_options(
     result["verdicts"].append(model_verdict.to_dict())
 
     stage("performance")
-    _, prep_a = _refreshing(inputs)
-    _, prep_b = _refreshing(inputs)
+    everything = range(len(inputs))
+    a, b = RotatingInputs(inputs, everything), RotatingInputs(inputs, everything)
     before = compat.recompile_count()
     cmp = compare(
-        lambda: baseline(*prep_a.state["current"]),  # type: ignore[attr-defined]
-        lambda: variant(*prep_b.state["current"]),  # type: ignore[attr-defined]
-        trials=settings.trials, prepare_baseline=prep_a, prepare_candidate=prep_b,
+        lambda: baseline(*a.current), lambda: variant(*b.current),
+        trials=settings.trials, prepare_baseline=a.prepare, prepare_candidate=b.prepare,
     )
     if compat.recompile_count() != before:
         return done(Verdict("performance", False, "a compiled model recompiled while being timed; the timing is void"))
