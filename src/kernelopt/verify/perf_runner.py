@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.capture.recorder import describe_kernel_args, traffic_bytes
 from kernelopt.capture.snapshot import RotatingInputs, launch
