@@ -209,6 +209,19 @@ def test_suite_survives_every_kind_of_failure(tmp_path: Path) -> None:
     assert rows[1]["optimized_ms"] == "" and "fake failure" in rows[1]["reason"]
 
 
+def test_several_gpus_run_problems_at_once_each_on_its_own(tmp_path: Path) -> None:
+    suite = _suite(tmp_path / "suite", {"01_a": "meet", "02_b": "meet", "03_fast": FAST})
+    report = _bench(suite, tmp_path / "out", gpus=2)
+    a, b, fast = report.outcomes
+    assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"], [o.reason for o in report.outcomes]
+    assert {a.details["gpu"], b.details["gpu"]} == {0, 1}  # both at once, so on different GPUs
+    assert {a.details["visible"], b.details["visible"]} == {"0", "1"}
+    assert fast.details["gpu"] in (0, 1)
+    assert json.loads(report.json_path.read_text())["meta"]["gpus"] == 2
+    with pytest.raises(KerneloptError, match="--gpus must be at least 1"):
+        _bench(suite, tmp_path / "other", gpus=0)
+
+
 def test_timeout_and_invalid_outcome_are_recorded(tmp_path: Path) -> None:
     suite = _suite(tmp_path / "suite", {"01_sleeps": "sleep", "02_invalid": {"optimized_ms": -1.0}})
     report = _bench(suite, tmp_path / "out", worker_timeout_s=2.0)
@@ -251,6 +264,19 @@ def test_resume_a_partial_selection(tmp_path: Path) -> None:
     report = _bench(suite, out, resume=True)
     assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]
     assert [o.name for o in report.outcomes][:1] == ["level1/01_fast"]
+
+
+def test_resume_in_a_moved_checkout(tmp_path: Path) -> None:
+    import shutil
+
+    suite = _suite(tmp_path / "a" / "suite", {"01_fast": FAST, "02_fast": FAST})
+    out = tmp_path / "out"
+    _bench(suite, out, problems=["01_fast"])
+    moved = tmp_path / "b" / "suite"
+    shutil.copytree(suite, moved)
+    report = _bench(moved, out, resume=True)
+    assert report.resumed == ["level1/01_fast"] and len(report.outcomes) == 2
+    assert json.loads(report.json_path.read_text())["meta"]["suite"] == str(moved.resolve())
 
 
 def test_user_errors(tmp_path: Path) -> None:

@@ -79,6 +79,33 @@ def test_python_dash_m_help() -> None:
     assert "analyze" in proc.stdout and "doctor" in proc.stdout
 
 
+def test_transcripts_prints_a_runs_exchanges_trimmed(tmp_path) -> None:
+    from kernelopt.store import Store
+    from kernelopt.store.llm_records import add_transcript
+
+    db = tmp_path / "k.db"
+    with Store(db) as store:
+        run_id = store.start_run("optimize", "softmax", "H200", {})
+        silent = store.start_run("optimize", "relu", "H200", {})
+        add_transcript(store.connection, run_id=run_id, role="planner", provider="openai", model="m",
+                       messages=[{"role": "user", "content": "plan for " + "x" * 5000}], response='{"strategy": "s"}',
+                       input_tokens=1200, output_tokens=40, cost_usd=0.0123)
+        add_transcript(store.connection, run_id=run_id, role="coder", provider="openai", model="m",
+                       messages=[{"role": "system", "content": "write the kernel"}], response=None, error="timeout")
+    runner = CliRunner()
+    both = runner.invoke(app, ["transcripts", str(run_id), "--store", str(db)])
+    assert both.exit_code == 0, both.output
+    assert "planner (openai:m, 1200 in / 40 out tokens, $0.0123)" in both.stdout
+    assert "[3009 more characters; --full shows all]" in both.stdout and "ERROR: timeout" in both.stdout
+    assert both.stdout.index("planner") < both.stdout.index("coder")
+    full = runner.invoke(app, ["transcripts", str(run_id), "--role", "planner", "--full", "--store", str(db)])
+    assert "x" * 5000 in full.stdout and "coder" not in full.stdout
+    none = runner.invoke(app, ["transcripts", str(silent), "--store", str(db)])
+    assert none.exit_code == 2 and "has no LLM transcripts (was it run with --llm?)" in none.output
+    missing = runner.invoke(app, ["transcripts", "99", "--store", str(db)])
+    assert missing.exit_code == 2 and "no run 99" in missing.output
+
+
 def test_runs_lists_the_store(tmp_path) -> None:
     from typer.testing import CliRunner
 

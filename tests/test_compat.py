@@ -138,3 +138,17 @@ def test_heuristic_decorators_and_launcher_contract_exist() -> None:
     assert {"config", "filename", "triton_meta", "inductor_meta"} <= set(fixed), fixed
     run = inspect.signature(compat.caching_autotuner_class().run).parameters
     assert "stream" in run, run
+    # The compile pool warms Triton's cache through precompile(warm_cache_only=True).
+    precompile = inspect.signature(compat.caching_autotuner_class().precompile).parameters
+    assert "warm_cache_only" in precompile, precompile
+
+
+def test_warm_compile_asks_for_a_cache_only_compile() -> None:
+    calls = []
+
+    class Kernel:
+        def precompile(self, warm_cache_only: bool = False) -> None:
+            calls.append(warm_cache_only)
+
+    compat.warm_compile(Kernel())
+    assert calls == [True]

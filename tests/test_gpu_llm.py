@@ -10,6 +10,8 @@ second through all four gates, stitch it and report the speedup.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +66,11 @@ def test_agent_repairs_verifies_and_stitches(tmp_path) -> None:
     assert report.final_reason.startswith("verified") and report.speedup_vs_compile > 1.0
     assert report.exported and report.llm_usage["calls"] == 5
     print(f"agent round: kernel {k.speedup:.3f}x, model {report.speedup_vs_compile:.3f}x over torch.compile")
+    from kernelopt.cli.format import transcript_text
+    from kernelopt.store.llm_records import transcripts
+
+    exchanges = transcripts(store.connection, report.run_id)
+    assert [t.role for t in exchanges] == ["analyst", "planner", "coder", "judge", "repairer"]
+    if os.environ.get("KERNELOPT_TEST_OUT"):  # the device script keeps the round's transcript
+        text = "\n\n".join(transcript_text(t, 1500) for t in exchanges)
+        Path(os.environ["KERNELOPT_TEST_OUT"], "llm_round_transcript.txt").write_text(text)

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One full GPU pass on the lent H200 (run from the repo root through the device tool):
-#   scripts/device/gpu_check.sh [all|fixtures|tests|cli|verify|optimize|llm]
+#   scripts/device/gpu_check.sh [all|fixtures|tests|throughput|cli|verify|optimize|bench|llm]
 # (run scripts/device/fetch_wheels.sh first and carry .whl for the llm step)
 # Everything worth keeping is written under $OUT (or ./.device_out when run by hand).
 set -uo pipefail
 OUT=${OUT:-.device_out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-# Wheels from scripts/device/fetch_wheels.sh travel in .whl (name it in the device tool's carry).
-if compgen -G ".whl/*.whl" > /dev/null; then
+step=${1:-all}
+# Wheels from scripts/device/fetch_wheels.sh travel in .whl (name it in the device tool's carry);
+# only the LLM step needs them, so the other steps run on the image's own packages.
+if [[ $step == all || $step == llm ]] && compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PYTHONPATH || exit 1
 fi
@@ -16,7 +18,6 @@ STORE=$OUT/kernelopt.db
 P=examples/problems
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } 2>&1 | tee "$OUT/env.txt"
-step=${1:-all}
 if [[ $step == all || $step == fixtures ]]; then
   mkdir -p /tmp/fixtures
   python3 scripts/record_captures.py /tmp/fixtures \
@@ -24,8 +25,13 @@ if [[ $step == all || $step == fixtures ]]; then
     $P/level2/07_conv2d_bn_relu.py $P/level3/03_transformer_block.py 2>&1 | tail -20
   tar czf "$OUT/fixtures.tgz" -C /tmp/fixtures .
 fi
-if [[ $step == all || $step == tests ]]; then
-  python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40
+if [[ $step == all || $step == tests ]]; then  # every GPU test but the optimize and LLM ones (their own steps)
+  python3 -m pytest -m gpu -q -p no:cacheprovider tests --ignore tests/test_gpu_optimize.py --ignore tests/test_gpu_llm.py \
+    2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40
+fi
+if [[ $step == all || $step == throughput ]]; then
+  python3 scripts/throughput.py $P/level1/10_row_l2_normalize.py --size batch_size=4096 --candidates ${CANDIDATES:-24} \
+    --workers 0,8 --json "$OUT/throughput.json" 2>&1 | tee "$OUT/throughput.txt" | tail -20
 fi
 if [[ $step == all || $step == cli ]]; then
   $KO doctor --store "$STORE" 2>&1 | tee "$OUT/doctor.txt"
@@ -43,13 +49,15 @@ if [[ $step == all || $step == verify ]]; then
   done
 fi
 if [[ $step == all || $step == optimize ]]; then
-  timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 | tee "$OUT/pytest_gpu_optimize.txt" | grep -E "passed|failed|error|per GPU-minute|Error|stopped" | tail -20
-  timeout 200 $KO optimize $P/level1/10_row_l2_normalize.py --budget 16 --max-targets 1 --export /tmp/rowl2.kopt.json \
-    --store "$STORE" 2>"$OUT/optimize_progress.txt" | tee "$OUT/optimize_row_l2.txt"
-  timeout 300 $KO bench $P --problems ${BENCH_PROBLEMS:-12_softmax_wide,15_rmsnorm} --time-limit 120 --out /tmp/bench \
-    --store "$STORE" 2>&1 | tail -40 | tee "$OUT/bench.txt"
-  cp /tmp/bench/results.json "$OUT/bench_results.json" 2>/dev/null
+  timeout ${OPTIMIZE_TIMEOUT:-420} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 \
+    | tee "$OUT/pytest_gpu_optimize.txt" | tail -30
+fi
+if [[ $step == all || $step == bench ]]; then  # the whole example suite, one problem per GPU at a time; resumable
+  mkdir -p "$OUT/bench"
+  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$OUT/bench/"
+  timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus $(nvidia-smi -L | wc -l) --time-limit ${TIME_LIMIT:-30} --budget ${BUDGET:-16} \
+    --max-targets ${MAX_TARGETS:-2} --out "$OUT/bench" --resume --store /tmp/bench.db 2>&1 | tee "$OUT/bench.txt" | tail -60
 fi
 if [[ $step == all || $step == llm ]]; then
-  timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20
+  KERNELOPT_TEST_OUT=$OUT timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20
 fi

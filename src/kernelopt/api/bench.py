@@ -30,6 +30,8 @@ import platform
 import shlex
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -133,6 +135,7 @@ def run_bench(
     on_event: Callable[[BenchEvent], None] | None = None,
     extra_path: Sequence[str | Path] = (),
     command: str | None = None,
+    gpus: int = 1,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
 
@@ -140,7 +143,9 @@ def run_bench(
     rule). ``worker_timeout_s`` bounds each worker (default:
     :func:`default_worker_timeout`). ``extra_path`` goes first on the workers'
     ``sys.path`` (tests use it to reach a fake target). ``command`` is recorded in
-    the results (default: this process's command line).
+    the results (default: this process's command line). ``gpus`` > 1 runs that many
+    problems at once, each worker pinned to its own GPU (one problem per GPU at a
+    time, so timings never share a GPU); results are written as each one finishes.
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, or existing results without ``resume``; every failure of a problem is
@@ -151,6 +156,8 @@ def run_bench(
     timeout_s = default_worker_timeout(time_limit_s) if worker_timeout_s is None else worker_timeout_s
     if timeout_s <= 0:
         raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
+    if gpus < 1:
+        raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
     _check_target(target, extra_path)
     root = suite_root(suite_dir).resolve()
     out_dir = Path(results_dir)
@@ -175,6 +182,7 @@ def run_bench(
         worker_timeout_s=timeout_s,
         extra_options=dict(extra_options or {}),
         versions=_versions(),
+        gpus=gpus,
     )
     order = [entry.name for entry in entries]
     outcomes = dict(done)
@@ -187,15 +195,37 @@ def run_bench(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write()  # the directory claims its suite at once, so a second bench without --resume refuses it
+    lock = threading.Lock()  # one writer of the results and of the progress display
+    free_gpus = list(range(gpus))
+
+    def run_one(index: int, entry: SuiteEntry) -> None:
+        with lock:
+            gpu = free_gpus.pop(0) if gpus > 1 else None
+            _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
+        try:
+            outcome = _bench_one(entry, target, time_limit_s, timeout_s, extra_options or {}, extra_path, gpu)
+        finally:
+            with lock:
+                if gpu is not None:
+                    free_gpus.append(gpu)
+        with lock:
+            outcomes[entry.name] = outcome
+            write()
+            _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))
+
+    todo = []
     for index, entry in enumerate(entries, start=1):
         if entry.name in done:
             _emit(on_event, BenchEvent("skip", entry.name, index, len(entries), done[entry.name]))
-            continue
-        _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
-        outcome = _bench_one(entry, target, time_limit_s, timeout_s, extra_options or {}, extra_path)
-        outcomes[entry.name] = outcome
-        write()
-        _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))
+        else:
+            todo.append((index, entry))
+    if gpus == 1:
+        for index, entry in todo:
+            run_one(index, entry)
+    else:
+        with ThreadPoolExecutor(max_workers=gpus) as pool:
+            for future in [pool.submit(run_one, index, entry) for index, entry in todo]:
+                future.result()
     meta["finished"] = _timestamp()
     summary = write()
     return BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
@@ -211,14 +241,18 @@ def _bench_one(
     timeout_s: float,
     extra_options: dict[str, Any],
     extra_path: Sequence[str | Path],
+    gpu: int | None = None,
 ) -> ProblemOutcome:
     if entry.problem is None:  # no worker for a file that does not even load
         return _failed(entry, "load_error", entry.error or "failed to load")
     options = {**extra_options, "name": entry.name, "time_limit_s": time_limit_s}
     result = run_isolated(
-        target, str(entry.path), options, timeout_s=timeout_s, extra_path=extra_path
+        target, str(entry.path), options, timeout_s=timeout_s, extra_path=extra_path, gpu=gpu
     )
-    return _outcome_of(entry, result)
+    outcome = _outcome_of(entry, result)
+    if gpu is not None:
+        outcome.details["gpu"] = gpu
+    return outcome
 
 
 def _outcome_of(entry: SuiteEntry, result: WorkerResult) -> ProblemOutcome:
@@ -300,8 +334,9 @@ def _previous_results(out_dir: Path, root: Path, resume: bool) -> dict[str, Any]
         raise KerneloptError(
             f"{path} cannot be resumed ({type(exc).__name__}: {exc}); remove it or choose another --out"
         ) from exc
-    if Path(suite) != root:
+    if Path(suite).name != root.name:  # the same suite in a moved (or copied) checkout resumes
         raise KerneloptError(f"{path} holds results for the suite {suite}, not {root}; choose another --out")
+    meta["suite"] = str(root)
     return {"meta": meta, "outcomes": outcomes}
 
 

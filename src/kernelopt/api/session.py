@@ -28,6 +28,8 @@ def _session(spec: dict[str, Any], peak_gbps: float | None) -> EvaluationSession
     problem_spec = ProblemSpec(**spec)
     key = problem_spec.key()
     if key not in _SESSIONS:
+        for old in _SESSIONS.values():
+            old.close()
         _SESSIONS.clear()  # one live capture per worker: Dynamo's caches are per process
         _SESSIONS[key] = EvaluationSession(problem_spec, peak_gbps)
     return _SESSIONS[key]

@@ -122,6 +122,12 @@ def load_source_module(source: str) -> ModuleType:
     return PyCodeCache.load(source)
 
 
+def warm_compile(kernel: Any) -> None:
+    """Compile an Inductor kernel into Triton's on-disk cache without loading it on a GPU
+    (``CachingAutotuner.precompile(warm_cache_only=True)``, what Inductor's compile workers run)."""
+    kernel.precompile(warm_cache_only=True)
+
+
 def chosen_config(kernel: Any) -> dict[str, Any] | None:
     """The launch config a CachingAutotuner settled on (block sizes, warps, stages)."""
     launchers = getattr(kernel, "launchers", None) or []

@@ -29,6 +29,9 @@ def bench(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: bench-results/<suite name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the results in --out, skipping finished problems."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + 15 min, or 1 h)."),
+    budget: int = typer.Option(32, "--budget", help="Candidate evaluations per kernel and problem."),
+    max_targets: int = typer.Option(2, "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
+    gpus: int = typer.Option(1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
     store: Optional[Path] = STORE_OPTION,
     worker_target: Optional[str] = typer.Option(None, "--worker-target", hidden=True),
@@ -46,9 +49,10 @@ def bench(
         resume=resume,
         target=worker_target or DEFAULT_TARGET,
         worker_timeout_s=timeout,
-        extra_options={"store": str(store)} if store else {},
+        extra_options={"budget": budget, "max_targets": max_targets, **({"store": str(store)} if store else {})},
         on_event=lambda event: _print_event(event, err),
         extra_path=list(worker_path or []),
+        gpus=gpus,
     )
     if as_json:
         print_json(report.to_dict())

@@ -11,6 +11,7 @@ from kernelopt.api.doctor import Diagnosis
 from kernelopt.api.optimize import OptimizeReport
 from kernelopt.api.verify import VerifyReport
 from kernelopt.store import Run
+from kernelopt.store.llm_records import Transcript
 
 KIND_LABEL = {"triton": "triton", "cpp": "c++", "vendor": "vendor", "aten": "aten"}
 
@@ -189,3 +190,22 @@ def print_runs(runs: list[Run], console: Console) -> None:
         started = datetime.datetime.fromtimestamp(r.started_at).strftime("%Y-%m-%d %H:%M")
         table.add_row(str(r.id), r.kind, r.problem, r.device, r.status, started, r.error or "")
     console.print(table)
+
+
+def transcript_text(t: Transcript, max_chars: int | None = 2000) -> str:
+    """One LLM exchange as plain text: header, each message, the response (trimmed to ``max_chars`` each)."""
+
+    def trim(text: str) -> str:
+        if max_chars is None or len(text) <= max_chars:
+            return text
+        return f"{text[:max_chars]}\n... [{len(text) - max_chars} more characters; --full shows all]"
+
+    tokens = f"{t.input_tokens or 0} in / {t.output_tokens or 0} out tokens"
+    cost = f", ${t.cost_usd:.4f}" if t.cost_usd else ""
+    lines = [f"=== #{t.id} {t.role} ({t.provider}:{t.model}, {tokens}{cost})" + (f" ERROR: {t.error}" if t.error else "")]
+    for message in t.messages:
+        lines.append(f"--- {message.get('role', '?')}")
+        lines.append(trim(str(message.get("content", ""))))
+    lines.append("--- response")
+    lines.append(trim(t.response or ""))
+    return "\n".join(lines)

@@ -155,6 +155,29 @@ def runs(
 
 @app.command()
 @user_errors
+def transcripts(
+    run_id: int = typer.Argument(..., help="The run whose LLM exchanges to print (see kernelopt runs)."),
+    role: Optional[str] = typer.Option(None, help="Only this role: analyst, planner, coder, repairer, judge."),
+    full: bool = typer.Option(False, help="Print prompts and responses whole instead of trimmed."),
+    store: Optional[Path] = STORE_OPTION,
+) -> None:
+    """Every prompt and response of a run's LLM agents, in the order they were sent."""
+    from kernelopt.cli.format import transcript_text
+    from kernelopt.errors import KerneloptError
+    from kernelopt.store import Store
+    from kernelopt.store.llm_records import transcripts as read_transcripts
+
+    with Store(store) as db:
+        db.run(run_id)  # an unknown run id is a clear error, not an empty listing
+        found = [t for t in read_transcripts(db.connection, run_id) if role is None or t.role == role]
+    if not found:
+        raise KerneloptError(f"run {run_id} has no LLM transcripts{f' for role {role}' if role else ''} (was it run with --llm?)")
+    for t in found:
+        out.print(transcript_text(t, None if full else 2000), markup=False, highlight=False)
+
+
+@app.command()
+@user_errors
 def doctor(
     store: Optional[Path] = STORE_OPTION,
     remeasure: bool = typer.Option(False, help="Measure the copy bandwidth again even if the store has it."),

@@ -2,16 +2,15 @@
 
 Runs inside a worker process. Capturing the compiled model, snapshotting a
 kernel's launches and measuring the peak bandwidth happen once per session;
-each candidate then costs its own compile and the gates. Candidates of a batch
-compile concurrently on the CPU cores (Triton's compiler runs outside the GIL)
-while earlier ones are being measured on the GPU, one at a time (one compile
-thread by default until concurrent compilation is proven on the GPU machine).
+each candidate then costs its own compile and the gates. A batch's candidates
+compile ahead in a pool of processes (:mod:`kernelopt.verify.compile_pool`)
+while earlier ones are measured on the GPU, one at a time; each result carries
+its stage timings so the throughput can be read, not guessed.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -31,6 +30,7 @@ from kernelopt.capture.swap import (
 )
 from kernelopt.measure import compare, measure_copy_bandwidth
 from kernelopt.problem import load_problem
+from kernelopt.verify.compile_pool import CompilePool, default_workers
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
 from kernelopt.verify.perf_runner import min_time_us, run_performance_gate
@@ -74,7 +74,9 @@ def stage(name: str) -> None:
 
 
 class EvaluationSession:
-    def __init__(self, spec: ProblemSpec, peak_gbps: float | None = None) -> None:
+    def __init__(self, spec: ProblemSpec, peak_gbps: float | None = None, compile_workers: int | None = None) -> None:
+        self.pool = CompilePool(default_workers() if compile_workers is None else compile_workers)
+        self.pool.start()  # the compile processes start up while the model compiles
         stage("capture")
         self.spec = spec
         self.device = torch.device("cuda")
@@ -106,11 +108,22 @@ class EvaluationSession:
         snaps = self.snapshots(name)
         return {"min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None}
 
-    def evaluate(self, name: str, source: str, settings: GateSettings, prebuilt: Any = None) -> dict[str, Any]:
-        """The four gates in order for one candidate of one kernel; stops at the first failure."""
+    def evaluate(self, name: str, source: str, settings: GateSettings) -> dict[str, Any]:
+        """The four gates in order for one candidate of one kernel; stops at the first failure.
+
+        ``result["timings"]`` holds the seconds of each stage (``compile`` is a cache hit
+        when the compile pool warmed it); ``gpu_s`` is the whole evaluation."""
         started = time.monotonic()
         address, var, kernel = self.kernel(name)
         result: dict[str, Any] = {"verdicts": [], "passed": False, "address": address.to_dict(), "original_source": kernel.source}
+        timings: dict[str, float] = {}
+        result["timings"] = timings
+        clock = [started]
+
+        def lap(stage_name: str) -> None:
+            now = time.monotonic()
+            timings[stage_name] = round(now - clock[0], 6)
+            clock[0] = now
 
         def done(verdict: Verdict | None = None) -> dict[str, Any]:
             if verdict is not None:
@@ -120,6 +133,7 @@ class EvaluationSession:
 
         stage("static")
         static = check_static(source, kernel_name=kernel.name, original_source=kernel.source)
+        lap("static")
         if not static.passed:
             return done(static)
         result["verdicts"].append(static.to_dict())
@@ -127,11 +141,14 @@ class EvaluationSession:
         stage("correctness")
         original = vars(self.artifact.graphs[address.graph].module)[var]
         try:
-            candidate = prebuilt.result() if isinstance(prebuilt, Future) else build_kernel(source, kernel.name)
+            candidate = build_kernel(source, kernel.name)
         except SwapError as exc:
+            lap("compile")
             return done(Verdict("correctness", False, str(exc)))
+        lap("compile")
         snapshots = self.snapshots(name)
         correctness = run_subkernel_gate(kernel, original, candidate, snapshots, settings.kernel_seeds)
+        lap("correctness")
         if not correctness.passed:
             return done(correctness)
         result["verdicts"].append(correctness.to_dict())
@@ -153,6 +170,7 @@ class EvaluationSession:
                 self.problem, self.model, run_baseline, run_candidate, self.device, settings.model_seeds,
                 ModelGatePolicy(max_ratio=settings.max_error_ratio), cache=self._references,
             )
+            lap("model")
             if not model_verdict.passed:
                 return done(model_verdict)
             result["verdicts"].append(model_verdict.to_dict())
@@ -172,22 +190,34 @@ class EvaluationSession:
                 )
                 result["end_to_end"] = {**judge_end_to_end(e2e), "comparison": e2e.to_dict()}
             result["passed"] = perf.passed
+            lap("performance")
             return done(perf)
         finally:
             restore(self.artifact, swap)
 
-    def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, compile_threads: int = 1) -> list[dict[str, Any]]:
-        """Compile the candidates (``compile_threads`` at a time), then run the gates one candidate at a time.
+    def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, warm_timeout_s: float = 120.0) -> list[dict[str, Any]]:
+        """Compile the batch ahead in the pool, then run the gates one candidate at a time.
 
-        The default is one thread: compiling Inductor kernels from several threads of
-        one process (module loading, CUDA module load on a thread with no current
-        context) is not yet proven safe on the GPU machine; the one-at-a-time path is.
-        """
+        Each result gets ``timings["warm_wait"]`` (seconds the GPU sat waiting for the
+        pool) and ``batch_share_s``: the batch's wall time divided among its candidates,
+        which is what evaluations per GPU-minute are counted from."""
+        started = time.monotonic()
         _, _, kernel = self.kernel(name)
-        # Untrusted source is loaded only after the static gate has read it.
-        if compile_threads <= 1:  # in this (the main) thread, as the one-shot verify path does
-            return [self.evaluate(name, src, settings) for src in sources]
-        statically_ok = [check_static(src, kernel_name=kernel.name, original_source=kernel.source).passed for src in sources]
-        with ThreadPoolExecutor(max_workers=max(1, compile_threads)) as pool:
-            builds = [pool.submit(build_kernel, src, kernel.name) if ok else None for src, ok in zip(sources, statically_ok)]
-            return [self.evaluate(name, src, settings, prebuilt=fut) for src, fut in zip(sources, builds)]
+        # Untrusted source reaches a compile process only after the static gate has read it.
+        ok = [check_static(src, kernel_name=kernel.name, original_source=kernel.source).passed for src in sources]
+        futures = self.pool.submit([(src, kernel.name) if passed else None for src, passed in zip(sources, ok)])
+        results = []
+        for src, passed, future in zip(sources, ok, futures):
+            waited, problem = self.pool.wait(future, warm_timeout_s) if passed else (0.0, None)
+            result = self.evaluate(name, src, settings)
+            result["timings"]["warm_wait"] = round(waited, 6)
+            if problem is not None and future is not None:
+                result["warm_problem"] = problem
+            results.append(result)
+        share = (time.monotonic() - started) / max(1, len(sources))
+        for result in results:
+            result["batch_share_s"] = share
+        return results
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,118 @@
+"""Compile a batch's candidates on the CPU cores while the GPU measures earlier ones.
+
+Triton compiles a kernel into its on-disk cache; loading it afterwards costs
+milliseconds. A pool of spawned processes compiles the batch's candidates into
+that cache ahead of time (Inductor's own ``precompile(warm_cache_only=True)``,
+what its parallel compile workers do), while the evaluation session, in its one
+thread, builds each candidate (a cache hit) and runs the gates one candidate at
+a time on the GPU. The pool only warms a cache: the authoritative compile, and
+any error a candidate earns, still happen in the session, so a candidate that
+crashes a compile process costs the pool its warm-up, never a verdict.
+
+Only statically validated candidates reach the pool; its processes inherit the
+evaluation worker's environment (allow-listed, no secrets).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable
+
+WarmFn = Callable[[str, str], float]
+DEFAULT_MAX_WORKERS = 8
+
+
+def default_workers() -> int:
+    """One compile process per spare core (one core stays with the session), at most 8."""
+    return max(0, min(DEFAULT_MAX_WORKERS, (os.cpu_count() or 1) - 1))
+
+
+def warm_triton_cache(source: str, name: str) -> float:
+    """Runs in a pool process: compile ``name`` of ``source`` into Triton's cache; seconds taken."""
+    from kernelopt.capture import compat
+
+    started = time.monotonic()
+    kernel = getattr(compat.load_source_module(source), name)
+    compat.warm_compile(kernel)
+    return time.monotonic() - started
+
+
+def _ready() -> None:
+    """A pool process's start-up: import the compiler stack once, before the first candidate arrives."""
+    try:
+        from kernelopt.capture import compat
+
+        compat.heuristics_module()
+    except ImportError:
+        pass  # a pool for a test's own function needs no Triton
+
+
+def _noop() -> None:
+    return None
+
+
+class CompilePool:
+    """Processes that compile candidates ahead of the session; ``None`` workers means no pool."""
+
+    def __init__(self, workers: int, warm: WarmFn = warm_triton_cache) -> None:
+        self.workers = workers
+        self._warm = warm
+        self._executor: ProcessPoolExecutor | None = None
+        self.broken = 0  # times a compile process died and the pool was replaced
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ready
+            )
+        return self._executor
+
+    def start(self) -> None:
+        """Spawn the processes now (they import the compiler stack) instead of at the first batch."""
+        if self.workers > 0:
+            pool = self._pool()
+            for _ in range(self.workers):
+                pool.submit(_noop)
+
+    def submit(self, jobs: list[tuple[str, str] | None]) -> list[Future | None]:
+        """Start compiling each ``(source, kernel name)``; ``None`` entries are skipped."""
+        if self.workers <= 0:
+            return [None for _ in jobs]
+        pool = self._pool()
+        try:
+            return [pool.submit(self._warm, *job) if job is not None else None for job in jobs]
+        except BrokenProcessPool:
+            self._replace()
+            return [None for _ in jobs]
+
+    def wait(self, future: Future | None, timeout_s: float) -> tuple[float, str | None]:
+        """Block until ``future``'s warm-up ends: (seconds waited, why it did not warm, or None)."""
+        if future is None:
+            return 0.0, "not submitted"
+        started = time.monotonic()
+        try:
+            future.result(timeout=timeout_s)
+            problem = None
+        except BrokenProcessPool:
+            self._replace()
+            problem = "compile process died"
+        except TimeoutError:
+            problem = f"not compiled within {timeout_s:g} s"
+        except Exception as exc:  # the candidate's own compile error: the session reports it
+            problem = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return time.monotonic() - started, problem
+
+    def _replace(self) -> None:
+        self.broken += 1
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor = None
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None

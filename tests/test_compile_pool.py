@@ -1,0 +1,73 @@
+"""The compile pool: candidates compile in parallel processes; their failures never cost a verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import worker_targets
+from kernelopt.verify.compile_pool import CompilePool, default_workers
+
+
+@pytest.fixture(autouse=True)
+def importable_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spawned pool processes import the stand-ins by module name, from this directory."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+
+
+def test_jobs_of_a_batch_run_at_the_same_time(tmp_path: Path) -> None:
+    (tmp_path / "expected").write_text("3")
+    pool = CompilePool(3, warm=worker_targets.warm_meet)
+    try:
+        futures = pool.submit([(str(tmp_path), "a"), None, (str(tmp_path), "b"), (str(tmp_path), "c")])
+        assert futures[1] is None
+        outcomes = [pool.wait(f, 60) for f in futures]
+    finally:
+        pool.close()
+    assert [problem for _, problem in outcomes] == [None, "not submitted", None, None]
+    pids = {p.name.split(".")[1] for p in tmp_path.iterdir() if p.name != "expected"}
+    assert len(pids) == 3  # three processes, each holding one job until all had arrived
+
+
+def test_a_candidates_compile_error_is_kept_and_the_pool_lives_on() -> None:
+    pool = CompilePool(1, warm=worker_targets.warm_reject)
+    try:
+        (future,) = pool.submit([("bad source", "k")])
+        waited, problem = pool.wait(future, 60)
+        assert problem == "SyntaxError: candidate k does not compile"
+        assert waited >= 0 and pool.broken == 0
+    finally:
+        pool.close()
+
+
+def test_a_dead_compile_process_replaces_the_pool(tmp_path: Path) -> None:
+    pool = CompilePool(1, warm=worker_targets.warm_die)
+    try:
+        (future,) = pool.submit([("x", "k")])
+        assert pool.wait(future, 60)[1] == "compile process died"
+        assert pool.broken == 1
+        pool._warm = worker_targets.warm_meet  # the next batch gets a fresh pool
+        (tmp_path / "expected").write_text("1")
+        (again,) = pool.submit([(str(tmp_path), "k")])
+        assert pool.wait(again, 60)[1] is None
+    finally:
+        pool.close()
+
+
+def test_no_workers_means_no_pool() -> None:
+    pool = CompilePool(0)
+    assert pool.submit([("x", "k")]) == [None]
+    assert pool.wait(None, 1) == (0.0, "not submitted")
+    pool.start()
+    assert pool._executor is None
+
+
+def test_default_workers_leave_a_core_to_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert default_workers() == 1
+    monkeypatch.setattr("os.cpu_count", lambda: 64)
+    assert default_workers() == 8
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert default_workers() == 0
