@@ -5,7 +5,8 @@
 
 One evaluation session (the model captured once, as ``optimize`` does); for each
 compile-pool size in --workers, a disjoint set of --candidates launch configs
-nearest Inductor's choice goes through all four gates as one batch. Triton's
+nearest Inductor's choice goes through the search's gates (a timing screen,
+then gates 2-4 with one seed each) as one batch. Triton's
 cache starts empty (a fresh TRITON_CACHE_DIR) so every candidate really
 compiles. Prints wall time, evaluations per minute and the median seconds of
 each stage; the GPU is held for the whole batch, so the batch's wall time is
@@ -25,7 +26,7 @@ os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelopt-throughput-t
 
 from kernelopt.capture.kernel_source import pin_launch_config  # noqa: E402
 from kernelopt.search.launch_configs import config_distance, launch_config_space  # noqa: E402
-from kernelopt.verify.session import EvaluationSession, GateSettings, ProblemSpec  # noqa: E402
+from kernelopt.verify.session import EvaluationSession, ProblemSpec, search_settings  # noqa: E402
 
 
 def main() -> None:
@@ -47,7 +48,7 @@ def main() -> None:
     space = sorted((c for c in launch_config_space(kernel, include_stages=True) if c != chosen),
                    key=lambda c: (config_distance(c, chosen), json.dumps(c, sort_keys=True)))
     session.snapshots(name)  # once per session in optimize too: not part of any batch
-    settings = GateSettings(end_to_end=False)
+    settings = search_settings()  # the gates as optimize's search runs them (screen first)
     print(f"{session.problem.name}: kernel {name}, Inductor chose {chosen}; {len(space)} configs in the space")
     rows = []
     for i, workers in enumerate(counts):
@@ -65,10 +66,12 @@ def main() -> None:
         row = {"workers": workers, "candidates": len(results), "wall_s": wall,
                "evaluations_per_gpu_minute": 60 * len(results) / wall,
                "passed": sum(r["passed"] for r in results), "median_stage_s": medians,
+               "screened_out": sum("screened out" in (r["verdicts"][-1]["reason"] if r["verdicts"] else "") for r in results),
                "warm_problems": sorted({r["warm_problem"] for r in results if "warm_problem" in r})}
         rows.append(row)
         print(f"compile workers {workers}: {len(results)} candidates in {wall:.1f} s = "
-              f"{row['evaluations_per_gpu_minute']:.0f} evaluations per GPU-minute, {row['passed']} passed; "
+              f"{row['evaluations_per_gpu_minute']:.0f} evaluations per GPU-minute, {row['passed']} passed, "
+              f"{row['screened_out']} screened out; "
               "median s " + ", ".join(f"{k} {v:.3f}" for k, v in medians.items()))
         if row["warm_problems"]:
             print("  warm-up problems:", row["warm_problems"][:3])

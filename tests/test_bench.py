@@ -279,6 +279,36 @@ def test_resume_in_a_moved_checkout(tmp_path: Path) -> None:
     assert json.loads(report.json_path.read_text())["meta"]["suite"] == str(moved.resolve())
 
 
+def test_shards_split_the_suite_and_merge_into_one_scoreboard(tmp_path: Path) -> None:
+    from kernelopt.api.bench import merge_results
+
+    suite = _standard_suite(tmp_path / "suite")
+    first = _bench(suite, tmp_path / "s1", shard=(1, 2))
+    second = _bench(suite, tmp_path / "s2", shard=(2, 2))
+    assert [o.name for o in first.outcomes] == ["level1/01_fast", "level1/03_segfault"]
+    assert [o.name for o in second.outcomes] == ["level1/02_raises", "level1/04_broken"]
+    assert json.loads(first.json_path.read_text())["meta"]["shard"] == [1, 2]
+    merged = merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
+    assert [o.name for o in merged.outcomes] == ["level1/01_fast", "level1/02_raises", "level1/03_segfault", "level1/04_broken"]
+    assert merged.summary["problems"] == 4 and merged.summary["correct"] == 1
+    assert merged.summary["fast_p"]["compile"]["1"] == 0.25
+    document = json.loads((tmp_path / "all" / "results.json").read_text())
+    assert len(document["meta"]["merged_from"]) == 2 and document["summary"] == merged.summary
+    # a problem that failed in one bench and ran in another keeps the run that worked
+    retry = _suite(tmp_path / "again" / "suite", {"02_raises": FAST})
+    _bench(retry, tmp_path / "s3")
+    fixed = merge_results([tmp_path / "s2", tmp_path / "s3"], tmp_path / "fixed")
+    assert {o.name: o.status for o in fixed.outcomes}["level1/02_raises"] == "ok"
+    with pytest.raises(KerneloptError, match="must be between 1 and 2"):
+        _bench(suite, tmp_path / "s4", shard=(3, 2))
+    with pytest.raises(KerneloptError, match="does not exist"):
+        merge_results([tmp_path / "nowhere"], tmp_path / "x")
+    other = _suite(tmp_path / "other", {"01_fast": FAST})
+    _bench(other, tmp_path / "o")
+    with pytest.raises(KerneloptError, match="different suites"):
+        merge_results([tmp_path / "s1", tmp_path / "o"], tmp_path / "y")
+
+
 def test_user_errors(tmp_path: Path) -> None:
     suite = _standard_suite(tmp_path / "suite")
     with pytest.raises(KerneloptError, match="no problem matches nope"):
@@ -330,3 +360,18 @@ def test_cli_bench(tmp_path: Path) -> None:
     document = json.loads(resumed.stdout)
     assert document["summary"]["problems"] == 4 and document["resumed"] == ["level1/01_fast", "level1/02_raises"]
     assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]
+
+
+def test_cli_shard_and_merge(tmp_path: Path) -> None:
+    suite = _standard_suite(tmp_path / "suite")
+    base = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]
+    for i in (1, 2):
+        result = _runner().invoke(app, [*base, "--out", str(tmp_path / f"s{i}"), "--shard", f"{i}/2", "--budget", "4"])
+        assert result.exit_code == 0, result.output
+    first = json.loads((tmp_path / "s1" / "results.json").read_text())
+    assert first["outcomes"][0]["details"]["options"]["budget"] == 4
+    merged = _runner().invoke(app, ["bench-merge", str(tmp_path / "all"), str(tmp_path / "s1"), str(tmp_path / "s2")])
+    assert merged.exit_code == 0, merged.output
+    assert "level1/04_broken" in merged.stdout and "problems: 4" in merged.stdout
+    bad = _runner().invoke(app, [*base, "--out", str(tmp_path / "s9"), "--shard", "two"])
+    assert bad.exit_code == 2 and "--shard two: expected I/N" in bad.stderr

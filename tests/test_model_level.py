@@ -46,3 +46,31 @@ def test_reference_cache_computes_each_seed_once() -> None:
     tiny = ReferenceCache(max_bytes=16)  # too small to keep anything: recomputed every time, still right
     run_model_gate(problem, model, baseline, candidate, torch.device("cpu"), seeds=(0,), cache=tiny)
     assert tiny.entries == {} and tiny.bytes == 0
+
+
+def test_inputs_built_once_per_seed_and_a_mutating_candidate_cannot_poison_them() -> None:
+    problem, model, baseline, _ = setup()
+    cache = ReferenceCache()
+    built = {"n": 0}
+    make_inputs = problem.make_inputs
+
+    def counting(seed, device="cpu", distribution="given"):
+        built["n"] += 1
+        return make_inputs(seed, device, distribution)
+
+    problem.make_inputs = counting  # type: ignore[method-assign]
+
+    def vandal(xs):
+        out = baseline(xs)
+        for x in xs:
+            x.mul_(1000.0)  # writes into the inputs it was handed
+        return out
+
+    def honest(xs):
+        with torch.no_grad():
+            return model(*xs)
+
+    assert run_model_gate(problem, model, baseline, vandal, torch.device("cpu"), seeds=(0, 1), cache=cache).passed
+    assert run_model_gate(problem, model, baseline, honest, torch.device("cpu"), seeds=(0, 1), cache=cache).passed
+    assert built["n"] == 2 and set(cache.inputs) == {0, 1}
+    assert torch.equal(cache.inputs[0][0], make_inputs(0, "cpu")[0])  # the kept copy is untouched

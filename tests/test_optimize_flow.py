@@ -37,9 +37,11 @@ def verdicts(*gates_passed):
 class ScriptedWorker:
     """Answers like kernelopt.api.session: num_warps=32 is 1.2x faster, XBLOCK>=4 is wrong, the rest not faster."""
 
-    def __init__(self, final_passes: bool = True) -> None:
+    def __init__(self, final_passes: bool = True, recheck_passes: bool = True) -> None:
         self.calls: list[str] = []
         self.final_passes = final_passes
+        self.recheck_passes = recheck_passes
+        self.rechecked: list[dict] = []  # settings of the winners' full re-evaluations
 
     def call(self, target, *args, timeout_s=0, kwargs=None):
         fn = target.split(":")[1]
@@ -57,6 +59,12 @@ class ScriptedWorker:
         if fn == "kernel_facts":
             return ok({"min_time_us": 500.0})
         if fn == "evaluate_candidates":
+            settings = args[3]
+            if settings["screen_trials"] == 0 and not settings["end_to_end"]:  # the final re-evaluation
+                self.rechecked.append(settings)
+                if not self.recheck_passes:
+                    return ok([{"passed": False, "verdicts": verdicts(("static", True), ("correctness", False))}])
+                return ok([self._one(src, recheck=True) for src in args[2]])
             return ok([self._one(src) for src in args[2]])
         if fn == "verify_together":
             cmp = {"speedup": 1.19, "speedup_q1": 1.18, "speedup_q3": 1.2, "baseline": {"median_ms": 0.8}, "candidate": {"median_ms": 0.672}}
@@ -64,7 +72,7 @@ class ScriptedWorker:
             return ok({"model": model, "end_to_end": {"comparison": cmp, "beyond_noise": True}, "vs_eager": {"speedup": 1.49}})
         raise AssertionError(fn)
 
-    def _one(self, source: str) -> dict:
+    def _one(self, source: str, recheck: bool = False) -> dict:
         cfg = config_of(source)
         if cfg.get("XBLOCK", 1) >= 4:
             return {"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.2}
@@ -81,7 +89,7 @@ def run(tmp_path, worker, **kw):
         "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
         opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), None, "fake",
         opt.make_operators(["launch-config"]), opt.make_policy("beam"), Budget(max_evaluations=12, patience=2),
-        opt.GateSettings(), 3, 60.0, 0, lambda kind, data: None,
+        opt.search_settings(), 3, 60.0, 0, lambda kind, data: None,
     )
     return store, report
 
@@ -97,6 +105,26 @@ def test_search_finds_the_faster_config_and_verifies_it(tmp_path) -> None:
     assert k.best["address"]["sha256"] == SOFTMAX.sha256
     assert ("triton_poi_tiny_1", "0.5% of the time (< 1%): cannot buy more than that") in report.skipped
     assert report.evaluations_per_gpu_minute and report.evaluations == k.evaluations
+    assert k.final_check.startswith("passed again with kernel seeds [1, 2, 3], model seeds [0, 1, 2]")
+
+
+def test_search_uses_light_gates_and_the_winner_is_rechecked_in_full(tmp_path) -> None:
+    worker = ScriptedWorker()
+    run(tmp_path, worker)
+    (full,) = worker.rechecked
+    assert list(full["kernel_seeds"]) == [1, 2, 3] and list(full["model_seeds"]) == [0, 1, 2] and full["trials"] == 50
+    search = opt.search_settings()
+    assert search.screen_trials > 0 and len(search.kernel_seeds) == 1 and len(search.model_seeds) == 1
+
+
+def test_a_winner_that_fails_the_full_recheck_is_dropped(tmp_path) -> None:
+    worker = ScriptedWorker(recheck_passes=False)
+    _, report = run(tmp_path, worker)
+    (k,) = report.kernels
+    assert k.best is None and k.speedup == 1.0
+    assert k.final_check.startswith("failed with kernel seeds [1, 2, 3]") and "correctness" in k.final_check
+    assert "verify_together" not in worker.calls
+    assert report.speedup_vs_compile == 1.0 and "baseline stays" in report.final_reason
 
 
 def test_rejected_final_model_keeps_the_baseline(tmp_path) -> None:
@@ -119,8 +147,9 @@ class CountingWorker(ScriptedWorker):
         super().__init__()
         self.evaluated: list[str] = []
 
-    def _one(self, source: str) -> dict:
-        self.evaluated.append(source)
+    def _one(self, source: str, recheck: bool = False) -> dict:
+        if not recheck:  # search evaluations only, not the winner's re-evaluation
+            self.evaluated.append(source)
         return super()._one(source)
 
 
@@ -133,7 +162,7 @@ def test_a_resumed_run_repeats_no_finished_evaluation(tmp_path) -> None:
     def go(worker, evaluations):
         return opt._optimize("softmax", store, run_id, worker, spec, None, "fake", opt.make_operators(["launch-config"]),
                              opt.make_policy("beam"), Budget(max_evaluations=evaluations, patience=None),
-                             opt.GateSettings(), 1, 60.0, 0, lambda kind, data: None)
+                             opt.search_settings(), 1, 60.0, 0, lambda kind, data: None)
 
     first = CountingWorker()
     go(first, 4)

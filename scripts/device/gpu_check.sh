@@ -52,11 +52,13 @@ if [[ $step == all || $step == optimize ]]; then
   timeout ${OPTIMIZE_TIMEOUT:-420} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 \
     | tee "$OUT/pytest_gpu_optimize.txt" | tail -30
 fi
-if [[ $step == all || $step == bench ]]; then  # the whole example suite, one problem per GPU at a time; resumable
-  mkdir -p "$OUT/bench"
-  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$OUT/bench/"
-  timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus $(nvidia-smi -L | wc -l) --time-limit ${TIME_LIMIT:-30} --budget ${BUDGET:-16} \
-    --max-targets ${MAX_TARGETS:-2} --out "$OUT/bench" --resume --store /tmp/bench.db 2>&1 | tee "$OUT/bench.txt" | tail -60
+if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
+  # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT)
+  B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
+  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/"
+  timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} --time-limit ${TIME_LIMIT:-20} \
+    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-300} --out "$B" --resume \
+    --store /tmp/bench-${BENCH_NAME:-bench}.db 2>&1 | tee "$B/log.txt" | tail -60
 fi
 if [[ $step == all || $step == llm ]]; then
   KERNELOPT_TEST_OUT=$OUT timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20

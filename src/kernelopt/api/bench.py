@@ -136,6 +136,7 @@ def run_bench(
     extra_path: Sequence[str | Path] = (),
     command: str | None = None,
     gpus: int = 1,
+    shard: tuple[int, int] | None = None,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
 
@@ -146,6 +147,8 @@ def run_bench(
     the results (default: this process's command line). ``gpus`` > 1 runs that many
     problems at once, each worker pinned to its own GPU (one problem per GPU at a
     time, so timings never share a GPU); results are written as each one finishes.
+    ``shard=(i, n)`` keeps every n-th selected problem starting at the i-th (1-based),
+    so n machines can split a suite; :func:`merge_results` joins their results.
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, or existing results without ``resume``; every failure of a problem is
@@ -165,6 +168,11 @@ def run_bench(
 
     entries = list(load_suite(root, only=list(problems) if problems else None))
     _check_selection(root, entries, problems)
+    if shard is not None:
+        index, count = shard
+        if not 1 <= index <= count:
+            raise KerneloptError(f"--shard {index}/{count}: the shard number must be between 1 and {count}")
+        entries = entries[index - 1 :: count]
 
     now = _timestamp()
     command = command if command is not None else shlex.join(sys.argv)
@@ -183,6 +191,7 @@ def run_bench(
         extra_options=dict(extra_options or {}),
         versions=_versions(),
         gpus=gpus,
+        shard=list(shard) if shard else None,
     )
     order = [entry.name for entry in entries]
     outcomes = dict(done)
@@ -229,6 +238,39 @@ def run_bench(
     meta["finished"] = _timestamp()
     summary = write()
     return BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
+
+
+def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> BenchReport:
+    """Join the results of several benches of one suite (shards, or machines) into ``out_dir``.
+
+    A problem found in several keeps its ``ok`` outcome over a failed one, else the last
+    one given. Raises :class:`KerneloptError` for a missing results file or a different suite.
+    """
+    if not result_dirs:
+        raise KerneloptError("nothing to merge: name at least one results directory")
+    documents = []
+    for directory in result_dirs:
+        path = Path(directory) / RESULTS_JSON
+        if not path.exists():
+            raise KerneloptError(f"{path} does not exist: run kernelopt bench with --out {directory} first")
+        documents.append(_previous_results(Path(directory), Path(json.loads(path.read_text())["meta"]["suite"]), True))
+    suites = {Path(d["meta"]["suite"]).name for d in documents}
+    if len(suites) > 1:
+        raise KerneloptError(f"these results are of different suites ({', '.join(sorted(suites))}); merge one suite at a time")
+    outcomes: dict[str, ProblemOutcome] = {}
+    for document in documents:
+        for outcome in document["outcomes"]:
+            kept = outcomes.get(outcome.name)
+            if kept is None or kept.status != "ok" or outcome.status == "ok":
+                outcomes[outcome.name] = outcome
+    ordered = sorted(outcomes.values(), key=lambda o: o.name)
+    meta = dict(documents[0]["meta"])
+    meta.update(merged_from=[{"dir": str(d), "meta": doc["meta"]} for d, doc in zip(result_dirs, documents)], shard=None)
+    meta["finished"] = max((doc["meta"].get("finished") or "" for doc in documents), default=None) or None
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = _write_results(out, meta, ordered)
+    return BenchReport(Path(meta["suite"]), out, ordered, summary, meta)
 
 
 # -- one problem -----------------------------------------------------------------------

@@ -34,7 +34,7 @@ from kernelopt.search.targets import select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.verify.evaluate import crash_stage, gate_of_stage
-from kernelopt.verify.session import GateSettings, ProblemSpec
+from kernelopt.verify.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.workers.persistent import PersistentWorker
 
 DEFAULT_OPERATORS = ("launch-config", "eviction-policy")
@@ -56,6 +56,7 @@ class KernelResult:
     failures_by_gate: dict[str, int]
     stop_reason: str
     best: dict[str, Any] | None = None  # operator, note, config, verdicts of the winner
+    final_check: str = ""  # the winner's re-evaluation with every seed and no screen
 
 
 @dataclass
@@ -190,8 +191,9 @@ def optimize(
     emit = on_event or (lambda kind, data: None)
     problem = load_problem(problem_path, overrides=sizes)
     budget = budget or Budget()
-    # Candidates are timed end to end once, in the final verification, not one by one.
-    settings = settings or GateSettings(end_to_end=False)
+    # The search screens and uses one seed per gate; winners are evaluated again in full
+    # (final_settings) and timed end to end once, together, in the final verification.
+    settings = settings or search_settings()
     ops = make_operators(list(operators))
     selection = make_policy(policy)
     spec = ProblemSpec(str(Path(problem_path).resolve()), dict(problem.overrides), seed, {})
@@ -362,10 +364,36 @@ def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -
     return known["metrics"]
 
 
+def _recheck(report, worker, spec, settings, peak, timeout_s, emit) -> None:
+    """Every winner through the four gates again with all seeds and full timing; a failure drops it."""
+    for k in report.kernels:
+        if not k.best:
+            continue
+        emit("stage", {"stage": "final gates", "kernel": k.name})
+        outcome = worker.call(f"{SESSION}:evaluate_candidates", asdict(spec), k.name, [k.best["source"]], settings.to_dict(), peak,
+                              timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S)
+        result = result_of(outcome.value[0]) if outcome.ok else EvaluationResult.failure(
+            gate_of_stage(crash_stage(outcome.stderr_tail)), f"worker {outcome.status}: {outcome.reason}")
+        seeds = f"kernel seeds {list(settings.kernel_seeds)}, model seeds {list(settings.model_seeds)}, {settings.trials} trials"
+        if result.passed and result.fitness > 1.0:
+            k.final_check = f"passed again with {seeds}"
+            k.best["verdicts"] = result.verdicts
+            k.speedup = result.fitness
+            k.after_us = result.measurements.get("kernel_time_us", k.after_us)
+        else:
+            k.final_check = f"failed with {seeds}: {result.failed_gate}: {result.reason}"
+            k.best = None
+            k.speedup = 1.0
+            k.after_us = None
+
+
 def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit) -> None:
-    """Swap every winner in together and verify; fall back to the best single winner; else the baseline."""
+    """Re-check each winner in full, swap them in together and verify; fall back to the best
+    single winner; else the baseline."""
+    settings = final_settings(settings)
     report.optimized_ms = report.compiled_ms
     report.speedup_vs_eager = report.eager_ms / report.compiled_ms
+    _recheck(report, worker, spec, settings, peak, timeout_s, emit)
     winners = [k for k in report.kernels if k.best]
     if not winners:
         report.final_reason = "no candidate passed all four gates faster than the compiler: the baseline stays"

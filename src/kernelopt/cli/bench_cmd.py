@@ -31,6 +31,7 @@ def bench(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + 15 min, or 1 h)."),
     budget: int = typer.Option(32, "--budget", help="Candidate evaluations per kernel and problem."),
     max_targets: int = typer.Option(2, "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run every N-th problem from the I-th (split a suite over machines; join with bench-merge)."),
     gpus: int = typer.Option(1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
     store: Optional[Path] = STORE_OPTION,
@@ -53,11 +54,40 @@ def bench(
         on_event=lambda event: _print_event(event, err),
         extra_path=list(worker_path or []),
         gpus=gpus,
+        shard=_shard(shard),
     )
     if as_json:
         print_json(report.to_dict())
     else:
         print_bench(report, out)
+
+
+@app.command("bench-merge")
+@user_errors
+def bench_merge(
+    out_dir: Path = typer.Argument(..., help="Where the joined results.json and results.csv go."),
+    result_dirs: List[Path] = typer.Argument(..., help="Results directories of benches of the same suite (shards)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the joined results as JSON."),
+) -> None:
+    """Join the results of several benches of one suite (--shard runs, other machines) into one scoreboard."""
+    from kernelopt.api.bench import merge_results
+
+    report = merge_results(result_dirs, out_dir)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        print_bench(report, out)
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    from kernelopt.errors import KerneloptError
+
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(count) > 0):
+        raise KerneloptError(f"--shard {text}: expected I/N, such as 1/2")
+    return int(index), int(count)
 
 
 def _ms(value: float | None) -> str:

@@ -161,6 +161,9 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         table.add_row(k.name, f"{k.before_us:.1f}", _num(k.after_us, ".1f"), f"{k.speedup:.3f}x" if k.best else "1.000x",
                       str(k.evaluations), fails, winner, k.stop_reason)
     console.print(table)
+    for k in report.kernels:
+        if k.final_check:
+            console.print(f"{k.name} winner re-evaluated: {k.final_check}", markup=False, highlight=False)
     for name, reason in report.skipped:
         console.print(f"skipped {name}: {reason}", markup=False, highlight=False)
     iqr = f" (IQR {report.speedup_vs_compile_iqr[0]:.3f}-{report.speedup_vs_compile_iqr[1]:.3f}x)" if report.speedup_vs_compile_iqr else ""

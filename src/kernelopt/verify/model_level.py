@@ -27,15 +27,43 @@ def _to_double(values: Sequence[Any]) -> list[Any]:
 
 @dataclass
 class ReferenceCache:
-    """Per-seed float64 references and baseline errors, reused across the candidates of a session.
+    """Per-seed inputs, float64 references and baseline errors, reused across a session's candidates.
 
-    The reference and the compiled baseline do not change between candidates; only
-    references up to ``max_bytes`` in total are kept (float64 outputs can be large).
+    None of them changes between candidates. Inputs are kept on the device because a
+    problem's ``get_inputs`` builds them on the CPU (seconds for gigabyte tensors);
+    each candidate runs on a fresh copy, so one that writes to its inputs cannot
+    change what the next one sees. Only up to ``max_bytes`` in total are kept.
     """
 
     max_bytes: int = 8 << 30
     entries: dict[int, tuple[list[torch.Tensor], list[float], list[float], list[float]]] = field(default_factory=dict)
+    inputs: dict[int, list[Any]] = field(default_factory=dict)
     bytes: int = 0
+
+    def keep(self, size: int) -> bool:
+        """Reserve ``size`` bytes if they fit."""
+        if self.bytes + size > self.max_bytes:
+            return False
+        self.bytes += size
+        return True
+
+
+def _tensor_bytes(values: Sequence[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def _fresh(values: Sequence[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def seed_inputs(problem: Problem, seed: int, device: torch.device, cache: ReferenceCache | None) -> list[Any]:
+    """A fresh copy of the problem's inputs for ``seed``, built once per session when the cache allows."""
+    if cache is not None and seed in cache.inputs:
+        return _fresh(cache.inputs[seed])
+    inputs = problem.make_inputs(seed, device)
+    if cache is not None and cache.keep(_tensor_bytes(inputs)):
+        cache.inputs[seed] = _fresh(inputs)
+    return inputs
 
 
 def _reference(
@@ -55,10 +83,8 @@ def _reference(
         [relative_error(torch.zeros_like(r), r) for r in refs],
         [output_stats(r) for r in refs],
     )
-    size = sum(r.numel() * r.element_size() for r in refs)
-    if cache is not None and cache.bytes + size <= cache.max_bytes:
+    if cache is not None and cache.keep(_tensor_bytes(refs)):
         cache.entries[seed] = entry
-        cache.bytes += size
     return entry
 
 
@@ -76,8 +102,8 @@ def run_model_gate(
     policy = policy or ModelGatePolicy()
     results = []
     for seed in seeds:
-        inputs = problem.make_inputs(seed, device)
-        refs, base_errors, zero_errors, stats = _reference(problem, model, run_baseline, device, seed, inputs, cache)
+        inputs = seed_inputs(problem, seed, device, cache)
+        refs, base_errors, zero_errors, stats = _reference(problem, model, run_baseline, device, seed, _fresh(inputs), cache)
         with torch.no_grad():
             cand = [o.detach().clone() for o in outputs_as_list(run_candidate(inputs), problem.path)]
         if len(cand) != len(refs):

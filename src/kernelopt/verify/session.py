@@ -11,7 +11,7 @@ its stage timings so the throughput can be read, not guessed.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 import torch
@@ -33,7 +33,7 @@ from kernelopt.problem import load_problem
 from kernelopt.verify.compile_pool import CompilePool, default_workers
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
-from kernelopt.verify.perf_runner import min_time_us, run_performance_gate
+from kernelopt.verify.perf_runner import min_time_us, run_performance_gate, time_kernels
 from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end
 from kernelopt.verify.static import check_static
 from kernelopt.verify.subkernel import run_subkernel_gate
@@ -44,15 +44,39 @@ STAGE_MARK = "kernelopt-stage:"
 
 @dataclass
 class GateSettings:
+    """How hard the gates look. ``screen_trials`` > 0 times the candidate against the
+    original first, in a short interleaved run, and rejects it at the performance gate
+    when it is below ``screen_min_speedup`` there, before the costly correctness and
+    model gates: a search's many slower candidates cost a compile and a few launches.
+    A candidate that passes still goes through all four gates in order."""
+
     kernel_seeds: tuple[int, ...] = (1, 2, 3)
     model_seeds: tuple[int, ...] = (0, 1, 2)
     trials: int = 50
     margin: float = 0.03
     max_error_ratio: float = 10.0
     end_to_end: bool = True
+    screen_trials: int = 0
+    screen_min_speedup: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def search_settings() -> GateSettings:
+    """The search's gates: a 10-trial screen, one seed each for gates 2 and 3. Every winner is
+    evaluated again with the full :class:`GateSettings` before anything is delivered."""
+    return GateSettings(kernel_seeds=(1,), model_seeds=(0,), end_to_end=False, screen_trials=10)
+
+
+def final_settings(search: GateSettings) -> GateSettings:
+    """The winners' re-evaluation: no screen, and at least the default seeds of gates 2 and 3."""
+    full = GateSettings()
+    return replace(
+        search, screen_trials=0, end_to_end=False,
+        kernel_seeds=tuple(dict.fromkeys(search.kernel_seeds + full.kernel_seeds)),
+        model_seeds=tuple(dict.fromkeys(search.model_seeds + full.model_seeds)),
+    )
 
 
 @dataclass
@@ -147,6 +171,15 @@ class EvaluationSession:
             return done(Verdict("correctness", False, str(exc)))
         lap("compile")
         snapshots = self.snapshots(name)
+        if settings.screen_trials > 0 and snapshots:
+            stage("screen")
+            screen = time_kernels(kernel, original, candidate, snapshots[0], settings.screen_trials)
+            lap("screen")
+            result["screen"] = screen.to_dict()
+            if screen.speedup < settings.screen_min_speedup:
+                return done(Verdict("performance", False, (
+                    f"screened out: {screen.speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
+                    f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run")))
         correctness = run_subkernel_gate(kernel, original, candidate, snapshots, settings.kernel_seeds)
         lap("correctness")
         if not correctness.passed:
