@@ -266,6 +266,15 @@ def test_resume_a_partial_selection(tmp_path: Path) -> None:
     assert [o.name for o in report.outcomes][:1] == ["level1/01_fast"]
 
 
+def test_resume_can_retry_what_failed(tmp_path: Path) -> None:
+    suite = _standard_suite(tmp_path / "suite")
+    out = tmp_path / "out"
+    _bench(suite, out)
+    report = _bench(suite, out, resume=True, retry_failed=True)
+    assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py", "02_raises.py", "03_segfault.py"]
+    assert report.resumed == ["level1/01_fast"] and report.summary["problems"] == 4
+
+
 def test_resume_in_a_moved_checkout(tmp_path: Path) -> None:
     import shutil
 

@@ -59,3 +59,27 @@ def test_refused_result_is_an_error_not_an_exception(worker: PersistentWorker) -
     refused = worker.call("worker_targets:version_object")
     assert refused.status == "error" and "refused" in refused.reason
     assert worker.call("worker_targets:count").value == 1
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in state  # dead, waiting for init to reap it
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux /proc")
+def test_a_nested_worker_dies_with_its_parent(tmp_path: Path) -> None:
+    """A bench problem that times out takes its optimize's evaluation worker with it (no GPU memory left held)."""
+    from kernelopt.workers import run_isolated
+
+    pid_file = tmp_path / "inner.pid"
+    outer = run_isolated("worker_targets:start_persistent_worker_and_hang", str(pid_file), str(TESTS),
+                         timeout_s=20, extra_path=[TESTS])
+    assert outer.status == "timeout"
+    inner = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while not _gone(inner) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(inner), f"nested worker {inner} outlived its parent"

@@ -118,3 +118,21 @@ def warm_reject(source: str, name: str) -> float:
 
 def warm_die(source: str, name: str) -> float:
     os._exit(3)
+
+
+def write_pid(path: str) -> int:
+    Path(path).write_text(str(os.getpid()))
+    return os.getpid()
+
+
+def write_pid_and_sleep(path: str) -> None:
+    write_pid(path)
+    time.sleep(600)
+
+
+def start_persistent_worker_and_hang(pid_file: str, tests_dir: str) -> None:
+    """A nested persistent worker busy in a long call (as a bench problem's optimize is) when this one dies."""
+    from kernelopt.workers.persistent import PersistentWorker
+
+    worker = PersistentWorker(extra_path=[tests_dir])
+    worker.call("worker_targets:write_pid_and_sleep", pid_file, timeout_s=900)

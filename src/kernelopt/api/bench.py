@@ -137,6 +137,7 @@ def run_bench(
     command: str | None = None,
     gpus: int = 1,
     shard: tuple[int, int] | None = None,
+    retry_failed: bool = False,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
 
@@ -149,6 +150,8 @@ def run_bench(
     time, so timings never share a GPU); results are written as each one finishes.
     ``shard=(i, n)`` keeps every n-th selected problem starting at the i-th (1-based),
     so n machines can split a suite; :func:`merge_results` joins their results.
+    ``retry_failed`` with ``resume`` runs again the problems whose earlier outcome was
+    not ``ok`` (a timeout, a crash, an out-of-memory caused by something else).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, or existing results without ``resume``; every failure of a problem is
@@ -182,7 +185,7 @@ def run_bench(
     else:
         meta = dict(previous["meta"])
         meta.setdefault("resumed", []).append({"at": now, "command": command})
-        done = {o.name: o for o in previous["outcomes"]}
+        done = {o.name: o for o in previous["outcomes"] if not (retry_failed and o.status != "ok")}
     meta.update(
         finished=None,
         target=target,

@@ -456,6 +456,14 @@ def _time_mode(problem_path: str, mode: str, seed: int, trials: int) -> dict[str
     return {"eager_ms": cmp.baseline.median_ms, "compiled_ms": cmp.candidate.median_ms, "comparison": cmp.to_dict()}
 
 
+def _log_event(kind: str, data: dict[str, Any]) -> None:
+    """A bench problem's progress on its worker's stderr: a problem that times out shows where it was."""
+    import sys
+
+    if kind in ("stage", "targets", "stopped"):
+        print(f"[{time.strftime('%H:%M:%S')}] {kind}: {data}", file=sys.stderr, flush=True)
+
+
 def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     """One problem of ``kernelopt bench`` (runs in its own worker process): optimize it, plus the second baseline."""
     from kernelopt.workers import run_isolated
@@ -466,10 +474,12 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     name = options.get("name", Path(problem_path).stem)
     try:
         report = optimize(problem_path, store, budget=budget, max_targets=int(options.get("max_targets", 2)),
-                          export_path=options.get("export_dir") and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json")
+                          export_path=options.get("export_dir") and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
+                          on_event=_log_event)
     except KerneloptError as exc:
         return {"name": name, "path": problem_path, "status": "run_error", "reason": str(exc), "correct": False,
                 "eager_ms": None, "compiled_ms": None, "max_autotune_ms": None, "optimized_ms": None}
+    _log_event("stage", {"stage": "max-autotune-no-cudagraphs baseline"})
     ma = run_isolated(f"{__name__}:_time_mode", problem_path, "max-autotune-no-cudagraphs", 0, 20, timeout_s=1800)
     return {
         "name": name,

@@ -28,6 +28,7 @@ def bench(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Search budget per problem, in seconds."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: bench-results/<suite name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the results in --out, skipping finished problems."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run again the problems that did not finish ok."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + 15 min, or 1 h)."),
     budget: int = typer.Option(32, "--budget", help="Candidate evaluations per kernel and problem."),
     max_targets: int = typer.Option(2, "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
@@ -55,6 +56,7 @@ def bench(
         extra_path=list(worker_path or []),
         gpus=gpus,
         shard=_shard(shard),
+        retry_failed=retry_failed,
     )
     if as_json:
         print_json(report.to_dict())

@@ -42,7 +42,10 @@ def warm_triton_cache(source: str, name: str) -> float:
 
 
 def _ready() -> None:
-    """A pool process's start-up: import the compiler stack once, before the first candidate arrives."""
+    """A pool process's start-up: die with the session's process, import the compiler stack once."""
+    from kernelopt.workers.hardening import die_with_parent
+
+    die_with_parent()
     try:
         from kernelopt.capture import compat
 

@@ -104,6 +104,7 @@ def worker_env(
         TMPDIR=workdir,
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
+        KERNELOPT_PARENT_PID=str(os.getpid()),  # the worker dies with this process (hardening.die_with_parent)
     )
     python_path = worker_path(extra_path)
     if "PYTHONPATH" in explicit:

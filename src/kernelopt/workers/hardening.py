@@ -1,4 +1,5 @@
-"""Keep the parent's secrets out of reach of the worker processes it starts.
+"""Keep the parent's secrets out of reach of the worker processes it starts, and
+never let a worker outlive its parent.
 
 A worker's own environment is built from an allow-list, but a process of the
 same user can read its parent's environment from ``/proc/<ppid>/environ``. Marking
@@ -11,8 +12,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import signal
 import sys
 
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
 _done = False
@@ -30,3 +34,27 @@ def protect_parent_environment() -> bool:
         return False
     _done = libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     return _done
+
+
+def die_with_parent(expected_parent: int | None = None) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux); returns whether set.
+
+    Workers run in their own session, so killing a parent's process group (a bench
+    problem that timed out) does not reach the workers it started; without this,
+    those would live on holding GPU memory. If the parent is already gone
+    (``os.getppid() != expected_parent``), exit at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        return False
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)  # orphaned before the request took effect
+    return True
+
+
+def die_with_parent_from_env() -> bool:
+    """``die_with_parent`` for a worker started with ``KERNELOPT_PARENT_PID`` in its environment."""
+    parent = os.environ.get("KERNELOPT_PARENT_PID")
+    return die_with_parent(int(parent) if parent and parent.isdigit() else None)

@@ -15,6 +15,7 @@ import struct
 import sys
 from typing import Any
 
+from kernelopt.workers.hardening import die_with_parent_from_env
 from kernelopt.workers.entry import _error_payload, _load_target
 
 HEADER = struct.Struct("<Q")
@@ -64,6 +65,7 @@ def _serve_one(call: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     faulthandler.enable()
+    die_with_parent_from_env()
     request_fd, response_fd = int(argv[1]), int(argv[2])
     while True:
         frame = read_frame(request_fd)
