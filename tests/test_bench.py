@@ -303,6 +303,9 @@ def test_shards_split_the_suite_and_merge_into_one_scoreboard(tmp_path: Path) ->
     assert merged.summary["fast_p"]["compile"]["1"] == 0.25
     document = json.loads((tmp_path / "all" / "results.json").read_text())
     assert len(document["meta"]["merged_from"]) == 2 and document["summary"] == merged.summary
+    calls = len(_calls(suite))
+    again = _bench(suite, tmp_path / "all", resume=True)  # a merged scoreboard resumes like any other
+    assert len(_calls(suite)) == calls and again.summary == merged.summary
     # a problem that failed in one bench and ran in another keeps the run that worked
     retry = _suite(tmp_path / "again" / "suite", {"02_raises": FAST})
     _bench(retry, tmp_path / "s3")

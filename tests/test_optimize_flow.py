@@ -115,6 +115,7 @@ def test_search_uses_light_gates_and_the_winner_is_rechecked_in_full(tmp_path) -
     assert list(full["kernel_seeds"]) == [1, 2, 3] and list(full["model_seeds"]) == [0, 1, 2] and full["trials"] == 50
     search = opt.search_settings()
     assert search.screen_trials > 0 and len(search.kernel_seeds) == 1 and len(search.model_seeds) == 1
+    assert 1.0 < search.screen_min_speedup < 1.0 + search.margin  # never stricter than the gate it stands in for
 
 
 def test_a_winner_that_fails_the_full_recheck_is_dropped(tmp_path) -> None:

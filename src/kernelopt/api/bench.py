@@ -178,7 +178,7 @@ def run_bench(
         entries = entries[index - 1 :: count]
 
     now = _timestamp()
-    command = command if command is not None else shlex.join(sys.argv)
+    command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
     if previous is None:
         meta: dict[str, Any] = {"suite": str(root), "command": command, "started": now, "resumed": []}
         done: dict[str, ProblemOutcome] = {}
