@@ -71,3 +71,21 @@ def test_default_workers_leave_a_core_to_the_session(monkeypatch: pytest.MonkeyP
     assert default_workers() == 8
     monkeypatch.setattr("os.cpu_count", lambda: None)
     assert default_workers() == 0
+
+
+def test_a_queued_job_is_compiled_by_the_session_not_waited_for(tmp_path: Path) -> None:
+    import time
+
+    pool = CompilePool(1, warm=worker_targets.warm_hold)
+    try:
+        busy, queued = pool.submit([(str(tmp_path), "a"), (str(tmp_path), "b")])
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started.a").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool.wait(queued, 60) == (0.0, "not started: compiled in the session")
+        assert queued.future is None  # never sent to the pool
+        (tmp_path / "release").touch()
+        assert pool.wait(busy, 60)[1] is None  # a job already compiling is worth waiting for
+        assert not (tmp_path / "started.b").exists()
+    finally:
+        pool.close()

@@ -136,3 +136,15 @@ def start_persistent_worker_and_hang(pid_file: str, tests_dir: str) -> None:
 
     worker = PersistentWorker(extra_path=[tests_dir])
     worker.call("worker_targets:write_pid_and_sleep", pid_file, timeout_s=900)
+
+
+def warm_hold(directory: str, name: str) -> float:
+    """Hold the pool's only process until the test writes ``release``."""
+    path = Path(directory)
+    (path / f"started.{name}").touch()
+    deadline = time.monotonic() + 30
+    while not (path / "release").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("never released")
+        time.sleep(0.01)
+    return 0.0

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
+from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
@@ -58,13 +60,28 @@ def _noop() -> None:
     return None
 
 
+class WarmJob:
+    """One candidate's warm-up: queued here until a pool process is free, then a future."""
+
+    def __init__(self, job: tuple[str, str]) -> None:
+        self.job = job
+        self.future: Future | None = None  # None while queued here
+
+
 class CompilePool:
-    """Processes that compile candidates ahead of the session; ``None`` workers means no pool."""
+    """Processes that compile candidates ahead of the session; 0 workers means no pool.
+
+    At most ``workers`` jobs are in the pool at a time (each on a free process); the
+    rest wait in this object's queue, so :meth:`wait` knows a job no process has
+    started, and hands it back to the session instead of waiting for the queue."""
 
     def __init__(self, workers: int, warm: WarmFn = warm_triton_cache) -> None:
         self.workers = workers
         self._warm = warm
         self._executor: ProcessPoolExecutor | None = None
+        self._queue: deque[WarmJob] = deque()
+        self._in_flight = 0
+        self._lock = threading.Lock()
         self.broken = 0  # times a compile process died and the pool was replaced
 
     def _pool(self) -> ProcessPoolExecutor:
@@ -81,24 +98,52 @@ class CompilePool:
             for _ in range(self.workers):
                 pool.submit(_noop)
 
-    def submit(self, jobs: list[tuple[str, str] | None]) -> list[Future | None]:
-        """Start compiling each ``(source, kernel name)``; ``None`` entries are skipped."""
+    def submit(self, jobs: list[tuple[str, str] | None]) -> list[WarmJob | None]:
+        """Queue each ``(source, kernel name)`` for compiling; ``None`` entries are skipped."""
         if self.workers <= 0:
             return [None for _ in jobs]
-        pool = self._pool()
-        try:
-            return [pool.submit(self._warm, *job) if job is not None else None for job in jobs]
-        except BrokenProcessPool:
-            self._replace()
-            return [None for _ in jobs]
+        handles = [WarmJob(job) if job is not None else None for job in jobs]
+        with self._lock:
+            self._queue.extend(h for h in handles if h is not None)
+        self._feed()
+        return handles
 
-    def wait(self, future: Future | None, timeout_s: float) -> tuple[float, str | None]:
-        """Block until ``future``'s warm-up ends: (seconds waited, why it did not warm, or None)."""
-        if future is None:
+    def _feed(self) -> None:
+        """Send queued jobs to the pool while it has free processes."""
+        while True:
+            with self._lock:
+                if self._in_flight >= self.workers or not self._queue:
+                    return
+                handle = self._queue.popleft()
+                self._in_flight += 1
+            try:
+                handle.future = self._pool().submit(self._warm, *handle.job)
+            except BrokenProcessPool:
+                with self._lock:
+                    self._in_flight -= 1
+                self._replace()
+                continue
+            handle.future.add_done_callback(self._finished)
+
+    def _finished(self, _: Future) -> None:
+        with self._lock:
+            self._in_flight -= 1
+        self._feed()
+
+    def wait(self, handle: WarmJob | None, timeout_s: float) -> tuple[float, str | None]:
+        """Block until ``handle``'s warm-up ends: (seconds waited, why it did not warm, or None).
+
+        A job still in the queue is taken back: the session compiles it itself sooner
+        than it would wait for a process to come free."""
+        if handle is None:
             return 0.0, "not submitted"
+        with self._lock:
+            if handle.future is None:
+                self._queue.remove(handle)
+                return 0.0, "not started: compiled in the session"
         started = time.monotonic()
         try:
-            future.result(timeout=timeout_s)
+            handle.future.result(timeout=timeout_s)
             problem = None
         except BrokenProcessPool:
             self._replace()
@@ -111,11 +156,14 @@ class CompilePool:
 
     def _replace(self) -> None:
         self.broken += 1
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-        self._executor = None
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        with self._lock:
+            self._queue.clear()
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
