@@ -89,3 +89,18 @@ def test_a_queued_job_is_compiled_by_the_session_not_waited_for(tmp_path: Path) 
         assert not (tmp_path / "started.b").exists()
     finally:
         pool.close()
+
+
+def test_queued_jobs_go_to_the_pool_as_processes_come_free() -> None:
+    import time
+
+    pool = CompilePool(1, warm=worker_targets.warm_quick)
+    try:
+        handles = pool.submit([("x", "a"), ("y", "b"), ("z", "c")])
+        assert handles[0].future is not None and handles[2].future is None  # one at a time
+        deadline = time.monotonic() + 60
+        while any(h.future is None or not h.future.done() for h in handles) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [pool.wait(h, 10)[1] for h in handles] == [None, None, None]  # each fed by the one before
+    finally:
+        pool.close()

@@ -148,3 +148,7 @@ def warm_hold(directory: str, name: str) -> float:
             raise TimeoutError("never released")
         time.sleep(0.01)
     return 0.0
+
+
+def warm_quick(source: str, name: str) -> float:
+    return 0.0
