@@ -152,3 +152,19 @@ def test_warm_compile_asks_for_a_cache_only_compile() -> None:
 
     compat.warm_compile(Kernel())
     assert calls == [True]
+
+
+def test_coordinate_descent_hooks_exist() -> None:
+    """compat.coordinate_descent_config switches on Inductor's own tuner through inductor_meta."""
+    import inspect
+
+    tuner = compat.caching_autotuner_class()
+    assert "_should_coordesc_tune" in vars(tuner), "CachingAutotuner._should_coordesc_tune moved"
+    assert 'inductor_meta.get("coordinate_descent_tuning"' in inspect.getsource(tuner.run), "run() no longer reads the flag"
+
+    class NotTunable:
+        _should_coordesc_tune = False
+        inductor_meta: dict = {}
+
+    assert compat.coordinate_descent_config(NotTunable(), []) is None
+    assert NotTunable.inductor_meta == {}  # left as it was

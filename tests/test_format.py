@@ -21,7 +21,8 @@ def test_optimize_report_shows_kernels_skips_and_the_final_numbers() -> None:
     report.kernels = [
         KernelResult("triton_red_a_0", 780.0, 750.0, 1.04, 16, {"correctness": 2}, "patience: 2 rounds without improvement",
                      {"operator": "launch-config", "note": "num_warps 16->32"}, "passed again with kernel seeds [1, 2, 3]"),
-        KernelResult("triton_poi_b_1", 120.0, None, 1.0, 8, {}, "evaluation budget of 8 reached"),
+        KernelResult("triton_poi_b_1", 120.0, None, 1.0, 8, {}, "evaluation budget of 8 reached",
+                     inductor_tuned={"XBLOCK": 512, "num_warps": 4}),
     ]
     report.skipped = [("extern_kernels.mm", "vendor call: kept as the compiler made it")]
     report.speedup_vs_compile, report.speedup_vs_compile_iqr = 1.039, (1.037, 1.041)
@@ -32,6 +33,7 @@ def test_optimize_report_shows_kernels_skips_and_the_final_numbers() -> None:
     assert "baseline kept" in text and "correctness 2" in text
     assert "skipped extern_kernels.mm: vendor call" in text
     assert "triton_red_a_0 winner re-evaluated: passed again with kernel seeds [1, 2, 3]" in text
+    assert "triton_poi_b_1: Inductor's coordinate descent picks {'XBLOCK': 512, 'num_warps': 4} (tried first)" in text
     assert "1.039x over torch.compile (IQR 1.037-1.041x), 1.400x over eager" in text
     assert "24 evaluations, 48.0 s in the evaluation worker (30 per GPU-minute)" in text
     assert "exported m.kopt.json" in text

@@ -65,3 +65,20 @@ def test_a_real_improvement_where_analyze_shows_headroom(reports) -> None:
     assert loaded.swaps and loaded.swaps[0].source == kernel.best["source"]
     throughput = [r.evaluations_per_gpu_minute for r in out.values() if r.evaluations_per_gpu_minute]
     print("evaluations per GPU-minute:", [f"{t:.0f}" for t in throughput])
+
+
+def test_inductor_tuned_config_leaves_the_captured_kernel_alone() -> None:
+    """The search's first proposal: Inductor's coordinate-descent config, tuned on a private copy."""
+    from kernelopt.capture import compat
+    from kernelopt.verify.session import EvaluationSession, ProblemSpec
+
+    session = EvaluationSession(ProblemSpec(str(EXAMPLES / "level1/10_row_l2_normalize.py"), {"batch_size": 1024}), compile_workers=0)
+    (launch,) = [l for l in session.artifact.launches if l.kind == "triton"]
+    _, var, _ = session.kernel(launch.name)
+    live = vars(session.artifact.graphs[0].module)[var]
+    before = compat.chosen_config(live)
+    tuned = session.inductor_tuned_config(launch.name)
+    assert tuned is not None and {"XBLOCK", "R0_BLOCK", "num_warps"} <= set(tuned), tuned
+    assert compat.chosen_config(live) == before and not live.inductor_meta.get("coordinate_descent_tuning")
+    print("Inductor heuristic", before, "coordinate descent", tuned)
+    session.close()

@@ -37,8 +37,9 @@ def verdicts(*gates_passed):
 class ScriptedWorker:
     """Answers like kernelopt.api.session: num_warps=32 is 1.2x faster, XBLOCK>=4 is wrong, the rest not faster."""
 
-    def __init__(self, final_passes: bool = True, recheck_passes: bool = True) -> None:
+    def __init__(self, final_passes: bool = True, recheck_passes: bool = True, tuned: dict | None | str = None) -> None:
         self.calls: list[str] = []
+        self.tuned = tuned  # Inductor's coordinate-descent answer; "crash" for a worker that dies
         self.final_passes = final_passes
         self.recheck_passes = recheck_passes
         self.rechecked: list[dict] = []  # settings of the winners' full re-evaluations
@@ -58,6 +59,10 @@ class ScriptedWorker:
             })
         if fn == "kernel_facts":
             return ok({"min_time_us": 500.0})
+        if fn == "inductor_tuned_config":
+            if self.tuned == "crash":
+                return WorkerResult("crash", None, "worker died (SIGSEGV)", None, 0.1, "")
+            return ok(self.tuned)
         if fn == "evaluate_candidates":
             settings = args[3]
             if settings["screen_trials"] == 0 and not settings["end_to_end"]:  # the final re-evaluation
@@ -83,15 +88,48 @@ class ScriptedWorker:
         return {"passed": fast, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5}
 
 
-def run(tmp_path, worker, **kw):
+def run(tmp_path, worker, events=None, **kw):
     store = Store(tmp_path / "k.db")
     report = opt._optimize(
         "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
         opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), None, "fake",
         opt.make_operators(["launch-config"]), opt.make_policy("beam"), Budget(max_evaluations=12, patience=2),
-        opt.search_settings(), 3, 60.0, 0, lambda kind, data: None,
+        opt.search_settings(), 3, 60.0, 0, (lambda kind, data: events.append((kind, data))) if events is not None else (lambda kind, data: None),
     )
     return store, report
+
+
+class Recording(ScriptedWorker):
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.evaluated: list[dict] = []
+
+    def _one(self, source: str, recheck: bool = False) -> dict:
+        if not recheck:
+            self.evaluated.append(config_of(source))
+        return super()._one(source)
+
+
+def test_the_search_starts_from_inductors_tuned_config(tmp_path) -> None:
+    tuned = {"XBLOCK": 1, "num_warps": 32, "num_stages": 1}
+    worker = Recording(tuned=tuned)
+    store, report = run(tmp_path, worker)
+    assert worker.evaluated[0] == tuned  # the first candidate is Inductor's coordinate-descent choice
+    assert worker.evaluated.count(tuned) == 1  # and is not proposed again
+    (k,) = report.kernels
+    assert k.inductor_tuned == tuned and k.best["config"] == tuned
+    assert k.best["note"].startswith("Inductor's coordinate-descent choice")
+    assert worker.calls.count("inductor_tuned_config") == 1
+
+
+def test_a_failed_coordinate_descent_is_said_and_the_search_goes_on(tmp_path) -> None:
+    events: list = []
+    worker = Recording(tuned="crash")
+    _, report = run(tmp_path, worker, events)
+    warnings = [d["message"] for kind, d in events if kind == "warning"]
+    assert any("coordinate descent failed" in w and "crash" in w for w in warnings), warnings
+    (k,) = report.kernels
+    assert k.inductor_tuned is None and k.best is not None  # found num_warps 32 by its own search
 
 
 def test_search_finds_the_faster_config_and_verifies_it(tmp_path) -> None:

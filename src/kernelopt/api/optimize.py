@@ -57,6 +57,7 @@ class KernelResult:
     stop_reason: str
     best: dict[str, Any] | None = None  # operator, note, config, verdicts of the winner
     final_check: str = ""  # the winner's re-evaluation with every seed and no screen
+    inductor_tuned: dict[str, Any] | None = None  # Inductor's coordinate-descent config, the search's first proposal
 
 
 @dataclass
@@ -268,11 +269,13 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         facts = worker.call(f"{SESSION}:kernel_facts", asdict(spec), target.name, peak, timeout_s=timeout_s)
         min_us = facts.value.get("min_time_us") if facts.ok else None
         counters = _counters(store, run_id, spec, target.name, emit) if any(op.name == "llm" for op in ops) else None
+        tuned = _inductor_tuned(store, run_id, worker, spec, target.name, peak, timeout_s, emit)
 
-        def context(history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us, _ncu=counters) -> SearchContext:
+        def context(history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us, _ncu=counters, _tuned=tuned) -> SearchContext:
             return SearchContext(target=_t.name, kernel=_k, root_source=_root.source, root_config=_root.config,
                                  nodes=history, rng=random.Random(seed + len(history)),
-                                 facts={"time_us": _t.time_us, "min_time_us": _min, "peak_gbps": peak, "ncu": _ncu})
+                                 facts={"time_us": _t.time_us, "min_time_us": _min, "peak_gbps": peak, "ncu": _ncu,
+                                        "inductor_tuned_config": _tuned})
 
         def on_event(kind: str, data: dict[str, Any], _t=target) -> None:
             emit(kind, {**data, "kernel": _t.name})
@@ -291,7 +294,7 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         report.kernels.append(KernelResult(
             name=target.name, before_us=target.time_us, after_us=after, speedup=best.fitness if winner else 1.0,
             evaluations=outcome.evaluations, failures_by_gate=outcome.failures_by_gate, stop_reason=outcome.stop_reason,
-            best=winner,
+            best=winner, inductor_tuned=tuned,
         ))
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
         report.evaluations += len(evaluated)
@@ -343,6 +346,26 @@ def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout
         report.final_compiled_ms = cmp["baseline"]["median_ms"]
         report.speedup_vs_eager = report.eager_ms / report.optimized_ms
         report.final_reason = f"verified: Inductor options {best.candidate.options} beat the default end to end"
+
+
+def _inductor_tuned(store: Store, run_id: int, worker: PersistentWorker, spec: ProblemSpec, kernel: str,
+                    peak: float | None, timeout_s: float, emit) -> dict[str, Any] | None:
+    """Inductor's coordinate-descent config for the kernel, once per run (kept in the store).
+
+    The launch-config search proposes it first, so the search starts from Inductor's
+    tuned result and goes on from there. A failure to tune is said, not hidden: the
+    search then starts from Inductor's heuristic config alone."""
+    key = f"inductor-tuned/{kernel}"
+    known = store.measurements(run_id, key).get(key)
+    if known is None:
+        emit("stage", {"stage": f"Inductor coordinate descent on {kernel}"})
+        outcome = worker.call(f"{SESSION}:inductor_tuned_config", asdict(spec), kernel, peak, timeout_s=timeout_s)
+        known = {"config": outcome.value if outcome.ok else None, "reason": None if outcome.ok else f"{outcome.status}: {outcome.reason}"}
+        store.add_measurement(run_id, key, known)
+        if not outcome.ok:
+            emit("warning", {"message": f"Inductor's coordinate descent failed on {kernel} ({known['reason']}); "
+                                        "the search starts from its heuristic config"})
+    return known["config"]
 
 
 def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -> dict[str, float] | None:

@@ -61,6 +61,12 @@ def kernel_facts(spec: dict[str, Any], kernel: str, peak_gbps: float | None) -> 
     return _session(spec, peak_gbps).kernel_facts(kernel)
 
 
+def inductor_tuned_config(spec: dict[str, Any], kernel: str, peak_gbps: float | None) -> dict[str, Any] | None:
+    """Inductor's coordinate-descent choice for ``kernel`` (None where it would not tune it)."""
+    stage("inductor coordinate descent")
+    return _session(spec, peak_gbps).inductor_tuned_config(kernel)
+
+
 def verify_together(
     spec: dict[str, Any], replacements: Sequence[dict[str, Any]], settings: dict[str, Any], peak_gbps: float | None
 ) -> dict[str, Any]:

@@ -128,6 +128,19 @@ def warm_compile(kernel: Any) -> None:
     kernel.precompile(warm_cache_only=True)
 
 
+def coordinate_descent_config(kernel: Any, args: Sequence[Any]) -> dict[str, Any] | None:
+    """The launch config Inductor's own coordinate-descent tuner settles on for ``kernel`` at
+    ``args`` (what ``coordinate_descent_tuning=True`` does at a kernel's first launch), or
+    None where Inductor would not tune this kernel (templates, fixed configs, deterministic
+    reductions). ``kernel`` must be a private copy: the tuner replaces its launchers."""
+    if not kernel._should_coordesc_tune:
+        return None
+    kernel.inductor_meta["coordinate_descent_tuning"] = True  # read by CachingAutotuner.run
+    launch(kernel, args)
+    torch.cuda.synchronize()
+    return chosen_config(kernel)
+
+
 def chosen_config(kernel: Any) -> dict[str, Any] | None:
     """The launch config a CachingAutotuner settled on (block sizes, warps, stages)."""
     launchers = getattr(kernel, "launchers", None) or []

@@ -162,6 +162,8 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
                       str(k.evaluations), fails, winner, k.stop_reason)
     console.print(table)
     for k in report.kernels:
+        if k.inductor_tuned:
+            console.print(f"{k.name}: Inductor's coordinate descent picks {k.inductor_tuned} (tried first)", markup=False, highlight=False)
         if k.final_check:
             console.print(f"{k.name} winner re-evaluated: {k.final_check}", markup=False, highlight=False)
     for name, reason in report.skipped:

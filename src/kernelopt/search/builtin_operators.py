@@ -2,9 +2,11 @@
 
 Both start from Inductor's own tuned kernel (its chosen config is the root of
 every lineage) and edit only what keeps the launcher contract: the decorator
-(a pinned ``fixed_config``) or load hints. ``launch-config`` walks outward
-from the parent's config, nearest first, across block sizes, warps and
-pipeline stages, including configs Inductor's heuristics never enumerate;
+(a pinned ``fixed_config``) or load hints. ``launch-config`` first proposes the
+config Inductor's coordinate-descent tuner picks (``facts["inductor_tuned_config"]``,
+measured in the worker), then walks outward from the parent's config, nearest
+first, across block sizes, warps and pipeline stages, including configs
+Inductor's heuristics never enumerate;
 ``eviction-policy`` tries ``evict_first`` / ``evict_last`` hints per load,
 which Inductor sets by a fixed rule and never searches.
 """
@@ -43,15 +45,21 @@ class LaunchConfigOperator:
     name = "launch-config"
 
     def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
-        if ctx.kernel is None or parent.candidate.source is None:
+        if ctx.kernel is None or parent.candidate.source is None or n <= 0:
             return []
         base = parent.candidate.config or ctx.root_config or {}
         tried = {_config_key(node.candidate.config) for node in ctx.nodes} | {_config_key(ctx.root_config)}
+        out = []
+        tuned = ctx.facts.get("inductor_tuned_config")
+        if tuned and _config_key(tuned) not in tried:  # Inductor's tuned result first: the search starts there
+            source = pin_launch_config(parent.candidate.source, ctx.kernel.name, tuned)
+            out.append(Candidate(ctx.target, self.name, source=source, config=dict(tuned),
+                                 note=f"Inductor's coordinate-descent choice ({_describe(base, tuned)})"))
+            tried.add(_config_key(tuned))
         space = [c for c in launch_config_space(ctx.kernel, include_stages=True) if _config_key(c) not in tried]
         noise = {_config_key(c): ctx.rng.random() for c in space}  # seeded tie-break
         space.sort(key=lambda c: (config_distance(c, base), noise[_config_key(c)]))
-        out = []
-        for config in space[:n]:
+        for config in space[: n - len(out)]:
             source = pin_launch_config(parent.candidate.source, ctx.kernel.name, config)
             out.append(Candidate(ctx.target, self.name, source=source, config=config, note=_describe(base, config)))
         return out

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import torch
 
-from kernelopt.capture import Artifact, capture
-from kernelopt.capture.snapshot import snapshot_launches
+from kernelopt.capture import Artifact, capture, compat
+from kernelopt.capture.snapshot import clone_args, snapshot_launches
 from kernelopt.capture.swap import (
     KernelAddress,
     SwapError,
@@ -132,6 +132,18 @@ class EvaluationSession:
             address, var, _ = self.kernel(name)
             self._snapshots[name] = [s.args for s in snapshot_launches(self.artifact, self.inputs, address.graph, var)]
         return self._snapshots[name]
+
+    def inductor_tuned_config(self, name: str) -> dict[str, Any] | None:
+        """The config Inductor's coordinate-descent tuner picks for this kernel at its real
+        arguments: the search starts from Inductor's tuned result, not only its heuristic.
+        Tuned on a private copy of the kernel (a marked source loads as its own module),
+        so the captured model keeps the kernel it was compiled with."""
+        _, _, kernel = self.kernel(name)
+        snapshots = self.snapshots(name)
+        if not snapshots:
+            return None
+        probe = build_kernel(kernel.source + "\n# kernelopt: coordinate-descent probe\n", kernel.name)
+        return compat.coordinate_descent_config(probe, clone_args(snapshots[0]))
 
     def kernel_facts(self, name: str) -> dict[str, Any]:
         _, _, kernel = self.kernel(name)
