@@ -75,6 +75,7 @@ def test_broken_then_repaired_kernel_is_verified_and_stitched(tmp_path, server) 
     assert kernel.failures_by_gate == {"correctness": 1}
     assert kernel.best is not None and kernel.best["operator"] == "llm" and "FAST_MARKER" in kernel.best["source"]
     assert "repair of node" in kernel.best["note"]
+    assert "inductor_tuned_config" not in worker.calls  # no launch-config operator: no coordinate descent to seed it
     assert report.final_reason.startswith("verified") and report.speedup_vs_compile == pytest.approx(1.19)
     # The repairer saw the failing gate's report.
     repair_request = server.requests[4].body

@@ -269,7 +269,8 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         facts = worker.call(f"{SESSION}:kernel_facts", asdict(spec), target.name, peak, timeout_s=timeout_s)
         min_us = facts.value.get("min_time_us") if facts.ok else None
         counters = _counters(store, run_id, spec, target.name, emit) if any(op.name == "llm" for op in ops) else None
-        tuned = _inductor_tuned(store, run_id, worker, spec, target.name, peak, timeout_s, emit)
+        tuned = (_inductor_tuned(store, run_id, worker, spec, target.name, peak, timeout_s, emit)
+                 if any(op.name == "launch-config" for op in ops) else None)
 
         def context(history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us, _ncu=counters, _tuned=tuned) -> SearchContext:
             return SearchContext(target=_t.name, kernel=_k, root_source=_root.source, root_config=_root.config,
