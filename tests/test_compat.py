@@ -168,3 +168,12 @@ def test_coordinate_descent_hooks_exist() -> None:
 
     assert compat.coordinate_descent_config(NotTunable(), []) is None
     assert NotTunable.inductor_meta == {}  # left as it was
+
+    class Kind:
+        name = "FIXED"
+
+    class OlderTorchFixed:  # no _should_coordesc_tune: the kind decides
+        heuristic_type = Kind()
+        inductor_meta: dict = {}
+
+    assert compat.coordinate_descent_config(OlderTorchFixed(), []) is None

@@ -133,7 +133,11 @@ def coordinate_descent_config(kernel: Any, args: Sequence[Any]) -> dict[str, Any
     ``args`` (what ``coordinate_descent_tuning=True`` does at a kernel's first launch), or
     None where Inductor would not tune this kernel (templates, fixed configs, deterministic
     reductions). ``kernel`` must be a private copy: the tuner replaces its launchers."""
-    if not kernel._should_coordesc_tune:
+    should = getattr(kernel, "_should_coordesc_tune", None)
+    if should is None:  # a torch without the property: Inductor's rule by the kernel's kind
+        kind = getattr(getattr(kernel, "heuristic_type", None), "name", "")
+        should = kind not in ("TEMPLATE", "USER_AUTOTUNE", "FIXED")
+    if not should:
         return None
     kernel.inductor_meta["coordinate_descent_tuning"] = True  # read by CachingAutotuner.run
     launch(kernel, args)
