@@ -64,7 +64,20 @@ def test_no_workers_means_no_pool() -> None:
     assert pool._executor is None
 
 
+def test_compile_workers_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt.errors import KerneloptError
+    from kernelopt.workers.environment import worker_env
+
+    monkeypatch.setenv("KERNELOPT_COMPILE_WORKERS", "3")
+    assert default_workers() == 3
+    assert worker_env("/tmp")["KERNELOPT_COMPILE_WORKERS"] == "3"  # reaches the evaluation worker
+    monkeypatch.setenv("KERNELOPT_COMPILE_WORKERS", "many")
+    with pytest.raises(KerneloptError, match="KERNELOPT_COMPILE_WORKERS='many': expected a whole number"):
+        default_workers()
+
+
 def test_default_workers_leave_a_core_to_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KERNELOPT_COMPILE_WORKERS", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     assert default_workers() == 1
     monkeypatch.setattr("os.cpu_count", lambda: 64)

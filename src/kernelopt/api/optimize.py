@@ -33,6 +33,7 @@ from kernelopt.search.policy import make_policy
 from kernelopt.search.targets import select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
+from kernelopt.verify.compile_pool import default_workers
 from kernelopt.verify.evaluate import crash_stage, gate_of_stage
 from kernelopt.verify.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.workers.persistent import PersistentWorker
@@ -188,6 +189,7 @@ def optimize(
 ) -> OptimizeReport:
     """Search faster kernels for one problem; export the verified model, or keep the baseline."""
     require_gpu()
+    default_workers()  # a malformed KERNELOPT_COMPILE_WORKERS stops the run here, in one line
     started = time.monotonic()
     emit = on_event or (lambda kind, data: None)
     problem = load_problem(problem_path, overrides=sizes)

@@ -24,12 +24,20 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
+from kernelopt.errors import KerneloptError
+
 WarmFn = Callable[[str, str], float]
 DEFAULT_MAX_WORKERS = 8
 
 
 def default_workers() -> int:
-    """One compile process per spare core (one core stays with the session), at most 8."""
+    """``KERNELOPT_COMPILE_WORKERS`` if set (0: no pool), else one compile process per spare
+    core (one core stays with the session), at most 8."""
+    text = os.environ.get("KERNELOPT_COMPILE_WORKERS")
+    if text is not None:
+        if not text.strip().isdigit():
+            raise KerneloptError(f"KERNELOPT_COMPILE_WORKERS={text!r}: expected a whole number of processes (0 for none)")
+        return int(text)
     return max(0, min(DEFAULT_MAX_WORKERS, (os.cpu_count() or 1) - 1))
 
 
