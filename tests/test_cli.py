@@ -121,3 +121,11 @@ def test_runs_lists_the_store(tmp_path) -> None:
     assert "softmax" in result.stdout and "failed" in result.stdout and "relu" in result.stdout
     only = CliRunner().invoke(app, ["runs", "--kind", "analyze", "--store", str(tmp_path / "k.db")])
     assert "relu" in only.stdout and "softmax" not in only.stdout
+
+
+def test_transcript_header_names_the_node() -> None:
+    from kernelopt.cli.format import transcript_text
+    from kernelopt.store.llm_records import Transcript
+
+    t = Transcript(1, 2, 7, "coder", "anthropic", "m", [{"role": "user", "content": "hi"}], "{}", 10, 5, None, None, 0.0)
+    assert transcript_text(t).splitlines()[0] == "=== #1 coder (node 7, anthropic:m, 10 in / 5 out tokens)"

@@ -83,6 +83,10 @@ def test_broken_then_repaired_kernel_is_verified_and_stitched(tmp_path, server) 
     # Only source, shapes and measurements went out: no tensor data, and every call is in the transcripts.
     rows = store.connection.execute("SELECT role, model, input_tokens FROM transcripts ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["analyst", "planner", "coder", "judge", "repairer"]
+    # Each exchange names the search node its proposal grew from.
+    nodes = {row[0] for row in store.connection.execute("SELECT id FROM nodes").fetchall()}
+    linked = [row[0] for row in store.connection.execute("SELECT node_id FROM transcripts ORDER BY id").fetchall()]
+    assert all(n in nodes for n in linked), (linked, nodes)
     assert all(r[1] == "kernel-coder" and r[2] == 1000 for r in rows)
     usage = client.usage()
     assert usage.calls == 5 and usage.input_tokens == 5000 and usage.output_tokens == 1000

@@ -17,6 +17,7 @@ measurements -- never model weights or input data.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
@@ -50,6 +51,19 @@ class Usage:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_NODE: contextvars.ContextVar[int | None] = contextvars.ContextVar("kernelopt_llm_node", default=None)
+
+
+@contextmanager
+def for_node(node_id: int | None) -> Iterator[None]:
+    """Transcripts written inside this block name ``node_id``: the search node the calls work from."""
+    token = _NODE.set(node_id)
+    try:
+        yield
+    finally:
+        _NODE.reset(token)
 
 
 class LLMClient:
@@ -193,6 +207,7 @@ class LLMClient:
                 output_tokens=completion.output_tokens if completion else None,
                 cost_usd=completion.cost_usd if completion else None,
                 error=error,
+                node_id=_NODE.get(),
             )
 
     # -- lifetime -----------------------------------------------------------------------------

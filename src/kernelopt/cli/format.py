@@ -207,7 +207,8 @@ def transcript_text(t: Transcript, max_chars: int | None = 2000) -> str:
 
     tokens = f"{t.input_tokens or 0} in / {t.output_tokens or 0} out tokens"
     cost = f", ${t.cost_usd:.4f}" if t.cost_usd else ""
-    lines = [f"=== #{t.id} {t.role} ({t.provider}:{t.model}, {tokens}{cost})" + (f" ERROR: {t.error}" if t.error else "")]
+    node = f"node {t.node_id}, " if t.node_id is not None else ""
+    lines = [f"=== #{t.id} {t.role} ({node}{t.provider}:{t.model}, {tokens}{cost})" + (f" ERROR: {t.error}" if t.error else "")]
     for message in t.messages:
         lines.append(f"--- {message.get('role', '?')}")
         lines.append(trim(str(message.get("content", ""))))

@@ -19,6 +19,7 @@ proposal, not the run; a setup error (key, model) stops the run.
 
 from __future__ import annotations
 
+from kernelopt.agents.client import for_node
 from kernelopt.agents.llm_errors import LLMCallError
 from kernelopt.agents.roles import Analyst, Coder, Judge, Planner, Repairer
 from kernelopt.agents.roles.base import RoleOutputError, kernel_kind
@@ -56,11 +57,12 @@ class LLMOperator:
         if ctx.kernel is None or n <= 0:
             return []
         try:
-            self._judge_evaluated(ctx)
-            out = self._repairs(ctx, n)
-            if not out:
-                new = self._new_plan(parent, ctx)
-                out = [new] if new else []
+            with for_node(parent.id):  # the transcripts of this proposal name the node it grew from
+                self._judge_evaluated(ctx)
+                out = self._repairs(ctx, n)
+                if not out:
+                    new = self._new_plan(parent, ctx)
+                    out = [new] if new else []
             return out
         except (RoleOutputError, LLMCallError):
             return []  # a bad reply or a failed request costs this proposal only
