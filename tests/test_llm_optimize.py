@@ -93,3 +93,44 @@ def test_broken_then_repaired_kernel_is_verified_and_stitched(tmp_path, server) 
     # The judge's record is in the experience memory, as a failure of that strategy.
     (stat,) = memory.stats(store, "memory-bound", "reduction") or memory.stats(store, "memory-bound", None)
     assert stat.strategy == "wide-row-warps" and stat.tries == 1 and stat.successes == 0
+
+
+class RepairOnlyClient:
+    """Answers every call as the Repairer would; counts the calls."""
+
+    def __init__(self) -> None:
+        self.roles: list[str] = []
+
+    def complete(self, messages, *, role="", max_tokens=4096, temperature=0.2):
+        from kernelopt.agents.types import Completion
+
+        self.roles.append(role)
+        return Completion(text=json.dumps({"source": FIXED, "summary": "fixed"}), provider="fake", model="m")
+
+
+def _failed_llm_node(node_id: int, note: str):
+    from kernelopt.search.candidate import Candidate, EvaluationResult
+    from kernelopt.search.nodes import Node
+
+    candidate = Candidate(SOFTMAX.name, "llm", source=BROKEN + f"\n# {node_id}\n", note=note)
+    verdict = {"gate": "correctness", "passed": False, "reason": "unwritten output", "details": {}}
+    result = EvaluationResult.failure("correctness", "unwritten output", verdicts=[verdict])
+    return Node(node_id, 1, SOFTMAX.name, 1, "llm", candidate.key(), candidate, 1, "evaluated", 0.0, "correctness",
+                "unwritten output", result)
+
+
+def test_a_resumed_llm_operator_repairs_nothing_twice_and_keeps_the_depth_limit() -> None:
+    """A resumed run's operator has no memory: the history's notes say what was repaired already."""
+    from kernelopt.search.operators import SearchContext
+
+    history = [
+        _failed_llm_node(5, "s: 32 warps"),
+        _failed_llm_node(6, "s: repair of node 5: fix"),
+        _failed_llm_node(7, "s: repair of node 6: fix again"),  # depth 2: the limit
+        _failed_llm_node(8, "t: other plan"),
+    ]
+    client = RepairOnlyClient()
+    operator = LLMOperator(client, max_repairs_per_lineage=2)
+    ctx = SearchContext(target=SOFTMAX.name, kernel=SOFTMAX, root_source=SOFTMAX.source, nodes=history)
+    (repair,) = operator._repairs(ctx, 4)
+    assert "repair of node 8:" in repair.note and client.roles == ["repairer"]

@@ -19,6 +19,8 @@ proposal, not the run; a setup error (key, model) stops the run.
 
 from __future__ import annotations
 
+import re
+
 from kernelopt.agents.client import for_node
 from kernelopt.agents.llm_errors import LLMCallError
 from kernelopt.agents.roles import Analyst, Coder, Judge, Planner, Repairer
@@ -35,6 +37,15 @@ from kernelopt.store import Store
 from kernelopt.verify.verdict import Verdict
 
 NAME = "llm"
+_REPAIR_NOTE = re.compile(r"repair of node (\d+):")
+
+
+def repair_of(node: Node) -> int | None:
+    """The node a repair candidate repairs, read from its note (``... repair of node N: ...``)."""
+    if node.operator != NAME or not node.candidate.note:
+        return None
+    match = _REPAIR_NOTE.search(node.candidate.note)
+    return int(match.group(1)) if match else None
 
 
 class LLMOperator:
@@ -102,8 +113,20 @@ class LLMOperator:
     def _repairs(self, ctx: SearchContext, n: int) -> list[Candidate]:
         assert ctx.kernel is not None
         out = []
+        # What the history says (a resumed run's operator starts with empty memory): which nodes
+        # a repair already exists for, and how deep each node sits in its chain of repairs.
+        by_id = {x.id: x for x in ctx.nodes}
+        repaired = self._repaired | {r for x in ctx.nodes if (r := repair_of(x)) is not None}
+
+        def depth(node: Node) -> int:
+            steps, seen = 0, set()
+            while (r := repair_of(node)) is not None and r in by_id and r not in seen:
+                seen.add(r)
+                steps, node = steps + 1, by_id[r]
+            return max(steps, self._repair_depth.get(node.key, 0))
+
         failed = [x for x in ctx.nodes if x.operator == NAME and x.result is not None and not x.result.passed
-                  and x.id not in self._repaired and self._repair_depth.get(x.key, 0) < self.max_repairs]
+                  and x.id not in repaired and depth(x) < self.max_repairs]
         for node in reversed(failed):
             if len(out) >= n:
                 break
@@ -120,7 +143,7 @@ class LLMOperator:
                                   note=f"{plan.strategy if plan else 'repair'}: repair of node {node.id}: {fixed.summary}")
             if plan is not None:
                 self._plans[candidate.key()] = plan
-            self._repair_depth[candidate.key()] = self._repair_depth.get(node.key, 0) + 1
+            self._repair_depth[candidate.key()] = depth(node) + 1
             out.append(candidate)
         return out
 
