@@ -56,6 +56,17 @@ def test_a_dead_compile_process_replaces_the_pool(tmp_path: Path) -> None:
         pool.close()
 
 
+def test_start_is_idempotent() -> None:
+    pool = CompilePool(1, warm=worker_targets.warm_quick)
+    try:
+        pool.start()
+        first = pool._executor
+        pool.start()
+        assert first is not None and pool._executor is first
+    finally:
+        pool.close()
+
+
 def test_no_workers_means_no_pool() -> None:
     pool = CompilePool(0)
     assert pool.submit([("x", "k")]) == [None]

@@ -100,8 +100,9 @@ class CompilePool:
         return self._executor
 
     def start(self) -> None:
-        """Spawn the processes now (they import the compiler stack) instead of at the first batch."""
-        if self.workers > 0:
+        """Spawn the processes now (they import the compiler stack) instead of at the first batch.
+        Idempotent: a started pool is left as it is."""
+        if self.workers > 0 and self._executor is None:
             pool = self._pool()
             for _ in range(self.workers):
                 pool.submit(_noop)

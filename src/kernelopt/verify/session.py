@@ -105,8 +105,8 @@ def stage(name: str) -> None:
 
 class EvaluationSession:
     def __init__(self, spec: ProblemSpec, peak_gbps: float | None = None, compile_workers: int | None = None) -> None:
+        # Started with the first kernel searched (snapshots): a problem with no target never pays for it.
         self.pool = CompilePool(default_workers() if compile_workers is None else compile_workers)
-        self.pool.start()  # the compile processes start up while the model compiles
         stage("capture")
         self.spec = spec
         self.device = torch.device("cuda")
@@ -129,6 +129,7 @@ class EvaluationSession:
 
     def snapshots(self, name: str) -> list[list[Any]]:
         if name not in self._snapshots:
+            self.pool.start()  # a kernel is about to be searched: compile processes start up meanwhile
             address, var, _ = self.kernel(name)
             self._snapshots[name] = [s.args for s in snapshot_launches(self.artifact, self.inputs, address.graph, var)]
         return self._snapshots[name]
