@@ -74,8 +74,8 @@ def test_inductor_tuned_config_leaves_the_captured_kernel_alone() -> None:
 
     session = EvaluationSession(ProblemSpec(str(EXAMPLES / "level1/10_row_l2_normalize.py"), {"batch_size": 1024}), compile_workers=0)
     (launch,) = [l for l in session.artifact.launches if l.kind == "triton"]
-    _, var, _ = session.kernel(launch.name)
-    live = vars(session.artifact.graphs[0].module)[var]
+    address, var, _ = session.kernel(launch.name)
+    live = vars(session.artifact.graphs[address.graph].module)[var]
     before = compat.chosen_config(live)
     tuned = session.inductor_tuned_config(launch.name)
     assert tuned is not None and {"XBLOCK", "R0_BLOCK", "num_warps"} <= set(tuned), tuned
