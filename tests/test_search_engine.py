@@ -45,7 +45,7 @@ def _xs(nodes: list[Node]) -> list[int]:
 # -- candidates and results ------------------------------------------------------------
 
 
-def test_candidate_key_ignores_comments_blank_lines_and_trailing_space() -> None:
+def test_candidate_key_is_the_program_not_its_formatting() -> None:
     a = Candidate(TARGET, "llm", source="def k():\n    x = 1\n    return x\n")
     b = Candidate(TARGET, "other", source="# header\ndef k():\n\n    x = 1   \n    # why\n    return x", note="n")
     c = Candidate(TARGET, "llm", source="def k():\n    x = 2\n    return x\n")
@@ -54,6 +54,11 @@ def test_candidate_key_ignores_comments_blank_lines_and_trailing_space() -> None
     assert a.key() == b.key()
     assert len({a.key(), c.key(), d.key(), e.key()}) == 4
     assert e.key() != Candidate(TARGET, "llm", source="s = ''\n").key()
+    # the same program written differently: trailing comments, quotes, spacing, parentheses
+    f = Candidate(TARGET, "llm", source='def k():\n    x = (1)  # one\n    s = "a"\n    return x\n')
+    g = Candidate(TARGET, "llm", source="def k():\n    x=1\n    s='a'\n    return  x")
+    assert f.key() == g.key() != a.key()
+    assert Candidate(TARGET, "llm", source="def k(:\n  # broken\n").key() == Candidate(TARGET, "llm", source="def k(:").key()
 
 
 def test_candidate_key_covers_options_and_config_canonically() -> None:

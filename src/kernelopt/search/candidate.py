@@ -18,6 +18,8 @@ any gate failed, so a failed candidate can never rank above one that passed.
 
 from __future__ import annotations
 
+import ast
+
 import hashlib
 import json
 import math
@@ -29,13 +31,16 @@ MODEL_TARGET = "<model>"
 
 
 def normalize_source(source: str) -> str:
-    """The text of ``source`` with comment-only lines, blank lines and trailing whitespace removed.
-
-    Only lines whose stripped text *starts* with ``#`` are dropped: a ``#`` later
-    in a line may sit inside a string literal, and telling the two apart needs a
-    tokenizer the dedup does not warrant. Leading indentation is kept: it is
-    syntax in Python.
+    """``source`` as a program, not as text: the dump of its syntax tree, so comments,
+    blank lines, spacing, quote style and redundant parentheses do not make two
+    candidates differ (the compiler sees neither). Source that does not parse keeps
+    a text form: comment-only, blank and trailing-space differences dropped,
+    indentation kept (it is syntax).
     """
+    try:
+        return ast.dump(ast.parse(source), annotate_fields=False)
+    except (SyntaxError, ValueError):
+        pass
     lines = []
     for line in source.splitlines():
         stripped = line.rstrip()
