@@ -25,7 +25,7 @@ _BASELINE_LABEL = {"eager": "eager", "compile": "torch.compile", "max_autotune":
 def bench(
     suite_dir: Path = typer.Argument(..., help="A directory of KernelBench-format problems (ours, or a KernelBench checkout)."),
     problems: Optional[str] = typer.Option(None, "--problems", help="Comma-separated names, file stems or name parts to run (default: all)."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Search budget per problem, in seconds."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Search wall time per searched kernel, in seconds (a problem searches up to --max-targets kernels)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: bench-results/<suite name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the results in --out, skipping finished problems."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run again the problems that did not finish ok."),
