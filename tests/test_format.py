@@ -28,6 +28,7 @@ def test_optimize_report_shows_kernels_skips_and_the_final_numbers() -> None:
     report.speedup_vs_compile, report.speedup_vs_compile_iqr = 1.039, (1.037, 1.041)
     report.optimized_ms, report.speedup_vs_eager = 0.751, 1.40
     report.final_reason, report.evaluations, report.gpu_s, report.exported = "verified: 1 kernel(s) replaced", 24, 48.0, "m.kopt.json"
+    report.warnings = ["Inductor's coordinate descent failed on triton_poi_b_1 (crash: SIGSEGV)"]
     text = render(print_optimize, report)
     assert "triton_red_a_0" in text and "1.040x" in text and "launch-config: num_warps 16->32" in text
     assert "baseline kept" in text and "correctness 2" in text
@@ -37,6 +38,7 @@ def test_optimize_report_shows_kernels_skips_and_the_final_numbers() -> None:
     assert "1.039x over torch.compile (IQR 1.037-1.041x), 1.400x over eager" in text
     assert "24 evaluations, 48.0 s in the evaluation worker (30 per GPU-minute)" in text
     assert "exported m.kopt.json" in text
+    assert "warning: Inductor's coordinate descent failed on triton_poi_b_1 (crash: SIGSEGV)" in text
 
 
 def test_verify_report_lists_every_gate_and_the_outcome() -> None:
@@ -58,3 +60,5 @@ def test_progress_counts_evaluations_best_and_failures() -> None:
     progress.update("stopped", {"kernel": "k", "reason": "patience"})
     row = progress.rows["k"]
     assert row == {"round": 2, "evaluations": 2, "best": 1.12, "failures": {"model": 1}, "state": "patience"}
+    progress.update("warning", {"message": "no hardware counters for k: ncu not found"})
+    assert "warning: no hardware counters for k: ncu not found" in progress.console.export_text()

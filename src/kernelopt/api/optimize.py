@@ -84,6 +84,7 @@ class OptimizeReport:
     llm_usage: dict[str, Any] | None = None  # calls, tokens, cost, cache hits of the LLM agents
     options: dict[str, Any] | None = None  # Inductor options of the delivered model, when knobs won
     knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
+    warnings: list[str] = field(default_factory=list)  # what the run could not do as asked (no counters, no tuning)
 
     @property
     def evaluations_per_gpu_minute(self) -> float | None:
@@ -191,7 +192,14 @@ def optimize(
     require_gpu()
     default_workers()  # a malformed KERNELOPT_COMPILE_WORKERS stops the run here, in one line
     started = time.monotonic()
-    emit = on_event or (lambda kind, data: None)
+    warnings: list[str] = []
+    notify = on_event or (lambda kind, data: None)
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        if kind == "warning":
+            warnings.append(data["message"])  # kept in the report too, not only shown
+        notify(kind, data)
+
     problem = load_problem(problem_path, overrides=sizes)
     budget = budget or Budget()
     # The search screens and uses one seed per gate; winners are evaluated again in full
@@ -230,6 +238,7 @@ def optimize(
             if client is not None:
                 client.close()
     report.llm_usage = usage
+    report.warnings = warnings
     report.wall_s = time.monotonic() - started
     if report.final_reason.startswith("verified"):
         target = Path(export_path or f"{problem.path.stem}.kopt.json")
@@ -520,5 +529,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "evaluations": report.evaluations,
         "gpu_s": report.gpu_s,
         "details": {"device": report.device, "run_id": report.run_id, "max_autotune": ma.value if ma.ok else ma.reason,
-                    "kernels": [asdict(k) for k in report.kernels], "exported": report.exported},
+                    "kernels": [asdict(k) for k in report.kernels], "exported": report.exported,
+                    "warnings": report.warnings},
     }

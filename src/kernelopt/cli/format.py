@@ -122,7 +122,9 @@ class OptimizeProgress:
 
     def update(self, kind: str, data: dict) -> None:
         kernel = data.get("kernel")
-        if kind == "stage":
+        if kind == "warning":
+            self.console.print(f"warning: {data['message']}", markup=False, highlight=False)
+        elif kind == "stage":
             self.stage = data["stage"]
         elif kernel:
             row = self.rows.setdefault(kernel, {"round": 0, "evaluations": 0, "best": 1.0, "failures": {}, "state": "searching"})
@@ -179,6 +181,7 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         + (f" ({report.evaluations_per_gpu_minute:.0f} per GPU-minute)" if report.evaluations_per_gpu_minute else "")
         + f", {report.wall_s:.0f} s wall",
     ]
+    lines.extend(f"warning: {w}" for w in report.warnings)
     if report.exported:
         lines.append(f"exported {report.exported} (load with kernelopt.load)")
     for line in lines:
