@@ -56,22 +56,27 @@ def kernel_cases(
             yield (f"seed {seed}, distribution {dist}", args)
 
 
-def _prepared(kernel: KernelDef, args: Sequence[Any]) -> list[Any]:
+def _prepared(kernel: KernelDef, args: Sequence[Any], alternate: bool = False) -> list[Any]:
     copy = clone_args(args)
     for (name, reads, writes), value in zip(param_roles(kernel), copy):
         if writes and not reads and isinstance(value, torch.Tensor):
-            nan_fill_(value)
+            nan_fill_(value, alternate=alternate)
     return copy
 
 
-def run_case(kernel: KernelDef, original: Any, candidate: Any, label: str, args: Sequence[Any]) -> Verdict:
-    """One case: original and candidate on identical copies, candidate twice for determinism."""
+def run_case(kernel: KernelDef, original: Any, candidate: Any, label: str, args: Sequence[Any],
+             alternate: bool = False) -> Verdict:
+    """One case: original and candidate on identical copies, candidate twice for determinism.
+
+    ``alternate`` fills write-only outputs with the second sentinel (integer and bool
+    outputs differ; see :func:`nan_fill_`): alternating it across cases catches an
+    element left unwritten where the original happens to write the first sentinel."""
     roles = param_roles(kernel)
-    reference = _prepared(kernel, args)
+    reference = _prepared(kernel, args, alternate)
     launch(original, reference)
-    first = _prepared(kernel, args)
+    first = _prepared(kernel, args, alternate)
     launch(candidate, first)
-    second = _prepared(kernel, args)
+    second = _prepared(kernel, args, alternate)
     launch(candidate, second)
     torch.cuda.synchronize()
     written, inputs, rerun = {}, {}, {}
@@ -97,6 +102,6 @@ def run_subkernel_gate(
     if not snapshots:
         return Verdict("correctness", False, f"{kernel.name} never launched in the model run: nothing to compare")
     verdicts = []
-    for label, args in kernel_cases(kernel, snapshots, seeds):
-        verdicts.append(run_case(kernel, original, candidate, label, args))
+    for index, (label, args) in enumerate(kernel_cases(kernel, snapshots, seeds)):
+        verdicts.append(run_case(kernel, original, candidate, label, args, alternate=index % 2 == 1))
     return combine_cases(verdicts)

@@ -1,0 +1,50 @@
+"""Gate 2's runner on the CPU: kernels stood in by Python functions, launched where the GPU would run them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelopt.capture.output_code import triton_kernel_def
+from kernelopt.verify import subkernel
+
+SOURCE = """
+@triton_heuristics.pointwise(size_hints={'x': 64}, filename=__file__,
+    triton_meta={'signature': {'in_ptr0': '*fp32', 'out_ptr0': '*i64', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}},
+    inductor_meta={'grid_type': 'Grid1D', 'kernel_name': 'triton_poi_sign_0', 'mutated_arg_names': []})
+@triton.jit
+def triton_poi_sign_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    x0 = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tmp0 = tl.load(in_ptr0 + (x0), None)
+    tl.store(out_ptr0 + (x0), (tmp0 > 0).to(tl.int64), None)
+"""
+LOWEST = torch.iinfo(torch.int64).min
+
+
+def original(args) -> None:
+    x, out, _ = args
+    out.copy_((x > 0).long())
+    out[0] = LOWEST  # a legitimate value that equals the first sentinel
+
+
+def skips_first(args) -> None:
+    x, out, _ = args
+    out[1:].copy_((x[1:] > 0).long())  # never writes element 0
+
+
+@pytest.fixture(autouse=True)
+def cpu_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subkernel, "launch", lambda kernel, args: kernel(args))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+
+
+def test_an_element_left_unwritten_is_caught_even_where_the_original_writes_the_sentinel() -> None:
+    kernel = triton_kernel_def("triton_poi_sign_0", SOURCE)
+    snapshot = [torch.randn(64), torch.empty(64, dtype=torch.int64), 64]
+    single = subkernel.run_case(kernel, original, skips_first, "snapshot", snapshot)
+    assert single.passed  # with one sentinel the skipped element is invisible ...
+    verdict = subkernel.run_subkernel_gate(kernel, original, skips_first, [snapshot], seeds=(1,))
+    assert not verdict.passed  # ... alternating sentinels across cases expose it
+    assert "out_ptr0" in verdict.reason
+    honest = subkernel.run_subkernel_gate(kernel, original, original, [snapshot], seeds=(1, 2))
+    assert honest.passed and honest.details["n_cases"] == 9
