@@ -70,7 +70,7 @@ FORBIDDEN_BUILTINS: dict[str, str] = {
     "getattr": "introspection", "hasattr": "introspection", "globals": "introspection",
     "locals": "introspection", "vars": "introspection", "dir": "introspection", "id": "introspection",
     "breakpoint": "introspection", "memoryview": "introspection",
-    "open": "io", "input": "io", "exit": "io", "quit": "io", "help": "io",
+    "open": "io", "input": "io", "exit": "io", "quit": "io", "help": "io", "print": "io",
     "type": "class_def", "super": "class_def", "object": "class_def", "classmethod": "class_def",
     "staticmethod": "class_def", "property": "class_def",
 }
@@ -88,6 +88,8 @@ FORBIDDEN_ATTRIBUTES: dict[str, str] = {
          "get_raw_stream", "synchronize", "wait_stream", "wait_event", "record_stream", "record_event",
          "elapsed_time", "perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns",
          "process_time", "CUDAGraph", "graph"), "timing"),
+    # console output from the device or the compiler: floods the worker's log and slows the kernel
+    **dict.fromkeys(("device_print", "static_print"), "io"),
 }
 ALLOWED_DUNDER_NAMES = frozenset({"__file__", "__name__"})
 
