@@ -231,13 +231,16 @@ def run_bench(
             _emit(on_event, BenchEvent("skip", entry.name, index, len(entries), done[entry.name]))
         else:
             todo.append((index, entry))
-    if gpus == 1:
+    if gpus == 1:  # in this thread: Ctrl-C reaches the running problem's worker at once
         for index, entry in todo:
             run_one(index, entry)
     else:
-        with ThreadPoolExecutor(max_workers=gpus) as pool:
+        pool = ThreadPoolExecutor(max_workers=gpus)
+        try:
             for future in [pool.submit(run_one, index, entry) for index, entry in todo]:
                 future.result()
+        finally:  # stopped (Ctrl-C, an error): no queued problem starts; running ones finish and are written
+            pool.shutdown(wait=True, cancel_futures=True)
     meta["finished"] = _timestamp()
     summary = write()
     return BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
@@ -256,7 +259,7 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> Ben
         path = Path(directory) / RESULTS_JSON
         if not path.exists():
             raise KerneloptError(f"{path} does not exist: run kernelopt bench with --out {directory} first")
-        documents.append(_previous_results(Path(directory), Path(json.loads(path.read_text())["meta"]["suite"]), True))
+        documents.append(_read_results(path))
     suites = {Path(d["meta"]["suite"]).name for d in documents}
     if len(suites) > 1:
         raise KerneloptError(f"these results are of different suites ({', '.join(sorted(suites))}); merge one suite at a time")
@@ -364,25 +367,32 @@ def _check_target(target: str, extra_path: Sequence[str | Path]) -> None:
         raise KerneloptError(f"worker target {target!r}: module {module_name} cannot be imported")
 
 
+def _read_results(path: Path) -> dict[str, Any]:
+    """A results.json as ``{"meta", "outcomes"}``; a file that does not parse is a one-line error."""
+    try:
+        data = json.loads(path.read_text())
+        outcomes = [ProblemOutcome.from_dict(item) for item in data["outcomes"]]
+        meta = data["meta"]
+        meta["suite"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KerneloptError(
+            f"{path} cannot be resumed ({type(exc).__name__}: {exc}); remove it or choose another --out"
+        ) from exc
+    return {"meta": meta, "outcomes": outcomes}
+
+
 def _previous_results(out_dir: Path, root: Path, resume: bool) -> dict[str, Any] | None:
     path = out_dir / RESULTS_JSON
     if not path.exists():
         return None
     if not resume:
         raise KerneloptError(f"{path} exists; pass --resume to continue it or choose another --out")
-    try:
-        data = json.loads(path.read_text())
-        outcomes = [ProblemOutcome.from_dict(item) for item in data["outcomes"]]
-        meta = data["meta"]
-        suite = meta["suite"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise KerneloptError(
-            f"{path} cannot be resumed ({type(exc).__name__}: {exc}); remove it or choose another --out"
-        ) from exc
+    previous = _read_results(path)
+    suite = previous["meta"]["suite"]
     if Path(suite).name != root.name:  # the same suite in a moved (or copied) checkout resumes
         raise KerneloptError(f"{path} holds results for the suite {suite}, not {root}; choose another --out")
-    meta["suite"] = str(root)
-    return {"meta": meta, "outcomes": outcomes}
+    previous["meta"]["suite"] = str(root)
+    return previous
 
 
 def _ordered(outcomes: dict[str, ProblemOutcome], order: list[str]) -> list[ProblemOutcome]:

@@ -136,6 +136,15 @@ class WorkerEvaluator:
             timeout_s=self.timeout_s + PER_CANDIDATE_TIMEOUT_S * len(sources),
         )
 
+    def one(self, source: str) -> EvaluationResult:
+        """One candidate alone; a worker that dies on it is a failure at the gate it died in."""
+        single = self._call([source])
+        if single.ok:
+            return result_of(single.value[0])
+        return EvaluationResult.failure(
+            gate_of_stage(crash_stage(single.stderr_tail)), f"worker {single.status}: {single.reason}", worker_status=single.status
+        )
+
     def __call__(self, nodes: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
         for start in range(0, len(nodes), BATCH):
             chunk = nodes[start : start + BATCH]
@@ -145,13 +154,7 @@ class WorkerEvaluator:
                     yield node, result_of(raw)
                 continue
             for node in chunk:  # find the candidate that took the worker down
-                single = self._call([node.candidate.source or ""])
-                if single.ok:
-                    yield node, result_of(single.value[0])
-                else:
-                    yield node, EvaluationResult.failure(
-                        gate_of_stage(crash_stage(single.stderr_tail)), f"worker {single.status}: {single.reason}", worker_status=single.status
-                    )
+                yield node, self.one(node.candidate.source or "")
 
 
 def compile_cache_env() -> dict[str, str]:
@@ -405,10 +408,7 @@ def _recheck(report, worker, spec, settings, peak, timeout_s, emit) -> None:
         if not k.best:
             continue
         emit("stage", {"stage": "final gates", "kernel": k.name})
-        outcome = worker.call(f"{SESSION}:evaluate_candidates", asdict(spec), k.name, [k.best["source"]], settings.to_dict(), peak,
-                              timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S)
-        result = result_of(outcome.value[0]) if outcome.ok else EvaluationResult.failure(
-            gate_of_stage(crash_stage(outcome.stderr_tail)), f"worker {outcome.status}: {outcome.reason}")
+        result = WorkerEvaluator(worker, spec, k.name, settings, peak, timeout_s).one(k.best["source"])
         seeds = f"kernel seeds {list(settings.kernel_seeds)}, model seeds {list(settings.model_seeds)}, {settings.trials} trials"
         if result.passed and result.fitness > 1.0:
             k.final_check = f"passed again with {seeds}"

@@ -74,6 +74,7 @@ class Candidate:
     options: dict[str, Any] | None = None
     config: dict[str, Any] | None = None
     note: str = ""
+    _key: str | None = field(default=None, init=False, repr=False, compare=False)  # computed once, on demand
 
     def __post_init__(self) -> None:
         if not self.target:
@@ -89,13 +90,16 @@ class Candidate:
                 _canonical_json(value, name)  # fail at the operator, not at the store
 
     def key(self) -> str:
-        """Hex sha256 of what the candidate would compile to: normalized source, options, config."""
-        identity = {
-            "source": normalize_source(self.source) if self.source is not None else None,
-            "options": self.options,
-            "config": self.config,
-        }
-        return hashlib.sha256(_canonical_json(identity, "identity").encode()).hexdigest()
+        """Hex sha256 of what the candidate would compile to: normalized source, options, config.
+        Parsed once per candidate (the fields cannot change): hashing and dedup call it often."""
+        if self._key is None:
+            identity = {
+                "source": normalize_source(self.source) if self.source is not None else None,
+                "options": self.options,
+                "config": self.config,
+            }
+            object.__setattr__(self, "_key", hashlib.sha256(_canonical_json(identity, "identity").encode()).hexdigest())
+        return self._key
 
     def __hash__(self) -> int:  # the dict fields are unhashable; equal candidates share a key
         return hash(self.key())

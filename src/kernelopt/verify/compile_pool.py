@@ -126,13 +126,16 @@ class CompilePool:
                 handle = self._queue.popleft()
                 self._in_flight += 1
             try:
-                handle.future = self._pool().submit(self._warm, *handle.job)
+                future = self._pool().submit(self._warm, *handle.job)
             except BrokenProcessPool:
                 with self._lock:
                     self._in_flight -= 1
+                    self._queue.appendleft(handle)  # to the fresh pool, first
                 self._replace()
                 continue
-            handle.future.add_done_callback(self._finished)
+            with self._lock:
+                handle.future = future
+            future.add_done_callback(self._finished)
 
     def _finished(self, _: Future) -> None:
         with self._lock:
@@ -146,11 +149,15 @@ class CompilePool:
         than it would wait for a process to come free."""
         if handle is None:
             return 0.0, "not submitted"
-        with self._lock:
-            if handle.future is None:
-                self._queue.remove(handle)
-                return 0.0, "not started: compiled in the session"
         started = time.monotonic()
+        while True:
+            with self._lock:
+                if handle.future is not None:
+                    break
+                if handle in self._queue:
+                    self._queue.remove(handle)
+                    return 0.0, "not started: compiled in the session"
+            time.sleep(0.001)  # being handed to a process this instant
         try:
             handle.future.result(timeout=timeout_s)
             problem = None

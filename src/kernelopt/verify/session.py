@@ -151,7 +151,7 @@ class EvaluationSession:
         snaps = self.snapshots(name)
         return {"min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None}
 
-    def evaluate(self, name: str, source: str, settings: GateSettings) -> dict[str, Any]:
+    def evaluate(self, name: str, source: str, settings: GateSettings, static: Verdict | None = None) -> dict[str, Any]:
         """The four gates in order for one candidate of one kernel; stops at the first failure.
 
         ``result["timings"]`` holds the seconds of each stage (``compile`` is a cache hit
@@ -175,7 +175,8 @@ class EvaluationSession:
             return result
 
         stage("static")
-        static = check_static(source, kernel_name=kernel.name, original_source=kernel.source)
+        if static is None:  # evaluate_batch passes the verdict it already has
+            static = check_static(source, kernel_name=kernel.name, original_source=kernel.source)
         lap("static")
         if not static.passed:
             return done(static)
@@ -256,12 +257,12 @@ class EvaluationSession:
         started = time.monotonic()
         _, _, kernel = self.kernel(name)
         # Untrusted source reaches a compile process only after the static gate has read it.
-        ok = [check_static(src, kernel_name=kernel.name, original_source=kernel.source).passed for src in sources]
-        futures = self.pool.submit([(src, kernel.name) if passed else None for src, passed in zip(sources, ok)])
+        statics = [check_static(src, kernel_name=kernel.name, original_source=kernel.source) for src in sources]
+        futures = self.pool.submit([(src, kernel.name) if v.passed else None for src, v in zip(sources, statics)])
         results = []
-        for src, passed, future in zip(sources, ok, futures):
-            waited, problem = self.pool.wait(future, warm_timeout_s) if passed else (0.0, None)
-            result = self.evaluate(name, src, settings)
+        for src, static, future in zip(sources, statics, futures):
+            waited, problem = self.pool.wait(future, warm_timeout_s) if static.passed else (0.0, None)
+            result = self.evaluate(name, src, settings, static)
             result["timings"]["warm_wait"] = round(waited, 6)
             if problem is not None and future is not None:
                 result["warm_problem"] = problem

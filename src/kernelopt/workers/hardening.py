@@ -22,6 +22,10 @@ PR_GET_DUMPABLE = 3
 _done = False
 
 
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def protect_parent_environment() -> bool:
     """Mark this process non-dumpable (Linux); returns whether it now is. Idempotent."""
     global _done
@@ -29,7 +33,7 @@ def protect_parent_environment() -> bool:
         return True
     if not sys.platform.startswith("linux"):
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = _libc()
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         return False
     _done = libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
@@ -46,7 +50,7 @@ def die_with_parent(expected_parent: int | None = None) -> bool:
     """
     if not sys.platform.startswith("linux"):
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = _libc()
     if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
         return False
     if expected_parent is not None and os.getppid() != expected_parent:
