@@ -27,8 +27,8 @@ def _tensor_bytes(tensors: list[torch.Tensor]) -> int:
 
 def full_size_bytes(problem: Problem) -> int:
     """Bytes of inputs plus parameters and buffers at full size, without allocating them."""
+    inputs = problem.raw_inputs(0, "meta")
     with torch.device("meta"):
-        inputs = problem.raw_inputs(0)
         model = problem.model_class(*problem.init_inputs(0))
     return _tensor_bytes(inputs) + _tensor_bytes(list(model.parameters()) + list(model.buffers()))
 

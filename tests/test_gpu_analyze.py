@@ -64,3 +64,14 @@ def test_runtime_launches_agree_with_generated_code(rel: str) -> None:
     assert gemm_like == ("gemm" in rel or "conv" in rel)
     with torch.no_grad():
         torch.testing.assert_close(artifact(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_inputs_are_generated_on_the_gpu_deterministically() -> None:
+    problem = load_problem(EXAMPLES / "level1/15_rmsnorm.py").small()
+    torch.manual_seed(7)
+    cpu_state, gpu_state = torch.get_rng_state(), torch.cuda.get_rng_state()
+    a, b = problem.make_inputs(3, "cuda"), problem.make_inputs(3, "cuda")
+    assert a[0].is_cuda and torch.equal(a[0], b[0])  # the same seed, the same values, in any process
+    assert not torch.equal(a[0], problem.make_inputs(4, "cuda")[0])
+    # the caller's random state is untouched on both devices
+    assert torch.equal(torch.get_rng_state(), cpu_state) and torch.equal(torch.cuda.get_rng_state(), gpu_state)

@@ -214,9 +214,9 @@ def test_get_inputs_on_wrong_device(tmp_path: Path) -> None:
     problem = load_problem(path)
     message = problem_error(path, lambda: problem.make_inputs(0, "cpu"))
     assert "input 0 on meta" in message
-    assert "build inputs on the CPU" in message
+    assert "build inputs without a device argument" in message
     # check() reports the same fault
-    assert "build inputs on the CPU" in check_error(path)
+    assert "build inputs without a device argument" in check_error(path)
 
 
 # -- sizes ----------------------------------------------------------------------------------
@@ -274,6 +274,17 @@ def test_make_inputs_seeded(tmp_path: Path) -> None:
     torch.manual_seed(123)
     problem.make_inputs(5)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_inputs_are_built_on_the_target_device(tmp_path: Path) -> None:
+    # the file's factories run under the target device: nothing is allocated on the CPU first
+    problem = load_problem(write(tmp_path, GOOD))
+    x = problem.make_inputs(0, "meta")[0]
+    assert x.device.type == "meta" and x.shape == (4, 16)
+    assert problem.make_inputs(0)[0].device.type == "cpu"
+    # a device context around the call does not leak into a CPU build
+    with torch.device("meta"):
+        assert problem.make_inputs(0, "cpu")[0].device.type == "cpu"
 
 
 def test_build_model_seeded_and_eval(tmp_path: Path) -> None:

@@ -130,9 +130,18 @@ class Problem:
             model = self._call("Model(*get_init_inputs())", lambda: self.model_class(*init))
         return self._call(f"moving Model to {device}", lambda: model.to(device).eval())
 
-    def raw_inputs(self, seed: int = 0) -> list[Any]:
-        """``get_inputs()`` under ``seed``, exactly as the file returns them."""
-        with torch.random.fork_rng(devices=[]):
+    def raw_inputs(self, seed: int = 0, device: str | torch.device = "cpu") -> list[Any]:
+        """``get_inputs()`` under ``seed``, with the file's tensor factories defaulting to ``device``.
+
+        Built where they will be used: a 2 G-element ``torch.randn`` takes about 30 s
+        on a CPU core and milliseconds on a GPU, and a full-size problem builds its
+        inputs once per process and seed. A seed therefore gives other values on a
+        GPU than on the CPU; every gate and baseline of a run builds them on the same
+        device, so all of them see the same values.
+        """
+        target = torch.device(device)
+        forked = [_normalise(target).index] if target.type == "cuda" else []
+        with torch.random.fork_rng(devices=forked), torch.device(target):
             torch.manual_seed(seed)
             values = self._call("get_inputs()", self.module.get_inputs)
         if not isinstance(values, (list, tuple)):
@@ -146,14 +155,14 @@ class Problem:
         from kernelopt.problem.inputs import apply_distribution
 
         target = torch.device(device)
-        inputs = self.raw_inputs(seed)
+        inputs = self.raw_inputs(seed, target)
         moved = []
         for i, value in enumerate(inputs):
             if isinstance(value, torch.Tensor):
                 if value.device.type != "cpu" and value.device != _normalise(target):
                     raise ProblemError(
                         f"{self.path}: get_inputs() returned input {i} on {value.device}; "
-                        f"build inputs on the CPU, kernelopt moves them to {target}"
+                        f"build inputs without a device argument, kernelopt builds them on {target}"
                     )
                 value = value.to(target)
             moved.append(value)
