@@ -85,7 +85,8 @@ class ScriptedWorker:
         speed = 1.2 if fast else 1.0
         cmp = {"speedup": speed, "baseline": {"median_ms": 0.78}, "candidate": {"median_ms": 0.78 / speed}}
         gates = [("static", True), ("correctness", True), ("model", True), ("performance", fast)]
-        return {"passed": fast, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5}
+        timings = {"compile": 0.25, "correctness": 0.5 if fast else 0.0, "performance": 0.125}
+        return {"passed": fast, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5, "timings": timings}
 
 
 def run(tmp_path, worker, events=None, **kw):
@@ -144,6 +145,10 @@ def test_search_finds_the_faster_config_and_verifies_it(tmp_path) -> None:
     assert ("triton_poi_tiny_1", "0.5% of the time (< 1%): cannot buy more than that") in report.skipped
     assert report.evaluations_per_gpu_minute and report.evaluations == k.evaluations
     assert k.final_check.startswith("passed again with kernel seeds [1, 2, 3], model seeds [0, 1, 2]")
+    # where the evaluations' time went, for the throughput: medians over the evaluated candidates
+    assert k.stage_medians_s["compile"] == 0.25 and k.stage_medians_s["performance"] == 0.125
+    assert set(k.stage_medians_s) == {"compile", "correctness", "performance", "gpu"}
+    assert 0.0 <= k.stage_medians_s["correctness"] <= 0.5 and 0.2 <= k.stage_medians_s["gpu"] <= 0.5
 
 
 def test_search_uses_light_gates_and_the_winner_is_rechecked_in_full(tmp_path) -> None:

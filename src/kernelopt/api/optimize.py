@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class KernelResult:
     best: dict[str, Any] | None = None  # operator, note, config, verdicts of the winner
     final_check: str = ""  # the winner's re-evaluation with every seed and no screen
     inductor_tuned: dict[str, Any] | None = None  # Inductor's coordinate-descent config, the search's first proposal
+    stage_medians_s: dict[str, float] = field(default_factory=dict)  # where an evaluation's time went (throughput)
 
 
 @dataclass
@@ -121,6 +123,18 @@ def result_of(raw: dict[str, Any]) -> EvaluationResult:
         measurements=measurements,
         worker_status=raw.get("worker_status", "ok"),
     )
+
+
+def stage_medians(nodes: list[Node]) -> dict[str, float]:
+    """Median seconds per stage over the evaluated nodes, plus their share of the GPU's time (``gpu``)."""
+    samples: dict[str, list[float]] = {}
+    for node in nodes:
+        measurements = node.result.measurements if node.result else {}
+        for stage_name, seconds in (measurements.get("timings") or {}).items():
+            samples.setdefault(stage_name, []).append(float(seconds))
+        if "gpu_s" in measurements:
+            samples.setdefault("gpu", []).append(float(measurements["gpu_s"]))
+    return {name: round(statistics.median(values), 4) for name, values in samples.items()}
 
 
 class WorkerEvaluator:
@@ -306,12 +320,12 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
             winner = {"operator": best.operator, "note": best.candidate.note, "config": best.candidate.config,
                       "source": best.candidate.source, "verdicts": best.result.verdicts,
                       "address": None, "node": best.id}
+        evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
         report.kernels.append(KernelResult(
             name=target.name, before_us=target.time_us, after_us=after, speedup=best.fitness if winner else 1.0,
             evaluations=outcome.evaluations, failures_by_gate=outcome.failures_by_gate, stop_reason=outcome.stop_reason,
-            best=winner, inductor_tuned=tuned,
+            best=winner, inductor_tuned=tuned, stage_medians_s=stage_medians(evaluated),
         ))
-        evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
         report.evaluations += len(evaluated)
         report.gpu_s += sum((n.result.measurements.get("gpu_s", 0.0) if n.result else 0.0) for n in evaluated)
     _finalize(report, worker, spec, settings, peak, timeout_s, known, emit)
