@@ -48,3 +48,22 @@ def test_an_element_left_unwritten_is_caught_even_where_the_original_writes_the_
     assert "out_ptr0" in verdict.reason
     honest = subkernel.run_subkernel_gate(kernel, original, original, [snapshot], seeds=(1, 2))
     assert honest.passed and honest.details["n_cases"] == 9
+
+
+def test_the_search_runs_the_snapshot_and_one_random_case_the_final_check_all() -> None:
+    from kernelopt.errors import KerneloptError
+    from kernelopt.verify.session import GateSettings, final_settings, search_settings
+
+    kernel = triton_kernel_def("triton_poi_sign_0", SOURCE)
+    snapshot = [torch.randn(64), torch.empty(64, dtype=torch.int64), 64]
+    search = search_settings()
+    light = subkernel.run_subkernel_gate(kernel, original, skips_first, [snapshot], search.kernel_seeds,
+                                         search.kernel_distributions)
+    assert [c["case"] for c in light.details["cases"]] == ["snapshot", "seed 1, distribution neg"]
+    assert not light.passed  # two cases still alternate the sentinels
+    full = final_settings(search)
+    honest = subkernel.run_subkernel_gate(kernel, original, original, [snapshot], full.kernel_seeds,
+                                          full.kernel_distributions)
+    assert honest.passed and honest.details["n_cases"] == 1 + 3 * 4  # every seed x every distribution
+    with pytest.raises(KerneloptError, match="unknown input distribution"):
+        GateSettings(kernel_distributions=("uniform",))

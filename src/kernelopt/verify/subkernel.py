@@ -30,18 +30,21 @@ def param_roles(kernel: KernelDef) -> list[tuple[str, bool, bool]]:
 
 
 def kernel_cases(
-    kernel: KernelDef, snapshots: Sequence[Sequence[Any]], seeds: Sequence[int] = DEFAULT_SEEDS
+    kernel: KernelDef, snapshots: Sequence[Sequence[Any]], seeds: Sequence[int] = DEFAULT_SEEDS,
+    distributions: Sequence[str] | None = None,
 ) -> Iterator[tuple[str, list[Any]]]:
     """Labelled argument lists: each snapshot, then seeds × distributions in the same layouts.
 
+    ``distributions`` names a subset of :data:`DISTRIBUTIONS` (None: all of them).
     A generator: one case's tensors exist at a time (they can be gigabytes).
     """
+    chosen = {name: DISTRIBUTIONS[name] for name in distributions} if distributions is not None else DISTRIBUTIONS
     for i, args in enumerate(snapshots):
         yield (f"snapshot {i}" if len(snapshots) > 1 else "snapshot", list(args))
     roles = param_roles(kernel)
     base = snapshots[0]
     for seed in seeds:
-        for dist, scale in DISTRIBUTIONS.items():
+        for dist, scale in chosen.items():
             gen = None
             args: list[Any] = []
             for (name, reads, _writes), value in zip(roles, base):
@@ -97,11 +100,12 @@ def run_subkernel_gate(
     candidate: Any,
     snapshots: Sequence[Sequence[Any]],
     seeds: Sequence[int] = DEFAULT_SEEDS,
+    distributions: Sequence[str] | None = None,
 ) -> Verdict:
     """Gate 2: the candidate writes what the original writes on every case, and nothing else."""
     if not snapshots:
         return Verdict("correctness", False, f"{kernel.name} never launched in the model run: nothing to compare")
     verdicts = []
-    for index, (label, args) in enumerate(kernel_cases(kernel, snapshots, seeds)):
+    for index, (label, args) in enumerate(kernel_cases(kernel, snapshots, seeds, distributions)):
         verdicts.append(run_case(kernel, original, candidate, label, args, alternate=index % 2 == 1))
     return combine_cases(verdicts)
