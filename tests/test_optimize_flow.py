@@ -216,3 +216,30 @@ def test_a_resumed_run_repeats_no_finished_evaluation(tmp_path) -> None:
     assert len(first.evaluated) == 4 and len(second.evaluated) == 6
     assert not set(first.evaluated) & set(second.evaluated)
     assert report.kernels[0].evaluations == 10
+
+
+class SecondBestSurvives(ScriptedWorker):
+    """num_warps 32 (1.2x) passes the search's gates but not the full re-check; num_warps 8 (1.1x) passes both."""
+
+    def _one(self, source: str, recheck: bool = False) -> dict:
+        cfg = config_of(source)
+        if cfg.get("num_warps") == 8 and cfg.get("XBLOCK", 1) < 4:
+            cmp = {"speedup": 1.1, "baseline": {"median_ms": 0.78}, "candidate": {"median_ms": 0.78 / 1.1}}
+            gates = [("static", True), ("correctness", True), ("model", True), ("performance", True)]
+            return {"passed": True, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5}
+        if cfg.get("num_warps") == 32 and cfg.get("num_stages", 1) != 1:  # one 1.2x config, not three
+            return {"passed": False, "verdicts": verdicts(("static", True), ("performance", False)), "gpu_s": 0.5}
+        if recheck and cfg.get("num_warps") == 32:
+            return {"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.5}
+        return super()._one(source, recheck)
+
+
+def test_a_winner_failing_the_full_recheck_gives_way_to_the_next_best(tmp_path) -> None:
+    worker = SecondBestSurvives()
+    _, report = run(tmp_path, worker)
+    (k,) = report.kernels
+    assert k.best is not None and k.best["config"]["num_warps"] == 8 and k.speedup == pytest.approx(1.1)
+    # the 32-warp configs (1.2x in the search) fail the full re-check, best first; the 8-warp one is delivered
+    rank = int(re.search(r"the search's #(\d)", k.final_check).group(1))
+    assert rank >= 2 and k.final_check.count("failed: correctness") == rank - 1
+    assert len(worker.rechecked) == rank and "verify_together" in worker.calls
