@@ -128,3 +128,20 @@ def test_queued_jobs_go_to_the_pool_as_processes_come_free() -> None:
         assert [pool.wait(h, 10)[1] for h in handles] == [None, None, None]  # each fed by the one before
     finally:
         pool.close()
+
+
+def test_the_pool_says_when_its_processes_have_started() -> None:
+    import time
+
+    pool = CompilePool(2, warm=worker_targets.warm_quick)
+    try:
+        pool.start()
+        assert not pool.warmed_up  # spawning and importing take far longer than this line
+        deadline = time.monotonic() + 60
+        while not pool.warmed_up and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool.warmed_up  # a start-up no-op finished: a process is ready to compile
+        pool._replace()
+        assert not pool.warmed_up  # a replaced pool starts from scratch
+    finally:
+        pool.close()

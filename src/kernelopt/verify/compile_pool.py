@@ -91,6 +91,7 @@ class CompilePool:
         self._in_flight = 0
         self._lock = threading.Lock()
         self.broken = 0  # times a compile process died and the pool was replaced
+        self._completed = 0  # jobs (start-up no-ops included) this pool's processes have finished
 
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -105,7 +106,17 @@ class CompilePool:
         if self.workers > 0 and self._executor is None:
             pool = self._pool()
             for _ in range(self.workers):
-                pool.submit(_noop)
+                pool.submit(_noop).add_done_callback(self._count)
+
+    @property
+    def warmed_up(self) -> bool:
+        """Whether a process has finished starting (importing the compiler stack takes
+        seconds): until then a candidate is compiled sooner by the session than by the pool."""
+        return self._completed > 0
+
+    def _count(self, _: Future) -> None:
+        with self._lock:
+            self._completed += 1
 
     def submit(self, jobs: list[tuple[str, str] | None]) -> list[WarmJob | None]:
         """Queue each ``(source, kernel name)`` for compiling; ``None`` entries are skipped."""
@@ -140,6 +151,7 @@ class CompilePool:
     def _finished(self, _: Future) -> None:
         with self._lock:
             self._in_flight -= 1
+            self._completed += 1
         self._feed()
 
     def wait(self, handle: WarmJob | None, timeout_s: float) -> tuple[float, str | None]:
@@ -174,6 +186,7 @@ class CompilePool:
         self.broken += 1
         with self._lock:
             executor, self._executor = self._executor, None
+            self._completed = 0  # the next pool's processes start from scratch
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
