@@ -387,3 +387,25 @@ def test_cli_shard_and_merge(tmp_path: Path) -> None:
     assert "level1/04_broken" in merged.stdout and "problems: 4" in merged.stdout
     bad = _runner().invoke(app, [*base, "--out", str(tmp_path / "s9"), "--shard", "two"])
     assert bad.exit_code == 2 and "--shard two: expected I/N" in bad.stderr
+
+
+def test_an_interrupted_bench_on_several_gpus_ends_its_running_problems_at_once(tmp_path: Path) -> None:
+    import time
+
+    suite = _suite(tmp_path / "suite", {"01_sleeps": "sleep", "02_fast": FAST, "03_queued": FAST})
+    out = tmp_path / "out"
+
+    def interrupt_after_fast(event: BenchEvent) -> None:
+        if event.kind == "done" and event.name == "level1/02_fast":
+            raise KeyboardInterrupt  # Ctrl-C while 01 sleeps on the other GPU
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        _bench(suite, out, gpus=2, on_event=interrupt_after_fast, worker_timeout_s=300.0)
+    assert time.monotonic() - started < 60  # the sleeping problem's worker was ended, not waited for (600 s)
+    written = [o["name"] for o in json.loads((out / "results.json").read_text())["outcomes"]]
+    assert written == ["level1/02_fast"]  # the cut-short problem is not a result: a resume runs it again
+    assert "03_fast.py" not in _calls(suite) and "03_queued.py" not in _calls(suite)  # the queued one never started
+    report = _bench(suite, out, resume=True, worker_timeout_s=2.0)
+    assert [o.name for o in report.outcomes] == ["level1/01_sleeps", "level1/02_fast", "level1/03_queued"]
+    assert report.outcomes[0].status == "timeout"  # run again on resume (and it sleeps again)

@@ -182,3 +182,17 @@ def test_parent_is_made_non_dumpable_before_a_worker_starts() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["1", "True", "0"]
+
+
+def test_a_cancelled_worker_ends_at_once(tmp_path: Path) -> None:
+    import threading
+
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    started = time.monotonic()
+    result = run_isolated("worker_targets:write_pid_and_sleep", str(tmp_path / "pid"), timeout_s=120,
+                          extra_path=[TESTS_DIR], cancel=cancel)
+    assert result.status == "cancelled" and result.reason == "cancelled by the caller"
+    assert time.monotonic() - started < 30
+    pid = int((tmp_path / "pid").read_text())
+    assert not Path(f"/proc/{pid}").exists()  # ended and reaped

@@ -31,7 +31,7 @@ import shlex
 import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -209,17 +209,20 @@ def run_bench(
     write()  # the directory claims its suite at once, so a second bench without --resume refuses it
     lock = threading.Lock()  # one writer of the results and of the progress display
     free_gpus = list(range(gpus))
+    stop = threading.Event()  # set when the bench is interrupted: running workers end at once
 
     def run_one(index: int, entry: SuiteEntry) -> None:
         with lock:
             gpu = free_gpus.pop(0) if gpus > 1 else None
             _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
         try:
-            outcome = _bench_one(entry, target, time_limit_s, timeout_s, extra_options or {}, extra_path, gpu)
+            outcome = _bench_one(entry, target, time_limit_s, timeout_s, extra_options or {}, extra_path, gpu, stop)
         finally:
             with lock:
                 if gpu is not None:
                     free_gpus.append(gpu)
+        if stop.is_set():
+            return  # cut short: not an outcome, so a resumed bench runs it again
         with lock:
             outcomes[entry.name] = outcome
             write()
@@ -237,9 +240,14 @@ def run_bench(
     else:
         pool = ThreadPoolExecutor(max_workers=gpus)
         try:
-            for future in [pool.submit(run_one, index, entry) for index, entry in todo]:
+            futures = [pool.submit(run_one, index, entry) for index, entry in todo]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)  # a failure in any thread stops the bench at once
+            for future in [f for f in futures if f in done] + [f for f in futures if f not in done]:
                 future.result()
-        finally:  # stopped (Ctrl-C, an error): no queued problem starts; running ones finish and are written
+        except BaseException:  # stopped (Ctrl-C, an error): the running problems' workers end now
+            stop.set()
+            raise
+        finally:  # no queued problem starts; what finished is already written
             pool.shutdown(wait=True, cancel_futures=True)
     meta["finished"] = _timestamp()
     summary = write()
@@ -290,12 +298,13 @@ def _bench_one(
     extra_options: dict[str, Any],
     extra_path: Sequence[str | Path],
     gpu: int | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProblemOutcome:
     if entry.problem is None:  # no worker for a file that does not even load
         return _failed(entry, "load_error", entry.error or "failed to load")
     options = {**extra_options, "name": entry.name, "time_limit_s": time_limit_s}
     result = run_isolated(
-        target, str(entry.path), options, timeout_s=timeout_s, extra_path=extra_path, gpu=gpu
+        target, str(entry.path), options, timeout_s=timeout_s, extra_path=extra_path, gpu=gpu, cancel=cancel
     )
     outcome = _outcome_of(entry, result)
     if gpu is not None:

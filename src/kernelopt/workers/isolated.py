@@ -23,6 +23,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -34,7 +35,7 @@ from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.protocol import CALL_FILE, ENTRY_MODULE, OUTPUT_FILE, RESULT_FILE
 from kernelopt.workers.safe_pickle import safe_loads
 
-WorkerStatus = Literal["ok", "error", "crash", "timeout", "oom"]
+WorkerStatus = Literal["ok", "error", "crash", "timeout", "oom", "cancelled"]
 
 TERM_GRACE_S = 1.0  # after the timeout: SIGTERM, this long to exit, then SIGKILL
 REAP_TIMEOUT_S = 30.0  # a process in uninterruptible sleep (a GPU driver call) may take a while
@@ -79,6 +80,7 @@ def run_isolated(
     env: Mapping[str, str] | None = None,
     workdir: str | Path | None = None,
     extra_path: Sequence[str | Path] = (),
+    cancel: threading.Event | None = None,
 ) -> WorkerResult:
     """Call ``target`` (``"package.module:function"``) with ``args``/``kwargs`` in a worker process.
 
@@ -89,7 +91,8 @@ def run_isolated(
     CUDA's out-of-memory errors instead. ``gpu`` pins the worker to one of the GPUs
     this process sees. ``env`` adds variables (secret-looking names raise
     ValueError). ``workdir`` is used instead of a fresh temporary directory and is
-    then kept; ``extra_path`` entries go first on the worker's ``sys.path``.
+    then kept; ``extra_path`` entries go first on the worker's ``sys.path``. Setting
+    ``cancel`` (from another thread) ends the worker's group at once: status ``cancelled``.
 
     Mistakes of the caller (a malformed target, unpicklable arguments, a secret
     in ``env``) raise; everything the target does is reported in the result.
@@ -116,7 +119,10 @@ def run_isolated(
         command = [sys.executable, "-m", ENTRY_MODULE, str(directory)]
         if memory_limit_bytes is not None:
             command.append(str(int(memory_limit_bytes)))
-        returncode, timed_out, duration_s = _run_process(command, directory, child_env, timeout_s)
+        returncode, timed_out, duration_s = _run_process(command, directory, child_env, timeout_s, cancel)
+        if cancel is not None and cancel.is_set() and not timed_out:
+            return WorkerResult("cancelled", None, "cancelled by the caller", None, duration_s,
+                                _read_tail(directory / OUTPUT_FILE))
         return _classify(
             directory, returncode, timed_out, duration_s, timeout_s, memory_limit_bytes
         )
@@ -126,7 +132,7 @@ def run_isolated(
 
 
 def _run_process(
-    command: list[str], directory: Path, env: dict[str, str], timeout_s: float
+    command: list[str], directory: Path, env: dict[str, str], timeout_s: float, cancel: threading.Event | None = None
 ) -> tuple[int | None, bool, float]:
     """Start the worker in its own session, wait, and leave nothing of its group alive."""
     with open(directory / OUTPUT_FILE, "wb") as output:
@@ -142,8 +148,8 @@ def _run_process(
         )
     timed_out = False
     try:
-        if not _wait_exited(process, start + timeout_s):
-            timed_out = True
+        if not _wait_exited(process, start + timeout_s, cancel):
+            timed_out = cancel is None or not cancel.is_set()
             _signal_group(process.pid, signal.SIGTERM)
             _wait_exited(process, time.monotonic() + TERM_GRACE_S)
         duration_s = time.monotonic() - start
@@ -158,8 +164,8 @@ def _run_process(
     return returncode, timed_out, duration_s
 
 
-def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Wait until the process has exited or ``deadline`` passed, without reaping it."""
+def _wait_exited(process: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None = None) -> bool:
+    """Wait until the process has exited, ``deadline`` passed or ``cancel`` is set, without reaping it."""
     interval = 0.001
     while True:
         try:
@@ -168,7 +174,7 @@ def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
         except ChildProcessError:
             return True
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or (cancel is not None and cancel.is_set()):
             return False
         time.sleep(min(interval, remaining))
         interval = min(interval * 2, 0.05)
