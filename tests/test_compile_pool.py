@@ -87,14 +87,10 @@ def test_compile_workers_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
         default_workers()
 
 
-def test_default_workers_leave_a_core_to_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_pool_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KERNELOPT_COMPILE_WORKERS", raising=False)
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert default_workers() == 1
     monkeypatch.setattr("os.cpu_count", lambda: 64)
-    assert default_workers() == 8
-    monkeypatch.setattr("os.cpu_count", lambda: None)
-    assert default_workers() == 0
+    assert default_workers() == 0  # measured on the H200: the pool did not pay for launch-config candidates
 
 
 def test_a_queued_job_is_compiled_by_the_session_not_waited_for(tmp_path: Path) -> None:

@@ -27,18 +27,22 @@ from typing import Callable
 from kernelopt.errors import KerneloptError
 
 WarmFn = Callable[[str, str], float]
-DEFAULT_MAX_WORKERS = 8
 
 
 def default_workers() -> int:
-    """``KERNELOPT_COMPILE_WORKERS`` if set (0: no pool), else one compile process per spare
-    core (one core stays with the session), at most 8."""
+    """``KERNELOPT_COMPILE_WORKERS`` if set, else 0: no pool.
+
+    Off by default because it did not pay on the H200 (scripts/throughput.py, softmax at
+    1024 rows, 16 launch-config candidates each): 191 evaluations per GPU-minute without
+    the pool, 137 with 8 processes; the session's compile stage was 0.25 s either way, so
+    the pool's warm-ups saved nothing while 8 more processes each imported torch. Where
+    compiles are slower (large candidates), try one process per spare core."""
     text = os.environ.get("KERNELOPT_COMPILE_WORKERS")
     if text is not None:
         if not text.strip().isdigit():
             raise KerneloptError(f"KERNELOPT_COMPILE_WORKERS={text!r}: expected a whole number of processes (0 for none)")
         return int(text)
-    return max(0, min(DEFAULT_MAX_WORKERS, (os.cpu_count() or 1) - 1))
+    return 0
 
 
 def warm_triton_cache(source: str, name: str) -> float:
