@@ -60,6 +60,25 @@ def test_looped_reduction_space_bounds_the_tile() -> None:
     assert {c["num_stages"] for c in launch_config_space(red, include_stages=True)} == {1, 2, 3}
 
 
+def test_looped_reduction_blocks_reach_the_whole_row() -> None:
+    from kernelopt.capture.output_code import KernelDef, KernelParam, size_hints
+
+    def looped(hints: str) -> KernelDef:
+        source = f"@triton_heuristics.reduction(size_hints={hints}, reduction_hint=ReductionHint.INNER)\n@triton.jit\ndef k(): pass\n"
+        return KernelDef("triton_red_x_0", "triton", source, (KernelParam("in_ptr0"), KernelParam("xnumel"),
+                         KernelParam("XBLOCK", True), KernelParam("R0_BLOCK", True)), heuristic="reduction")
+
+    wide = list(launch_config_space(looped("{'x': 4096, 'r0_': 65536}")))
+    assert max(c["R0_BLOCK"] for c in wide) == 65536  # one iteration per pass: beyond Inductor's 16384
+    assert {c["XBLOCK"] for c in wide if c["R0_BLOCK"] == 65536} == {1}  # the tile bound still holds
+    narrow = list(launch_config_space(looped("{'x': 8, 'r0_': 512}")))
+    assert {c["R0_BLOCK"] for c in narrow} == {64, 128, 256, 512}  # nothing wider than the row
+    odd = list(launch_config_space(looped("{'x': 8, 'r0_': 3000}")))
+    assert max(c["R0_BLOCK"] for c in odd) == 4096  # rounded up to a power of two
+    assert size_hints(kernel_of("12_softmax_wide").source) == {"x": 8, "r0_": 512}  # a real capture's decorator
+    assert size_hints("def k(): pass") == {}
+
+
 def test_export_file_round_trip_and_version_refusal(tmp_path) -> None:
     problem = load_problem(EXAMPLES / "level1/15_rmsnorm.py").small()
     address = KernelAddress(0, "triton_per_x_0", "a" * 64)

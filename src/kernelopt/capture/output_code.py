@@ -27,6 +27,7 @@ _EXTERN_RE = re.compile(r"\bextern_kernels\.(\w+)\(")
 _ATEN_RE = re.compile(r"(?<![\w.])(?:torch\.ops\.)?aten\.(\w+)(?:\.(\w+))?\(")
 _CPP_PARAMS_RE = re.compile(r'extern "C"\s+void\s+kernel\((.*?)\)', re.S)
 _DECORATOR_KIND_RE = re.compile(r"@triton_heuristics\.(\w+)\(")
+_SIZE_HINTS_RE = re.compile(r"size_hints=(\{[^{}]*\})")
 _INDUCTOR_META_RE = re.compile(r"inductor_meta=(\{.*?\})\s*(?:,\s*\w+=|\)\s*\n)", re.S)
 
 
@@ -123,6 +124,21 @@ def _inductor_meta(source: str) -> dict:
     except (ValueError, SyntaxError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def size_hints(source: str) -> dict[str, int]:
+    """The decorator's ``size_hints`` (each axis's extent rounded up to a power of two,
+    e.g. ``{'x': 4096, 'r0_': 65536}``); empty when the source has none we can read."""
+    m = _SIZE_HINTS_RE.search(source)
+    if not m:
+        return {}
+    try:
+        value = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int)}
 
 
 def triton_kernel_def(name: str, source: str) -> KernelDef:
