@@ -243,3 +243,16 @@ def test_a_winner_failing_the_full_recheck_gives_way_to_the_next_best(tmp_path) 
     rank = int(re.search(r"the search's #(\d)", k.final_check).group(1))
     assert rank >= 2 and k.final_check.count("failed: correctness") == rank - 1
     assert len(worker.rechecked) == rank and "verify_together" in worker.calls
+
+
+def test_a_bench_problem_says_where_its_time_went(monkeypatch) -> None:
+    ticks = iter([0.0, 2.0, 5.0, 6.5, 10.0, 10.25])
+    monkeypatch.setattr(opt.time, "monotonic", lambda: next(ticks))
+    clock = opt.StageClock()  # t=0
+    clock("stage", {"stage": "analyze"})  # t=2: the 2 s before any stage belong to none
+    clock("stage", {"stage": "search on k"})  # t=5
+    clock("evaluated", {"node": 1})  # not a stage: the search goes on
+    clock("stage", {"stage": "analyze"})  # t=6.5: a repeated stage adds up
+    clock("stage", {"stage": "final gates"})  # t=10
+    clock.enter(None)  # t=10.25
+    assert clock.seconds == {"analyze": 6.5, "search on k": 1.5, "final gates": 0.25}

@@ -311,6 +311,7 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         def on_event(kind: str, data: dict[str, Any], _t=target) -> None:
             emit(kind, {**data, "kernel": _t.name})
 
+        emit("stage", {"stage": f"search on {target.name}"})
         engine = SearchEngine(nodes, target.name, root, ops, selection, budget, evaluator, context, on_event=on_event, seed=seed)
         outcome = engine.run()
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
@@ -528,10 +529,32 @@ def _log_event(kind: str, data: dict[str, Any]) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {kind}: {data}", file=sys.stderr, flush=True)
 
 
+class StageClock:
+    """Seconds spent in each stage an optimize run announces: where a bench problem's time went."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._current: str | None = None
+        self._since = time.monotonic()
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        _log_event(kind, data)
+        if kind == "stage":
+            self.enter(str(data.get("stage")))
+
+    def enter(self, stage_name: str | None) -> None:
+        """Close the running stage (its time adds up over repeats) and open ``stage_name`` (None: stop)."""
+        now = time.monotonic()
+        if self._current is not None:
+            self.seconds[self._current] = round(self.seconds.get(self._current, 0.0) + now - self._since, 3)
+        self._current, self._since = stage_name, now
+
+
 def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     """One problem of ``kernelopt bench`` (runs in its own worker process): optimize it, plus the second baseline."""
     from kernelopt.workers import run_isolated
 
+    clock = StageClock()
     store = Store(options.get("store"))
     time_limit = options.get("time_limit_s")
     budget = Budget(max_evaluations=int(options.get("budget", 32)), max_wall_s=time_limit, patience=int(options.get("patience", 2)))
@@ -539,12 +562,13 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     try:
         report = optimize(problem_path, store, budget=budget, max_targets=int(options.get("max_targets", 2)),
                           export_path=options.get("export_dir") and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
-                          on_event=_log_event)
+                          on_event=clock)
     except KerneloptError as exc:
         return {"name": name, "path": problem_path, "status": "run_error", "reason": str(exc), "correct": False,
                 "eager_ms": None, "compiled_ms": None, "max_autotune_ms": None, "optimized_ms": None}
-    _log_event("stage", {"stage": "max-autotune-no-cudagraphs baseline"})
+    clock("stage", {"stage": "max-autotune-no-cudagraphs baseline"})
     ma = run_isolated(f"{__name__}:_time_mode", problem_path, "max-autotune-no-cudagraphs", 0, 20, timeout_s=1800)
+    clock.enter(None)
     return {
         "name": name,
         "path": problem_path,
@@ -559,5 +583,5 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "gpu_s": report.gpu_s,
         "details": {"device": report.device, "run_id": report.run_id, "max_autotune": ma.value if ma.ok else ma.reason,
                     "kernels": [asdict(k) for k in report.kernels], "exported": report.exported,
-                    "warnings": report.warnings},
+                    "warnings": report.warnings, "stage_s": clock.seconds},
     }
