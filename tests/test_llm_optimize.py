@@ -134,3 +134,26 @@ def test_a_resumed_llm_operator_repairs_nothing_twice_and_keeps_the_depth_limit(
     ctx = SearchContext(target=SOFTMAX.name, kernel=SOFTMAX, root_source=SOFTMAX.source, nodes=history)
     (repair,) = operator._repairs(ctx, 4)
     assert "repair of node 8:" in repair.note and client.roles == ["repairer"]
+
+
+def test_a_resumed_llm_operator_repairs_with_the_stored_plan_and_judges_no_node_twice(tmp_path) -> None:
+    from kernelopt.agents.roles.models import Plan
+    from kernelopt.search.operators import SearchContext
+    from kernelopt.store import Store
+
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "softmax", "fake", {})
+    plan = Plan(strategy="wide-row-warps", change="32 warps", expected_effect="-15%", evidence=["wide rows"])
+    first = LLMOperator(RepairOnlyClient(), store=store, run_id=run_id)
+    broken = _failed_llm_node(5, "wide-row-warps: 32 warps")
+    first._keep_plan(broken.candidate, plan)  # as _new_plan does when it proposes the candidate
+    first._mark_judged(broken)  # judged before the kill
+
+    client = RepairOnlyClient()
+    resumed = LLMOperator(client, store=store, run_id=run_id)  # a fresh process: nothing in memory
+    ctx = SearchContext(target=SOFTMAX.name, kernel=SOFTMAX, root_source=SOFTMAX.source, nodes=[broken])
+    (repair,) = resumed.propose(broken, ctx, 1)
+    assert repair.note.startswith("wide-row-warps: repair of node 5:")  # the plan survived the restart
+    assert client.roles == ["repairer"]  # no judge call: node 5 was judged before the kill
+    assert resumed._plans[repair.key()] == plan
+    assert set(store.measurements(run_id, "llm_plan:")) == {f"llm_plan:{broken.key}", f"llm_plan:{repair.key()}"}

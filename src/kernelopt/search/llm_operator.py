@@ -15,6 +15,10 @@ spends its calls. Each ``propose``:
 Only source code, shapes, dtypes and measurements reach the LLM. A role that
 gives no valid reply, or a request that fails after its retries, costs this
 proposal, not the run; a setup error (key, model) stops the run.
+
+Each candidate's plan and each judged node are kept in the store with the run,
+so a resumed run repairs with the plan the broken candidate implemented and
+judges no node twice.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from kernelopt.store import Store
 from kernelopt.verify.verdict import Verdict
 
 NAME = "llm"
+PLAN_KEY = "llm_plan:"  # + candidate key: the plan a candidate implements (store measurement)
+JUDGED_KEY = "llm_judged:"  # + node id: a node the Judge has recorded
 _REPAIR_NOTE = re.compile(r"repair of node (\d+):")
 
 
@@ -61,6 +67,29 @@ class LLMOperator:
         self._repair_depth: dict[str, int] = {}
         self._repaired: set[int] = set()
         self._judged: set[int] = set()
+        self._loaded = False
+
+    # -- what a resumed run finds in the store -------------------------------------------------
+
+    def _load(self) -> None:
+        """Plans and judged nodes an earlier process of this run recorded (once per operator)."""
+        if self._loaded or self.store is None or self.run_id is None:
+            return
+        self._loaded = True
+        for key, value in self.store.measurements(self.run_id, PLAN_KEY).items():
+            self._plans.setdefault(key[len(PLAN_KEY):], Plan.model_validate(value))
+        self._judged |= {int(key[len(JUDGED_KEY):]) for key in self.store.measurements(self.run_id, JUDGED_KEY)}
+
+    def _keep_plan(self, candidate: Candidate, plan: Plan) -> None:
+        key = candidate.key()
+        if key not in self._plans and self.store is not None and self.run_id is not None:
+            self.store.add_measurement(self.run_id, PLAN_KEY + key, plan.model_dump())
+        self._plans[key] = plan
+
+    def _mark_judged(self, node: Node) -> None:
+        self._judged.add(node.id)
+        if self.store is not None and self.run_id is not None:
+            self.store.add_measurement(self.run_id, f"{JUDGED_KEY}{node.id}", True)
 
     # -- the operator interface --------------------------------------------------------------
 
@@ -68,6 +97,7 @@ class LLMOperator:
         if ctx.kernel is None or n <= 0:
             return []
         try:
+            self._load()
             with for_node(parent.id):  # the transcripts of this proposal name the node it grew from
                 self._judge_evaluated(ctx)
                 out = self._repairs(ctx, n)
@@ -106,7 +136,7 @@ class LLMOperator:
         code = Coder(self.client).run(plan, base, hardware=self.hardware).output
         candidate = Candidate(ctx.target, NAME, source=code.source, config=parent.candidate.config,
                               note=f"{plan.strategy}: {code.summary}")
-        self._plans[candidate.key()] = plan
+        self._keep_plan(candidate, plan)
         self._repair_depth[candidate.key()] = 0
         return candidate
 
@@ -142,7 +172,7 @@ class LLMOperator:
             candidate = Candidate(ctx.target, NAME, source=fixed.source, config=node.candidate.config,
                                   note=f"{plan.strategy if plan else 'repair'}: repair of node {node.id}: {fixed.summary}")
             if plan is not None:
-                self._plans[candidate.key()] = plan
+                self._keep_plan(candidate, plan)
             self._repair_depth[candidate.key()] = depth(node) + 1
             out.append(candidate)
         return out
@@ -154,7 +184,7 @@ class LLMOperator:
             plan = self._plans.get(node.key)
             if node.operator != NAME or node.result is None or node.id in self._judged or plan is None:
                 continue
-            self._judged.add(node.id)
+            self._mark_judged(node)
             result = node.result
             after = {"time_us": result.measurements.get("kernel_time_us")} if result.measurements.get("kernel_time_us") else None
             verdicts = [Verdict.from_dict(v) for v in result.verdicts]
