@@ -132,8 +132,13 @@ def test_outcome_round_trip_and_validation() -> None:
     assert data["speedup_vs_max_autotune"] == pytest.approx(1.8)
     assert ProblemOutcome.from_dict(json.loads(json.dumps(data))) == outcome
     base = {"name": "p", "path": "p.py", "status": "ok", "correct": True}
+    # measured interleaved in one process, the ratio against max-autotune wins over two processes' medians
+    interleaved = ProblemOutcome("p", "p.py", "ok", "", True, 2.0, 1.0, 0.9, 0.5, 3, 1.5, {}, max_autotune_speedup=1.7)
+    assert interleaved.speedup_vs_max_autotune == 1.7 and interleaved.to_dict()["speedup_vs_max_autotune"] == 1.7
+    assert ProblemOutcome.from_dict(json.loads(json.dumps(interleaved.to_dict()))) == interleaved
+    assert summarize([interleaved])["geomean_speedup"]["max_autotune"] == pytest.approx(1.7)
     for bad in ({"status": "fine"}, {"correct": "yes"}, {"optimized_ms": math.nan}, {"eager_ms": -1.0},
-                {"eager_ms": "1"}, {"evaluations": 1.5}, {"details": []}):
+                {"eager_ms": "1"}, {"evaluations": 1.5}, {"details": []}, {"max_autotune_speedup": 0.0}):
         with pytest.raises(ValueError):
             ProblemOutcome.from_dict({**base, **bad})
 

@@ -143,6 +143,9 @@ def print_bench(report: "BenchReport", console: Console) -> None:
         table.add_column(header, justify="right")
     for outcome in report.outcomes:
         table.add_row(*_problem_row(outcome))
+    table.caption = ("vs max-autotune: measured interleaved in the max-autotune process where that worked "
+                     "(then not the ratio of the two ms columns, which come from different processes)")
+    table.caption_justify = "left"
     console.print(table)
 
     failed = [o for o in report.outcomes if o.status != "ok"]
