@@ -414,3 +414,22 @@ def test_an_interrupted_bench_on_several_gpus_ends_its_running_problems_at_once(
     report = _bench(suite, out, resume=True, worker_timeout_s=2.0)
     assert [o.name for o in report.outcomes] == ["level1/01_sleeps", "level1/02_fast", "level1/03_queued"]
     assert report.outcomes[0].status == "timeout"  # run again on resume (and it sleeps again)
+
+
+def test_every_outcome_names_the_code_that_produced_it(tmp_path: Path) -> None:
+    from kernelopt.api.environment import source_digest
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub" / "__pycache__").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.py").write_text("y = 2\n")
+    first = source_digest(pkg)
+    (pkg / "sub" / "__pycache__" / "b.cpython-312.pyc").write_bytes(b"\0")
+    assert source_digest(tmp_path / "pkg" / ".." / "pkg") == first  # caches and bytecode do not count
+    (pkg / "sub" / "b.py").write_text("y = 3\n")
+    source_digest.__globals__["_digest"].cache_clear()
+    assert source_digest(pkg) != first  # one changed line is other code
+
+    report = _bench(_suite(tmp_path / "suite", {"01_fast": FAST, "02_broken": None}), tmp_path / "out")
+    assert {o.details["kernelopt_source"] for o in report.outcomes} == {source_digest()}  # the broken one too
+    assert json.loads(report.json_path.read_text())["meta"]["versions"]["kernelopt_source"] == source_digest()

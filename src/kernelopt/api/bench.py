@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kernelopt.api.environment import source_digest
 from kernelopt.api.metrics import ProblemOutcome, summarize
 from kernelopt.errors import KerneloptError
 from kernelopt.problem.loader import SuiteEntry, load_suite
@@ -301,12 +302,13 @@ def _bench_one(
     cancel: threading.Event | None = None,
 ) -> ProblemOutcome:
     if entry.problem is None:  # no worker for a file that does not even load
-        return _failed(entry, "load_error", entry.error or "failed to load")
+        return _failed(entry, "load_error", entry.error or "failed to load", {"kernelopt_source": source_digest()})
     options = {**extra_options, "name": entry.name, "time_limit_s": time_limit_s}
     result = run_isolated(
         target, str(entry.path), options, timeout_s=timeout_s, extra_path=extra_path, gpu=gpu, cancel=cancel
     )
     outcome = _outcome_of(entry, result)
+    outcome.details["kernelopt_source"] = source_digest()  # which code ran it, in a bench resumed across changes
     if gpu is not None:
         outcome.details["gpu"] = gpu
     return outcome
@@ -456,7 +458,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version(), "kernelopt_source": source_digest()}
     for package in ("kernelopt", "torch", "triton"):
         try:
             versions[package] = metadata.version(package)

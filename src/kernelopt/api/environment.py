@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import platform
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,10 +47,27 @@ def triton_version() -> str | None:
     return triton.__version__
 
 
+def source_digest(root: str | Path | None = None) -> str:
+    """A short hash of kernelopt's own files (every file under the package, by relative
+    path and content): which code produced a result, also where there is no git checkout
+    (the lent GPU machine gets a copy of the working tree without ``.git``)."""
+    return _digest(str(root) if root is not None else str(Path(kernelopt.__file__).parent))
+
+
+@functools.lru_cache(maxsize=4)
+def _digest(root: str) -> str:
+    base = Path(root)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
 def versions() -> dict[str, Any]:
     """Versions and numeric settings that change what a measurement means."""
     return {
         "kernelopt": kernelopt.__version__,
+        "kernelopt_source": source_digest(),
         "torch": str(torch.__version__),
         "triton": triton_version(),
         "cuda": torch.version.cuda,
