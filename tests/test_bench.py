@@ -433,3 +433,30 @@ def test_every_outcome_names_the_code_that_produced_it(tmp_path: Path) -> None:
     report = _bench(_suite(tmp_path / "suite", {"01_fast": FAST, "02_broken": None}), tmp_path / "out")
     assert {o.details["kernelopt_source"] for o in report.outcomes} == {source_digest()}  # the broken one too
     assert json.loads(report.json_path.read_text())["meta"]["versions"]["kernelopt_source"] == source_digest()
+
+
+def test_the_results_folder_holds_a_markdown_scoreboard(tmp_path: Path) -> None:
+    report = _bench(_standard_suite(tmp_path / "suite"), tmp_path / "out", time_limit_s=30.0)
+    text = report.markdown_path.read_text()
+    assert text.startswith(f"# kernelopt bench: {report.suite}")
+    assert "Device: Fake GPU 141GB" in text and "kernelopt_source" in text
+    assert "4 problems, 1 correct; slower than torch.compile (beyond 1 %): 0" in text
+    assert "| torch.compile | 25 % | 25 % | 25 % | 0 % | 2.000× |" in text  # fast_0, 1, 1.5, 2 and the geomean
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× | 1.600× | 12 |" in text
+    assert "- level1/03_segfault: crash:" in text and "- level1/04_broken: load_error:" in text
+    assert json.loads(report.json_path.read_text())["summary"] == report.summary  # the same data as the JSON
+
+
+def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
+    from kernelopt.api.bench import merge_results
+
+    suite = _standard_suite(tmp_path / "suite")
+    _bench(suite, tmp_path / "a", problems=["01_fast"], command="kernelopt bench A")
+    _bench(suite, tmp_path / "b", problems=["02_raises"], command="kernelopt bench B")
+    merged = merge_results([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    text = merged.markdown_path.read_text()
+    assert "from 2 results folders" in text
+    assert "    kernelopt bench A\n" in text and "    kernelopt bench B\n" in text
+    _bench(suite, tmp_path / "a", problems=["01_fast", "03_segfault"], resume=True, command="kernelopt bench A2")
+    again = merge_results([tmp_path / "a", tmp_path / "b"], tmp_path / "m2").markdown_path.read_text()
+    assert again.count("kernelopt bench A2") == 1  # a part's resume is listed once, not again as the merge's

@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kernelopt.api.bench_report import markdown_report
 from kernelopt.api.environment import source_digest
 from kernelopt.api.metrics import ProblemOutcome, summarize
 from kernelopt.errors import KerneloptError
@@ -49,6 +50,7 @@ DEFAULT_WORKER_TIMEOUT_S = 3600.0  # without a time limit: one hour per problem 
 WORKER_TIMEOUT_MARGIN_S = 900.0  # with one: room for timing three baselines (max-autotune compiles slowly)
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
+RESULTS_MD = "results.md"
 STDERR_KEPT_CHARS = 1000
 CSV_COLUMNS = (
     "name",
@@ -97,13 +99,17 @@ class BenchReport:
     def csv_path(self) -> Path:
         return self.results_dir / RESULTS_CSV
 
+    @property
+    def markdown_path(self) -> Path:
+        return self.results_dir / RESULTS_MD
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "meta": self.meta,
             "outcomes": [o.to_dict() for o in self.outcomes],
             "summary": self.summary,
             "resumed": list(self.resumed),
-            "files": {"json": str(self.json_path), "csv": str(self.csv_path)},
+            "files": {"json": str(self.json_path), "csv": str(self.csv_path), "markdown": str(self.markdown_path)},
         }
 
 
@@ -280,7 +286,9 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> Ben
                 outcomes[outcome.name] = outcome
     ordered = sorted(outcomes.values(), key=lambda o: o.name)
     meta = dict(documents[0]["meta"])
-    meta.update(merged_from=[{"dir": str(d), "meta": doc["meta"]} for d, doc in zip(result_dirs, documents)], shard=None)
+    # Each part keeps its own command and resumes in merged_from; the merge itself has been resumed by nothing yet.
+    meta.update(merged_from=[{"dir": str(d), "meta": doc["meta"]} for d, doc in zip(result_dirs, documents)], shard=None,
+                resumed=[])
     meta["finished"] = max((doc["meta"].get("finished") or "" for doc in documents), default=None) or None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -420,6 +428,7 @@ def _write_results(out_dir: Path, meta: dict[str, Any], outcomes: list[ProblemOu
     document = {"meta": meta, "outcomes": [o.to_dict() for o in outcomes], "summary": summary}
     _atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
     _atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))
+    _atomic_write(out_dir / RESULTS_MD, markdown_report(meta, outcomes, summary))
     return summary
 
 

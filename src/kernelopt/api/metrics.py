@@ -26,6 +26,7 @@ from kernelopt.measure.roofline import geometric_mean
 
 STATUSES = ("ok", "load_error", "compile_error", "run_error", "timeout", "crash")
 BASELINES = ("eager", "compile", "max_autotune")
+BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile", "max_autotune": "max-autotune-no-cudagraphs"}
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 SLOWER_TOLERANCE = 0.01  # timing noise allowed before "slower than torch.compile" is reported
 

@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from kernelopt.api.metrics import ProblemOutcome
 
 _STATUS_STYLE = {"ok": "green", "load_error": "red", "compile_error": "red", "run_error": "red", "timeout": "yellow", "crash": "red"}
-_BASELINE_LABEL = {"eager": "eager", "compile": "torch.compile", "max_autotune": "max-autotune-no-cudagraphs"}
-
-
 @app.command("bench")
 @user_errors
 def bench(
@@ -136,6 +133,8 @@ def _problem_row(o: "ProblemOutcome") -> list[Text | str]:
 
 def print_bench(report: "BenchReport", console: Console) -> None:
     """The per-problem table, the reasons of failed problems, then the suite summary."""
+    from kernelopt.api.metrics import BASELINE_LABELS
+
     table = Table(title=f"kernelopt bench: {report.suite}", title_justify="left")
     for header in ("problem", "status", "correct", "eager ms", "compile ms", "max-autotune ms", "optimized ms"):
         table.add_column(header, justify="left" if header in ("problem", "status") else "right")
@@ -158,7 +157,7 @@ def print_bench(report: "BenchReport", console: Console) -> None:
     for key in s["fast_p"]["compile"]:
         summary.add_column(f"fast_{key}", justify="right")
     summary.add_column("geomean speedup", justify="right")
-    for baseline, label in _BASELINE_LABEL.items():
+    for baseline, label in BASELINE_LABELS.items():
         row = [_share(v) for v in s["fast_p"][baseline].values()]
         summary.add_row(label, *row, _ratio(s["geomean_speedup"][baseline]))
     console.print(summary)
@@ -177,4 +176,4 @@ def print_bench(report: "BenchReport", console: Console) -> None:
     )
     if report.resumed:
         console.print(f"taken from the earlier run: {len(report.resumed)} problem(s)", highlight=False)
-    console.print(f"results: {report.json_path}, {report.csv_path}", markup=False, highlight=False)
+    console.print(f"results: {report.json_path}, {report.csv_path}, {report.markdown_path}", markup=False, highlight=False)

@@ -1,0 +1,97 @@
+"""A bench's scoreboard as Markdown (``results.md``), written beside results.json.
+
+So that a results folder can be committed as it is: the suite summary, every
+problem's row, the failures with their reasons, and what produced the numbers
+(device, versions, the code's digest, the commands), all from the same data
+as the JSON, never retyped by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from kernelopt.api.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.3g}"
+
+
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}×"
+
+
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.0f} %"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _commands(meta: dict[str, Any]) -> list[str]:
+    """The command lines behind a results folder: a merged one's parts first (recursively,
+    a merge can be resumed and merged again), then its own command and each resume's."""
+    out = [command for part in meta.get("merged_from") or [] for command in _commands(part["meta"])]
+    if not meta.get("merged_from"):
+        out.append(str(meta.get("command", "")))
+    out += [f"{r.get('command', '')}   # resumed {r.get('at', '')}" for r in meta.get("resumed") or []]
+    return list(dict.fromkeys(out))  # results merged before resumes were kept apart repeat some
+
+
+def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], summary: dict[str, Any]) -> str:
+    """The whole scoreboard as one Markdown document."""
+    versions = meta.get("versions") or {}
+    lines = [
+        f"# kernelopt bench: {meta.get('suite', '')}",
+        "",
+        f"Device: {meta.get('device') or 'unknown'}; "
+        + ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None)
+        + f". Started {meta.get('started')}, finished {meta.get('finished') or '(not finished)'}.",
+        "",
+    ]
+    merged = meta.get("merged_from") or []
+    if merged:
+        lines += [f"Merged with `kernelopt bench-merge` from {len(merged)} results folders (a later one's run of a "
+                  "problem replaces an earlier one's); their commands:", ""]
+    lines += [f"    {command}" for command in _commands(meta)] + [""]
+    slower = summary["slower_than_baseline"]
+    rate = summary["evaluations_per_gpu_minute"]
+    lines += [
+        "## Summary",
+        "",
+        f"{summary['problems']} problems, {summary['correct']} correct; "
+        f"slower than torch.compile (beyond 1 %): {len(slower)}{': ' + ', '.join(slower) if slower else ''}; "
+        f"{summary['evaluations']} evaluations in {summary['gpu_s']:.0f} s of GPU"
+        + (f" ({rate:.0f} per GPU-minute)" if rate is not None else "")
+        + ".",
+        "",
+        "| baseline | " + " | ".join(f"fast_{k}" for k in summary["fast_p"]["compile"]) + " | geomean speedup |",
+        "|---|" + "---|" * (len(summary["fast_p"]["compile"]) + 1),
+    ]
+    for baseline in BASELINES:
+        shares = " | ".join(_share(v) for v in summary["fast_p"][baseline].values())
+        lines.append(f"| {BASELINE_LABELS[baseline]} | {shares} | {_ratio(summary['geomean_speedup'][baseline])} |")
+    lines += [
+        "",
+        "fast_p counts every problem (failed ones too); geometric means are over the correct problems. "
+        "Times are medians in ms. The max-autotune column comes from a process of its own; where that process "
+        "also timed kernelopt's model interleaved with it, *vs max-autotune* is that ratio.",
+        "",
+        "## Per problem",
+        "",
+        "| problem | status | correct | eager | compile | max-autotune | optimized | vs eager | vs compile "
+        "| vs max-autotune | evaluations |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        lines.append(
+            f"| {_cell(o.name)} | {o.status} | {'yes' if o.correct else 'no'} | {_ms(o.eager_ms)} | {_ms(o.compiled_ms)} "
+            f"| {_ms(o.max_autotune_ms)} | {_ms(o.optimized_ms)} | {_ratio(o.speedup_vs_eager)} "
+            f"| {_ratio(o.speedup_vs_compile)} | {_ratio(o.speedup_vs_max_autotune)} | {o.evaluations} |"
+        )
+    failed = [o for o in outcomes if o.status != "ok"]
+    if failed:
+        lines += ["", "## Failures", ""]
+        lines += [f"- {o.name}: {o.status}: {_cell(o.reason)}" for o in failed]
+    return "\n".join(lines) + "\n"
