@@ -13,16 +13,17 @@ from typing import Any, Sequence
 from kernelopt.api.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
 
 
-def _ms(value: float | None) -> str:
-    return "" if value is None else f"{value:.3g}"
+def fmt_ms(value: float | None, missing: str = "") -> str:
+    """Milliseconds, three significant digits (the console table and Markdown alike)."""
+    return missing if value is None else f"{value:.3g}"
 
 
-def _ratio(value: float | None) -> str:
-    return "" if value is None else f"{value:.3f}×"
+def fmt_ratio(value: float | None, digits: int = 3, missing: str = "") -> str:
+    return missing if value is None else f"{value:.{digits}f}×"
 
 
-def _share(value: float | None) -> str:
-    return "" if value is None else f"{100 * value:.0f} %"
+def fmt_share(value: float | None, missing: str = "") -> str:
+    return missing if value is None else f"{100 * value:.0f} %"
 
 
 def _cell(text: str) -> str:
@@ -70,8 +71,8 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         "|---|" + "---|" * (len(summary["fast_p"]["compile"]) + 1),
     ]
     for baseline in BASELINES:
-        shares = " | ".join(_share(v) for v in summary["fast_p"][baseline].values())
-        lines.append(f"| {BASELINE_LABELS[baseline]} | {shares} | {_ratio(summary['geomean_speedup'][baseline])} |")
+        shares = " | ".join(fmt_share(v) for v in summary["fast_p"][baseline].values())
+        lines.append(f"| {BASELINE_LABELS[baseline]} | {shares} | {fmt_ratio(summary['geomean_speedup'][baseline])} |")
     lines += [
         "",
         "fast_p counts every problem (failed ones too); geometric means are over the correct problems. "
@@ -86,9 +87,9 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
     ]
     for o in outcomes:
         lines.append(
-            f"| {_cell(o.name)} | {o.status} | {'yes' if o.correct else 'no'} | {_ms(o.eager_ms)} | {_ms(o.compiled_ms)} "
-            f"| {_ms(o.max_autotune_ms)} | {_ms(o.optimized_ms)} | {_ratio(o.speedup_vs_eager)} "
-            f"| {_ratio(o.speedup_vs_compile)} | {_ratio(o.speedup_vs_max_autotune)} | {o.evaluations} |"
+            f"| {_cell(o.name)} | {o.status} | {'yes' if o.correct else 'no'} | {fmt_ms(o.eager_ms)} | {fmt_ms(o.compiled_ms)} "
+            f"| {fmt_ms(o.max_autotune_ms)} | {fmt_ms(o.optimized_ms)} | {fmt_ratio(o.speedup_vs_eager)} "
+            f"| {fmt_ratio(o.speedup_vs_compile)} | {fmt_ratio(o.speedup_vs_max_autotune)} | {o.evaluations} |"
         )
     failed = [o for o in outcomes if o.status != "ok"]
     if failed:

@@ -90,15 +90,21 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3g}"
+    from kernelopt.api.bench_report import fmt_ms
+
+    return fmt_ms(value, missing="—")
 
 
 def _ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}×"
+    from kernelopt.api.bench_report import fmt_ratio
+
+    return fmt_ratio(value, digits=2, missing="—")
 
 
 def _share(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0%}"
+    from kernelopt.api.bench_report import fmt_share
+
+    return fmt_share(value, missing="—")
 
 
 def _print_event(event: "BenchEvent", console: Console) -> None:
