@@ -83,3 +83,16 @@ def test_a_nested_worker_dies_with_its_parent(tmp_path: Path) -> None:
     while not _gone(inner) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(inner), f"nested worker {inner} outlived its parent"
+
+
+def test_a_crash_seen_before_the_process_is_reaped_is_not_a_timeout(
+    worker: PersistentWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process killed by a signal closes its pipes before it can be reaped: right after
+    # the EOF it may still look alive. That race made a SIGSEGV read as a timeout under load.
+    worker.call("worker_targets:count")
+    monkeypatch.setattr(PersistentWorker, "alive", property(lambda self: self._process is not None))
+    crashed = worker.call("worker_targets:segfault", timeout_s=60)
+    monkeypatch.undo()
+    assert crashed.status == "crash" and "SIGSEGV" in crashed.reason, crashed
+    assert crashed.duration_s < 30

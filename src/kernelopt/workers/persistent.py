@@ -87,7 +87,9 @@ class PersistentWorker:
             frame = None
         duration = time.monotonic() - start
         if frame is None:  # died or timed out: classify like a one-shot worker, then drop it
-            timed_out = self.alive
+            # By the clock, not by liveness: a process killed by a signal closes its pipes
+            # before it can be reaped, so "still alive" right after EOF is not a timeout.
+            timed_out = time.monotonic() >= start + timeout_s
             returncode = self._stop(keep_dir=True)
             result = _classify(self._dir, returncode, timed_out, duration, timeout_s, None)
             shutil.rmtree(self._dir, ignore_errors=True)
