@@ -256,3 +256,50 @@ def test_a_bench_problem_says_where_its_time_went(monkeypatch) -> None:
     clock("stage", {"stage": "final gates"})  # t=10
     clock.enter(None)  # t=10.25
     assert clock.seconds == {"analyze": 6.5, "search on k": 1.5, "final gates": 0.25}
+
+
+class Clocked(ScriptedWorker):
+    """Each candidate costs ``seconds`` of a fake clock; records how many candidates each call carried."""
+
+    def __init__(self, now: list[float], seconds: float) -> None:
+        super().__init__()
+        self.now, self.seconds, self.chunks = now, seconds, []
+
+    def call(self, target, *args, timeout_s=0, kwargs=None):
+        if target.endswith(":evaluate_candidates"):
+            self.chunks.append(len(args[2]))
+            self.now[0] += self.seconds * len(args[2])
+        return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+
+def _nodes(n: int) -> list:
+    from kernelopt.search.candidate import Candidate
+    from kernelopt.search.nodes import Node
+
+    nodes = []
+    for i in range(n):
+        cand = Candidate(SOFTMAX.name, "launch-config", source=SOFTMAX.source + f"\n# {i}")
+        nodes.append(Node(i, 1, SOFTMAX.name, None, cand.operator, cand.key(), cand, 1, "pending", None, None, None, None))
+    return nodes
+
+
+@pytest.mark.parametrize("seconds, chunks", [(10.0, [1] * 12), (0.5, [1, 8, 3]), (3.0, [1, 3, 3, 3, 2])])
+def test_worker_calls_are_chunked_by_what_a_candidate_costs(monkeypatch, seconds, chunks) -> None:
+    now = [0.0]
+    monkeypatch.setattr(opt.time, "monotonic", lambda: now[0])
+    worker = Clocked(now, seconds)
+    evaluator = opt.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
+    results = list(evaluator(_nodes(12)))
+    assert worker.chunks == chunks  # about CHUNK_TARGET_S (10 s) of candidates per call, never more than BATCH
+    assert [node.id for node, _ in results] == list(range(12))
+
+
+def test_a_chunks_finished_results_are_ready_without_another_call() -> None:
+    worker = Clocked([0.0], 0.0)
+    evaluator = opt.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
+    evaluator.per_candidate_s = 1.0  # chunks of 8 from the start
+    results = evaluator(_nodes(12))
+    first = next(results)
+    ready = results.ready()
+    assert first[0].id == 0 and [node.id for node, _ in ready] == list(range(1, 8))
+    assert worker.chunks == [8] and results.ready() == []

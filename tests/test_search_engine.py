@@ -228,6 +228,57 @@ def test_stops_on_wall_time_with_an_injected_clock(nodes: NodeStore) -> None:
     assert outcome.pending == len(nodes.pending(TARGET)) > 0  # the rest of the round, for a resume
 
 
+class ChunkEvaluator(FakeEvaluator):
+    """Finishes four nodes per (fake) call, four seconds each call, and can hand over what it holds."""
+
+    def __init__(self, now: list[float]) -> None:
+        super().__init__()
+        self.now = now
+
+    def __call__(self, batch: list[Node]):
+        evaluator = self
+
+        class Results:
+            def __init__(self) -> None:
+                self.todo, self.held = list(batch), []
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                if not self.held:
+                    if not self.todo:
+                        raise StopIteration
+                    chunk, self.todo = self.todo[:4], self.todo[4:]
+                    evaluator.now[0] += 4.0
+                    for node in chunk:
+                        evaluator.calls[node.key] += 1
+                    self.held = [(node, evaluator.score(x_of(node.candidate.source))) for node in chunk]
+                return self.held.pop(0)
+
+            def ready(self):
+                held, self.held = self.held, []
+                return held
+
+        return Results()
+
+
+def test_a_budget_stop_mid_batch_still_records_what_the_evaluator_finished(nodes: NodeStore) -> None:
+    now = [0.0]
+    evaluator = ChunkEvaluator(now)
+    outcome = make_engine(nodes, evaluator, Budget(max_evaluations=None, max_wall_s=5, patience=None), clock=lambda: now[0]).run()
+    assert outcome.stop_reason == "wall-time budget of 5 s reached (8.0 s)"
+    # round 1: one call of 3 (t=4); round 2: the stop came with the first result of its first
+    # call (t=8), whose three other results, already paid for, were recorded, not thrown away
+    assert outcome.evaluations == 7 == sum(evaluator.calls.values())
+    assert len(nodes.evaluated(TARGET)) == 1 + 7
+    assert outcome.pending == len(nodes.pending(TARGET))
+    # a resume evaluates only what was never evaluated
+    again = ChunkEvaluator(now)
+    make_engine(nodes, again, Budget(max_evaluations=12, patience=None), clock=lambda: now[0]).run()
+    assert not set(again.calls) & set(evaluator.calls) and sum(again.calls.values()) == 5
+
+
 def test_stops_on_gpu_time(nodes: NodeStore) -> None:
     outcome = make_engine(nodes, FakeEvaluator(), Budget(max_evaluations=None, max_gpu_s=2.0, patience=None)).run()
     assert outcome.stop_reason == "GPU-time budget of 2 s reached (2.0 s)"

@@ -56,10 +56,10 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT),
   # RETRY=1 runs the problems that failed before again, PROBLEMS=a,b runs only those (bench --problems)
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
-  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/"
+  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db "$B/" 2>/dev/null || true; }
   timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} --time-limit ${TIME_LIMIT:-20} \
     --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-300} --out "$B" --resume ${RETRY:+--retry-failed} \
-    --store /tmp/bench-${BENCH_NAME:-bench}.db 2>&1 | tee "$B/log.txt" | tail -60
+    --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
 fi
 if [[ $step == all || $step == llm ]]; then
   KERNELOPT_TEST_OUT=$OUT timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20

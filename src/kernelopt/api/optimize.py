@@ -41,7 +41,8 @@ from kernelopt.workers.persistent import PersistentWorker
 
 DEFAULT_OPERATORS = ("launch-config", "eviction-policy")
 SESSION = "kernelopt.api.session"
-BATCH = 8
+BATCH = 8  # most candidates in one worker call
+CHUNK_TARGET_S = 10.0  # a worker call's wall time the chunking aims at
 KNOB_OPERATOR = "compiler-knobs"
 RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
 EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU tests use the CPU)
@@ -139,11 +140,19 @@ def stage_medians(nodes: list[Node]) -> dict[str, float]:
 
 
 class WorkerEvaluator:
-    """Evaluates batches of nodes in the persistent worker; a crash costs only the candidate that caused it."""
+    """Evaluates batches of nodes in the persistent worker; a crash costs only the candidate that caused it.
+
+    A batch goes to the worker in chunks sized so one call takes about
+    :data:`CHUNK_TARGET_S` (measured on the previous chunk; the first is a single
+    candidate): cheap kernels share calls, while on a problem whose candidate costs
+    ten seconds (row-L2's 8.6 GB) a wall-time budget is overshot by one candidate,
+    not eight. A budget stop still records a finished chunk's other results
+    (:meth:`ChunkedResults.ready`)."""
 
     def __init__(self, worker: PersistentWorker, spec: ProblemSpec, kernel: str, settings: GateSettings,
                  peak: float | None, timeout_s: float) -> None:
         self.worker, self.spec, self.kernel, self.settings, self.peak, self.timeout_s = worker, spec, kernel, settings, peak, timeout_s
+        self.per_candidate_s: float | None = None  # the last chunk's wall time per candidate
 
     def _call(self, sources: list[str]):
         return self.worker.call(
@@ -160,16 +169,46 @@ class WorkerEvaluator:
             gate_of_stage(crash_stage(single.stderr_tail)), f"worker {single.status}: {single.reason}", worker_status=single.status
         )
 
-    def __call__(self, nodes: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
-        for start in range(0, len(nodes), BATCH):
-            chunk = nodes[start : start + BATCH]
-            outcome = self._call([n.candidate.source or "" for n in chunk])
-            if outcome.ok:
-                for node, raw in zip(chunk, outcome.value):
-                    yield node, result_of(raw)
-                continue
-            for node in chunk:  # find the candidate that took the worker down
-                yield node, self.one(node.candidate.source or "")
+    def chunk_size(self) -> int:
+        if not self.per_candidate_s:
+            return 1
+        return max(1, min(BATCH, int(CHUNK_TARGET_S / self.per_candidate_s)))
+
+    def evaluate_chunk(self, chunk: list[Node]) -> list[tuple[Node, EvaluationResult]]:
+        started = time.monotonic()
+        outcome = self._call([n.candidate.source or "" for n in chunk])
+        if outcome.ok:
+            self.per_candidate_s = (time.monotonic() - started) / len(chunk)
+            return [(node, result_of(raw)) for node, raw in zip(chunk, outcome.value)]
+        return [(node, self.one(node.candidate.source or "")) for node in chunk]  # find the one that took the worker down
+
+    def __call__(self, nodes: list[Node]) -> "ChunkedResults":
+        return ChunkedResults(self, nodes)
+
+
+class ChunkedResults:
+    """A batch's results, one worker call per chunk; ``ready()`` hands over what a finished chunk still holds."""
+
+    def __init__(self, evaluator: WorkerEvaluator, nodes: list[Node]) -> None:
+        self._evaluator = evaluator
+        self._todo = list(nodes)
+        self._held: list[tuple[Node, EvaluationResult]] = []
+
+    def __iter__(self) -> "ChunkedResults":
+        return self
+
+    def __next__(self) -> tuple[Node, EvaluationResult]:
+        if not self._held:
+            if not self._todo:
+                raise StopIteration
+            size = self._evaluator.chunk_size()
+            chunk, self._todo = self._todo[:size], self._todo[size:]
+            self._held = self._evaluator.evaluate_chunk(chunk)
+        return self._held.pop(0)
+
+    def ready(self) -> list[tuple[Node, EvaluationResult]]:
+        held, self._held = self._held, []
+        return held
 
 
 def compile_cache_env() -> dict[str, str]:

@@ -15,7 +15,8 @@ is the order of operations that makes a run killable at any moment:
    pending, in one transaction, *before* any is evaluated.
 4. Each result is recorded the moment the evaluator yields it, so a kill loses
    at most the evaluations in flight, and those are pending rows a resume
-   picks up.
+   picks up. A budget stop mid-batch still records the results the evaluator
+   already holds (its ``ready()``): finished work is never discarded.
 
 A resumed run continues the same search: evaluations, GPU time, rounds and
 patience are recomputed from the store, and the random generators are seeded
@@ -47,7 +48,12 @@ from kernelopt.search.policy import SelectionPolicy
 from kernelopt.search.termination import IMPROVEMENT_EPSILON, Budget, SearchState, stop_reason
 
 Evaluate = Callable[[list[Node]], Iterable[tuple[Node, EvaluationResult]]]
-"""Evaluates a batch of pending nodes, yielding ``(node, result)`` as each finishes, in any order."""
+"""Evaluates a batch of pending nodes, yielding ``(node, result)`` as each finishes, in any order.
+
+An evaluator that finishes several nodes at once (one call to a worker for a chunk) may
+return an iterable with a ``ready()`` method giving the results it already holds without
+doing more work: when a budget stops the search mid-batch, the engine records those too,
+so no evaluation that was paid for is thrown away."""
 ContextFactory = Callable[[list[Node]], SearchContext]
 """Builds the operators' context from the target's history (every node so far)."""
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -237,6 +243,7 @@ class SearchEngine:
                 self._account(recorded, result)
                 reason = self._check()
                 if reason is not None:
+                    self._record_ready(results, waiting)
                     return reason
         finally:
             close = getattr(results, "close", None)
@@ -248,6 +255,17 @@ class SearchEngine:
                 "an evaluator must turn every failure into an EvaluationResult"
             )
         return None
+
+    def _record_ready(self, results: Iterable[tuple[Node, EvaluationResult]], waiting: dict[int, Node]) -> None:
+        """After a stop: record what the evaluator already finished (no new work is started)."""
+        ready = getattr(results, "ready", None)
+        if not callable(ready):
+            return
+        for node, result in ready():
+            if waiting.pop(node.id, None) is None:
+                raise ValueError(f"the evaluator returned node {node.id}, which is not in its batch or came back twice")
+            self._account(self.nodes.record(node.id, result), result)
+        self._check()
 
     # -- state -----------------------------------------------------------------------
 
