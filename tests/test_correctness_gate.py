@@ -279,6 +279,18 @@ def test_chunked_comparison_gives_the_same_answer(chunk: int) -> None:
     assert diff.reason is not None and "2 of 120" in diff.reason and "index (4, 4, 3)" in diff.reason
 
 
+def test_block_size_follows_free_device_memory() -> None:
+    from kernelopt.verify._chunks import CHUNK_ELEMENTS, MAX_CHUNK_ELEMENTS, chunk_elements_for, chunk_elements_for_free
+
+    # an eighth of the free memory for temporaries of ~16 float64 per element: free / 1024 elements
+    assert chunk_elements_for_free(4 << 30) == 1 << 22  # 4 GiB free: 4 Mi elements
+    assert chunk_elements_for_free((4 << 30) - 1) == 1 << 21  # a power of two, rounded down
+    assert chunk_elements_for_free(100 << 30) == MAX_CHUNK_ELEMENTS == 1 << 24  # capped: 128 MiB as float64
+    assert chunk_elements_for_free(64 << 20) == CHUNK_ELEMENTS == 1 << 20  # floor, even when memory is short
+    assert chunk_elements_for_free(0) == CHUNK_ELEMENTS
+    assert chunk_elements_for(torch.zeros(3)) == CHUNK_ELEMENTS  # off the GPU: the fixed block
+
+
 def test_chunked_non_contiguous_tensors() -> None:
     expected = _randn(9, 11).t()
     actual = expected.clone().t().contiguous().t()  # same strides as expected

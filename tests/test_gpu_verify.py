@@ -120,3 +120,22 @@ def test_export_and_load_round_trip(rms, tmp_path) -> None:
     stale.write_text(json.dumps(doc))
     with pytest.raises(SwapError, match="differs from the one"):
         load(stale)
+
+
+def test_large_blocks_on_the_gpu_give_the_small_blocks_answers() -> None:
+    from kernelopt.verify._chunks import CHUNK_ELEMENTS, MAX_CHUNK_ELEMENTS, chunk_elements_for
+    from kernelopt.verify.correctness import diff_tensor
+    from kernelopt.verify.model_gate import relative_error
+
+    expected = torch.randn(96, 65535, device="cuda")  # 6.3 M elements: several small blocks, one large
+    actual = expected.clone()
+    actual[70, 12345] += 0.25
+    actual[90, :7] = float("nan")
+    chunk = chunk_elements_for(expected)
+    assert CHUNK_ELEMENTS < chunk <= MAX_CHUNK_ELEMENTS  # an H200 has the memory for larger blocks
+    large, small = diff_tensor("out", expected, actual), diff_tensor("out", expected, actual, chunk_elements=CHUNK_ELEMENTS)
+    assert large.reason == small.reason and large.mismatched == small.mismatched == 8
+    assert "first at index (90, 0)" in large.reason
+    ref = expected.double()
+    actual[90, :7] = expected[90, :7]
+    assert relative_error(actual, ref) == pytest.approx(relative_error(actual, ref, chunk_elements=CHUNK_ELEMENTS), rel=1e-9)

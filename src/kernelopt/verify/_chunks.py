@@ -17,8 +17,32 @@ from typing import Iterator, Sequence
 import torch
 
 CHUNK_ELEMENTS = 1 << 20
-"""Elements per block: 8 MiB as float64; a comparison's temporaries peak near 100 MiB
-whatever the tensor's size, and a 1 GiB tensor takes a few hundred blocks."""
+"""The smallest block, and the block on the CPU: 8 MiB as float64; a comparison's
+temporaries peak near 100 MiB whatever the tensor's size."""
+MAX_CHUNK_ELEMENTS = 1 << 24
+"""The largest block: 128 MiB as float64, temporaries near 2 GiB."""
+BYTES_PER_ELEMENT_BUDGET = 8 * 16 * 8
+"""float64 bytes x about 16 live temporaries per element x 8: the temporaries take at
+most an eighth of the device's free memory."""
+
+
+def chunk_elements_for_free(free_bytes: int) -> int:
+    """The block size for a device with ``free_bytes`` free: the largest power of two whose
+    temporaries fit an eighth of it, between CHUNK_ELEMENTS and MAX_CHUNK_ELEMENTS.
+
+    Each block costs a dozen-odd kernel launches whatever its size: on the H200, 1 Mi
+    blocks made gate 2 on row-L2's 8.6 GB output launch-bound (4.8 s a candidate,
+    36864 ``isfinite`` calls in cProfile), so blocks grow when memory allows."""
+    fit = max(1, int(free_bytes) // BYTES_PER_ELEMENT_BUDGET)
+    return max(CHUNK_ELEMENTS, min(MAX_CHUNK_ELEMENTS, 1 << (fit.bit_length() - 1)))
+
+
+def chunk_elements_for(t: torch.Tensor) -> int:
+    """The block size for comparing tensors on ``t``'s device (CHUNK_ELEMENTS off the GPU)."""
+    if t.device.type != "cuda":
+        return CHUNK_ELEMENTS
+    free, _total = torch.cuda.mem_get_info(t.device)
+    return chunk_elements_for_free(free)
 
 Index = tuple[object, ...]
 

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from kernelopt.verify import _format as fmt
-from kernelopt.verify._chunks import CHUNK_ELEMENTS, as_bits, blocks, first_true, flat, unravel
+from kernelopt.verify._chunks import as_bits, blocks, chunk_elements_for, first_true, flat, unravel
 from kernelopt.verify.tolerance import Tolerance, tolerance_for
 from kernelopt.verify.verdict import Verdict
 
@@ -117,7 +117,7 @@ def diff_tensor(
     actual: Tensor,
     tol: Tolerance | None = None,
     *,
-    chunk_elements: int = CHUNK_ELEMENTS,
+    chunk_elements: int | None = None,
 ) -> TensorDiff:
     """Compare two outputs element by element, in blocks of ``chunk_elements``.
 
@@ -126,7 +126,8 @@ def diff_tensor(
     ±Inf; every finite element within ``tol`` (integer and bool: equal). The
     two tensors may live on different devices (blocks of ``actual`` move to
     ``expected``'s), so an original result parked in host memory still works.
-    Memory: a few float64 blocks of ``chunk_elements``, never a whole upcast.
+    Memory: a few float64 blocks of ``chunk_elements`` (None: sized to the device's
+    free memory, :func:`chunk_elements_for`), never a whole upcast.
     """
     layout = _layout_mismatch(name, expected, actual)
     if layout is not None:
@@ -134,6 +135,7 @@ def diff_tensor(
     tol = tolerance_for(expected.dtype) if tol is None else tol
     if expected.numel() == 0:
         return TensorDiff(name, 0, None, 0.0, 0.0, 0)
+    chunk_elements = chunk_elements or chunk_elements_for(expected)
     exact = not (expected.dtype.is_floating_point or expected.dtype.is_complex) and tol.exact
     if exact:
         return _diff_exact(name, expected, actual, chunk_elements)
@@ -320,7 +322,7 @@ def _diff_inexact(name: str, expected: Tensor, actual: Tensor, tol: Tolerance, c
 
 
 def bitwise_changes(
-    name: str, before: Tensor, after: Tensor, *, chunk_elements: int = CHUNK_ELEMENTS
+    name: str, before: Tensor, after: Tensor, *, chunk_elements: int | None = None
 ) -> tuple[int, tuple[int, ...] | None]:
     """How many elements differ bit for bit, and the index of the first one (None when none do).
 
@@ -335,7 +337,7 @@ def bitwise_changes(
             "bitwise; both tensors must come from the same buffer"
         )
     acc = _Blocks()
-    for offset, index in blocks(before.shape, chunk_elements):
+    for offset, index in blocks(before.shape, chunk_elements or chunk_elements_for(before)):
         b = flat(before, index)
         differs = as_bits(b) != as_bits(flat(after, index).to(b.device))
         if differs.dim() == 2:  # complex: real and imaginary bits

@@ -26,14 +26,14 @@ import torch
 from torch import Tensor
 
 from kernelopt.verify import _format as fmt
-from kernelopt.verify._chunks import CHUNK_ELEMENTS, blocks, flat
+from kernelopt.verify._chunks import blocks, chunk_elements_for, flat
 from kernelopt.verify.verdict import Verdict
 
 GATE = "model"
 _TINY = torch.finfo(torch.float64).tiny
 
 
-def relative_error(out: Tensor, ref64: Tensor, *, chunk_elements: int = CHUNK_ELEMENTS) -> float:
+def relative_error(out: Tensor, ref64: Tensor, *, chunk_elements: int | None = None) -> float:
     """``‖out − ref‖₂ / max(‖ref‖₂, tiny)``, in float64, block by block.
 
     Non-finite values: where the reference is finite, a NaN or Inf in ``out``
@@ -48,7 +48,7 @@ def relative_error(out: Tensor, ref64: Tensor, *, chunk_elements: int = CHUNK_EL
         raise ValueError(f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref64.shape)}")
     wide = torch.complex128 if (out.dtype.is_complex or ref64.dtype.is_complex) else torch.float64
     sums: list[Tensor] = []
-    for _, index in blocks(ref64.shape, chunk_elements):
+    for _, index in blocks(ref64.shape, chunk_elements or chunk_elements_for(ref64)):
         r = flat(ref64, index).to(wide)
         o = flat(out, index).to(device=r.device, dtype=wide)
         r_finite = torch.isfinite(r)
@@ -64,7 +64,7 @@ def relative_error(out: Tensor, ref64: Tensor, *, chunk_elements: int = CHUNK_EL
     return math.sqrt(err_sq) / max(math.sqrt(ref_sq), _TINY)
 
 
-def output_stats(ref64: Tensor, *, chunk_elements: int = CHUNK_ELEMENTS) -> float:
+def output_stats(ref64: Tensor, *, chunk_elements: int | None = None) -> float:
     """Spread of a reference output: population std over mean absolute value, finite elements only.
 
     Near 0 means the output is (nearly) the same number everywhere, so a
@@ -72,6 +72,7 @@ def output_stats(ref64: Tensor, *, chunk_elements: int = CHUNK_ELEMENTS) -> floa
     Fewer than two finite elements (a scalar loss) give NaN: spread within one
     value says nothing, and :func:`judge_model` does not flag on NaN.
     """
+    chunk_elements = chunk_elements or chunk_elements_for(ref64)
     totals = torch.zeros(3, dtype=torch.float64, device=ref64.device)
     for _, index in blocks(ref64.shape, chunk_elements):
         r = flat(ref64, index).to(torch.float64)
