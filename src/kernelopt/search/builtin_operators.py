@@ -1,12 +1,17 @@
 """The LLM-free operators: launch-config tuning and cache-eviction choices.
 
-Both start from Inductor's own tuned kernel (its chosen config is the root of
-every lineage) and edit only what keeps the launcher contract: the decorator
-(a pinned ``fixed_config``) or load hints. ``launch-config`` first proposes the
-config Inductor's coordinate-descent tuner picks (``facts["inductor_tuned_config"]``,
-measured in the worker), then walks outward from the parent's config, nearest
-first, across block sizes, warps and pipeline stages, including configs
-Inductor's heuristics never enumerate;
+Both start from Inductor's own tuned kernel and edit only what keeps the
+launcher contract: the decorator (a pinned ``fixed_config``) or load hints.
+The root node is Inductor's heuristic config, the baseline every speedup is
+measured against; an operator expanding it expands Inductor's
+coordinate-descent config instead (``facts["inductor_tuned_config"]``, measured
+in the worker; :func:`expansion_point`), unless that config was evaluated and
+failed. So the first round already tries eviction hints and neighbouring configs
+on top of Inductor's tuned result rather than below it (on the H200 the row-L2
+search ran out of its wall budget in round 1, before any child of the tuned
+config was tried). ``launch-config`` first proposes the tuned config itself,
+then walks outward, nearest first, across block sizes, warps and pipeline
+stages, including configs Inductor's heuristics never enumerate;
 ``eviction-policy`` tries ``evict_first`` / ``evict_last`` hints per load,
 which Inductor sets by a fixed rule and never searches.
 """
@@ -21,7 +26,7 @@ from typing import Any
 from kernelopt.capture.kernel_source import pin_launch_config
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.launch_configs import config_distance, launch_config_space
-from kernelopt.search.nodes import Node
+from kernelopt.search.nodes import PENDING, Node
 from kernelopt.search.operators import SearchContext, register_operator
 
 _LOAD_RE = re.compile(r"tl\.load\((?P<args>[^\n]*?)\)(?=\s*(?:$|\n|\.to\())", re.M)
@@ -31,6 +36,21 @@ POLICIES = (None, "evict_first", "evict_last")
 
 def _config_key(config: dict[str, Any] | None) -> str:
     return json.dumps(sorted((config or {}).items()))
+
+
+def expansion_point(parent: Node, ctx: SearchContext) -> tuple[str | None, dict[str, Any]]:
+    """The source and config an operator builds on: the parent's, but for the root, Inductor's
+    coordinate-descent config when the run has one and it has not failed its evaluation."""
+    config = dict(parent.candidate.config or ctx.root_config or {})
+    tuned = ctx.facts.get("inductor_tuned_config")
+    source = parent.candidate.source
+    if not parent.is_root or not tuned or ctx.kernel is None or source is None or _config_key(tuned) == _config_key(config):
+        return source, config
+    failed = any(n.status != PENDING and not n.passed and n.operator == LaunchConfigOperator.name
+                 and _config_key(n.candidate.config) == _config_key(tuned) and n.parent_id == parent.id for n in ctx.nodes)
+    if failed:
+        return source, config
+    return pin_launch_config(source, ctx.kernel.name, tuned), dict(tuned)
 
 
 def _describe(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -47,7 +67,8 @@ class LaunchConfigOperator:
     def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
         if ctx.kernel is None or parent.candidate.source is None or n <= 0:
             return []
-        base = parent.candidate.config or ctx.root_config or {}
+        start, base = expansion_point(parent, ctx)
+        suffix = " (from Inductor's tuned config)" if start != parent.candidate.source else ""
         tried = {_config_key(node.candidate.config) for node in ctx.nodes} | {_config_key(ctx.root_config)}
         out = []
         tuned = ctx.facts.get("inductor_tuned_config")
@@ -61,7 +82,7 @@ class LaunchConfigOperator:
         space.sort(key=lambda c: (config_distance(c, base), noise[_config_key(c)]))
         for config in space[: n - len(out)]:
             source = pin_launch_config(parent.candidate.source, ctx.kernel.name, config)
-            out.append(Candidate(ctx.target, self.name, source=source, config=config, note=_describe(base, config)))
+            out.append(Candidate(ctx.target, self.name, source=source, config=config, note=_describe(base, config) + suffix))
         return out
 
 
@@ -96,7 +117,7 @@ class EvictionPolicyOperator:
     max_loads = 6  # 3^6 assignments at most
 
     def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
-        source = parent.candidate.source
+        source, config = expansion_point(parent, ctx)
         if ctx.kernel is None or source is None:
             return []
         current = current_eviction(source)
@@ -107,5 +128,7 @@ class EvictionPolicyOperator:
         out = []
         for policies in options[:n]:
             note = "eviction " + ", ".join(f"load{i}={p or 'none'}" for i, p in enumerate(policies) if p != current[i])
-            out.append(Candidate(ctx.target, self.name, source=set_eviction(source, policies), config=parent.candidate.config, note=note))
+            if source != parent.candidate.source:
+                note += " (on Inductor's tuned config)"
+            out.append(Candidate(ctx.target, self.name, source=set_eviction(source, policies), config=config or None, note=note))
         return out
