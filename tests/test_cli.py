@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,38 @@ def test_transcript_header_names_the_node() -> None:
 
     t = Transcript(1, 2, 7, "coder", "anthropic", "m", [{"role": "user", "content": "hi"}], "{}", 10, 5, None, None, 0.0)
     assert transcript_text(t).splitlines()[0] == "=== #1 coder (node 7, anthropic:m, 10 in / 5 out tokens)"
+
+
+def test_nodes_prints_a_runs_search_graph(tmp_path) -> None:
+    from kernelopt.search.candidate import Candidate, EvaluationResult
+    from kernelopt.search.nodes import NodeStore
+    from kernelopt.store import Store
+
+    db = tmp_path / "k.db"
+    with Store(db) as store:
+        run_id = store.start_run("optimize", "softmax", "H200", {})
+        graph = NodeStore(store, run_id)
+        root = graph.add(Candidate("triton_red_k", "root", source="def k(): pass", config={"XBLOCK": 1}), None, 0)
+        graph.record(root.id, EvaluationResult(True, 1.0, None, "baseline: the compiler's own kernel, not evaluated"))
+        fast = graph.add(Candidate("triton_red_k", "launch-config", source="def k(): 1", config={"XBLOCK": 2}, note="XBLOCK 1->2"), root.id, 1)
+        graph.record(fast.id, EvaluationResult(True, 1.23, None, "speedup 1.23x beyond margin 3%"))
+        wrong = graph.add(Candidate("triton_red_k", "eviction-policy", source="def k(): 2", note="eviction load0=none"), root.id, 1)
+        graph.record(wrong.id, EvaluationResult.failure("correctness", "out_ptr0: 3 of 8 elements differ"))
+        graph.add(Candidate("triton_red_k", "launch-config", source="def k(): 3", note="num_warps 4->8"), fast.id, 2)
+        other = store.start_run("analyze", "relu", "H200", {})
+    runner = CliRunner()
+    result = runner.invoke(app, ["nodes", str(run_id), "--store", str(db)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    row = next(line for line in lines if "XBLOCK 1->2" in line)
+    assert "best" in row and "1.230×" in row
+    row = next(line for line in lines if "eviction load0=none" in line)
+    assert "failed: correctness" in row and "3 of 8 elements differ" in row
+    assert "pending" in next(line for line in lines if "num_warps 4->8" in line)
+    data = json.loads(runner.invoke(app, ["nodes", str(run_id), "--json", "--store", str(db)]).stdout)
+    assert [n["operator"] for n in data["triton_red_k"]] == ["root", "launch-config", "eviction-policy", "launch-config"]
+    wrong_target = runner.invoke(app, ["nodes", str(run_id), "--kernel", "nope", "--store", str(db)])
+    assert wrong_target.exit_code == 2 and "searched no target 'nope'; its targets: triton_red_k" in wrong_target.output
+    empty = runner.invoke(app, ["nodes", str(other), "--store", str(db)])
+    assert empty.exit_code == 2 and "has no search nodes" in empty.output
+    assert runner.invoke(app, ["nodes", "99", "--store", str(db)]).exit_code == 2

@@ -7,9 +7,11 @@ from rich.live import Live
 from rich.table import Table
 
 from kernelopt.api.analyze import AnalysisReport
+from kernelopt.api.bench_report import fmt_ratio
 from kernelopt.api.doctor import Diagnosis
 from kernelopt.api.optimize import OptimizeReport
 from kernelopt.api.verify import VerifyReport
+from kernelopt.search.nodes import Node
 from kernelopt.store import Run
 from kernelopt.store.llm_records import Transcript
 
@@ -197,6 +199,27 @@ def print_runs(runs: list[Run], console: Console) -> None:
     for r in runs:
         started = datetime.datetime.fromtimestamp(r.started_at).strftime("%Y-%m-%d %H:%M")
         table.add_row(str(r.id), r.kind, r.problem, r.device, r.status, started, r.error or "")
+    console.print(table)
+
+
+def print_nodes(target: str, nodes: list[Node], console: Console) -> None:
+    """One target's search graph in creation order: best first is for the report, history is for this."""
+    table = Table(title=target, title_justify="left")
+    for col, justify in (("id", "right"), ("parent", "right"), ("round", "right"), ("operator", "left"),
+                         ("change", "left"), ("status", "left"), ("speedup", "right"), ("gate record", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    best = max((n for n in nodes if n.passed), key=lambda n: n.fitness or 0.0, default=None)
+    for n in nodes:
+        if n.status == "pending":
+            status, speedup, record = "pending", "", ""
+        elif n.passed:
+            status = "best" if best is not None and n.id == best.id and not n.is_root else "passed"
+            speedup, record = fmt_ratio(n.fitness), n.reason or ""
+        else:
+            status, speedup, record = f"failed: {n.failed_gate}", "", n.reason or ""
+        change = n.candidate.note or ("Inductor's own kernel (the baseline)" if n.is_root else "")
+        table.add_row(str(n.id), "" if n.parent_id is None else str(n.parent_id), str(n.round), n.operator, change, status,
+                      speedup, record)
     console.print(table)
 
 

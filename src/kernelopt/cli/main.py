@@ -155,6 +155,38 @@ def runs(
 
 @app.command()
 @user_errors
+def nodes(
+    run_id: int = typer.Argument(..., help="The optimize run whose search graph to print (see kernelopt runs)."),
+    kernel: Optional[str] = typer.Option(None, help="Only this target (a kernel name, or 'model' for compiler knobs)."),
+    as_json: bool = typer.Option(False, "--json", help="Print every node as JSON, results included."),
+    store: Optional[Path] = STORE_OPTION,
+) -> None:
+    """Every candidate a run's search made: parent, operator, what it changed, its gate record."""
+    from dataclasses import asdict
+
+    from kernelopt.cli.format import print_nodes
+    from kernelopt.search.nodes import NodeStore
+    from kernelopt.store import Store
+
+    with Store(store) as db:
+        db.run(run_id)  # an unknown run id is a clear error, not an empty listing
+        graph = NodeStore(db, run_id)
+        targets = graph.targets()
+        if kernel is not None and kernel not in targets:
+            raise KerneloptError(f"run {run_id} searched no target {kernel!r}; its targets: {', '.join(targets) or 'none'}")
+        chosen = [kernel] if kernel is not None else targets
+        found = {t: graph.nodes(t) for t in chosen}
+    if as_json:
+        print_json({t: [asdict(n) for n in ns] for t, ns in found.items()})
+        return
+    if not found:
+        raise KerneloptError(f"run {run_id} has no search nodes (an analyze or verify run, or killed before its search)")
+    for target, ns in found.items():
+        print_nodes(target, ns, out)
+
+
+@app.command()
+@user_errors
 def transcripts(
     run_id: int = typer.Argument(..., help="The run whose LLM exchanges to print (see kernelopt runs)."),
     role: Optional[str] = typer.Option(None, help="Only this role: analyst, planner, coder, repairer, judge."),
