@@ -75,7 +75,7 @@ class LaunchConfigOperator:
         if tuned and _config_key(tuned) not in tried:  # Inductor's tuned result first: the search starts there
             source = pin_launch_config(parent.candidate.source, ctx.kernel.name, tuned)
             out.append(Candidate(ctx.target, self.name, source=source, config=dict(tuned),
-                                 note=f"Inductor's coordinate-descent choice ({_describe(base, tuned)})"))
+                                 note=f"Inductor's coordinate-descent choice ({_describe(parent.candidate.config or ctx.root_config or {}, tuned)})"))
             tried.add(_config_key(tuned))
         space = [c for c in launch_config_space(ctx.kernel, include_stages=True) if _config_key(c) not in tried]
         noise = {_config_key(c): ctx.rng.random() for c in space}  # seeded tie-break
