@@ -447,6 +447,28 @@ def test_the_results_folder_holds_a_markdown_scoreboard(tmp_path: Path) -> None:
     assert json.loads(report.json_path.read_text())["summary"] == report.summary  # the same data as the JSON
 
 
+def test_speedups_timed_interleaved_carry_their_spread(tmp_path: Path) -> None:
+    cmp = {"speedup": 1.083, "speedup_q1": 1.0803, "speedup_q3": 1.0848}
+    details = {"speedup_vs_compile_iqr": [1.326, 1.331], "max_autotune": {"vs_optimized": {"speedup": 1.083, "comparison": cmp}}}
+    outcome = ProblemOutcome("p", "p.py", "ok", "", True, 8.3, 9.33, 7.61, 7.03, 9, 64.0, details, max_autotune_speedup=1.083)
+    assert outcome.speedup_spread("compile") == (1.326, 1.331)
+    assert outcome.speedup_spread("max_autotune") == (1.0803, 1.0848)
+    assert outcome.speedup_spread("eager") is None  # eager and the optimized model were not timed together
+    # medians from two processes have no spread to show; a failed max-autotune process left a reason
+    crossed = ProblemOutcome("p", "p.py", "ok", "", True, 8.3, 9.33, 7.61, 7.03, details={"max_autotune": {"vs_optimized": {}}})
+    assert crossed.speedup_spread("max_autotune") is None and crossed.speedup_spread("compile") is None
+    failed = ProblemOutcome("p", "p.py", "ok", "", True, details={"max_autotune": "timeout", "speedup_vs_compile_iqr": None})
+    assert failed.speedup_spread("max_autotune") is None and failed.speedup_spread("compile") is None
+    with pytest.raises(ValueError):
+        outcome.speedup_spread("fastest")
+    spread = {**FAST, "max_autotune_speedup": 1.55,
+              "details": {"device": "Fake GPU 141GB", "speedup_vs_compile_iqr": [1.98, 2.02],
+                          "max_autotune": {"vs_optimized": {"comparison": {"speedup_q1": 1.5, "speedup_q3": 1.61}}}}}
+    report = _bench(_suite(tmp_path / "suite", {"01_fast": spread}), tmp_path / "out")
+    text = report.markdown_path.read_text()
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) | 12 |" in text
+
+
 def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
     from kernelopt.api.bench import merge_results
 

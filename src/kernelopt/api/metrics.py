@@ -89,6 +89,22 @@ class ProblemOutcome:
             return None
         return reference / self.optimized_ms
 
+    def speedup_spread(self, baseline: str) -> tuple[float, float] | None:
+        """The interquartile range of the speedup over ``baseline`` where it was timed interleaved
+        in one process (compile: the final verification; max-autotune: its own process timing
+        both); None where only medians from separate runs exist."""
+        _check_baseline(baseline)
+        if baseline == "max_autotune":
+            if self.max_autotune_speedup is None or not isinstance(self.details.get("max_autotune"), dict):
+                return None
+            cmp = (self.details["max_autotune"].get("vs_optimized") or {}).get("comparison") or {}
+            pair = (cmp.get("speedup_q1"), cmp.get("speedup_q3"))
+        else:
+            pair = tuple(self.details.get(f"speedup_vs_{baseline}_iqr") or (None, None))  # type: ignore[assignment]
+        if len(pair) != 2 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in pair):
+            return None
+        return float(pair[0]), float(pair[1])
+
     @property
     def speedup_vs_eager(self) -> float | None:
         return self.speedup("eager")

@@ -641,5 +641,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "gpu_s": report.gpu_s,
         "details": {"device": report.device, "run_id": report.run_id, "max_autotune": ma.value if ma.ok else ma.reason,
                     "kernels": [asdict(k) for k in report.kernels], "exported": report.exported,
-                    "warnings": report.warnings, "stage_s": clock.seconds},
+                    "warnings": report.warnings, "stage_s": clock.seconds,
+                    "speedup_vs_compile_iqr": report.speedup_vs_compile_iqr},
     }
