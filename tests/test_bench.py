@@ -379,6 +379,22 @@ def test_cli_bench(tmp_path: Path) -> None:
     assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]
 
 
+def test_cli_bench_passes_the_operators_to_each_problem(tmp_path: Path) -> None:
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST})
+    args = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]
+    result = _runner().invoke(app, [*args, "--out", str(tmp_path / "a"), "--json"])
+    assert result.exit_code == 0, result.output
+    (outcome,) = json.loads(result.stdout)["outcomes"]
+    assert outcome["details"]["options"]["operators"] == ["launch-config", "eviction-policy"]  # optimize's default
+    knobs = _runner().invoke(app, [*args, "--out", str(tmp_path / "b"), "--operators", "launch-config,compiler-knobs", "--json"])
+    document = json.loads(knobs.stdout)
+    assert document["outcomes"][0]["details"]["options"]["operators"] == ["launch-config", "compiler-knobs"]
+    assert document["meta"]["extra_options"]["operators"] == ["launch-config", "compiler-knobs"]  # kept with the results
+    bad = _runner().invoke(app, [*args, "--out", str(tmp_path / "c"), "--operators", "launch-config,llm"])
+    assert bad.exit_code == 2 and "unknown operator llm; available:" in bad.stderr
+    assert _calls(suite) == ["01_fast.py", "01_fast.py"]  # the bad selection ran nothing
+
+
 def test_cli_shard_and_merge(tmp_path: Path) -> None:
     suite = _standard_suite(tmp_path / "suite")
     base = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]

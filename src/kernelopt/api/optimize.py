@@ -616,6 +616,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     name = options.get("name", Path(problem_path).stem)
     try:
         report = optimize(problem_path, store, budget=budget, max_targets=int(options.get("max_targets", 2)),
+                          operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
                           export_path=options.get("export_dir") and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
                           on_event=clock)
     except KerneloptError as exc:

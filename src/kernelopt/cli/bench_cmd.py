@@ -29,6 +29,7 @@ def bench(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + 15 min, or 1 h)."),
     budget: int = typer.Option(32, "--budget", help="Candidate evaluations per kernel and problem."),
     max_targets: int = typer.Option(2, "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
+    operators: str = typer.Option("launch-config,eviction-policy", "--operators", help="Comma-separated search operators, as for optimize (see kernelopt optimize --help)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run every N-th problem from the I-th (split a suite over machines; join with bench-merge)."),
     gpus: int = typer.Option(1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
@@ -39,7 +40,11 @@ def bench(
     """Optimize every problem of a suite: correctness, speedups over eager and torch.compile, fast_p; JSON and CSV."""
     from kernelopt.api.bench import DEFAULT_TARGET, run_bench
 
+    from kernelopt.search.operators import make_operators
+
     selected = [name.strip() for name in problems.split(",") if name.strip()] if problems else None
+    chosen = [name.strip() for name in operators.split(",") if name.strip()]
+    make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
     report = run_bench(
         suite_dir,
         problems=selected,
@@ -48,7 +53,7 @@ def bench(
         resume=resume,
         target=worker_target or DEFAULT_TARGET,
         worker_timeout_s=timeout,
-        extra_options={"budget": budget, "max_targets": max_targets, **({"store": str(store)} if store else {})},
+        extra_options={"budget": budget, "max_targets": max_targets, "operators": chosen, **({"store": str(store)} if store else {})},
         on_event=lambda event: _print_event(event, err),
         extra_path=list(worker_path or []),
         gpus=gpus,
