@@ -38,6 +38,7 @@ def test_optimize_report_shows_kernels_skips_and_the_final_numbers() -> None:
     assert "1.039x over torch.compile (IQR 1.037-1.041x), 1.400x over eager" in text
     assert "24 evaluations, 48.0 s in the evaluation worker (30 per GPU-minute)" in text
     assert "exported m.kopt.json" in text
+    assert "every candidate and its gate record: kernelopt nodes 7" in text
     assert "warning: Inductor's coordinate descent failed on triton_poi_b_1 (crash: SIGSEGV)" in text
 
 

@@ -184,6 +184,8 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         + f", {report.wall_s:.0f} s wall",
     ]
     lines.extend(f"warning: {w}" for w in report.warnings)
+    if report.kernels or report.knobs:
+        lines.append(f"every candidate and its gate record: kernelopt nodes {report.run_id}")
     if report.exported:
         lines.append(f"exported {report.exported} (load with kernelopt.load)")
     for line in lines:
