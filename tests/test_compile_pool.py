@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -19,32 +20,25 @@ def importable_targets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_jobs_of_a_batch_run_at_the_same_time(tmp_path: Path) -> None:
     (tmp_path / "expected").write_text("3")
-    pool = CompilePool(3, warm=worker_targets.warm_meet)
-    try:
+    with closing(CompilePool(3, warm=worker_targets.warm_meet)) as pool:
         futures = pool.submit([(str(tmp_path), "a"), None, (str(tmp_path), "b"), (str(tmp_path), "c")])
         assert futures[1] is None
         outcomes = [pool.wait(f, 60) for f in futures]
-    finally:
-        pool.close()
     assert [problem for _, problem in outcomes] == [None, "not submitted", None, None]
     pids = {p.name.split(".")[1] for p in tmp_path.iterdir() if p.name != "expected"}
     assert len(pids) == 3  # three processes, each holding one job until all had arrived
 
 
 def test_a_candidates_compile_error_is_kept_and_the_pool_lives_on() -> None:
-    pool = CompilePool(1, warm=worker_targets.warm_reject)
-    try:
+    with closing(CompilePool(1, warm=worker_targets.warm_reject)) as pool:
         (future,) = pool.submit([("bad source", "k")])
         waited, problem = pool.wait(future, 60)
         assert problem == "SyntaxError: candidate k does not compile"
         assert waited >= 0 and pool.broken == 0
-    finally:
-        pool.close()
 
 
 def test_a_dead_compile_process_replaces_the_pool(tmp_path: Path) -> None:
-    pool = CompilePool(1, warm=worker_targets.warm_die)
-    try:
+    with closing(CompilePool(1, warm=worker_targets.warm_die)) as pool:
         (future,) = pool.submit([("x", "k")])
         assert pool.wait(future, 60)[1] == "compile process died"
         assert pool.broken == 1
@@ -52,19 +46,14 @@ def test_a_dead_compile_process_replaces_the_pool(tmp_path: Path) -> None:
         (tmp_path / "expected").write_text("1")
         (again,) = pool.submit([(str(tmp_path), "k")])
         assert pool.wait(again, 60)[1] is None
-    finally:
-        pool.close()
 
 
 def test_start_is_idempotent() -> None:
-    pool = CompilePool(1, warm=worker_targets.warm_quick)
-    try:
+    with closing(CompilePool(1, warm=worker_targets.warm_quick)) as pool:
         pool.start()
         first = pool._executor
         pool.start()
         assert first is not None and pool._executor is first
-    finally:
-        pool.close()
 
 
 def test_no_workers_means_no_pool() -> None:
@@ -96,8 +85,7 @@ def test_no_pool_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_queued_job_is_compiled_by_the_session_not_waited_for(tmp_path: Path) -> None:
     import time
 
-    pool = CompilePool(1, warm=worker_targets.warm_hold)
-    try:
+    with closing(CompilePool(1, warm=worker_targets.warm_hold)) as pool:
         busy, queued = pool.submit([(str(tmp_path), "a"), (str(tmp_path), "b")])
         deadline = time.monotonic() + 60
         while not (tmp_path / "started.a").exists() and time.monotonic() < deadline:
@@ -107,30 +95,24 @@ def test_a_queued_job_is_compiled_by_the_session_not_waited_for(tmp_path: Path) 
         (tmp_path / "release").touch()
         assert pool.wait(busy, 60)[1] is None  # a job already compiling is worth waiting for
         assert not (tmp_path / "started.b").exists()
-    finally:
-        pool.close()
 
 
 def test_queued_jobs_go_to_the_pool_as_processes_come_free() -> None:
     import time
 
-    pool = CompilePool(1, warm=worker_targets.warm_quick)
-    try:
+    with closing(CompilePool(1, warm=worker_targets.warm_quick)) as pool:
         handles = pool.submit([("x", "a"), ("y", "b"), ("z", "c")])
         assert handles[0].future is not None and handles[2].future is None  # one at a time
         deadline = time.monotonic() + 60
         while any(h.future is None or not h.future.done() for h in handles) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert [pool.wait(h, 10)[1] for h in handles] == [None, None, None]  # each fed by the one before
-    finally:
-        pool.close()
 
 
 def test_the_pool_says_when_its_processes_have_started() -> None:
     import time
 
-    pool = CompilePool(2, warm=worker_targets.warm_quick)
-    try:
+    with closing(CompilePool(2, warm=worker_targets.warm_quick)) as pool:
         pool.start()
         assert not pool.warmed_up  # spawning and importing take far longer than this line
         deadline = time.monotonic() + 60
@@ -139,5 +121,3 @@ def test_the_pool_says_when_its_processes_have_started() -> None:
         assert pool.warmed_up  # a start-up no-op finished: a process is ready to compile
         pool._replace()
         assert not pool.warmed_up  # a replaced pool starts from scratch
-    finally:
-        pool.close()
