@@ -37,6 +37,7 @@ from kernelopt.store import Store
 from kernelopt.verify.compile_pool import default_workers
 from kernelopt.verify.evaluate import crash_stage, gate_of_stage
 from kernelopt.verify.session import GateSettings, ProblemSpec, final_settings, search_settings
+from kernelopt.workers import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
 
 DEFAULT_OPERATORS = ("launch-config", "eviction-policy")
@@ -127,6 +128,17 @@ def result_of(raw: dict[str, Any]) -> EvaluationResult:
     )
 
 
+def failure_of(outcome: WorkerResult) -> EvaluationResult:
+    """A worker that died or timed out on a candidate: a failure at the gate it was in."""
+    return EvaluationResult.failure(gate_of_stage(crash_stage(outcome.stderr_tail)),
+                                    f"worker {outcome.status}: {outcome.reason}", worker_status=outcome.status)
+
+
+def gpu_seconds(nodes: list[Node]) -> float:
+    """The evaluation worker's time spent on ``nodes``."""
+    return sum((n.result.measurements.get("gpu_s", 0.0) if n.result else 0.0) for n in nodes)
+
+
 def stage_medians(nodes: list[Node]) -> dict[str, float]:
     """Median seconds per stage over the evaluated nodes, plus their share of the GPU's time (``gpu``)."""
     samples: dict[str, list[float]] = {}
@@ -163,11 +175,7 @@ class WorkerEvaluator:
     def one(self, source: str) -> EvaluationResult:
         """One candidate alone; a worker that dies on it is a failure at the gate it died in."""
         single = self._call([source])
-        if single.ok:
-            return result_of(single.value[0])
-        return EvaluationResult.failure(
-            gate_of_stage(crash_stage(single.stderr_tail)), f"worker {single.status}: {single.reason}", worker_status=single.status
-        )
+        return result_of(single.value[0]) if single.ok else failure_of(single)
 
     def chunk_size(self) -> int:
         if not self.per_candidate_s:
@@ -365,7 +373,7 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
             best=winner, inductor_tuned=tuned, stage_medians_s=stage_medians(evaluated),
         ))
         report.evaluations += len(evaluated)
-        report.gpu_s += sum((n.result.measurements.get("gpu_s", 0.0) if n.result else 0.0) for n in evaluated)
+        report.gpu_s += gpu_seconds(evaluated)
     _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up)
     if any(op.name == KNOB_OPERATOR for op in ops):
         _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit)
@@ -380,11 +388,7 @@ def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout
         for node in batch:  # a fresh process each: every variant is a full compile
             outcome = run_isolated(f"{SESSION}:evaluate_knobs", asdict(spec), node.candidate.options or {}, settings.to_dict(),
                                    EVAL_DEVICE, timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S, env=compile_cache_env())
-            if outcome.ok:
-                yield node, result_of(outcome.value)
-            else:
-                yield node, EvaluationResult.failure(gate_of_stage(crash_stage(outcome.stderr_tail)),
-                                                     f"worker {outcome.status}: {outcome.reason}", worker_status=outcome.status)
+            yield node, result_of(outcome.value) if outcome.ok else failure_of(outcome)
 
     def context(history: list[Node]) -> SearchContext:
         return SearchContext(target=MODEL_TARGET, nodes=history, rng=random.Random(seed), facts={"time_us": total_us})
@@ -397,7 +401,7 @@ def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout
     best = outcome.best
     evaluated = [n for n in nodes.evaluated(MODEL_TARGET) if n.operator != "root"]
     report.evaluations += len(evaluated)
-    report.gpu_s += sum((n.result.measurements.get("gpu_s", 0.0) if n.result else 0.0) for n in evaluated)
+    report.gpu_s += gpu_seconds(evaluated)
     won = best is not None and best.operator != "root" and best.fitness > max(1.0, report.speedup_vs_compile)
     report.knobs = {"best_options": best.candidate.options if best else None, "speedup": best.fitness if best else 1.0,
                     "evaluations": len(evaluated), "stop_reason": outcome.stop_reason, "used": won,
@@ -474,8 +478,9 @@ def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=N
             continue
         emit("stage", {"stage": "final gates", "kernel": k.name})
         failures = []
+        evaluator = WorkerEvaluator(worker, spec, k.name, settings, peak, timeout_s)
         for rank, choice in enumerate([k.best, *(runners_up or {}).get(k.name, [])], start=1):
-            result = WorkerEvaluator(worker, spec, k.name, settings, peak, timeout_s).one(choice["source"])
+            result = evaluator.one(choice["source"])
             if result.passed and result.fitness > 1.0:
                 earlier = f" (the search's #{rank}; " + "; ".join(failures) + ")" if failures else ""
                 k.final_check = f"passed again with {seeds}{earlier}"

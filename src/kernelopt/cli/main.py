@@ -195,7 +195,6 @@ def transcripts(
 ) -> None:
     """Every prompt and response of a run's LLM agents, in the order they were sent."""
     from kernelopt.cli.format import transcript_text
-    from kernelopt.errors import KerneloptError
     from kernelopt.store import Store
     from kernelopt.store.llm_records import transcripts as read_transcripts
 

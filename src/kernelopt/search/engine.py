@@ -236,14 +236,12 @@ class SearchEngine:
         results = self._evaluate(list(batch))
         try:
             for node, result in results:
-                if node.id not in waiting:
-                    raise ValueError(f"the evaluator returned node {node.id}, which is not in its batch or came back twice")
-                del waiting[node.id]
-                recorded = self.nodes.record(node.id, result)
-                self._account(recorded, result)
+                self._record(node, result, waiting)
                 reason = self._check()
                 if reason is not None:
-                    self._record_ready(results, waiting)
+                    ready = getattr(results, "ready", None)  # after a stop: what is finished, no new work
+                    for node, result in ready() if callable(ready) else ():
+                        self._record(node, result, waiting)
                     return reason
         finally:
             close = getattr(results, "close", None)
@@ -256,16 +254,10 @@ class SearchEngine:
             )
         return None
 
-    def _record_ready(self, results: Iterable[tuple[Node, EvaluationResult]], waiting: dict[int, Node]) -> None:
-        """After a stop: record what the evaluator already finished (no new work is started)."""
-        ready = getattr(results, "ready", None)
-        if not callable(ready):
-            return
-        for node, result in ready():
-            if waiting.pop(node.id, None) is None:
-                raise ValueError(f"the evaluator returned node {node.id}, which is not in its batch or came back twice")
-            self._account(self.nodes.record(node.id, result), result)
-        self._check()
+    def _record(self, node: Node, result: EvaluationResult, waiting: dict[int, Node]) -> None:
+        if waiting.pop(node.id, None) is None:
+            raise ValueError(f"the evaluator returned node {node.id}, which is not in its batch or came back twice")
+        self._account(self.nodes.record(node.id, result), result)
 
     # -- state -----------------------------------------------------------------------
 
