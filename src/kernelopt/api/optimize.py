@@ -29,7 +29,7 @@ from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
 from kernelopt.search.nodes import Node, NodeStore
-from kernelopt.search.operators import SearchContext, make_operators
+from kernelopt.search.operators import DEFAULT_OPERATORS, SearchContext, make_operators
 from kernelopt.search.policy import make_policy
 from kernelopt.search.targets import select_targets
 from kernelopt.search.termination import Budget
@@ -40,7 +40,6 @@ from kernelopt.verify.session import GateSettings, ProblemSpec, final_settings, 
 from kernelopt.workers import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
 
-DEFAULT_OPERATORS = ("launch-config", "eviction-policy")
 SESSION = "kernelopt.api.session"
 BATCH = 8  # most candidates in one worker call
 CHUNK_TARGET_S = 10.0  # a worker call's wall time the chunking aims at

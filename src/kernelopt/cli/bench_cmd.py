@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelopt.cli.main import STORE_OPTION, app, err, out, print_json, user_errors
+from kernelopt.search.operators import DEFAULT_OPERATORS
 
 if TYPE_CHECKING:
     from kernelopt.api.bench import BenchEvent, BenchReport
@@ -29,7 +30,7 @@ def bench(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + 15 min, or 1 h)."),
     budget: int = typer.Option(32, "--budget", help="Candidate evaluations per kernel and problem."),
     max_targets: int = typer.Option(2, "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
-    operators: str = typer.Option("launch-config,eviction-policy", "--operators", help="Comma-separated search operators, as for optimize (see kernelopt optimize --help)."),
+    operators: str = typer.Option(",".join(DEFAULT_OPERATORS), "--operators", help="Comma-separated search operators, as for optimize (see kernelopt optimize --help)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run every N-th problem from the I-th (split a suite over machines; join with bench-merge)."),
     gpus: int = typer.Option(1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),

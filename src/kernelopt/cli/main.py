@@ -18,6 +18,7 @@ warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
 warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
 
 from kernelopt.errors import KerneloptError
+from kernelopt.search.operators import DEFAULT_OPERATORS
 
 app = typer.Typer(
     add_completion=False,
@@ -109,7 +110,7 @@ def optimize(
     budget: int = typer.Option(48, "--budget", help="Evaluations per kernel (each one: four gates)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Wall-clock seconds per kernel search."),
     patience: int = typer.Option(3, help="Stop a kernel's search after this many rounds without improvement."),
-    operators: str = typer.Option("launch-config,eviction-policy", "--operators", help="Comma-separated: launch-config, eviction-policy, compiler-knobs (whole-model Inductor options)."),
+    operators: str = typer.Option(",".join(DEFAULT_OPERATORS), "--operators", help="Comma-separated: launch-config, eviction-policy, compiler-knobs (whole-model Inductor options)."),
     policy: str = typer.Option("beam", help="Selection policy: beam (default) or ucb."),
     max_targets: int = typer.Option(3, "--max-targets", help="Search at most this many kernels, by headroom."),
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue a killed optimize run by its id."),
