@@ -6,7 +6,8 @@ Captures the problem at full size, snapshots the kernel's real arguments, then
 for the --limit configs of ``launch_config_space`` nearest Inductor's own choice
 (distance in log2 steps per field, as coordinate descent moves): checks
 the pinned kernel against the original on the snapshot and times it interleaved
-with the original (L2 flushed, refreshed inputs). Prints a table and writes the
+with the original (L2 flushed), all in this one process: the configs are
+Inductor's own source, pinned; `kernelopt verify` judges across processes. Prints a table and writes the
 fastest correct candidate's source to --out, ready for ``kernelopt verify``.
 """
 
@@ -24,8 +25,9 @@ from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import SwapError, build_kernel, find_kernel
 from kernelopt.problem import load_problem
 from kernelopt.search.launch_configs import config_distance, launch_config_space
-from kernelopt.verify.perf_runner import time_kernels
-from kernelopt.verify.subkernel import run_case
+from kernelopt.capture.snapshot import launch
+from kernelopt.measure import compare
+from kernelopt.verify.subkernel import as_launcher, run_case
 
 
 def main() -> None:
@@ -58,14 +60,14 @@ def main() -> None:
         source = pin_launch_config(kernel.source, name, cfg)
         try:
             cand = build_kernel(source, name)
-            ok = run_case(kernel, original, cand, "snapshot", snap)
+            ok = run_case(kernel, as_launcher(original), as_launcher(cand), "snapshot", snap)
         except (SwapError, RuntimeError) as exc:
             print(f"  {cfg}: does not build/run: {str(exc)[:80]}")
             continue
         if not ok.passed:
             print(f"  {cfg}: WRONG: {ok.reason[:100]}")
             continue
-        cmp = time_kernels(kernel, original, cand, snap, trials=args.trials)
+        cmp = compare(lambda: launch(original, snap), lambda: launch(cand, snap), trials=args.trials)
         print(f"  {cfg}: {cmp.speedup:.3f}x  ({cmp.baseline.median_ms * 1e3:.1f} -> {cmp.candidate.median_ms * 1e3:.1f} us)")
         if cmp.speedup > best[0]:
             best = (cmp.speedup, cfg, source)

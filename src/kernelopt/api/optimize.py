@@ -533,7 +533,8 @@ def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runn
                     k.best = None
             report.final_reason = f"verified: {len(group)} kernel(s) replaced, re-stitched model passed the model gate"
             return
-        reason = final["model"]["reason"] if not final["model"]["passed"] else "no end-to-end speedup beyond noise"
+        reason = (final["model"]["reason"] if not final["model"]["passed"]
+                  else final["evidence"]["reason"] if final.get("evidence") else "no end-to-end speedup beyond noise")
         report.final_reason = f"re-stitched model rejected: {reason}"
     for k in report.kernels:
         k.best = None

@@ -14,12 +14,11 @@ import torch
 
 from kernelopt.api.analyze import analyze_artifact
 from kernelopt.api.environment import device_label, versions
-from kernelopt.capture.swap import KernelAddress, check_swaps_live, reapply, restore, swap_kernel
-from kernelopt.measure import compare
-from kernelopt.verify.model_gate import ModelGatePolicy
-from kernelopt.verify.model_level import run_model_gate
-from kernelopt.verify.performance import judge_end_to_end
+from kernelopt.evaluate.remote import RunnerDied
+from kernelopt.measure.timer import compare_split
+from kernelopt.verify.performance import judge_end_to_end, judge_timing_evidence
 from kernelopt.verify.session import EvaluationSession, GateSettings, ProblemSpec, stage
+from kernelopt.verify.verdict import Verdict
 
 _SESSIONS: dict[tuple, EvaluationSession] = {}
 
@@ -70,46 +69,41 @@ def inductor_tuned_config(spec: dict[str, Any], kernel: str, peak_gbps: float | 
 def verify_together(
     spec: dict[str, Any], replacements: Sequence[dict[str, Any]], settings: dict[str, Any], peak_gbps: float | None
 ) -> dict[str, Any]:
-    """All winning kernels swapped in at once: model gate again, and the end-to-end speedup."""
+    """All winning kernels swapped in at once: model gate again, and the end-to-end speedup.
+
+    The replacements are built and run in the candidate's process; this (judge's)
+    process compares and times its own compiled model against them."""
     s = _session(spec, peak_gbps)
     gates = GateSettings(**settings)
     stage("final")
-    swaps = [swap_kernel(s.artifact, KernelAddress.from_dict(r["address"]), r["source"]) for r in replacements]
+    keys = []
+    for r in replacements:
+        key, error, _ = s.runner.build(r["address"]["name"], r["source"])
+        if error is not None:
+            return {"model": Verdict("model", False, f"{r['address']['name']}: {error}", {"rule": "build"}).to_dict()}
+        keys.append((r["address"], key))
     try:
-        check_swaps_live(s.artifact, swaps, s.inputs)
-
-        def set_all(on: bool) -> None:
-            for sw in swaps:
-                (reapply if on else restore)(s.artifact, sw)
-
-        def run_baseline(xs: Sequence[Any]) -> Any:
-            set_all(False)
-            return s.artifact(*xs)
-
-        def run_candidate(xs: Sequence[Any]) -> Any:
-            set_all(True)
-            return s.artifact(*xs)
-
-        verdict = run_model_gate(
-            s.problem, s.model, run_baseline, run_candidate, s.device, gates.model_seeds, ModelGatePolicy(max_ratio=gates.max_error_ratio)
-        )
+        s.runner.set_swaps(keys)
+        verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)
         out: dict[str, Any] = {"model": verdict.to_dict()}
         if verdict.passed:
+            e2e = s.end_to_end(gates.trials)
+            evidence = judge_timing_evidence(e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms,
+                                             s.runner.calibration_ms, what="model")
+            if evidence is not None:
+                return {"model": verdict.to_dict(), "evidence": evidence.to_dict()}
 
             def eager() -> Any:
                 with torch.no_grad():
                     return s.model(*s.inputs)
 
-            e2e = compare(lambda: s.artifact(*s.inputs), lambda: s.artifact(*s.inputs), trials=gates.trials,
-                          prepare_baseline=lambda: set_all(False), prepare_candidate=lambda: set_all(True))
-            set_all(True)
-            vs_eager = compare(eager, lambda: s.artifact(*s.inputs), trials=max(10, gates.trials // 2))
-            out["end_to_end"] = {**judge_end_to_end(e2e), "comparison": e2e.to_dict()}
-            out["vs_eager"] = vs_eager.to_dict()
+            vs_eager = compare_split(eager, s.runner.timed_model(), trials=max(10, gates.trials // 2))
+            out["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
+            out["vs_eager"] = vs_eager.comparison.to_dict()
         return out
-    finally:
-        for sw in swaps:
-            restore(s.artifact, sw)
+    except RunnerDied as exc:
+        s.runner.restart()
+        return {"model": Verdict("model", False, str(exc), {"rule": "candidate_process"}).to_dict()}
 
 
 def evaluate_knobs(

@@ -169,3 +169,25 @@ def launch(kernel: Any, args: Sequence[Any]) -> None:
     """Launch an Inductor kernel alone on the current CUDA stream, exactly as the wrapper does
     (``kernel.run(*args, stream=<raw stream>)``; the grid comes from the kernel's own metadata)."""
     kernel.run(*args, stream=torch.cuda.current_stream().cuda_stream)
+
+
+def share_storage(storage: torch.UntypedStorage) -> tuple[str, tuple[Any, ...]]:
+    """A handle another process can open to reach ``storage``'s memory: ("cuda", ...) through CUDA IPC,
+    ("cpu", ...) through a shared-memory file (the storage moves into one in place).
+
+    The judge shares its own buffers with the candidate's process this way, so the
+    candidate writes where the judge reads and never sees the judge's references."""
+    if storage.device.type == "cuda":
+        return "cuda", tuple(storage._share_cuda_())
+    if storage.device.type == "cpu":
+        return "cpu", tuple(storage._share_filename_cpu_())
+    raise UnsupportedEnvironment(f"cannot share a {storage.device.type} tensor between processes; use CUDA or the CPU")
+
+
+def open_shared_storage(kind: str, handle: Sequence[Any]) -> torch.UntypedStorage:
+    """The storage a :func:`share_storage` handle names, opened in this process."""
+    if kind == "cuda":
+        return torch.UntypedStorage._new_shared_cuda(*handle)
+    if kind == "cpu":
+        return torch.UntypedStorage._new_shared_filename_cpu(*handle)
+    raise ValueError(f"unknown shared storage kind {kind!r}")

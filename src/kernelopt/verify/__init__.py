@@ -2,7 +2,17 @@
 
 Gate 1, :func:`check_static`, reads the candidate's source; the correctness,
 model and performance gates run it. Every gate answers with a :class:`Verdict`.
+
+The gates are the judge's: they refuse to load in the candidate's process
+(``KERNELOPT_ROLE=runner``, set by :class:`~kernelopt.evaluate.remote.RemoteRunner`),
+so nothing there can import a threshold by accident. That is a tripwire, not
+the defence: the defence is that the verdicts are computed in another process.
 """
+
+import os as _os
+
+if _os.environ.get("KERNELOPT_ROLE") == "runner":
+    raise ImportError("kernelopt.verify is the judge's and does not load in the candidate's process")
 
 from kernelopt.verify.correctness import (
     TensorDiff,

@@ -47,7 +47,10 @@ def evaluate(request: dict[str, Any]) -> dict[str, Any]:
     spec = ProblemSpec(req.problem_path, req.overrides, req.seed, req.options)
     session = EvaluationSession(spec, req.peak_gbps)
     settings = GateSettings(req.kernel_seeds, req.model_seeds, req.trials, req.margin, req.max_error_ratio)
-    result = session.evaluate(req.kernel, req.candidate_source, settings)
+    try:
+        result = session.evaluate(req.kernel, req.candidate_source, settings)
+    finally:
+        session.close()
     if session._peak is not None:
         result["peak_gbps"] = session._peak
     return result

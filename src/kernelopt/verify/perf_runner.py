@@ -1,24 +1,34 @@
-"""Gate 4 on the device: time the candidate kernel against the original, fairly.
+"""Gate 4 on the device: time the candidate kernel against the original, fairly, across two processes.
 
-Interleaved rounds, L2 flushed before every timed launch, and fresh input
-values before every timed launch (outside the timed region), rotating between
-two argument sets so no launch sees the pointers or values of the one before.
-The roofline floor comes from the launch's ideal traffic and the measured peak.
+The original runs here, in the judge, timed with this process's events; the
+candidate runs in its own process (:class:`~kernelopt.evaluate.remote.RemoteRunner`),
+which times each call with its events while the judge's clock times the whole
+call from outside. Rounds interleave AB / BA, the L2 is flushed before every
+timed launch, and before every launch the inputs get fresh values and every
+output is poisoned with a sentinel (alternating between calls), rotating
+between two argument sets so no launch sees the pointers or values of the one
+before. The last timed candidate call's outputs are checked against the
+original on the same inputs, so what was timed is what was verified. The
+roofline floor comes from the launch's ideal traffic and the measured peak.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.capture.recorder import describe_kernel_args, traffic_bytes
-from kernelopt.capture.snapshot import RotatingInputs, launch
-from kernelopt.measure import Comparison, compare
-from kernelopt.verify.performance import PerformancePolicy, judge_performance
-from kernelopt.verify.subkernel import param_roles
+from kernelopt.capture.snapshot import RotatingInputs, clone_args, launch
+from kernelopt.measure.timer import SplitComparison, compare_split
+from kernelopt.verify.correctness import nan_fill_
+from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
+from kernelopt.verify.subkernel import check_launch, param_roles
 from kernelopt.verify.verdict import Verdict
 
 ROTATING_SETS = 2
+WARMUP = 3
+
+Launcher = Callable[[Sequence[Any]], None]
 
 
 def min_time_us(kernel: KernelDef, args: Sequence[Any], peak_gbps: float) -> float:
@@ -27,31 +37,85 @@ def min_time_us(kernel: KernelDef, args: Sequence[Any], peak_gbps: float) -> flo
     return (read + written) / (peak_gbps * 1e3)
 
 
+class _PoisonedRotation:
+    """Rotating argument sets whose outputs are poisoned before every call (alternating sentinels)."""
+
+    def __init__(self, kernel: KernelDef, args: Sequence[Any]) -> None:
+        roles = param_roles(kernel)
+        self.inputs = RotatingInputs(args, [i for i, (_, reads, _w) in enumerate(roles) if reads], ROTATING_SETS)
+        self.outputs = [i for i, (_, reads, writes) in enumerate(roles) if writes and not reads]
+        self.calls = 0
+
+    @property
+    def current(self) -> list[Any]:
+        return self.inputs.current
+
+    def prepare(self) -> None:
+        self.inputs.prepare()
+        for i in self.outputs:
+            nan_fill_(self.current[i], alternate=self.calls % 2 == 1)
+        self.calls += 1
+
+
 def time_kernels(
-    kernel: KernelDef, original: Any, candidate: Any, args: Sequence[Any], trials: int = 50
-) -> Comparison:
-    """Interleaved A/B timing of two launchers of one kernel on rotating, refreshed inputs."""
-    reads = [i for i, (_, r, _w) in enumerate(param_roles(kernel)) if r]
-    a, b = RotatingInputs(args, reads, ROTATING_SETS), RotatingInputs(args, reads, ROTATING_SETS)
-    return compare(
-        lambda: launch(original, a.current),
-        lambda: launch(candidate, b.current),
-        trials=trials,
-        prepare_baseline=a.prepare,
-        prepare_candidate=b.prepare,
-    )
+    kernel: KernelDef, original: Any, runner: Any, key: str, args: Sequence[Any], trials: int = 50,
+) -> tuple[SplitComparison, list[Any], list[Any]]:
+    """Interleaved timing of the original (here) against the candidate ``key`` (in ``runner``'s process).
+
+    Returns the comparison, the arguments the last timed candidate call started from
+    (a copy taken just before it) and the arguments it ended with (its outputs)."""
+    baseline, candidate = _PoisonedRotation(kernel, args), _PoisonedRotation(kernel, args)
+    total = WARMUP + trials
+    before_last: list[Any] = []
+
+    def prepare_candidate() -> None:
+        candidate.prepare()
+        if candidate.calls == total:
+            before_last[:] = clone_args(candidate.current)
+
+    try:
+        split = compare_split(
+            lambda: launch(original, baseline.current),
+            runner.timed(kernel.name, key, lambda: candidate.current),
+            warmup=WARMUP, trials=trials,
+            prepare_baseline=baseline.prepare, prepare_candidate=prepare_candidate,
+        )
+    finally:
+        runner.release()
+    return split, before_last, candidate.current
 
 
 def run_performance_gate(
     kernel: KernelDef,
     original: Any,
-    candidate: Any,
+    runner: Any,
+    key: str,
     args: Sequence[Any],
     peak_gbps: float,
     policy: PerformancePolicy | None = None,
     trials: int = 50,
-) -> tuple[Verdict, Comparison]:
-    """Gate 4: a real, noise-aware speedup that does not beat the roofline."""
-    comparison = time_kernels(kernel, original, candidate, args, trials)
-    verdict = judge_performance(comparison, min_time_us(kernel, args, peak_gbps), policy or PerformancePolicy())
-    return verdict, comparison
+) -> tuple[Verdict, SplitComparison]:
+    """Gate 4: a real, noise-aware speedup that does not beat the roofline, on readings the judge's clock
+    bears out, by a kernel whose timed outputs are right."""
+    policy = policy or PerformancePolicy()
+    split, before, after = time_kernels(kernel, original, runner, key, args, trials)
+    timed = check_launch(kernel, lambda a: launch(original, a), before, after, "the last timed call")
+    if not timed.passed:
+        return Verdict("performance", False, f"the timed candidate's outputs are wrong: {timed.reason}",
+                       {"rule": "timed_outputs", **timed.details}), split
+    evidence = judge_timing_evidence(split.comparison.candidate.samples_ms, split.candidate_wall_ms,
+                                     runner.calibration_ms, policy)
+    if evidence is not None:
+        return evidence, split
+    verdict = judge_performance(split.comparison, min_time_us(kernel, args, peak_gbps), policy)
+    verdict.details["wall_ms_median"] = sorted(split.candidate_wall_ms)[len(split.candidate_wall_ms) // 2]
+    verdict.details["calibrated_overhead_ms"] = list(runner.calibration_ms)
+    return verdict, split
+
+
+def screen(
+    kernel: KernelDef, original: Any, runner: Any, key: str, args: Sequence[Any], trials: int,
+) -> SplitComparison:
+    """The short interleaved run that screens slow candidates out before the costly gates."""
+    split, _, _ = time_kernels(kernel, original, runner, key, args, trials)
+    return split

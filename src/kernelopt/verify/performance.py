@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from kernelopt.measure.timer import Comparison
 from kernelopt.verify import _format as fmt
@@ -43,6 +43,8 @@ class PerformancePolicy:
     margin: float = 0.03
     noise_k: float = 2.0
     roofline_slack: float = 0.95
+    overhead_k: float = 2.0
+    overhead_slack_ms: float = 0.1
 
     def required_speedup(self, noise: float) -> float:
         return 1.0 + max(self.margin, self.noise_k * noise)
@@ -158,3 +160,42 @@ def judge_end_to_end(comparison: Comparison) -> dict[str, Any]:
         "l2_flushed": comparison.baseline.l2_flushed and comparison.candidate.l2_flushed,
         "summary": summary,
     }
+
+
+def judge_timing_evidence(
+    reported_ms: Sequence[float], wall_ms: Sequence[float], calibration_ms: Sequence[float],
+    policy: PerformancePolicy | None = None, what: str = "candidate",
+) -> Verdict | None:
+    """None when the candidate's process's own readings agree with the judge's clock; else a failed
+    performance verdict naming the disagreement.
+
+    The candidate's process times its own calls, so it could report any number. The judge
+    times every such call from the outside (request to reply): the reading can never exceed
+    that, and the wall time it does not explain must stay within what the same call cost
+    when the runner timed the original kernel before any candidate had run in it
+    (``calibration_ms``, the unexplained milliseconds of those calls). A reading shaved
+    below the truth shows up as unexplained wall time; the lie it can hide is bounded by
+    the calibrated overhead, and the roofline check bounds it from below.
+    """
+    policy = policy or PerformancePolicy()
+    if not calibration_ms:
+        return Verdict(GATE, False, f"no calibration of the candidate's process: {what} timing not trusted",
+                       {"rule": "timing_evidence"})
+    calibration = sorted(calibration_ms)
+    allowed = policy.overhead_k * max(calibration[len(calibration) * 3 // 4], 0.0) + policy.overhead_slack_ms
+    unexplained = sorted(w - r for w, r in zip(wall_ms, reported_ms))
+    over = [r - w for w, r in zip(wall_ms, reported_ms) if r > w + 0.01]
+    details = {"rule": "timing_evidence", "allowed_unexplained_ms": allowed,
+               "median_unexplained_ms": unexplained[len(unexplained) // 2] if unexplained else None,
+               "calibration_ms": list(calibration_ms), "wall_ms": list(wall_ms), "reported_ms": list(reported_ms)}
+    if over:
+        return Verdict(GATE, False, (
+            f"timing evidence inconsistent: the {what}'s process reported {len(over)} reading(s) longer than "
+            f"the whole call took on the judge's clock (by up to {max(over):.3f} ms)"), details)
+    median = details["median_unexplained_ms"]
+    if median is not None and median > allowed:
+        return Verdict(GATE, False, (
+            f"timing evidence inconsistent: the judge's clock saw {median:.3f} ms per {what} call that its "
+            f"process's readings do not explain; calibrated overhead allows {allowed:.3f} ms "
+            f"({policy.overhead_k:g} x the calibration's upper quartile + {policy.overhead_slack_ms:g} ms)"), details)
+    return None

@@ -18,26 +18,20 @@ import torch
 
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.snapshot import clone_args, snapshot_launches
-from kernelopt.capture.swap import (
-    KernelAddress,
-    SwapError,
-    build_kernel,
-    check_swaps_live,
-    find_kernel,
-    reapply,
-    restore,
-    swap_kernel,
-)
-from kernelopt.measure import compare, measure_copy_bandwidth
+from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.errors import KerneloptError
-from kernelopt.problem import DISTRIBUTIONS, load_problem
+from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
+from kernelopt.measure import measure_copy_bandwidth
+from kernelopt.measure.timer import SplitComparison, compare_split
+from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
 from kernelopt.verify.compile_pool import CompilePool, default_workers
+from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
-from kernelopt.verify.perf_runner import min_time_us, run_performance_gate, time_kernels
-from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end
+from kernelopt.verify.perf_runner import min_time_us, run_performance_gate, screen
+from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_timing_evidence
 from kernelopt.verify.static import check_static
-from kernelopt.verify.subkernel import run_subkernel_gate
+from kernelopt.verify.subkernel import as_launcher, run_subkernel_gate
 from kernelopt.verify.verdict import Verdict
 
 STAGE_MARK = "kernelopt-stage:"
@@ -120,7 +114,18 @@ def stage(name: str) -> None:
 
 
 class EvaluationSession:
-    def __init__(self, spec: ProblemSpec, peak_gbps: float | None = None, compile_workers: int | None = None) -> None:
+    """The judge: one captured model, many candidates through the four gates.
+
+    It holds the trusted side only: the capture, the recorded launches, the
+    float64 references, the original kernels and every threshold. No candidate
+    source is ever loaded here: each is built, launched and timed in the
+    candidate's own process (:class:`~kernelopt.evaluate.remote.RemoteRunner`) on
+    buffers this session owns and lends, and every verdict is computed here
+    from what lands in those buffers and from timings checked against this
+    process's clock."""
+
+    def __init__(self, spec: ProblemSpec, peak_gbps: float | None = None, compile_workers: int | None = None,
+                 runner: RemoteRunner | None = None) -> None:
         # Started with the first kernel searched (snapshots): a problem with no target never pays for it.
         self.pool = CompilePool(default_workers() if compile_workers is None else compile_workers)
         stage("capture")
@@ -130,9 +135,11 @@ class EvaluationSession:
         self.model = self.problem.build_model(spec.seed, self.device)
         self.inputs = self.problem.make_inputs(spec.seed, self.device)
         self.artifact: Artifact = capture(self.model, self.inputs, spec.options)
+        self.runner = runner or RemoteRunner(device="cuda", spec=asdict(spec))
         self._peak = peak_gbps
         self._snapshots: dict[str, list[list[Any]]] = {}
         self._references = ReferenceCache()  # float64 references and baseline errors, per seed
+        self._layouts: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]] | None = None
 
     @property
     def peak_gbps(self) -> float:
@@ -146,8 +153,10 @@ class EvaluationSession:
     def snapshots(self, name: str) -> list[list[Any]]:
         if name not in self._snapshots:
             self.pool.start()  # a kernel is about to be searched: compile processes start up meanwhile
-            address, var, _ = self.kernel(name)
+            address, var, kernel = self.kernel(name)
             self._snapshots[name] = [s.args for s in snapshot_launches(self.artifact, self.inputs, address.graph, var)]
+            if self._snapshots[name]:  # the candidate's process calibrates its clock on the trusted original
+                self.runner.register_original(kernel.name, kernel.source, self._snapshots[name][0])
         return self._snapshots[name]
 
     def inductor_tuned_config(self, name: str) -> dict[str, Any] | None:
@@ -167,22 +176,68 @@ class EvaluationSession:
         snaps = self.snapshots(name)
         return {"min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None}
 
+    # -- the re-stitched model, run in the candidate's process --------------------------------
+
+    def output_layouts(self) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
+        """Shape, strides and dtype of each output of the compiled model (read once, from the baseline)."""
+        if self._layouts is None:
+            outs = outputs_as_list(self.artifact(*self.inputs), self.problem.path)
+            self._layouts = [(tuple(o.shape), tuple(o.stride()), o.dtype) for o in outs]
+        return self._layouts
+
+    def remote_forward(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+        """The candidate process's re-stitched model on ``inputs``, landed in fresh poisoned buffers of
+        this process's (which never held a baseline result)."""
+        outputs = [nan_fill_(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
+                   for shape, stride, dtype in self.output_layouts()]
+        layouts = self.runner.forward_into(inputs, outputs)
+        if len(layouts) != len(outputs):
+            raise ModelOutputMismatch(f"the re-stitched model returned {len(layouts)} outputs, expected {len(outputs)}")
+        for i, (layout, out) in enumerate(zip(layouts, outputs)):
+            if tuple(layout["shape"]) != tuple(out.shape) or layout["dtype"] != str(out.dtype).removeprefix("torch."):
+                raise ModelOutputMismatch(
+                    f"output {i} of the re-stitched model is {layout['dtype']}{list(layout['shape'])}, "
+                    f"expected {str(out.dtype).removeprefix('torch.')}{list(out.shape)}")
+        return outputs
+
+    def model_gate(self, seeds: Sequence[int], max_error_ratio: float) -> Verdict:
+        """Gate 3 against the swaps installed in the candidate's process."""
+
+        def run_baseline(xs: Sequence[Any]) -> Any:
+            return self.artifact(*xs)
+
+        try:
+            return run_model_gate(self.problem, self.model, run_baseline, self.remote_forward, self.device, seeds,
+                                  ModelGatePolicy(max_ratio=max_error_ratio), cache=self._references)
+        except ModelOutputMismatch as exc:
+            return Verdict("model", False, str(exc), {"rule": "output_layout"})
+
+    def end_to_end(self, trials: int) -> SplitComparison:
+        """The compiled model here against the re-stitched one in the candidate's process, interleaved."""
+        return compare_split(lambda: self.artifact(*self.inputs), self.runner.timed_model(), trials=trials)
+
     def evaluate(self, name: str, source: str, settings: GateSettings, static: Verdict | None = None) -> dict[str, Any]:
         """The four gates in order for one candidate of one kernel; stops at the first failure.
 
         ``result["timings"]`` holds the seconds of each stage (``compile`` is a cache hit
-        when the compile pool warmed it); ``gpu_s`` is the whole evaluation."""
+        when the compile pool warmed it); ``gpu_s`` is the whole evaluation. A candidate
+        whose process dies or hangs fails at the gate it was in; this session lives on."""
         started = time.monotonic()
         address, var, kernel = self.kernel(name)
         result: dict[str, Any] = {"verdicts": [], "passed": False, "address": address.to_dict(), "original_source": kernel.source}
         timings: dict[str, float] = {}
         result["timings"] = timings
         clock = [started]
+        current = ["static"]
 
         def lap(stage_name: str) -> None:
             now = time.monotonic()
             timings[stage_name] = round(now - clock[0], 6)
             clock[0] = now
+
+        def enter(stage_name: str) -> None:
+            current[0] = stage_name
+            stage(stage_name)
 
         def done(verdict: Verdict | None = None) -> dict[str, Any]:
             if verdict is not None:
@@ -190,80 +245,80 @@ class EvaluationSession:
             result["gpu_s"] = time.monotonic() - started
             return result
 
-        stage("static")
+        enter("static")
         if static is None:  # evaluate_batch passes the verdict it already has
             static = check_static(source, kernel_name=kernel.name, original_source=kernel.source)
         lap("static")
         if not static.passed:
             return done(static)
         result["verdicts"].append(static.to_dict())
-
-        stage("correctness")
-        original = vars(self.artifact.graphs[address.graph].module)[var]
         try:
-            candidate = build_kernel(source, kernel.name)
-        except SwapError as exc:
-            lap("compile")
-            return done(Verdict("correctness", False, str(exc)))
-        lap("compile")
+            return self._dynamic_gates(name, kernel, address, source, settings, result, lap, enter, done)
+        except RunnerDied as exc:
+            self.runner.restart()
+            gate = current[0] if current[0] in ("correctness", "model", "performance") else "correctness"
+            result["worker_status"] = exc.outcome.status
+            return done(Verdict(gate, False, f"{exc} (in the {current[0]} stage)",
+                                {"rule": "candidate_process", "stage": current[0], "worker": exc.outcome.to_dict()}))
+
+    def _dynamic_gates(self, name: str, kernel: Any, address: KernelAddress, source: str, settings: GateSettings,
+                       result: dict[str, Any], lap: Any, enter: Any, done: Any) -> dict[str, Any]:
+        enter("correctness")
+        original = vars(self.artifact.graphs[address.graph].module)[self.kernel(name)[1]]
         snapshots = self.snapshots(name)
+        key, error, _ = self.runner.build(kernel.name, source)
+        lap("compile")
+        if error is not None:
+            return done(Verdict("correctness", False, error, {"rule": "build"}))
         if settings.screen_trials > 0 and snapshots:
-            stage("screen")
-            screen = time_kernels(kernel, original, candidate, snapshots[0], settings.screen_trials)
+            enter("screen")
+            screened = screen(kernel, original, self.runner, key, snapshots[0], settings.screen_trials)
             lap("screen")
-            result["screen"] = screen.to_dict()
-            if screen.speedup < settings.screen_min_speedup:
+            result["screen"] = screened.to_dict()
+            speedup = screened.comparison.speedup
+            if speedup < settings.screen_min_speedup:
                 return done(Verdict("performance", False, (
-                    f"screened out: {screen.speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
+                    f"screened out: {speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
                     f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run")))
-        correctness = run_subkernel_gate(kernel, original, candidate, snapshots, settings.kernel_seeds,
-                                         settings.kernel_distributions)
+            enter("correctness")
+        correctness = run_subkernel_gate(kernel, as_launcher(original), self.runner.launcher(kernel.name, key),
+                                         snapshots, settings.kernel_seeds, settings.kernel_distributions)
         lap("correctness")
         if not correctness.passed:
             return done(correctness)
         result["verdicts"].append(correctness.to_dict())
 
-        stage("model")
-        swap = swap_kernel(self.artifact, address, source, kernel=candidate)
+        enter("model")
         try:
-            check_swaps_live(self.artifact, [swap], self.inputs)
+            self.runner.set_swaps([(address.to_dict(), key)])
+        except RunnerDied as exc:
+            if exc.outcome.status != "error":
+                raise
+            return done(Verdict("model", False, f"the replacement cannot be stitched in: {exc.outcome.reason}",
+                                {"rule": "swap"}))
+        model_verdict = self.model_gate(settings.model_seeds, settings.max_error_ratio)
+        lap("model")
+        if not model_verdict.passed:
+            return done(model_verdict)
+        result["verdicts"].append(model_verdict.to_dict())
 
-            def run_baseline(xs: Sequence[Any]) -> Any:
-                restore(self.artifact, swap)
-                return self.artifact(*xs)
-
-            def run_candidate(xs: Sequence[Any]) -> Any:
-                reapply(self.artifact, swap)
-                return self.artifact(*xs)
-
-            model_verdict = run_model_gate(
-                self.problem, self.model, run_baseline, run_candidate, self.device, settings.model_seeds,
-                ModelGatePolicy(max_ratio=settings.max_error_ratio), cache=self._references,
-            )
-            lap("model")
-            if not model_verdict.passed:
-                return done(model_verdict)
-            result["verdicts"].append(model_verdict.to_dict())
-
-            stage("performance")
-            perf, kernel_cmp = run_performance_gate(
-                kernel, original, candidate, snapshots[0], self.peak_gbps, PerformancePolicy(margin=settings.margin), settings.trials
-            )
-            result["kernel_comparison"] = kernel_cmp.to_dict()
-            if perf.passed and settings.end_to_end:
-                e2e = compare(
-                    lambda: self.artifact(*self.inputs),
-                    lambda: self.artifact(*self.inputs),
-                    trials=max(10, settings.trials // 2),
-                    prepare_baseline=lambda: restore(self.artifact, swap),
-                    prepare_candidate=lambda: reapply(self.artifact, swap),
-                )
-                result["end_to_end"] = {**judge_end_to_end(e2e), "comparison": e2e.to_dict()}
-            result["passed"] = perf.passed
-            lap("performance")
-            return done(perf)
-        finally:
-            restore(self.artifact, swap)
+        enter("performance")
+        perf, kernel_cmp = run_performance_gate(
+            kernel, original, self.runner, key, snapshots[0], self.peak_gbps,
+            PerformancePolicy(margin=settings.margin), settings.trials,
+        )
+        result["kernel_comparison"] = kernel_cmp.to_dict()
+        if perf.passed and settings.end_to_end:
+            e2e = self.end_to_end(max(10, settings.trials // 2))
+            evidence = judge_timing_evidence(e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms,
+                                             self.runner.calibration_ms, what="model")
+            result["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict(),
+                                    "evidence": evidence.to_dict() if evidence else None}
+            if evidence is not None:
+                perf = evidence
+        result["passed"] = perf.passed
+        lap("performance")
+        return done(perf)
 
     def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, warm_timeout_s: float = 120.0) -> list[dict[str, Any]]:
         """Compile the batch ahead in the pool, then run the gates one candidate at a time.
@@ -296,3 +351,8 @@ class EvaluationSession:
 
     def close(self) -> None:
         self.pool.close()
+        self.runner.close()
+
+
+class ModelOutputMismatch(Exception):
+    """The re-stitched model's outputs do not have the compiled model's layouts."""

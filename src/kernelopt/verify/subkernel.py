@@ -6,11 +6,16 @@ Floating inputs get new values; integer inputs (indices) keep the snapshot's,
 since their valid range is not ours to invent. Write-only outputs are pre-filled
 with NaN sentinels in both runs, so an element the candidate does not write
 shows up wherever the original wrote a value.
+
+The original and the candidate come in as *launchers* (a function of the
+argument list): the original's runs here, the candidate's in its own process
+on these very buffers (:meth:`~kernelopt.evaluate.remote.RemoteRunner.launcher`),
+so the comparison below is the judge's and the reference never leaves it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -21,6 +26,13 @@ from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.verdict import Verdict
 
 DEFAULT_SEEDS = (1, 2, 3)
+
+Launcher = Callable[[Sequence[Any]], None]
+
+
+def as_launcher(kernel: Any) -> Launcher:
+    """A launcher for a kernel built in this process (the original)."""
+    return lambda args: launch(kernel, args)
 
 
 def param_roles(kernel: KernelDef) -> list[tuple[str, bool, bool]]:
@@ -67,7 +79,7 @@ def _prepared(kernel: KernelDef, args: Sequence[Any], alternate: bool = False) -
     return copy
 
 
-def run_case(kernel: KernelDef, original: Any, candidate: Any, label: str, args: Sequence[Any],
+def run_case(kernel: KernelDef, original: Launcher, candidate: Launcher, label: str, args: Sequence[Any],
              alternate: bool = False) -> Verdict:
     """One case: original and candidate on identical copies, candidate twice for determinism.
 
@@ -76,12 +88,12 @@ def run_case(kernel: KernelDef, original: Any, candidate: Any, label: str, args:
     element left unwritten where the original happens to write the first sentinel."""
     roles = param_roles(kernel)
     reference = _prepared(kernel, args, alternate)
-    launch(original, reference)
+    original(reference)
     first = _prepared(kernel, args, alternate)
-    launch(candidate, first)
+    candidate(first)
     second = _prepared(kernel, args, alternate)
-    launch(candidate, second)
-    torch.cuda.synchronize()
+    candidate(second)
+    _synchronize(args)
     written, inputs, rerun = {}, {}, {}
     for i, (name, reads, writes) in enumerate(roles):
         if not isinstance(args[i], torch.Tensor):
@@ -94,10 +106,35 @@ def run_case(kernel: KernelDef, original: Any, candidate: Any, label: str, args:
     return check_case(label, written, inputs, rerun)
 
 
+def _synchronize(args: Sequence[Any]) -> None:
+    if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+        torch.cuda.synchronize()
+
+
+def check_launch(kernel: KernelDef, original: Launcher, before: Sequence[Any], after: Sequence[Any],
+                 label: str) -> Verdict:
+    """Did one candidate call that started from ``before`` and left ``after`` write what the original
+    writes from ``before``? (The timed calls of gate 4 are checked so.) ``before`` is consumed."""
+    if not before:
+        return Verdict("correctness", False, f"{label}: no record of its inputs was kept")
+    reference = clone_args(before)
+    original(reference)
+    _synchronize(reference)
+    written, inputs = {}, {}
+    for i, (name, reads, writes) in enumerate(param_roles(kernel)):
+        if not isinstance(before[i], torch.Tensor):
+            continue
+        if writes:
+            written[name] = (reference[i], after[i])
+        elif reads:
+            inputs[name] = (before[i], after[i])
+    return check_case(label, written, inputs, None)
+
+
 def run_subkernel_gate(
     kernel: KernelDef,
-    original: Any,
-    candidate: Any,
+    original: Launcher,
+    candidate: Launcher,
     snapshots: Sequence[Sequence[Any]],
     seeds: Sequence[int] = DEFAULT_SEEDS,
     distributions: Sequence[str] | None = None,

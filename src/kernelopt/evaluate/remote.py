@@ -1,0 +1,185 @@
+"""The judge's handle on the candidate's process.
+
+:class:`RemoteRunner` owns one persistent worker running
+:mod:`kernelopt.evaluate.runner` and turns its calls into what the gates need:
+a launcher that runs a candidate on the judge's own (lent) buffers, a timed call
+whose reading the judge checks against its own clock, the re-stitched model's
+forward into the judge's output buffers. Whatever the candidate does to its
+process, it reaches the judge only as data: tensors the judge reads itself,
+numbers the judge checks, and replies unpickled through the safe allow-list.
+
+Right after every start of that process, before any candidate is built in it,
+the runner times the *original* kernel the same way it will time candidates;
+what the judge's clock saw beyond the runner's own readings then is the honest
+overhead of a remote call (:attr:`calibration_ms`), against which every later
+reading is checked (``verify.performance.judge_timing_evidence``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from kernelopt.evaluate.runner import DEFAULT_BACKEND, ORIGINAL
+from kernelopt.workers.isolated import WorkerResult
+from kernelopt.workers.persistent import PersistentWorker
+from kernelopt.workers.shared_tensors import SharedTensor, share, share_args
+
+MODULE = "kernelopt.evaluate.runner"
+ROLE_ENV = {"KERNELOPT_ROLE": "runner"}
+CALIBRATION_CALLS = 12
+
+
+class RunnerDied(Exception):
+    """The candidate's process ended or hung during a call: the candidate's failure."""
+
+    def __init__(self, call: str, outcome: WorkerResult) -> None:
+        super().__init__(f"the candidate's process ended during {call}: {outcome.status}: {outcome.reason}")
+        self.call = call
+        self.outcome = outcome
+
+
+class RemoteRunner:
+    """The candidate's process, seen from the judge."""
+
+    def __init__(self, *, device: str = "cuda", spec: dict[str, Any] | None = None, backend: str = DEFAULT_BACKEND,
+                 gpu: int | None = None, timeout_s: float = 600.0, env: dict[str, str] | None = None,
+                 extra_path: Sequence[str | Path] = ()) -> None:
+        src_root = str(Path(__file__).resolve().parents[2])
+        self.worker = PersistentWorker(gpu=gpu, env={**ROLE_ENV, **(env or {})}, extra_path=[src_root, *extra_path])
+        self.device, self.spec, self.backend, self.timeout_s = device, spec, backend, timeout_s
+        self._started = -1  # worker.starts at our last start-up
+        self._originals: dict[str, str] = {}
+        self._calibration_kernel: tuple[str, list[Any]] | None = None
+        self.calibration_ms: tuple[float, ...] = ()
+        self.built: set[str] = set()
+
+    # -- process life -----------------------------------------------------------------------
+
+    def _raw(self, call: str, *args: Any, timeout_s: float | None = None) -> Any:
+        outcome = self.worker.call(f"{MODULE}:{call}", *args, timeout_s=timeout_s or self.timeout_s)
+        if not outcome.ok:
+            raise RunnerDied(call, outcome)
+        return outcome.value
+
+    def _ensure(self) -> None:
+        if self.worker.alive and self.worker.starts == self._started:
+            return
+        self._raw("start", self.backend, self.device, self.spec)
+        self._started = self.worker.starts
+        self.built.clear()
+        for name, source in self._originals.items():
+            self._raw("register_original", name, source)
+        self.calibration_ms = ()
+        if self._calibration_kernel is not None:
+            self._calibrate(*self._calibration_kernel)
+
+    def call(self, name: str, *args: Any, timeout_s: float | None = None) -> Any:
+        self._ensure()
+        started = self.worker.starts
+        value = self._raw(name, *args, timeout_s=timeout_s)
+        if self.worker.starts != started:  # pragma: no cover - a call never restarts the worker itself
+            raise RuntimeError("the runner restarted inside a call")
+        return value
+
+    def restart(self) -> None:
+        """A fresh process for the next call (after a candidate took the old one down)."""
+        self.worker.close()
+
+    def close(self) -> None:
+        self.worker.close()
+
+    # -- calibration --------------------------------------------------------------------------
+
+    def register_original(self, name: str, source: str, args: Sequence[Any]) -> None:
+        """Name the trusted kernel this process calibrates on; restarts the process if a candidate
+        already ran in it (calibration must come from a process no candidate has touched)."""
+        self._originals[name] = source
+        if self._calibration_kernel is None:
+            self._calibration_kernel = (name, [a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        if self.worker.alive and self.worker.starts == self._started:
+            if self.built:
+                self.restart()
+            else:
+                self._raw("register_original", name, source)
+                if not self.calibration_ms:
+                    self._calibrate(*self._calibration_kernel)
+        self._ensure()
+
+    def _calibrate(self, name: str, args: list[Any]) -> None:
+        shared = share_args(args)
+        self._raw("launch", name, ORIGINAL, [shared])  # warm: the first launch may compile or autotune
+        unexplained = []
+        for _ in range(CALIBRATION_CALLS):
+            _sync(self.device)
+            started = time.perf_counter()
+            reported = float(self._raw("time_launch", name, ORIGINAL, shared)["ms"])
+            unexplained.append((time.perf_counter() - started) * 1000.0 - reported)
+        self._raw("release")
+        self.calibration_ms = tuple(unexplained)
+
+    @property
+    def overhead_ms(self) -> float:
+        return statistics.median(self.calibration_ms) if self.calibration_ms else float("nan")
+
+    # -- candidates ---------------------------------------------------------------------------
+
+    def build(self, name: str, source: str) -> tuple[str, str | None, float]:
+        """(digest, error or None, seconds) of compiling ``source`` in the candidate's process."""
+        reply = self.call("build", name, source)
+        if reply["error"] is None:
+            self.built.add(reply["digest"])
+        return str(reply["digest"]), reply["error"], float(reply["seconds"])
+
+    def launcher(self, name: str, key: str) -> Callable[[Sequence[Any]], None]:
+        """A launch function over the judge's buffers: the candidate writes where the judge reads."""
+
+        def run(args: Sequence[Any]) -> None:
+            _sync(self.device)
+            self.call("launch", name, key, [share_args(args)])
+
+        return run
+
+    def timed(self, name: str, key: str, args_of: Callable[[], Sequence[Any]]) -> Callable[[], float]:
+        """One timed remote launch on the argument set ``args_of()`` names at call time (ms, as reported)."""
+        cache: dict[int, list[Any]] = {}
+
+        def run() -> float:
+            args = args_of()
+            shared = cache.get(id(args))
+            if shared is None:
+                shared = cache[id(args)] = share_args(args)
+            return float(self.call("time_launch", name, key, shared)["ms"])
+
+        return run
+
+    # -- the re-stitched model ----------------------------------------------------------------
+
+    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], str]]) -> None:
+        self.call("set_swaps", list(replacements))
+
+    def forward_into(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
+        """The re-stitched model's outputs for ``inputs``, copied into ``outputs`` (the judge's buffers)."""
+        _sync(self.device)
+        reply = self.call("run_model", share_args(inputs), [share(o) for o in outputs])
+        return list(reply["outputs"])
+
+    def release(self) -> None:
+        """Let the candidate's process drop the buffers it kept open for timing."""
+        if self.worker.alive and self.worker.starts == self._started:
+            self._raw("release")
+
+    def timed_model(self) -> Callable[[], float]:
+        return lambda: float(self.call("time_model")["ms"])
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+__all__ = ["RemoteRunner", "RunnerDied", "SharedTensor"]

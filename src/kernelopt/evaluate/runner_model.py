@@ -1,0 +1,62 @@
+"""The re-stitched model in the candidate's process: its own capture, the candidates swapped in.
+
+Gate 3 and the end-to-end timing need the whole compiled model with a
+candidate in it. That model runs here, beside the candidate, never in the
+judge: the judge keeps its own capture of the same problem (same seed, same
+weights) for the baseline and the float64 reference, lends this process the
+seed's inputs and poisoned output buffers, and compares what lands in them.
+Outputs are copied into the judge's buffers, so this process's allocator (which
+never held a baseline result) is all a stale-output kernel could read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from kernelopt.capture import capture
+from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
+from kernelopt.problem import load_problem, outputs_as_list
+
+
+class RunnerModel:
+    """One problem's compiled model, with the swaps the judge asked for installed."""
+
+    def __init__(self, spec: dict[str, Any], device: torch.device) -> None:
+        self.problem = load_problem(spec["problem_path"], overrides=spec.get("overrides") or None)
+        seed = int(spec.get("seed", 0))
+        model = self.problem.build_model(seed, device)
+        self.inputs = self.problem.make_inputs(seed, device)
+        self.artifact = capture(model, self.inputs, spec.get("options") or {})
+        self.swaps: list[Swap] = []
+
+    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+        """Replace the installed swaps with ``replacements`` (address dict, built kernel); an empty list
+        restores the compiled model. Proves each replacement launches."""
+        for swap in reversed(self.swaps):
+            restore(self.artifact, swap)
+        self.swaps = [
+            swap_kernel(self.artifact, KernelAddress.from_dict(address), "", kernel=kernel)
+            for address, kernel in replacements
+        ]
+        if self.swaps:
+            check_swaps_live(self.artifact, self.swaps, self.inputs)
+        return {"swaps": len(self.swaps)}
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> dict[str, Any]:
+        """Forward on ``inputs``; each result is copied into the matching lent buffer when its layout
+        matches, and every result's layout is reported so the judge can name a mismatch."""
+        with torch.no_grad():
+            results = outputs_as_list(self.artifact(*inputs), self.problem.path)
+        layouts = []
+        for i, result in enumerate(results):
+            layouts.append({"shape": list(result.shape), "dtype": str(result.dtype).removeprefix("torch.")})
+            if i < len(outputs) and outputs[i].shape == result.shape and outputs[i].dtype == result.dtype:
+                outputs[i].copy_(result)
+        if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].is_cuda:
+            torch.cuda.synchronize()
+        return {"outputs": layouts}
+
+    def forward(self) -> None:
+        self.artifact(*self.inputs)

@@ -1,0 +1,52 @@
+"""Tensors one process lends another: the judge's buffers, opened in the candidate's process.
+
+The judge allocates every input and output buffer a candidate touches and hands
+the candidate's process a :class:`SharedTensor` (a storage handle plus the
+view's layout), never a copy: the candidate writes where the judge reads, the
+judge's references never leave the judge, and gigabyte tensors cost no transfer.
+On CUDA the handle is a CUDA IPC handle; on the CPU (tests) a shared-memory file.
+The private torch calls behind it live in :mod:`kernelopt.capture.compat`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from kernelopt.capture import compat
+
+
+@dataclass(frozen=True)
+class SharedTensor:
+    """A view of shared memory: where the storage is, and the view's exact layout."""
+
+    kind: str
+    handle: tuple[Any, ...]
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+    def open(self) -> torch.Tensor:
+        storage = compat.open_shared_storage(self.kind, self.handle)
+        dtype = getattr(torch, self.dtype)
+        return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, self.offset, self.shape, self.stride)
+
+
+def share(t: torch.Tensor) -> SharedTensor:
+    """Lend ``t`` (its whole storage) to another process."""
+    kind, handle = compat.share_storage(t.untyped_storage())
+    return SharedTensor(kind, handle, str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()),
+                        t.storage_offset())
+
+
+def share_args(args: Sequence[Any]) -> list[Any]:
+    """A kernel's argument list with every tensor replaced by its :class:`SharedTensor`."""
+    return [share(a) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def open_args(args: Sequence[Any]) -> list[Any]:
+    """The inverse of :func:`share_args`, in the borrowing process."""
+    return [a.open() if isinstance(a, SharedTensor) else a for a in args]

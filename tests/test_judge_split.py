@@ -1,0 +1,163 @@
+"""The judge and the accused in two processes (issue 11): a candidate that patches anything in its own
+process cannot change a verdict.
+
+A real candidate process (a persistent worker running ``kernelopt.evaluate.runner``) on the CPU,
+with kernels stood in by Python source that runs when it is built, as a Triton module's code would.
+The judge's side is this test process: it owns the buffers, runs the original, compares and times.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelopt.capture.output_code import triton_kernel_def
+from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
+from kernelopt.measure.timer import compare_split
+from kernelopt.verify import subkernel
+from kernelopt.verify.performance import PerformancePolicy, judge_timing_evidence
+
+TESTS = Path(__file__).resolve().parent
+NAME = "triton_poi_double_0"
+SOURCE = f"""
+@triton_heuristics.pointwise(size_hints={{'x': 4096}}, filename=__file__,
+    triton_meta={{'signature': {{'in_ptr0': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}}}},
+    inductor_meta={{'grid_type': 'Grid1D', 'kernel_name': '{NAME}', 'mutated_arg_names': []}})
+@triton.jit
+def {NAME}(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    x0 = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(out_ptr0 + (x0), tl.load(in_ptr0 + (x0), None) * 2, None)
+"""
+ORIGINAL = f"""
+def {NAME}(args):
+    x, out, n = args
+    out.copy_(x * 2)
+"""
+SLOW = f"""
+import time
+def {NAME}(args):
+    x, out, n = args
+    time.sleep(0.03)
+    out.copy_(x * 2)
+"""
+# Patches what would be the judge's, were the judge in this process; then computes the wrong thing.
+PATCHES_THE_JUDGE = f"""
+import os
+os.environ.pop("KERNELOPT_ROLE", None)
+import kernelopt.verify.correctness as correctness
+import kernelopt.verify.performance as performance
+import kernelopt.verify.tolerance as tolerance
+correctness.diff_tensor = lambda *a, **k: None
+correctness.check_case = lambda *a, **k: None
+performance.PerformancePolicy.margin = -1.0
+tolerance.tolerance_for = lambda dtype: tolerance.Tolerance(1e30, 1e30)
+def {NAME}(args):
+    x, out, n = args
+    out.copy_(x * 3)
+"""
+# Slow, but reports itself fast: patches its process's clock reading.
+FORGES_ITS_CLOCK = SLOW + """
+import kernelopt.measure.timer as timer
+timer.time_call = lambda fn, **kw: (fn(), 0.05)[1]
+import kernelopt.evaluate.runner as runner
+runner.time_call = timer.time_call
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return triton_kernel_def(NAME, SOURCE)
+
+
+@pytest.fixture(scope="module")
+def remote():
+    runner = RemoteRunner(device="cpu", backend="runner_backend:BACKEND", extra_path=[TESTS], timeout_s=60)
+    snapshot = [torch.randn(4096), torch.empty(4096), 4096]
+    runner.register_original(NAME, ORIGINAL, snapshot)
+    yield runner
+    runner.close()
+
+
+def original_launch(args):
+    x, out, _ = args
+    out.copy_(x * 2)
+
+
+def gate2(kernel, remote, source):
+    key, error, _ = remote.build(NAME, source)
+    assert error is None, error
+    snapshot = [torch.randn(4096), torch.empty(4096), 4096]
+    return subkernel.run_subkernel_gate(kernel, original_launch, remote.launcher(NAME, key), [snapshot], seeds=(1,))
+
+
+def test_the_candidates_process_imports_no_gate(remote) -> None:
+    modules = remote.worker.call("runner_backend:loaded_modules").value
+    assert "kernelopt.evaluate.runner" in modules
+    judged = [m for m in modules if m.startswith("kernelopt.verify")]
+    assert judged == [], judged
+
+
+def test_the_judges_modules_refuse_to_load_in_the_candidates_process(remote) -> None:
+    outcome = remote.worker.call("kernelopt.verify.performance:judge_performance")
+    assert not outcome.ok and "judge" in outcome.reason
+
+
+def test_an_honest_candidate_passes_and_a_wrong_one_fails(kernel, remote) -> None:
+    assert gate2(kernel, remote, ORIGINAL).passed
+    wrong = gate2(kernel, remote, ORIGINAL.replace("x * 2", "x * 2 + 1e-3"))
+    assert not wrong.passed and "out_ptr0" in wrong.reason
+
+
+def test_a_candidate_that_patches_the_judge_in_its_process_still_fails(kernel, remote) -> None:
+    verdict = gate2(kernel, remote, PATCHES_THE_JUDGE)
+    assert not verdict.passed and "out_ptr0" in verdict.reason
+    # and the patches took in that process (the attack ran), not here
+    assert PerformancePolicy().margin == 0.03
+
+
+def test_the_calibration_comes_from_the_original_before_any_candidate(remote) -> None:
+    assert len(remote.calibration_ms) >= 10
+    assert all(0 <= ms < 50 for ms in remote.calibration_ms)
+
+
+def timing(kernel, remote, source, trials=8):
+    key, error, _ = remote.build(NAME, source)
+    assert error is None
+    args = [torch.randn(4096), torch.empty(4096), 4096]
+    split = compare_split(lambda: original_launch(args), remote.timed(NAME, key, lambda: args), trials=trials,
+                          warmup=1, device="cpu")
+    remote.release()
+    return split
+
+
+def test_a_candidate_that_forges_its_clock_is_caught_by_the_judges(kernel, remote) -> None:
+    honest = timing(kernel, remote, SLOW)
+    assert judge_timing_evidence(honest.comparison.candidate.samples_ms, honest.candidate_wall_ms,
+                                 remote.calibration_ms) is None
+    forged = timing(kernel, remote, FORGES_ITS_CLOCK)
+    assert forged.comparison.speedup > 1.0  # its readings claim it is fast ...
+    verdict = judge_timing_evidence(forged.comparison.candidate.samples_ms, forged.candidate_wall_ms,
+                                    remote.calibration_ms)
+    assert verdict is not None and not verdict.passed  # ... the judge's clock says otherwise
+    assert verdict.details["rule"] == "timing_evidence" and "do not explain" in verdict.reason
+
+
+def test_a_candidate_that_kills_its_process_costs_one_call_not_the_judge(kernel, remote) -> None:
+    key, error, _ = remote.build(NAME, f"import os\ndef {NAME}(args):\n    os._exit(3)\n")
+    with pytest.raises(RunnerDied, match="launch"):
+        remote.launcher(NAME, key)([torch.randn(4), torch.empty(4), 4])
+    remote.restart()
+    assert gate2(kernel, remote, ORIGINAL).passed  # a fresh process, calibrated again
+    assert len(remote.calibration_ms) >= 10
+
+
+def test_timing_evidence_rules() -> None:
+    calibration = [0.2] * 12
+    assert judge_timing_evidence([1.0] * 5, [1.3] * 5, calibration) is None
+    longer = judge_timing_evidence([1.0] * 5, [0.5] * 5, calibration)
+    assert longer is not None and "longer than the whole call" in longer.reason
+    shaved = judge_timing_evidence([0.1] * 5, [1.3] * 5, calibration, PerformancePolicy())
+    assert shaved is not None and "allows 0.500 ms" in shaved.reason
+    assert judge_timing_evidence([1.0], [1.2], []) is not None  # no calibration: nothing is believed
