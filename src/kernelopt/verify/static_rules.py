@@ -31,25 +31,25 @@ RULES: dict[str, str] = {
     "context_manager": "a candidate may not enter contexts (streams, devices, grad modes)",
     "torch_compute": "a candidate must compute in Triton, not PyTorch",
     "code_shape": "a candidate may not define lambdas, generators or async code",
-    "precision": "which the original kernel does not use; a candidate may not lower the precision",
-    "import": "allowed: triton, triton.language, torch._inductor.runtime helpers, math, and what the original imports",
-    "module_access": "a candidate may use only the Triton language, Inductor's kernel helpers and decorators, and math",
-    "kernel": "the candidate must define the kernel it replaces, as Inductor's launcher expects",
-    "signature": "pointer and numel parameters must keep the original's names and order",
-    "top_level": (
-        "the top level may hold only imports, @triton.jit functions, literal constants "
-        "and triton_helpers.set_driver_to_gpu()"
-    ),
-    "import_time": (
-        "what runs at import (decorator arguments, parameter defaults and annotations) must be literals "
-        "and the few constructors Inductor emits"
-    ),
-    "inline_asm": "a candidate may use inline assembly only as the original does, call for call",
     "kernel_call": (
         "a kernel body may call only allow-listed tl, triton_helpers, libdevice and tl_math functions, "
         "tensor methods, a few pure builtins and the module's own @triton.jit functions"
     ),
     "value_access": "a kernel body may read only allow-listed attributes (tensor methods, dtype and shape) of values",
+    "precision": "which the original kernel does not use; a candidate may not lower the precision",
+    "inline_asm": "a candidate may use inline assembly only as the original does, call for call",
+    "import": "allowed: triton, triton.language, torch._inductor.runtime helpers, math, and what the original imports",
+    "module_access": "a candidate may use only the Triton language, Inductor's kernel helpers and decorators, and math",
+    "kernel": "the candidate must define the kernel it replaces, as Inductor's launcher expects",
+    "import_time": (
+        "what runs at import (decorator arguments, parameter defaults and annotations) must be literals "
+        "and the few constructors Inductor emits"
+    ),
+    "signature": "pointer and numel parameters must keep the original's names and order",
+    "top_level": (
+        "the top level may hold only imports, @triton.jit functions, literal constants "
+        "and triton_helpers.set_driver_to_gpu()"
+    ),
     "mask": (
         "every tl.load and tl.store needs a mask, unless the original makes the same unmasked access "
         "(same pointer expression)"
