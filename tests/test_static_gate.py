@@ -606,3 +606,41 @@ def test_candidate_only_check_needs_no_original() -> None:
         if not relative and rule != "kernel":
             assert not verdict.passed and verdict.details["rule"] == rule, (name, verdict.reason)
     assert "no top-level function named nope" in check_static_candidate(ORIGINAL, kernel_name="nope").reason
+
+
+# -- the same gate before kernelopt.load and kernelopt verify run anything ---------------------
+
+
+def test_load_refuses_an_artifact_whose_replacement_fails_the_gate(tmp_path: Path) -> None:
+    import torch
+
+    from kernelopt.api.environment import triton_version
+    from kernelopt.api.export import load
+    from kernelopt.errors import KerneloptError
+
+    marker = tmp_path / "problem_ran"
+    doc = {
+        "format": "kernelopt-artifact", "format_version": 1, "torch": str(torch.__version__),
+        "triton": triton_version(), "options": {}, "verification": {},
+        "problem": {"name": "p", "file": "p.py", "source": f"open({str(marker)!r}, 'w')\n",
+                    "overrides": {}, "seed": 0},
+        "replacements": [{"graph": 0, "name": KERNEL, "sha256": "0" * 64,
+                          "source": (CANDIDATES / "cheat_import_time_file_write.py").read_text()}],
+    }
+    path = tmp_path / "m.kopt.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(KerneloptError) as info:
+        load(path)
+    message = str(info.value)
+    assert "\n" not in message and KERNEL in message and "(io)" in message
+    assert not marker.exists()  # refused before the problem was compiled
+
+
+def test_verify_refuses_a_cheat_before_any_worker_starts(tmp_path: Path) -> None:
+    from kernelopt.api.verify import verify
+
+    candidate = tmp_path / "cand.py"
+    candidate.write_text((CANDIDATES / "cheat_jit_calls_python_helper.py").read_text())
+    report = verify(tmp_path / "missing_problem.py", KERNEL, candidate)
+    assert not report.passed and [v.gate for v in report.verdicts] == ["static"]
+    assert report.verdicts[0].details["rule"] == "kernel_call"
