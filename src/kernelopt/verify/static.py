@@ -15,8 +15,14 @@ cannot show (stale memory, partial work, shape shortcuts, input mutation,
 precision within tolerance) is left to the correctness, model and performance
 gates, and candidates run in an isolated worker anyway.
 
-The rules are data (the tables in :mod:`kernelopt.verify.static_rules`); one
-walker applies them. Every finding names its line; the verdict's reason is the
+The module must have the shape Inductor emits: module paths are checked against
+explicit allow-lists of the Triton language, libdevice, ``tl_math`` and Inductor's
+helpers; kernel bodies, import-time values, masks, inline assembly and the device
+clock are checked by :mod:`kernelopt.verify.static_kernel`. :func:`check_static_candidate`
+is the part that needs no original, for callers that must refuse before one is known.
+
+The rules are data (the tables in :mod:`kernelopt.verify.static_rules`); the
+walker here and the checks in ``static_kernel`` apply them. Every finding names its line; the verdict's reason is the
 most serious finding, and all findings are in ``details["violations"]``.
 """
 
