@@ -75,6 +75,27 @@ def try_fallback(src: str) -> str:
     return src + "\ntry:\n    import torch\nexcept ImportError:\n    pass\n"
 
 
+def unmasked_load(src: str) -> str:
+    """Memory safety: drop a load's mask, reading past the rows (values masked away later)."""
+    return _sub(LOAD_RE, lambda m: f"{m.group(1)}{m.group(2)} = tl.load(in_ptr0 + ({m.group(3)}), None)", src, count=1)
+
+
+def device_clock(src: str) -> str:
+    """Change what the kernel computes by reading the GPU's global timer."""
+    return _sub(STORE_RE, lambda m: f"{m.group(1)}tl.store({m.group(2)} + ({m.group(3)}), tl.where(tl.extra.cuda.globaltimer() > 0, {m.group(4)}, 0.0), {m.group(5)})", src)
+
+
+def compile_time_python(src: str) -> str:
+    """A plain Python function called from the kernel body runs on the host when Triton compiles it."""
+    src = src.replace("triton_helpers.set_driver_to_gpu()\n", "triton_helpers.set_driver_to_gpu()\n\ndef _host(x):\n    return x\n", 1)
+    return _sub(STORE_RE, lambda m: f"{m.group(1)}tl.store({m.group(2)} + ({m.group(3)}), _host({m.group(4)}), {m.group(5)})", src)
+
+
+def approximate_exp(src: str) -> str:
+    """Approximate math the original does not use: 1/sqrt through exp2(-0.5*log2)."""
+    return _sub(re.compile(r"libdevice\.rsqrt\((tmp\d+)\)"), lambda m: f"tl.exp2(-0.5 * tl.log2({m.group(1)}))", src)
+
+
 # name -> (transform, gate that must reject it)
 CHEATS: dict[str, tuple[Callable[[str], str], str]] = {
     "unwritten_output": (unwritten_output, "correctness"),
@@ -87,6 +108,10 @@ CHEATS: dict[str, tuple[Callable[[str], str], str]] = {
     "timer_patch": (timer_patch, "static"),
     "precision_downgrade": (precision_downgrade, "static"),
     "try_fallback": (try_fallback, "static"),
+    "unmasked_load": (unmasked_load, "static"),
+    "device_clock": (device_clock, "static"),
+    "compile_time_python": (compile_time_python, "static"),
+    "approximate_exp": (approximate_exp, "static"),
 }
 GELU_CHEATS = {"value_shortcut": (value_shortcut, "correctness")}
 

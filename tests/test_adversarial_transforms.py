@@ -35,6 +35,22 @@ def test_cheat_reaches_its_gate(name: str) -> None:
     assert verdict.passed == (gate != "static"), verdict.reason
 
 
+@pytest.mark.parametrize("name, rule", [("unmasked_load", "mask"), ("device_clock", "device_clock"),
+                                        ("compile_time_python", "kernel_call"), ("approximate_exp", "precision")])
+def test_new_static_classes_name_their_rule(name: str, rule: str) -> None:
+    transform, _ = CHEATS[name]
+    verdict = check_static(transform(RMSNORM.source), kernel_name=RMSNORM.name, original_source=RMSNORM.source)
+    assert verdict.details["rule"] == rule, verdict.reason
+
+
+def test_every_inductor_kernel_passes_against_itself() -> None:
+    for fixture in sorted((FIXTURES / "inductor").glob("*.graph0.py")):
+        for kernel in parse_output_code(fixture.read_text()).kernels.values():
+            if kernel.language == "triton":
+                verdict = check_static(kernel.source, kernel_name=kernel.name, original_source=kernel.source)
+                assert verdict.passed, (fixture.name, verdict.reason)
+
+
 def test_gelu_value_shortcut_passes_static() -> None:
     transform, gate = GELU_CHEATS["value_shortcut"]
     candidate = transform(GELU.source)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelopt.verify import RULES, KernelSignature, Verdict, check_static, kernel_signature
-from kernelopt.verify.static import MAX_SOURCE_CHARS
+from kernelopt.verify.static import MAX_SOURCE_CHARS, check_static_candidate
 
 CANDIDATES = Path(__file__).resolve().parent / "fixtures" / "candidates"
 ORIGINAL = (CANDIDATES / "original_pointwise.py").read_text()
@@ -41,6 +41,16 @@ CHEATS: dict[str, tuple[str, str]] = {
     "cheat_eval_string.py": ("dynamic_code", "eval()"),
     "cheat_dunder_import.py": ("dynamic_code", "__import__"),
     "cheat_helper_reexport.py": ("module_access", "triton_helpers.triton.runtime"),
+    "cheat_jit_calls_python_helper.py": ("kernel_call", "calls _runs_at_compile_time()"),
+    "cheat_decorator_metadata_call.py": ("import_time", "triton_helpers.set_driver_to_gpu()"),
+    "cheat_tl_core_builtins.py": ("module_access", "tl.core.builtins.setattr"),
+    "cheat_expression_chain.py": ("value_access", ".handle of tl.arange(0, XBLOCK)"),
+    "cheat_unmasked_load.py": ("mask", "unmasked load of in_ptr0 + (x0 + 1)"),
+    "cheat_globaltimer.py": ("device_clock", "tl.extra.cuda.globaltimer"),
+    "cheat_inline_asm_clock.py": ("device_clock", "%globaltimer"),
+    "cheat_approx_exp.py": ("precision", "tl.exp"),
+    "cheat_import_time_file_write.py": ("io", "open()"),
+    "cheat_sys_modules.py": ("module_access", "libdevice.core.sys.modules"),
 }
 HONEST = [
     "original_pointwise.py",
@@ -505,3 +515,132 @@ def test_verdict_reason_is_one_line_and_gate_is_checked() -> None:
     assert str(v) == "correctness: FAIL: max abs error 3.5e-2 at index 7"
     with pytest.raises(ValueError, match="unknown gate"):
         Verdict("vibes", True, "ok")
+
+
+# -- kernel bodies walk every expression -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "snippet, rule, keyword",
+    [
+        ("t = (tl).core", "module_access", "tl.core"),
+        ("t = [tl][0].core", "value_access", ".core of [tl][0]"),
+        ("t = tl.arange(0, XBLOCK).__class__", "introspection", "__class__"),
+        ("t = tl.__dict__", "introspection", "__dict__"),
+        ("t = tmp0.handle", "value_access", ".handle of tmp0"),
+        ("t = tl.arange(0, XBLOCK)[0].handle", "value_access", ".handle"),
+        ("t = (tmp0 + 1).type.scalar.name.upper()", "kernel_call", "upper()"),
+        ("t = f'{tmp0.handle}'", "value_access", ".handle"),
+        ("t = [*tl.core.builtins]", "module_access", "tl.core.builtins"),
+        ("t = (x := tl.core)", "module_access", "tl.core"),
+        ("t = tl.math.fast_expf(tmp0)", "precision", "tl.math.fast_expf"),
+        ("t = tl.extra.cuda.gdc_wait()", "module_access", "tl.extra.cuda.gdc_wait"),
+        ("t = tl.extra.cuda.smid()", "device_clock", "smid"),
+        ("t = tl.exp2(tmp0)", "precision", "ex2.approx.f32"),
+        ("t = tl.sqrt(tmp0)", "precision", "sqrt.approx.f32"),
+        ("t = tl_math.exp(tmp0)", "precision", "approx_exp"),
+        ("t = sorted([1])", "kernel_call", "calls sorted()"),
+        ("t = (tl.load if True else tl.store)(in_ptr0)", "kernel_call", "calls the result of"),
+        ("t = tl.full([1], 0, tl.int32)(1)", "kernel_call", "calls the result of"),
+        ("t = tl.inline_asm_elementwise('mov.u32 $0, %smid;', '=r', [], dtype=tl.int32, is_pure=True, pack=1)",
+         "device_clock", "%smid"),
+        ("t = tl.inline_asm_elementwise('mov.b32 $0, $1;', '=r,r', [tmp0], dtype=tl.int32, is_pure=True, pack=1)",
+         "precision", "inline_asm_elementwise"),
+        ("tl.store(out_ptr0 + (x0 + 8), tmp8, None)", "mask", "unmasked store of out_ptr0 + (x0 + 8)"),
+        ("tl.store(out_ptr0 + (x0 + 8), tmp8)", "mask", "unmasked store"),
+        ("t = tl.load(in_ptr0 + (x0 + 8), xmask)", "mask", "unmasked load"),  # xmask is tl.full(..., True, ...)
+        ("t = tl.load(in_ptr0 + (x0 + 8), mask=None)", "mask", "unmasked load"),
+    ],
+)
+def test_every_expression_is_walked(snippet: str, rule: str, keyword: str) -> None:
+    source, line = kernel_line(snippet)
+    verdict = check(source)
+    assert not verdict.passed
+    assert verdict.details["rule"] == rule, verdict.reason
+    assert keyword in verdict.reason, verdict.reason
+    assert verdict.reason.startswith(f"line {line}"), verdict.reason
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    ["t = tmp0.to(tl.float32).dtype", "t = tmp0.shape[0]", "t = tl.sum(tmp0, 0)", "t = min(1, 2) + len([1])",
+     "t = tl.where(tmp0 > 0, tmp0, 0.0).to(tl.int32)", "t = libdevice.exp(tmp0) + tl.sqrt_rn(tmp0)",
+     "t = tl.load(in_ptr0 + (x0), xindex < xnumel, other=0.0)",
+     "tl.store(out_ptr0 + (x0), tmp8, xindex < xnumel)", "tl.store(out_ptr0 + (x0), tmp8)",
+     "t = tl.extra.cuda.libdevice.exp(tmp0)"],
+)
+def test_the_usual_kernel_language_passes(snippet: str) -> None:
+    source, _ = kernel_line(snippet)
+    assert check(source).passed, check(source).reason
+
+
+def test_same_unmasked_access_as_the_original_passes_but_not_a_rebound_index() -> None:
+    assert check(ORIGINAL).passed  # Inductor's own unmasked store of out_ptr0 + (x0)
+    rebound = replace("    x0 = xindex\n", "    x0 = xindex + 1\n")
+    verdict = check(rebound)
+    assert verdict.details["rule"] == "mask" and "in_ptr0 + x0" in verdict.reason, verdict.reason
+    masked_original = replace("tl.load(in_ptr0 + (x0), None)", "tl.load(in_ptr0 + (x0), xindex < xnumel)")
+    verdict = check(ORIGINAL, original=masked_original)  # the candidate drops a mask its original had
+    assert verdict.details["rule"] == "mask", verdict.reason
+
+
+def test_import_time_values_are_literals() -> None:
+    for old, new, keyword in [
+        ("min_elem_per_thread=0", "min_elem_per_thread=len('ab')", "len('ab')"),
+        ("'constants': {}", "'constants': {**{}}", "{**{}}"),
+        ("'autotune_hints': set()", "'autotune_hints': set([1])", "set([1])"),
+        ("XBLOCK : tl.constexpr):", "XBLOCK : tl.constexpr = triton.cdiv(4, 2)):", "default of"),
+        ("XBLOCK : tl.constexpr):", "XBLOCK : int):", "annotation int"),
+    ]:
+        verdict = check(replace(old, new))
+        assert verdict.details["rule"] == "import_time" and keyword in verdict.reason, verdict.reason
+    assert check(REDUCTION, original=REDUCTION, kernel=REDUCTION_KERNEL).passed  # ReductionHint.INNER
+
+
+def test_candidate_only_check_needs_no_original() -> None:
+    assert check_static_candidate(ORIGINAL, kernel_name=KERNEL).passed
+    for name, (rule, _) in CHEATS.items():
+        verdict = check_static_candidate((CANDIDATES / name).read_text(), kernel_name=KERNEL)
+        relative = rule in ("precision", "mask", "inline_asm", "signature")
+        assert verdict.passed == relative or not verdict.passed, name
+        if not relative and rule != "kernel":
+            assert not verdict.passed and verdict.details["rule"] == rule, (name, verdict.reason)
+    assert "no top-level function named nope" in check_static_candidate(ORIGINAL, kernel_name="nope").reason
+
+
+# -- the same gate before kernelopt.load and kernelopt verify run anything ---------------------
+
+
+def test_load_refuses_an_artifact_whose_replacement_fails_the_gate(tmp_path: Path) -> None:
+    import torch
+
+    from kernelopt.api.environment import triton_version
+    from kernelopt.api.export import load
+    from kernelopt.errors import KerneloptError
+
+    marker = tmp_path / "problem_ran"
+    doc = {
+        "format": "kernelopt-artifact", "format_version": 1, "torch": str(torch.__version__),
+        "triton": triton_version(), "options": {}, "verification": {},
+        "problem": {"name": "p", "file": "p.py", "source": f"open({str(marker)!r}, 'w')\n",
+                    "overrides": {}, "seed": 0},
+        "replacements": [{"graph": 0, "name": KERNEL, "sha256": "0" * 64,
+                          "source": (CANDIDATES / "cheat_import_time_file_write.py").read_text()}],
+    }
+    path = tmp_path / "m.kopt.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(KerneloptError) as info:
+        load(path)
+    message = str(info.value)
+    assert "\n" not in message and KERNEL in message and "(io)" in message
+    assert not marker.exists()  # refused before the problem was compiled
+
+
+def test_verify_refuses_a_cheat_before_any_worker_starts(tmp_path: Path) -> None:
+    from kernelopt.api.verify import verify
+
+    candidate = tmp_path / "cand.py"
+    candidate.write_text((CANDIDATES / "cheat_jit_calls_python_helper.py").read_text())
+    report = verify(tmp_path / "missing_problem.py", KERNEL, candidate)
+    assert not report.passed and [v.gate for v in report.verdicts] == ["static"]
+    assert report.verdicts[0].details["rule"] == "kernel_call"

@@ -6,6 +6,11 @@ seed its weights come from, the Inductor options, the replacement table
 the verification record. Loading recompiles the problem with Inductor, checks
 every original kernel's hash, swaps the replacements in and proves they run.
 A different torch or Triton would compile different kernels, so it is refused.
+
+An artifact file is untrusted input too (it may have been edited since it was
+verified), so every replacement passes the static gate before anything of it
+runs: its candidate-only part before the problem is compiled, the full check
+against the freshly captured original before the swap imports it.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ import torch
 
 from kernelopt.api.environment import triton_version
 from kernelopt.capture import Artifact, capture
-from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, swap_kernel
+from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, find_kernel, swap_kernel
 from kernelopt.errors import KerneloptError
 from kernelopt.problem import Problem, load_problem
+from kernelopt.verify.static import check_static, check_static_candidate
+from kernelopt.verify.verdict import Verdict
 
 FORMAT = "kernelopt-artifact"
 FORMAT_VERSION = 1
@@ -124,6 +131,29 @@ def _materialise_problem(doc: dict[str, Any]) -> Problem:
     return load_problem(file, overrides=info["overrides"] or None, name=info["name"])
 
 
+def _refuse_unless_passed(verdict: Verdict, path: str | Path, kernel: str) -> None:
+    if not verdict.passed:
+        raise KerneloptError(f"{path}: the replacement for kernel {kernel} fails the static gate "
+                             f"({verdict.details.get('rule')}): {verdict.reason}")
+
+
+def check_replacements_static(
+    path: str | Path, replacements: Sequence[Replacement], artifact: Artifact | None = None
+) -> None:
+    """Refuse, with one line naming the kernel and the rule, a replacement gate 1 rejects.
+
+    Without ``artifact`` only the candidate-only part runs (no original is known yet);
+    with it, each replacement is checked against the original kernel it replaces.
+    """
+    for r in replacements:
+        if artifact is None:
+            verdict = check_static_candidate(r.source, kernel_name=r.address.name)
+        else:
+            _, _, original = find_kernel(artifact, r.address.name, r.address.graph)
+            verdict = check_static(r.source, kernel_name=r.address.name, original_source=original.source)
+        _refuse_unless_passed(verdict, path, r.address.name)
+
+
 def load(path: str | Path, model: torch.nn.Module | None = None, device: str | torch.device = "cuda") -> LoadedModel:
     """Rebuild a verified model from an exported artifact.
 
@@ -132,11 +162,14 @@ def load(path: str | Path, model: torch.nn.Module | None = None, device: str | t
     """
     doc = read_artifact(path)
     check_versions(doc, path)
+    replacements = [Replacement.from_dict(r) for r in doc["replacements"]]
+    check_replacements_static(path, replacements)
     problem = _materialise_problem(doc)
     seed = int(doc["problem"]["seed"])
     model = model if model is not None else problem.build_model(seed, device)
     inputs = problem.make_inputs(seed, device)
     artifact = capture(model, inputs, doc.get("options") or {})
-    swaps = [swap_kernel(artifact, r.address, r.source) for r in map(Replacement.from_dict, doc["replacements"])]
+    check_replacements_static(path, replacements, artifact)
+    swaps = [swap_kernel(artifact, r.address, r.source) for r in replacements]
     check_swaps_live(artifact, swaps, inputs)
     return LoadedModel(artifact, swaps, problem, inputs)

@@ -3,6 +3,13 @@
 The candidate runs in an isolated worker (``verify.evaluate``); this side reads
 the candidate, supplies the peak bandwidth from the store, records the
 evaluation, and exports the re-stitched model when every gate passes.
+
+The original kernel's source is only known after the worker has captured the
+problem, so before any worker starts this side runs the candidate-only part of
+gate 1 (:func:`~kernelopt.verify.static.check_static_candidate`: module shape,
+forbidden constructs, kernel bodies, import-time values) and refuses a
+candidate it rejects without paying for a capture. The full gate 1, relative to
+the original (precision, masks, inline asm, signature), runs in the worker.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from kernelopt.errors import KerneloptError
 from kernelopt.problem import load_problem
 from kernelopt.store import Store
 from kernelopt.verify.evaluate import EvaluationRequest, verify_candidate
+from kernelopt.verify.static import check_static_candidate
 from kernelopt.verify.verdict import Verdict
 
 
@@ -67,10 +75,13 @@ def verify(
     margin: float = 0.03,
 ) -> VerifyReport:
     """Verify one candidate for one kernel of a problem; export the model if it passes."""
+    source = read_candidate(candidate_path)
+    static = check_static_candidate(source, kernel_name=kernel)
+    if not static.passed:
+        return VerifyReport(problem=Path(problem_path).stem, kernel=kernel, passed=False, verdicts=[static])
     if not torch.cuda.is_available():
         raise KerneloptError("kernelopt verify needs an NVIDIA GPU with CUDA; torch sees none")
     problem = load_problem(problem_path)
-    source = read_candidate(candidate_path)
     request = EvaluationRequest(
         problem_path=str(problem.path.resolve()),
         kernel=kernel,

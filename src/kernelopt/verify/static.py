@@ -15,8 +15,14 @@ cannot show (stale memory, partial work, shape shortcuts, input mutation,
 precision within tolerance) is left to the correctness, model and performance
 gates, and candidates run in an isolated worker anyway.
 
-The rules are data (the tables in :mod:`kernelopt.verify.static_rules`); one
-walker applies them. Every finding names its line; the verdict's reason is the
+The module must have the shape Inductor emits: module paths are checked against
+explicit allow-lists of the Triton language, libdevice, ``tl_math`` and Inductor's
+helpers; kernel bodies, import-time values, masks, inline assembly and the device
+clock are checked by :mod:`kernelopt.verify.static_kernel`. :func:`check_static_candidate`
+is the part that needs no original, for callers that must refuse before one is known.
+
+The rules are data (the tables in :mod:`kernelopt.verify.static_rules`); the
+walker here and the checks in ``static_kernel`` apply them. Every finding names its line; the verdict's reason is the
 most serious finding, and all findings are in ``details["violations"]``.
 """
 
@@ -24,13 +30,14 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from kernelopt.verify.static_rules import (
     ALLOWED_DUNDER_NAMES,
     ANY,
+    APPROXIMATE_LOWERINGS,
     CONSTEXPR_PATHS,
-    DENIED_COMPONENTS,
+    DEVICE_CLOCK_NAMES,
     FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_BUILTINS,
     FORBIDDEN_NODES,
@@ -48,29 +55,26 @@ from kernelopt.verify.static_rules import (
     precision_token_for_name,
     precision_token_for_string,
 )
+from kernelopt.verify.static_common import Violation
+from kernelopt.verify.static_common import bindings as _bindings
+from kernelopt.verify.static_common import chain as _chain
+from kernelopt.verify.static_common import check_path as _check_path
+from kernelopt.verify.static_common import path_of as _path_of
+from kernelopt.verify.static_common import policy_key as _policy_key
+from kernelopt.verify.static_common import resolve as _resolve
+from kernelopt.verify.static_kernel import (
+    AccessFacts,
+    access_facts,
+    access_violations,
+    body_violations,
+    clock_string_violations,
+    import_time_violations,
+)
 from kernelopt.verify.verdict import Verdict
 
 # --------------------------------------------------------------------------------------
 # Findings and signatures
 # --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule at one place."""
-
-    rule: str
-    line: int
-    col: int
-    construct: str
-
-    @property
-    def message(self) -> str:
-        return f"line {self.line}: {self.construct}; {RULES[self.rule]}" if self.rule != "precision" else (
-            f"line {self.line}: {self.construct}, {RULES[self.rule]}")
-
-    def to_dict(self) -> dict[str, object]:
-        return {"rule": self.rule, "line": self.line, "col": self.col, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -112,80 +116,6 @@ class KernelSignature:
 # --------------------------------------------------------------------------------------
 # Import bindings and path resolution
 # --------------------------------------------------------------------------------------
-
-
-def _bindings(tree: ast.AST) -> tuple[dict[str, str], set[str]]:
-    """Names bound by imports anywhere -> dotted path; and the names bound to modules by ``import``."""
-    bound: dict[str, str] = {}
-    modules: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    bound[alias.asname] = alias.name
-                    modules.add(alias.asname)
-                else:
-                    root = alias.name.split(".")[0]
-                    bound[root] = root
-                    modules.add(root)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                if alias.name != "*":
-                    bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return bound, modules
-
-
-def _resolve(path: str) -> str:
-    """Apply Inductor's re-exports (``triton_helpers.libdevice`` is Triton's libdevice, ...)."""
-    for _ in range(4):
-        for prefix, target in REEXPORTS.items():
-            if path == prefix or path.startswith(prefix + "."):
-                path = target + path[len(prefix):]
-                break
-        else:
-            return path
-    return path
-
-
-def _chain(node: ast.expr) -> list[str] | None:
-    """``a.b.c`` -> ["a", "b", "c"]; None when the chain is not rooted at a plain name."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return parts[::-1]
-
-
-def _policy_key(path: str) -> str | None:
-    best = None
-    for key in POLICIES:
-        if (path == key or path.startswith(key + ".")) and (best is None or len(key) > len(best)):
-            best = key
-    return best
-
-
-def _check_path(path: str, *, called: bool, written: str) -> tuple[str, str] | None:
-    """Is this resolved dotted path something a candidate may use? -> (rule, construct) or None."""
-    key = _policy_key(path)
-    if key is None:
-        return None  # not rooted at an allowed module: the import itself was already rejected
-    rest = path[len(key) + 1:].split(".") if path != key else []
-    if key == "torch":
-        if called:
-            return "torch_compute", f"calls {written}"
-        if len(rest) == 1 and rest[0] in TORCH_DTYPES:
-            return None
-        return "torch_compute", f"references {written}" + ("" if written == path else f" ({path})")
-    allowed = POLICIES[key]
-    if rest and allowed is not ANY and rest[0] not in allowed:
-        return "module_access", f"uses {written}" + ("" if written == path else f" ({path})")
-    for part in rest:
-        if part.startswith("_") or part in DENIED_COMPONENTS:
-            return "module_access", f"uses {written}" + ("" if written == path else f" ({path})")
-    return None
 
 
 def _import_allowed(path: str, original_imports: set[str]) -> bool:
@@ -325,6 +255,8 @@ class _Walker(ast.NodeVisitor):
     def _attribute_name(self, attr: str, node: ast.AST) -> None:
         if attr.startswith("__") and attr.endswith("__"):
             self._add("introspection", node, f"uses {ast.unparse(node)}")
+        if attr in DEVICE_CLOCK_NAMES:
+            self._add("device_clock", node, f"{_verb(node, self._called)} {ast.unparse(node)}")
         rule = FORBIDDEN_ATTRIBUTES.get(attr)
         if rule:
             self._add(rule, node, f"{_verb(node, self._called)} {ast.unparse(node)}")
@@ -366,6 +298,9 @@ class _Walker(ast.NodeVisitor):
         path = _resolve(".".join([self.bound[parts[0]], *parts[1:]]))
         self.paths.add(path)
         called = id(node) in self._called
+        lowering = APPROXIMATE_LOWERINGS.get(path)
+        if lowering:
+            self._token(lowering[0], node, f"uses {written}, which lowers to {lowering[1]}")
         if path in MODULE_PATHS or (len(parts) == 1 and parts[0] in self.module_names):
             if called or path == "torch" or path not in self.original_paths:
                 what = "calls" if called else "uses"
@@ -423,13 +358,6 @@ def _is_immutable_literal(node: ast.expr) -> bool:
     if isinstance(node, ast.Tuple):
         return all(_is_immutable_literal(e) for e in node.elts)
     return False
-
-
-def _path_of(node: ast.expr, bound: dict[str, str]) -> str | None:
-    parts = _chain(node)
-    if not parts or parts[0] not in bound:
-        return None
-    return _resolve(".".join([bound[parts[0]], *parts[1:]]))
 
 
 def _is_constexpr_annotation(node: ast.expr | None, bound: dict[str, str]) -> bool:
@@ -645,13 +573,14 @@ def _signature_violations(actual: KernelSignature, expected: KernelSignature) ->
 class _Analysis:
     tree: ast.Module
     walker: _Walker
+    access: AccessFacts
 
 
 def _analyze(source: str, original_imports: set[str], original_paths: set[str]) -> _Analysis:
     tree = ast.parse(source)
     walker = _Walker(tree, original_imports, original_paths)
     walker.visit(tree)
-    return _Analysis(tree, walker)
+    return _Analysis(tree, walker, access_facts(tree, walker.bound))
 
 
 def _fail(violations: list[Violation], **extra: object) -> Verdict:
@@ -664,19 +593,40 @@ def _fail(violations: list[Violation], **extra: object) -> Verdict:
         "rule": primary.rule, "violations": [v.to_dict() for v in ordered], **extra})
 
 
+def _shape_violations(analysis: _Analysis, trusted_paths: set[str]) -> list[Violation]:
+    """Everything the candidate's module alone shows: forbidden constructs and the module's shape."""
+    tree, walker = analysis.tree, analysis.walker
+    return [*walker.violations, *_top_level(tree, walker.bound), *import_time_violations(tree, walker.bound),
+            *body_violations(tree, walker.bound, trusted_paths), *clock_string_violations(tree)]
+
+
 def _candidate_violations(source: str, original: _Analysis, kernel_name: str,
                           expected: KernelSignature) -> list[Violation]:
     candidate = _analyze(source, original.walker.imports, original.walker.paths)
     walker = candidate.walker
     # A construct Inductor itself emitted in the original (a new helper call, a profiler
     # import) is trusted verbatim: the candidate is never held to more than its original.
-    trusted = {(v.rule, v.construct) for v in [*original.walker.violations,
-                                               *_top_level(original.tree, original.walker.bound)]}
-    violations = [v for v in [*walker.violations, *_top_level(candidate.tree, walker.bound)]
+    trusted = {(v.rule, v.construct) for v in _shape_violations(original, set())}
+    violations = [v for v in _shape_violations(candidate, original.walker.paths)
                   if (v.rule, v.construct) not in trusted]
     violations += [v for token, v in walker.tokens.items() if token not in original.walker.tokens]
+    violations += access_violations(candidate.tree, walker.bound, original.access)
     violations += _kernel_and_helpers(candidate.tree, walker.bound, kernel_name, expected)
     return violations
+
+
+def _guarded(source: str, run: Callable[[], list[Violation]], kernel_name: str) -> Verdict | list[Violation]:
+    if len(source) > MAX_SOURCE_CHARS:
+        return _fail([Violation("size", 1, 0, f"source is {len(source):,} characters (limit {MAX_SOURCE_CHARS:,})")])
+    try:
+        return run()
+    except SyntaxError as exc:
+        return _fail([Violation("syntax", exc.lineno or 1, max((exc.offset or 1) - 1, 0),
+                                f"syntax error: {exc.msg}")])
+    except ValueError as exc:  # e.g. null bytes
+        return _fail([Violation("syntax", 1, 0, f"unparsable source: {exc}")])
+    except RecursionError:
+        return _fail([Violation("size", 1, 0, "source nests too deeply to analyse")])
 
 
 def check_static(candidate_source: str, *, kernel_name: str, original_source: str) -> Verdict:
@@ -687,20 +637,41 @@ def check_static(candidate_source: str, *, kernel_name: str, original_source: st
     """
     expected = kernel_signature(original_source, kernel_name)
     original = _analyze(original_source, set(), set())
-    if len(candidate_source) > MAX_SOURCE_CHARS:
-        return _fail([Violation("size", 1, 0, f"source is {len(candidate_source):,} characters "
-                                              f"(limit {MAX_SOURCE_CHARS:,})")])
-    try:
-        violations = _candidate_violations(candidate_source, original, kernel_name, expected)
-    except SyntaxError as exc:
-        return _fail([Violation("syntax", exc.lineno or 1, max((exc.offset or 1) - 1, 0),
-                                f"syntax error: {exc.msg}")])
-    except ValueError as exc:  # e.g. null bytes
-        return _fail([Violation("syntax", 1, 0, f"unparsable source: {exc}")])
-    except RecursionError:
-        return _fail([Violation("size", 1, 0, "source nests too deeply to analyse")])
-    if violations:
-        return _fail(violations, kernel=kernel_name)
+    found = _guarded(candidate_source,
+                     lambda: _candidate_violations(candidate_source, original, kernel_name, expected), kernel_name)
+    if isinstance(found, Verdict):
+        return found
+    if found:
+        return _fail(found, kernel=kernel_name)
     return Verdict("static", True, f"static checks passed for {expected.name}; "
                                    f"{len(RULES)} rules, signature matches the original",
                    {"kernel": kernel_name, "signature": str(expected), "rules": list(RULES)})
+
+
+CANDIDATE_ONLY_RULES = tuple(r for r in RULES if r not in ("precision", "mask", "inline_asm", "signature"))
+
+
+def check_static_candidate(candidate_source: str, *, kernel_name: str) -> Verdict:
+    """The part of gate 1 that needs no original: forbidden constructs and the module's shape.
+
+    For callers that must refuse a candidate before the original kernel is known
+    (before a capture is paid for, before an exported artifact is compiled). Rules
+    relative to the original (precision, masks, inline asm, signature) are left to
+    :func:`check_static`, which must still run once the original is known. A construct
+    only Inductor's own original would vouch for is refused here.
+    """
+    def run() -> list[Violation]:
+        analysis = _analyze(candidate_source, set(), set())
+        found = _shape_violations(analysis, set())
+        functions = [f for f in _top_functions(analysis.tree) if f.name == kernel_name]
+        if not functions:
+            found.append(Violation("kernel", 1, 0, f"defines no top-level function named {kernel_name}"))
+        return [v for v in found if v.rule in CANDIDATE_ONLY_RULES]
+
+    found = _guarded(candidate_source, run, kernel_name)
+    if isinstance(found, Verdict):
+        return found
+    if found:
+        return _fail(found, kernel=kernel_name)
+    return Verdict("static", True, f"candidate-only static checks passed for {kernel_name}",
+                   {"kernel": kernel_name, "rules": list(CANDIDATE_ONLY_RULES)})

@@ -21,6 +21,7 @@ RULES: dict[str, str] = {
     "monkey_patch": "a candidate may not rebind attributes of modules or imported names (monkey-patching)",
     "dynamic_code": "a candidate may not run code built at run time or import dynamically",
     "introspection": "a candidate may not inspect frames, globals or interpreter internals",
+    "device_clock": "a candidate may not read the GPU's clocks, timers or SM ids",
     "threads": "a candidate may not start threads or processes",
     "timing": "a candidate may not touch streams, events, synchronization or timers",
     "io": "a candidate may not touch files, the network or the console",
@@ -30,14 +31,28 @@ RULES: dict[str, str] = {
     "context_manager": "a candidate may not enter contexts (streams, devices, grad modes)",
     "torch_compute": "a candidate must compute in Triton, not PyTorch",
     "code_shape": "a candidate may not define lambdas, generators or async code",
+    "kernel_call": (
+        "a kernel body may call only allow-listed tl, triton_helpers, libdevice and tl_math functions, "
+        "tensor methods, a few pure builtins and the module's own @triton.jit functions"
+    ),
+    "value_access": "a kernel body may read only allow-listed attributes (tensor methods, dtype and shape) of values",
     "precision": "which the original kernel does not use; a candidate may not lower the precision",
+    "inline_asm": "a candidate may use inline assembly only as the original does, call for call",
     "import": "allowed: triton, triton.language, torch._inductor.runtime helpers, math, and what the original imports",
     "module_access": "a candidate may use only the Triton language, Inductor's kernel helpers and decorators, and math",
     "kernel": "the candidate must define the kernel it replaces, as Inductor's launcher expects",
+    "import_time": (
+        "what runs at import (decorator arguments, parameter defaults and annotations) must be literals "
+        "and the few constructors Inductor emits"
+    ),
     "signature": "pointer and numel parameters must keep the original's names and order",
     "top_level": (
         "the top level may hold only imports, @triton.jit functions, literal constants "
         "and triton_helpers.set_driver_to_gpu()"
+    ),
+    "mask": (
+        "every tl.load and tl.store needs a mask, unless the original makes the same unmasked access "
+        "(same pointer expression)"
     ),
 }
 PRIORITY = {rule: i for i, rule in enumerate(RULES)}
@@ -138,10 +153,60 @@ TORCH_DTYPES = frozenset({
     "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
 })
 RUNTIME = "torch._inductor.runtime"
+TL_DTYPES = frozenset({
+    "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5", "float8e4b15", "float8e4b8",
+    "float8e5b16", "dtype", "pointer_type", "block_type", "void",
+})
+TL_FUNCTIONS = frozenset({
+    "program_id", "num_programs", "arange", "full", "zeros", "zeros_like", "full_like", "cast", "tensor",
+    "load", "store", "make_block_ptr", "advance",
+    "where", "broadcast", "broadcast_to", "reshape", "view", "expand_dims", "trans", "permute", "ravel",
+    "join", "split", "interleave", "cat", "flip",
+    "sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "associative_scan", "cumsum", "cumprod",
+    "sort", "histogram", "gather",
+    "dot", "dot_scaled",
+    "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
+    "atomic_cas",
+    "maximum", "minimum", "clamp", "abs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sigmoid",
+    "softmax", "sin", "cos", "erf", "floor", "ceil", "fma", "fdiv", "div_rn", "umulhi", "cdiv", "isnan",
+    "rand", "randn", "randint", "randint4x", "rand4x", "randn4x", "philox", "philox_impl", "pair_uniform_to_normal",
+    "uint_to_uniform_float",
+    "constexpr", "static_range", "range", "static_assert", "device_assert", "debug_barrier",
+    "multiple_of", "max_contiguous", "max_constancy", "assume", "inline_asm_elementwise",
+    "PropagateNan", "math", "extra",
+})
+TL_MATH_FUNCTIONS = frozenset({
+    "abs", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf", "floor", "ceil",
+    "fma", "fdiv", "div_rn", "umulhi", "cdiv", "maximum", "minimum", "clamp", "sigmoid", "softmax", "isnan",
+})
+LIBDEVICE_FUNCTIONS = frozenset({
+    "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "copysign", "cos",
+    "cosh", "cospi", "cyl_bessel_i0", "cyl_bessel_i1", "div_rn", "erf", "erfc", "erfcinv", "erfcx",
+    "erfinv", "exp", "exp10", "exp2", "expm1", "fabs", "fdim", "finitef", "floor", "fma", "fma_rn", "fmax",
+    "fmin", "fmod", "frexp", "hypot", "ilogb", "isfinited", "isinf", "isnan", "j0", "j1", "jn", "ldexp",
+    "lgamma", "llrint", "llround", "log", "log10", "log1p", "log2", "logb", "lrint", "lround", "modf",
+    "mul_rn", "add_rn", "sub_rn", "nearbyint", "nextafter", "normcdf", "normcdfinv", "pow", "rcbrt", "rcp_rn",
+    "remainder", "rhypot", "rint", "round", "rsqrt", "rsqrt_rn", "scalbn", "signbit", "sin", "sinh", "sinpi",
+    "sqrt", "sqrt_rn", "tan", "tanh", "tgamma", "trunc", "y0", "y1", "yn", "float_as_int", "int_as_float",
+    "float_as_uint", "uint_as_float", "double_as_longlong", "longlong_as_double", "clz", "popc", "ffs",
+    "brev", "byte_perm", "mulhi", "mul24", "sad", "saturatef", "isinfd", "isnand", "signbitd",
+    "fast_dividef", "fast_expf", "fast_exp10f", "fast_logf", "fast_log2f", "fast_log10f", "fast_powf",
+    "fast_sinf", "fast_cosf", "fast_tanf", "fast_tanhf",
+})
+PYTHON_MATH = frozenset({
+    "pi", "e", "tau", "inf", "nan", "log", "log2", "log10", "exp", "sqrt", "floor", "ceil", "isinf",
+    "isnan", "isfinite", "prod", "gcd", "copysign", "fabs",
+})
 POLICIES: dict[str, frozenset[str]] = {
     "triton": frozenset({"jit", "Config", "cdiv", "next_power_of_2", "constexpr", "language"}),
-    "triton.language": ANY,
-    "math": ANY,
+    "triton.language": TL_DTYPES | TL_FUNCTIONS,
+    "triton.language.math": TL_MATH_FUNCTIONS,
+    "triton.language.extra": frozenset({"libdevice", "cuda"}),
+    "triton.language.extra.cuda": frozenset({"libdevice"}),
+    "triton.language.extra.libdevice": LIBDEVICE_FUNCTIONS,
+    "triton.language.extra.cuda.libdevice": LIBDEVICE_FUNCTIONS,
+    "math": PYTHON_MATH,
     RUNTIME: frozenset({"triton_helpers", "triton_heuristics", "hints", "triton_compat"}),
     f"{RUNTIME}.triton_heuristics": HEURISTIC_DECORATORS,
     f"{RUNTIME}.triton_helpers": TRITON_HELPERS,
@@ -173,6 +238,46 @@ DENIED_COMPONENTS = (
     | frozenset(n for n, rule in FORBIDDEN_BUILTINS.items() if rule in ("dynamic_code", "monkey_patch", "io"))
     | frozenset({"getattr", "globals", "locals", "vars"})
 )
+# --------------------------------------------------------------------------------------
+# Kernel bodies: what a @triton.jit function may call and read besides the module paths
+# above. Triton runs any other Python callable it meets at compile time.
+# --------------------------------------------------------------------------------------
+
+KERNEL_BUILTINS = frozenset({"range", "float", "int", "bool", "min", "max", "abs", "len"})
+TENSOR_METHODS = frozenset({
+    "to", "reshape", "view", "broadcast_to", "expand_dims", "trans", "permute", "ravel", "split", "join",
+    "sum", "max", "min", "argmax", "argmin", "reduce", "cumsum", "cumprod", "sort", "associative_scan",
+    "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "sin", "cos", "erf", "floor", "ceil",
+    "is_floating", "is_int", "is_int_signed", "is_int_unsigned", "is_fp16", "is_bf16", "is_fp32", "is_fp64",
+    "is_bool", "is_ptr", "is_block", "to_ir", "item",
+})
+TENSOR_ATTRIBUTES = TENSOR_METHODS | frozenset({
+    "dtype", "shape", "type", "T", "numel", "element_ty", "scalar", "primitive_bitwidth", "fp_mantissa_width",
+    "value", "int_bitwidth", "name",
+})
+MASK_POSITIONS = {"triton.language.load": 1, "triton.language.store": 2}  # tl.load(ptr, mask), tl.store(ptr, v, mask)
+MASKED_PATHS = frozenset(MASK_POSITIONS)
+INLINE_ASM_PATHS = frozenset({"triton.language.inline_asm_elementwise"})
+
+# --------------------------------------------------------------------------------------
+# Import time: decorator arguments, defaults and annotations are evaluated when the
+# module loads. Calls allowed there (besides literals): resolved path -> keyword-only?
+# --------------------------------------------------------------------------------------
+
+IMPORT_TIME_CALLS = frozenset({f"{RUNTIME}.hints.DeviceProperties", "builtins.set", "triton.Config"})
+IMPORT_TIME_ENUMS = frozenset({f"{RUNTIME}.hints.{h}" for h in ("ReductionHint", "TileHint", "AutotuneHint")})
+IMPORT_TIME_NAMES = frozenset({"__file__", "True", "False", "None"})
+
+# --------------------------------------------------------------------------------------
+# The device clock: names that read it, and the PTX special registers that hold it.
+# --------------------------------------------------------------------------------------
+
+DEVICE_CLOCK_NAMES = frozenset({
+    "globaltimer", "globaltimer_lo", "globaltimer_hi", "clock", "clock64", "smid", "nsmid", "warpid",
+    "nwarpid", "gridid", "memory_clock", "read_clock",
+})
+DEVICE_CLOCK_REGISTERS = ("%globaltimer", "%clock", "%smid", "%nsmid", "%warpid", "%nwarpid", "%gridid")
+
 # Keywords ``@triton.jit(...)`` may take (``launch_metadata``/``repr`` would run host hooks).
 JIT_KEYWORDS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline"})
 
@@ -187,6 +292,21 @@ LOW_PRECISION_NAMES: dict[str, str] = {
 }
 LOW_PRECISION_PREFIXES = ("float8", "fp8")
 APPROXIMATE_FUNCTIONS = frozenset({"fdiv", "inline_asm_elementwise"})  # plus every fast_* (libdevice)
+# Spellings that lower (for fp32 on NVIDIA) to an approximate instruction rather than the
+# libdevice routine or an IEEE-rounded one: resolved path -> (token, what it lowers to).
+# A candidate may use one only if its original uses the same token.
+APPROXIMATE_LOWERINGS: dict[str, tuple[str, str]] = {
+    **{f"{m}.exp": ("approx_exp", "ex2.approx.f32 on x*log2(e)") for m in ("triton.language", "triton.language.math")},
+    **{f"{m}.exp2": ("approx_exp2", "ex2.approx.f32") for m in ("triton.language", "triton.language.math")},
+    **{f"{m}.sqrt": ("approx_sqrt", "sqrt.approx.f32") for m in ("triton.language", "triton.language.math")},
+    **{f"{m}.rsqrt": ("approx_rsqrt", "rsqrt.approx.f32") for m in ("triton.language", "triton.language.math")},
+    **{f"{m}.fdiv": ("fdiv", "div.full.f32") for m in ("triton.language", "triton.language.math")},
+    **{f"{m}.{f}": (f, f"the approximate __nv_{f}") for m in (
+        "triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice")
+       for f in ("fast_dividef", "fast_expf", "fast_exp10f", "fast_logf", "fast_log2f", "fast_log10f",
+                 "fast_powf", "fast_sinf", "fast_cosf", "fast_tanf", "fast_tanhf")},
+}
+APPROXIMATE_ASM_MARKERS = (".approx", "div.full", ".ftz")
 REDUCED_PRECISION_MODES = frozenset({"tf32", "tf32x3", "bf16x3", "bf16x6", "hf32"})
 CONSTEXPR_PATHS = frozenset({"triton.language.constexpr", "triton.constexpr"})
 
