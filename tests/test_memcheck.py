@@ -72,6 +72,40 @@ RuntimeError: CUDA error: unspecified launch failure
 ========= ERROR SUMMARY: 28 errors were not printed. Use --print-limit option to adjust the number of printed errors
 """
 
+# Recorded from compute-sanitizer 2025.3.1 on an H200 (an unmasked Triton load of 1000 floats in a
+# block of 1024, PyTorch's caching allocator off), host frames and later records cut.
+REAL_INVALID_READ = """\
+========= COMPUTE-SANITIZER
+READY
+========= Invalid __global__ read of size 16 bytes
+=========     at k+0xc0 in k.py:6
+=========     by thread (122,0,0) in block (0,0,0)
+=========     Access to 0x7fb64a800fa0 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7fb64a800000 of size 4,000 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: launch [0x1da3] in __triton_launcher.cpython-312-x86_64-linux-gnu.so
+=========         Host Frame:  [0x18218f] in python3
+=========         Host Frame: run in jit.py:744
+=========         Host Frame: <module> in k.py:11
+========= 
+========= Invalid __global__ read of size 16 bytes
+=========     at k+0xc0 in k.py:6
+=========     by thread (125,0,0) in block (0,0,0)
+=========     Access to 0x7fb64a800fd0 is out of bounds
+=========     and is 48 bytes before the nearest allocation at 0x7fb64a801000 of size 4,000 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+========= 
+Traceback (most recent call last):
+  File "/tmp/k.py", line 12, in <module>
+    torch.cuda.synchronize(); print("DONE", flush=True)
+torch.AcceleratorError: CUDA error: unspecified launch failure
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+
+========= Target application returned an error
+========= ERROR SUMMARY: 6 errors
+"""
+
 DEVICE_NOT_SUPPORTED = """\
 ========= COMPUTE-SANITIZER
 ========= Error: Device not supported
@@ -117,6 +151,19 @@ def test_parse_invalid_accesses_joins_each_record_into_one_line() -> None:
     assert "Host Frame" not in first and "Traceback" not in first
     assert second.startswith("Invalid __global__ write of size 4 bytes")
     assert "Target application" not in " ".join(report.records)
+
+
+def test_parse_real_2025_report() -> None:
+    report = parse_report(REAL_INVALID_READ)
+    assert report.error_count == 6
+    assert report.records == [
+        "Invalid __global__ read of size 16 bytes at k+0xc0 in k.py:6 by thread (122,0,0) in block (0,0,0) "
+        "Access to 0x7fb64a800fa0 is out of bounds "
+        "and is 1 bytes after the nearest allocation at 0x7fb64a800000 of size 4,000 bytes",
+        "Invalid __global__ read of size 16 bytes at k+0xc0 in k.py:6 by thread (125,0,0) in block (0,0,0) "
+        "Access to 0x7fb64a800fd0 is out of bounds "
+        "and is 48 bytes before the nearest allocation at 0x7fb64a801000 of size 4,000 bytes",
+    ]
 
 
 def test_parse_ignores_the_programs_own_lines() -> None:

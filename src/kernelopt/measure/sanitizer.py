@@ -158,7 +158,8 @@ def _prefixed(text: str) -> list[str]:
 def _record_detail(line: str) -> bool:
     """Indented lines worth keeping in a record's summary: where, who, which address."""
     stripped = line.strip()
-    return stripped.startswith(("at ", "by thread", "Address ", "and is "))
+    # "Access to 0x... is out of bounds" (2025 releases) or "Address 0x... is out of bounds" (earlier)
+    return stripped.startswith(("at ", "by thread", "Access to ", "Address ", "and is "))
 
 
 def parse_report(text: str) -> SanitizerReport:

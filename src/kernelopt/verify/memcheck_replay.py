@@ -13,7 +13,8 @@ recorded, not reproduced): memcheck knows allocations by their ``cudaMalloc``
 bounds, so the first byte past the span, or before it, is out of bounds. The
 parent starts this program with PyTorch's caching allocator off
 (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``); with it on, tensors share large blocks
-and a read past one tensor lands inside the block, unseen.
+and a read past one tensor lands inside the block, unseen (so on an H200:
+the same unmasked Triton load was reported with the allocator off, clean with it on).
 
 Two lines tell the parent how far the replay got. :data:`READY_MARKER` is printed
 once the arguments are on the GPU and before any candidate code runs, so whatever
