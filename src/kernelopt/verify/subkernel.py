@@ -10,54 +10,15 @@ shows up wherever the original wrote a value.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from kernelopt.capture.output_code import KernelDef
-from kernelopt.capture.snapshot import clone_args, exact_clone, launch, random_like_layout
-from kernelopt.problem import DISTRIBUTIONS
+from kernelopt.capture.snapshot import clone_args, launch
+from kernelopt.verify.cases import DEFAULT_SEEDS, kernel_cases, param_roles
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.verdict import Verdict
-
-DEFAULT_SEEDS = (1, 2, 3)
-
-
-def param_roles(kernel: KernelDef) -> list[tuple[str, bool, bool]]:
-    """(name, reads, writes) for each runtime parameter, honouring Inductor's mutated list."""
-    written = kernel.written_params()
-    return [(p.name, p.reads, p.name in written) for p in kernel.runtime_params]
-
-
-def kernel_cases(
-    kernel: KernelDef, snapshots: Sequence[Sequence[Any]], seeds: Sequence[int] = DEFAULT_SEEDS,
-    distributions: Sequence[str] | None = None,
-) -> Iterator[tuple[str, list[Any]]]:
-    """Labelled argument lists: each snapshot, then seeds × distributions in the same layouts.
-
-    ``distributions`` names a subset of :data:`DISTRIBUTIONS` (None: all of them).
-    A generator: one case's tensors exist at a time (they can be gigabytes).
-    """
-    chosen = {name: DISTRIBUTIONS[name] for name in distributions} if distributions is not None else DISTRIBUTIONS
-    for i, args in enumerate(snapshots):
-        yield (f"snapshot {i}" if len(snapshots) > 1 else "snapshot", list(args))
-    roles = param_roles(kernel)
-    base = snapshots[0]
-    for seed in seeds:
-        for dist, scale in chosen.items():
-            gen = None
-            args: list[Any] = []
-            for (name, reads, _writes), value in zip(roles, base):
-                if isinstance(value, torch.Tensor) and reads and value.is_floating_point():
-                    if gen is None:
-                        gen = torch.Generator(device=value.device).manual_seed(seed)
-                    args.append(random_like_layout(value, gen, scale))
-                elif isinstance(value, torch.Tensor):
-                    args.append(exact_clone(value))
-                else:
-                    args.append(value)
-            yield (f"seed {seed}, distribution {dist}", args)
-
 
 def _prepared(kernel: KernelDef, args: Sequence[Any], alternate: bool = False) -> list[Any]:
     copy = clone_args(args)
