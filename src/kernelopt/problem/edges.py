@@ -83,19 +83,27 @@ def large(rows: int, n: int, dtype: torch.dtype, gen: torch.Generator, device: t
     return values.to(dtype)
 
 
-ONE_SIGNED_RANGE = (1e-3, 1e2)
-"""Magnitudes of the one-signed distributions: log-uniform, five decades, none zero."""
+ROW_SCALES = (1e-2, 1e2)
+"""One-signed distributions: each row's scale, log-uniform over four decades."""
+WITHIN_ROW = (1.0, 4.0)
+"""One-signed distributions: each element's factor on its row's scale, log-uniform."""
+
+
+def _one_signed(rows: int, n: int, gen: torch.Generator, device: torch.device) -> Tensor:
+    """Magnitudes of varied scale, none zero, and every row's nearest-to-zero element at
+    least its row's scale: a wrong 0 (a max initialised at 0) is off by that much."""
+    return _log_uniform(rows, 1, *ROW_SCALES, gen, device) * _log_uniform(rows, n, *WITHIN_ROW, gen, device)
 
 
 def all_negative(rows: int, n: int, dtype: torch.dtype, gen: torch.Generator, device: torch.device) -> Tensor:
-    """Every element strictly negative, magnitudes log-uniform over :data:`ONE_SIGNED_RANGE`
+    """Every element strictly negative, magnitudes as in :func:`_one_signed`
     (a max initialised at 0, a ReLU assumed away, a sign test all fail here)."""
-    return (-_log_uniform(rows, n, *ONE_SIGNED_RANGE, gen, device)).to(dtype)
+    return (-_one_signed(rows, n, gen, device)).to(dtype)
 
 
 def all_positive(rows: int, n: int, dtype: torch.dtype, gen: torch.Generator, device: torch.device) -> Tensor:
-    """Every element strictly positive, magnitudes log-uniform over :data:`ONE_SIGNED_RANGE`."""
-    return _log_uniform(rows, n, *ONE_SIGNED_RANGE, gen, device).to(dtype)
+    """Every element strictly positive, magnitudes as in :func:`_one_signed`."""
+    return _one_signed(rows, n, gen, device).to(dtype)
 
 
 NONFINITE = (math.nan, math.inf, -math.inf)

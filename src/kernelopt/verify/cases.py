@@ -53,14 +53,15 @@ def kernel_cases(
 
     ``distributions`` names a subset of :data:`DISTRIBUTIONS` (None: all of them).
     ``edges`` names edge-case distributions (see :data:`EDGE_CASES`; default none);
-    each runs once per seed in ``edge_seeds`` (None: the first of ``seeds``, since
-    an edge case's point is its structure, not its sample), labelled
+    each runs once per seed in ``edge_seeds`` (None: the first of ``seeds``, or of
+    :data:`DEFAULT_SEEDS` when ``seeds`` is empty, since an edge case's point is
+    its structure, not its sample), labelled
     ``"edge large, seed 1"``. Unknown edge names raise :class:`KerneloptError`
     here, before any case is built.
     A generator: one case's tensors exist at a time (they can be gigabytes).
     """
     check_edge_names(edges)
-    chosen_edge_seeds = tuple(seeds[:1]) if edge_seeds is None else tuple(edge_seeds)
+    chosen_edge_seeds = tuple(seeds[:1] or DEFAULT_SEEDS[:1]) if edge_seeds is None else tuple(edge_seeds)
     return _cases(kernel, snapshots, seeds, distributions, tuple(edges), chosen_edge_seeds)
 
 
