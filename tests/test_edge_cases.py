@@ -236,7 +236,8 @@ def test_kernel_cases_keep_the_old_cases_and_add_edges_only_when_asked() -> None
     kernel = _kernel("softmax")
     snapshot = [torch.randn(ROWS, COLS), torch.empty(ROWS, COLS), ROWS, COLS]
     plain = [label for label, _ in kernel_cases(kernel, [snapshot], (1, 2))]
-    assert plain == ["snapshot"] + [f"seed {s}, distribution {d}" for s in (1, 2) for d in ("given", "x3", "x0.01", "neg")]
+    randoms = [f"seed {s}, distribution {d}" for s in (1, 2) for d in ("given", "x3", "x0.01", "neg")]
+    assert plain == ["snapshot"] + randoms
     with_edges = [label for label, _ in kernel_cases(kernel, [snapshot], (1, 2), edges=EDGE_CASES)]
     assert with_edges == plain + [f"edge {e}, seed 1" for e in EDGE_CASES]
     assert EDGE_CASES == ("large", "all_negative", "all_positive", "nonfinite", "tiny", "constant")
@@ -399,3 +400,30 @@ def test_gate_two_with_edges_rejects_kernels_wrong_only_at_the_edges(
     failed = _failed(verdict)
     assert caught_by in failed and all(case.startswith("edge ") for case in failed)
     assert "out_ptr0" in verdict.reason
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_on_cuda_the_same_properties_hold_and_a_seed_fixes_the_bits(dtype: torch.dtype) -> None:
+    t = torch.empty(6, 40, dtype=dtype, device="cuda")[:, :33]
+
+    def edge(name: str, seed: int = 1) -> torch.Tensor:
+        return edge_like_layout(t, name, torch.Generator(device="cuda").manual_seed(seed))
+
+    for name in EDGE_DISTRIBUTIONS:
+        v = edge(name)
+        assert (v.shape, v.stride(), v.dtype, v.device.type) == (t.shape, t.stride(), dtype, "cuda")
+        assert _same_bits(v, edge(name))
+    assert torch.isinf(torch.exp(_rows(edge("large")).float())).any(dim=1).all()
+    assert (edge("all_negative") < 0).all() and (edge("all_positive") > 0).all()
+    nonfinite = edge("nonfinite")
+    assert torch.isnan(_rows(nonfinite)).all(dim=1).any()
+    assert torch.isposinf(nonfinite).any() and torch.isneginf(nonfinite).any()
+    tiny = edge("tiny")
+    assert (~(tiny == 0) & (tiny.abs() < torch.finfo(dtype).tiny)).any()  # subnormals survive on the device
+    assert ((tiny == 0) & torch.signbit(tiny)).any()
+    rows = _rows(edge("constant")).double()
+    assert (rows.var(dim=1, correction=0) == 0).all()
+    ints = edge_like_layout(torch.randint(3, 10, (6, 33), device="cuda"), "large",
+                            torch.Generator(device="cuda").manual_seed(1))
+    assert int(ints.min()) == 3 and int(ints.max()) == 9
