@@ -67,12 +67,16 @@ def main() -> None:
                "evaluations_per_gpu_minute": 60 * len(results) / wall,
                "passed": sum(r["passed"] for r in results), "median_stage_s": medians,
                "screened_out": sum("screened out" in (r["verdicts"][-1]["reason"] if r["verdicts"] else "") for r in results),
-               "warm_problems": sorted({r["warm_problem"] for r in results if "warm_problem" in r})}
+               "warm_problems": sorted({r["warm_problem"] for r in results if "warm_problem" in r}),
+               "failures": [r["verdicts"][-1]["reason"][:160] for r in results
+                            if r["verdicts"] and not r["passed"] and "screened out" not in r["verdicts"][-1]["reason"]]}
         rows.append(row)
         print(f"compile workers {workers}: {len(results)} candidates in {wall:.1f} s = "
               f"{row['evaluations_per_gpu_minute']:.0f} evaluations per GPU-minute, {row['passed']} passed, "
               f"{row['screened_out']} screened out; "
               "median s " + ", ".join(f"{k} {v:.3f}" for k, v in medians.items()))
+        for failure in row["failures"][:4]:
+            print("  failed:", failure)
         if row["warm_problems"]:
             print("  warm-up problems:", row["warm_problems"][:3])
     session.close()

@@ -67,3 +67,19 @@ def test_the_search_runs_the_snapshot_and_one_random_case_the_final_check_all() 
     assert honest.passed and honest.details["n_cases"] == 1 + 3 * 4  # every seed x every distribution
     with pytest.raises(KerneloptError, match="unknown input distribution"):
         GateSettings(kernel_distributions=("uniform",))
+
+
+def writes_past_the_end(args) -> None:
+    x, out, _ = args
+    out.copy_((x > 0).long())
+    torch.as_strided(out, (out.numel() + 1,), (1,), out.storage_offset())[-1] = 7  # one element past the view
+
+
+def test_a_write_outside_the_buffer_is_caught_by_the_guard_regions() -> None:
+    kernel = triton_kernel_def("triton_poi_sign_0", SOURCE)
+    snapshot = [torch.randn(64), torch.empty(64, dtype=torch.int64), 64]
+    honest = lambda args: args[1].copy_((args[0] > 0).long())  # noqa: E731
+    assert subkernel.run_case(kernel, honest, honest, "snapshot", snapshot).passed
+    verdict = subkernel.run_case(kernel, honest, writes_past_the_end, "snapshot", snapshot)
+    assert not verdict.passed and verdict.details["rule"] == "guard_region"
+    assert "out_ptr0: the candidate wrote outside the buffer" in verdict.reason

@@ -24,7 +24,10 @@ from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
 from kernelopt.measure import measure_copy_bandwidth
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
+from kernelopt.problem.edges import check_edge_names
+from kernelopt.verify.cases import EDGE_CASES
 from kernelopt.verify.compile_pool import CompilePool, default_workers
+from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
@@ -54,11 +57,18 @@ class GateSettings:
     screen_trials: int = 0
     screen_min_speedup: float = 1.0
     kernel_distributions: tuple[str, ...] | None = None  # gate 2's random inputs; None: every distribution
+    kernel_edges: tuple[str, ...] | None = None  # gate 2's edge cases; None: every one (EDGE_CASES)
+    memcheck: bool = True  # a candidate that passed runs once more under compute-sanitizer's memcheck
 
     def __post_init__(self) -> None:
         unknown = [d for d in self.kernel_distributions or () if d not in DISTRIBUTIONS]
         if unknown:
             raise KerneloptError(f"unknown input distribution(s) {', '.join(unknown)}; choose from {', '.join(DISTRIBUTIONS)}")
+        check_edge_names(self.kernel_edges or ())
+
+    @property
+    def edges(self) -> tuple[str, ...]:
+        return EDGE_CASES if self.kernel_edges is None else self.kernel_edges
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,15 +91,16 @@ def search_settings() -> GateSettings:
     15.5 s on row-L2's 8.6 GB, against 0.1-0.5 s for each other stage."""
     full = GateSettings()
     return GateSettings(kernel_seeds=(1,), model_seeds=(0,), end_to_end=False, screen_trials=10,
-                        screen_min_speedup=1.0 + full.margin / 2, kernel_distributions=SEARCH_DISTRIBUTIONS)
+                        screen_min_speedup=1.0 + full.margin / 2, kernel_distributions=SEARCH_DISTRIBUTIONS,
+                        kernel_edges=(), memcheck=False)
 
 
 def final_settings(search: GateSettings) -> GateSettings:
-    """The winners' re-evaluation: no screen, every distribution, and at least the default
-    seeds of gates 2 and 3."""
+    """The winners' re-evaluation: no screen, every distribution and edge case, memcheck, and at
+    least the default seeds of gates 2 and 3."""
     full = GateSettings()
     return replace(
-        search, screen_trials=0, end_to_end=False, kernel_distributions=None,
+        search, screen_trials=0, end_to_end=False, kernel_distributions=None, kernel_edges=None, memcheck=True,
         kernel_seeds=tuple(dict.fromkeys(search.kernel_seeds + full.kernel_seeds)),
         model_seeds=tuple(dict.fromkeys(search.model_seeds + full.model_seeds)),
     )
@@ -282,7 +293,8 @@ class EvaluationSession:
                     f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run")))
             enter("correctness")
         correctness = run_subkernel_gate(kernel, as_launcher(original), self.runner.launcher(kernel.name, key),
-                                         snapshots, settings.kernel_seeds, settings.kernel_distributions)
+                                         snapshots, settings.kernel_seeds, settings.kernel_distributions,
+                                         settings.edges)
         lap("correctness")
         if not correctness.passed:
             return done(correctness)
@@ -316,8 +328,17 @@ class EvaluationSession:
                                     "evidence": evidence.to_dict() if evidence else None}
             if evidence is not None:
                 perf = evidence
-        result["passed"] = perf.passed
         lap("performance")
+        if perf.passed and settings.memcheck:
+            enter("memcheck")
+            memcheck = run_memcheck(source, kernel.name, snapshots[0])
+            lap("memcheck")
+            result["memcheck"] = memcheck.to_dict()
+            if memcheck.status in ("errors", "failed"):
+                result["verdicts"].append(perf.to_dict())
+                return done(Verdict("correctness", False, f"memcheck on the recorded launch: {memcheck.reason}",
+                                    {"rule": "memcheck", "memcheck": memcheck.to_dict()}))
+        result["passed"] = perf.passed
         return done(perf)
 
     def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, warm_timeout_s: float = 120.0) -> list[dict[str, Any]]:

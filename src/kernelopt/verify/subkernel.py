@@ -15,17 +15,16 @@ so the comparison below is the judge's and the reference never leaves it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
+from kernelopt.capture.guards import guarded_clone, guards_intact
 from kernelopt.capture.output_code import KernelDef
-from kernelopt.capture.snapshot import clone_args, exact_clone, launch, random_like_layout
-from kernelopt.problem import DISTRIBUTIONS
+from kernelopt.capture.snapshot import clone_args, launch
+from kernelopt.verify.cases import DEFAULT_SEEDS, kernel_cases, param_roles
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.verdict import Verdict
-
-DEFAULT_SEEDS = (1, 2, 3)
 
 Launcher = Callable[[Sequence[Any]], None]
 
@@ -35,48 +34,28 @@ def as_launcher(kernel: Any) -> Launcher:
     return lambda args: launch(kernel, args)
 
 
-def param_roles(kernel: KernelDef) -> list[tuple[str, bool, bool]]:
-    """(name, reads, writes) for each runtime parameter, honouring Inductor's mutated list."""
-    written = kernel.written_params()
-    return [(p.name, p.reads, p.name in written) for p in kernel.runtime_params]
-
-
-def kernel_cases(
-    kernel: KernelDef, snapshots: Sequence[Sequence[Any]], seeds: Sequence[int] = DEFAULT_SEEDS,
-    distributions: Sequence[str] | None = None,
-) -> Iterator[tuple[str, list[Any]]]:
-    """Labelled argument lists: each snapshot, then seeds × distributions in the same layouts.
-
-    ``distributions`` names a subset of :data:`DISTRIBUTIONS` (None: all of them).
-    A generator: one case's tensors exist at a time (they can be gigabytes).
-    """
-    chosen = {name: DISTRIBUTIONS[name] for name in distributions} if distributions is not None else DISTRIBUTIONS
-    for i, args in enumerate(snapshots):
-        yield (f"snapshot {i}" if len(snapshots) > 1 else "snapshot", list(args))
-    roles = param_roles(kernel)
-    base = snapshots[0]
-    for seed in seeds:
-        for dist, scale in chosen.items():
-            gen = None
-            args: list[Any] = []
-            for (name, reads, _writes), value in zip(roles, base):
-                if isinstance(value, torch.Tensor) and reads and value.is_floating_point():
-                    if gen is None:
-                        gen = torch.Generator(device=value.device).manual_seed(seed)
-                    args.append(random_like_layout(value, gen, scale))
-                elif isinstance(value, torch.Tensor):
-                    args.append(exact_clone(value))
-                else:
-                    args.append(value)
-            yield (f"seed {seed}, distribution {dist}", args)
-
-
-def _prepared(kernel: KernelDef, args: Sequence[Any], alternate: bool = False) -> list[Any]:
-    copy = clone_args(args)
+def _prepared(kernel: KernelDef, args: Sequence[Any], alternate: bool = False, guarded: bool = False) -> list[Any]:
+    """A copy of ``args`` with write-only outputs poisoned; ``guarded`` puts every tensor inside
+    poisoned guard regions (:mod:`kernelopt.capture.guards`), for the candidate's runs."""
+    copy = [guarded_clone(a) if guarded and isinstance(a, torch.Tensor) else a for a in args] if guarded \
+        else clone_args(args)
     for (name, reads, writes), value in zip(param_roles(kernel), copy):
         if writes and not reads and isinstance(value, torch.Tensor):
             nan_fill_(value, alternate=alternate)
     return copy
+
+
+def _guard_failures(kernel: KernelDef, label: str, runs: Sequence[Sequence[Any]]) -> list[str]:
+    """Writes outside a buffer: the guard regions around the candidate's tensors, checked bit for bit."""
+    failures = []
+    for (name, _reads, _writes), values in zip(param_roles(kernel), zip(*runs)):
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                problem = guards_intact(value)
+                if problem is not None:
+                    failures.append(f"{label}: {name}: the candidate wrote outside the buffer ({problem})")
+                    break
+    return failures
 
 
 def run_case(kernel: KernelDef, original: Launcher, candidate: Launcher, label: str, args: Sequence[Any],
@@ -89,11 +68,14 @@ def run_case(kernel: KernelDef, original: Launcher, candidate: Launcher, label: 
     roles = param_roles(kernel)
     reference = _prepared(kernel, args, alternate)
     original(reference)
-    first = _prepared(kernel, args, alternate)
+    first = _prepared(kernel, args, alternate, guarded=True)
     candidate(first)
-    second = _prepared(kernel, args, alternate)
+    second = _prepared(kernel, args, alternate, guarded=True)
     candidate(second)
     _synchronize(args)
+    outside = _guard_failures(kernel, label, [first, second])
+    if outside:
+        return Verdict("correctness", False, outside[0], {"case": label, "rule": "guard_region", "failures": outside})
     written, inputs, rerun = {}, {}, {}
     for i, (name, reads, writes) in enumerate(roles):
         if not isinstance(args[i], torch.Tensor):
@@ -138,11 +120,15 @@ def run_subkernel_gate(
     snapshots: Sequence[Sequence[Any]],
     seeds: Sequence[int] = DEFAULT_SEEDS,
     distributions: Sequence[str] | None = None,
+    edges: Sequence[str] = (),
 ) -> Verdict:
-    """Gate 2: the candidate writes what the original writes on every case, and nothing else."""
+    """Gate 2: the candidate writes what the original writes on every case, and nothing else.
+
+    ``edges`` adds the edge cases of :mod:`kernelopt.problem.edges` (large magnitudes,
+    one-signed rows, NaN and +-inf, subnormals and zeros, constant rows)."""
     if not snapshots:
         return Verdict("correctness", False, f"{kernel.name} never launched in the model run: nothing to compare")
     verdicts = []
-    for index, (label, args) in enumerate(kernel_cases(kernel, snapshots, seeds, distributions)):
+    for index, (label, args) in enumerate(kernel_cases(kernel, snapshots, seeds, distributions, edges=edges)):
         verdicts.append(run_case(kernel, original, candidate, label, args, alternate=index % 2 == 1))
     return combine_cases(verdicts)

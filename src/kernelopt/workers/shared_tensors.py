@@ -30,6 +30,8 @@ class SharedTensor:
     offset: int
 
     def open(self) -> torch.Tensor:
+        if self.kind == "cuda":
+            torch.cuda.init()  # opening an IPC handle in a process whose CUDA is not yet initialised crashes it
         storage = compat.open_shared_storage(self.kind, self.handle)
         dtype = getattr(torch, self.dtype)
         return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, self.offset, self.shape, self.stride)
