@@ -68,7 +68,7 @@ def main() -> None:
                "passed": sum(r["passed"] for r in results), "median_stage_s": medians,
                "screened_out": sum("screened out" in (r["verdicts"][-1]["reason"] if r["verdicts"] else "") for r in results),
                "warm_problems": sorted({r["warm_problem"] for r in results if "warm_problem" in r}),
-               "failures": [r["verdicts"][-1]["reason"][:160] for r in results
+               "failures": [r["verdicts"][-1]["reason"][:160] + " " + str(r["verdicts"][-1].get("details", {}).get("capture_difference"))[:700] for r in results
                             if r["verdicts"] and not r["passed"] and "screened out" not in r["verdicts"][-1]["reason"]]}
         rows.append(row)
         print(f"compile workers {workers}: {len(results)} candidates in {wall:.1f} s = "

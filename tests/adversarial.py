@@ -51,8 +51,10 @@ def value_shortcut(src: str) -> str:
 
 
 def illegal_address(src: str) -> str:
-    """A crash: store far outside the buffer (the worker dies, the run goes on)."""
-    return _sub(STORE_RE, lambda m: f"{m.group(1)}tl.store({m.group(2)} + ({m.group(3)}) + 68719476736, {m.group(4)}, {m.group(5)})", src)
+    """A crash: store far outside the buffer (the candidate's process dies, the run goes on). The store
+    keeps a mask the static gate cannot prove always true, so it is the GPU that has to catch it."""
+    return _sub(STORE_RE, lambda m: f"{m.group(1)}tl.store({m.group(2)} + ({m.group(3)}) + 68719476736, {m.group(4)}, "
+                                    f"({m.group(3)}) >= 0)", src)
 
 
 def background_thread(src: str) -> str:

@@ -174,6 +174,15 @@ def set_swaps(replacements: Sequence[tuple[dict[str, Any], str]]) -> dict[str, A
     return model.set_swaps([(address, state.kernels[key]) for address, key in replacements])
 
 
+def kernel_source(name: str) -> dict[str, Any]:
+    """This process's own capture of kernel ``name`` (for the judge to name a difference from its own)."""
+    model = _session(_state())
+    for _, kernel in model.artifact.kernels():
+        if kernel.name == name:
+            return {"source": kernel.source}
+    return {"source": None}
+
+
 def run_model(inputs: Sequence[Any], outputs: Sequence[SharedTensor]) -> dict[str, Any]:
     """One forward of the re-stitched model on lent inputs; outputs copied into the judge's buffers."""
     state = _state()

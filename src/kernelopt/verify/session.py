@@ -211,6 +211,19 @@ class EvaluationSession:
                     f"expected {str(out.dtype).removeprefix('torch.')}{list(out.shape)}")
         return outputs
 
+    def _capture_difference(self, kernel: Any) -> str | None:
+        """The first line where the candidate process's capture of ``kernel`` differs from this one's."""
+        try:
+            theirs = self.runner.call("kernel_source", kernel.name)["source"]
+        except RunnerDied:
+            return None
+        if theirs is None:
+            return "the candidate's process has no such kernel"
+        for i, (a, b) in enumerate(zip(kernel.source.splitlines(), theirs.splitlines())):
+            if a != b:
+                return f"line {i + 1}: judge {a.strip()[:300]!r} vs runner {b.strip()[:300]!r}"
+        return None if kernel.source == theirs else "the sources differ in length"
+
     def model_gate(self, seeds: Sequence[int], max_error_ratio: float) -> Verdict:
         """Gate 3 against the swaps installed in the candidate's process."""
 
@@ -307,7 +320,7 @@ class EvaluationSession:
             if exc.outcome.status != "error":
                 raise
             return done(Verdict("model", False, f"the replacement cannot be stitched in: {exc.outcome.reason}",
-                                {"rule": "swap"}))
+                                {"rule": "swap", "capture_difference": self._capture_difference(kernel)}))
         model_verdict = self.model_gate(settings.model_seeds, settings.max_error_ratio)
         lap("model")
         if not model_verdict.passed:
