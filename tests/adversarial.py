@@ -36,8 +36,12 @@ def partial_rows(src: str) -> str:
 
 
 def input_mutation(src: str) -> str:
-    """Input mutation: scribble over an input the kernel only should read."""
-    return _sub(LOAD_RE, lambda m: f"{m.group(0)}\n{m.group(1)}tl.store(in_ptr0 + ({m.group(3)}), {m.group(2)} * 0.5, {m.group(4)})", src, count=1)
+    """Input mutation: scribble over an input the kernel only should read (under a mask the static
+    gate cannot prove always true, so a dynamic gate has to see it)."""
+    def mutate(m: re.Match) -> str:
+        mask = m.group(4) if m.group(4).strip() != "None" else f"({m.group(3)}) >= 0"
+        return f"{m.group(0)}\n{m.group(1)}tl.store(in_ptr0 + ({m.group(3)}), {m.group(2)} * 0.5, {mask})"
+    return _sub(LOAD_RE, mutate, src, count=1)
 
 
 def bias_within_tolerance(src: str) -> str:
@@ -78,8 +82,10 @@ def try_fallback(src: str) -> str:
 
 
 def unmasked_load(src: str) -> str:
-    """Memory safety: drop a load's mask, reading past the rows (values masked away later)."""
-    return _sub(LOAD_RE, lambda m: f"{m.group(1)}{m.group(2)} = tl.load(in_ptr0 + ({m.group(3)}), None)", src, count=1)
+    """Memory safety: drop a load's mask, reading past the rows (values masked away later). Applies
+    only to a kernel whose load has a mask (ValueError otherwise)."""
+    masked = re.compile(LOAD_RE.pattern.replace("([^,()]+)", "((?!None\\b)[^,()]+)"), re.M)
+    return _sub(masked, lambda m: f"{m.group(1)}{m.group(2)} = tl.load(in_ptr0 + ({m.group(3)}), None)", src, count=1)
 
 
 def device_clock(src: str) -> str:

@@ -70,7 +70,11 @@ def evaluate(path, sizes, kernel_name, source, **kw):
 def test_cheat_rejected_by_its_gate(name: str, rms) -> None:
     kernel = rms[4]
     transform, gate = CHEATS[name]
-    result, verdicts = evaluate(RMSNORM, RMS_SIZES, kernel.name, transform(kernel.source))
+    try:
+        candidate = transform(kernel.source)
+    except ValueError as exc:  # e.g. no masked load to unmask in this kernel at these sizes
+        pytest.skip(f"{name} does not apply to {kernel.name}: {exc}")
+    result, verdicts = evaluate(RMSNORM, RMS_SIZES, kernel.name, candidate)
     assert not result["passed"]
     failed = [g for g, v in verdicts.items() if not v["passed"]]
     assert failed == [gate], result["verdicts"]

@@ -161,3 +161,20 @@ def test_timing_evidence_rules() -> None:
     shaved = judge_timing_evidence([0.1] * 5, [1.3] * 5, calibration, PerformancePolicy())
     assert shaved is not None and "allows 0.500 ms" in shaved.reason
     assert judge_timing_evidence([1.0], [1.2], []) is not None  # no calibration: nothing is believed
+
+
+def test_the_runners_capture_matches_the_judges_up_to_the_backend_hash() -> None:
+    from types import SimpleNamespace
+
+    from kernelopt.capture.output_code import source_hash
+    from kernelopt.capture.swap import KernelAddress
+    from kernelopt.evaluate.runner_model import RunnerModel
+
+    judge = SOURCE.replace("'mutated_arg_names': []", "'mutated_arg_names': [], 'backend_hash': 'AAAA'")
+    mine = triton_kernel_def(NAME, judge.replace("'AAAA'", "'BBBB'"))
+    model = object.__new__(RunnerModel)
+    model.artifact = SimpleNamespace(graphs=[SimpleNamespace(kernels={"k": mine})])
+    address = KernelAddress(0, NAME, source_hash(judge))
+    assert model._same_kernel(address, judge).sha256 == mine.sha256  # only the backend hash differs
+    other = judge.replace("* 2", "* 3")
+    assert model._same_kernel(KernelAddress(0, NAME, source_hash(other)), other).sha256 == source_hash(other)

@@ -77,11 +77,12 @@ def verify_together(
     gates = GateSettings(**settings)
     stage("final")
     keys = []
+    originals = {k.name: k.source for _, k in s.artifact.kernels()}
     for r in replacements:
         key, error, _ = s.runner.build(r["address"]["name"], r["source"])
         if error is not None:
             return {"model": Verdict("model", False, f"{r['address']['name']}: {error}", {"rule": "build"}).to_dict()}
-        keys.append((r["address"], key))
+        keys.append((r["address"], key, originals.get(r["address"]["name"], "")))
     try:
         s.runner.set_swaps(keys)
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)

@@ -159,8 +159,9 @@ class RemoteRunner:
 
     # -- the re-stitched model ----------------------------------------------------------------
 
-    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], str]]) -> None:
-        self.call("set_swaps", list(replacements))
+    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
+        """Install (address, digest, original source) replacements in the candidate process's model."""
+        return dict(self.call("set_swaps", list(replacements)))
 
     def forward_into(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
         """The re-stitched model's outputs for ``inputs``, copied into ``outputs`` (the judge's buffers)."""

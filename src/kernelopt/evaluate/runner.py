@@ -167,11 +167,12 @@ def _session(state: _State) -> Any:
     return state.session
 
 
-def set_swaps(replacements: Sequence[tuple[dict[str, Any], str]]) -> dict[str, Any]:
-    """Install built candidates (address, digest) in this process's captured model, and prove they run."""
+def set_swaps(replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
+    """Install built candidates (address, digest, the judge's original source) in this process's
+    captured model, and prove they run."""
     state = _state()
     model = _session(state)
-    return model.set_swaps([(address, state.kernels[key]) for address, key in replacements])
+    return model.set_swaps([(address, state.kernels[key], source) for address, key, source in replacements])
 
 
 def kernel_source(name: str) -> dict[str, Any]:

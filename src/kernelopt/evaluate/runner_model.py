@@ -11,6 +11,7 @@ never held a baseline result) is all a stale-output kernel could read.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import torch
@@ -18,6 +19,9 @@ import torch
 from kernelopt.capture import capture
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
 from kernelopt.problem import load_problem, outputs_as_list
+
+
+_BACKEND_HASH = re.compile(r"'backend_hash': '[0-9A-Fa-f]*'")
 
 
 class RunnerModel:
@@ -31,18 +35,33 @@ class RunnerModel:
         self.artifact = capture(model, self.inputs, spec.get("options") or {})
         self.swaps: list[Swap] = []
 
-    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
-        """Replace the installed swaps with ``replacements`` (address dict, built kernel); an empty list
-        restores the compiled model. Proves each replacement launches."""
+    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], Any, str]]) -> dict[str, Any]:
+        """Replace the installed swaps with ``replacements`` (address dict, built kernel, the judge's
+        source of the original); an empty list restores the compiled model. Proves each replacement
+        launches. Returns which kernels this capture compiled with another Triton backend hash."""
         for swap in reversed(self.swaps):
             restore(self.artifact, swap)
-        self.swaps = [
-            swap_kernel(self.artifact, KernelAddress.from_dict(address), "", kernel=kernel)
-            for address, kernel in replacements
-        ]
+        self.swaps = []
+        other_backend = []
+        for address, kernel, judge_source in replacements:
+            here = self._same_kernel(KernelAddress.from_dict(address), judge_source)
+            if here.sha256 != address["sha256"]:
+                other_backend.append(here.name)
+            self.swaps.append(swap_kernel(self.artifact, here, "", kernel=kernel))
         if self.swaps:
             check_swaps_live(self.artifact, self.swaps, self.inputs)
-        return {"swaps": len(self.swaps)}
+        return {"swaps": len(self.swaps), "other_backend_hash": other_backend}
+
+    def _same_kernel(self, address: KernelAddress, judge_source: str) -> KernelAddress:
+        """This capture's address of the judge's kernel. The two captures compile the same problem, but
+        Inductor stamps each kernel with its process's Triton backend hash (which follows the compiler
+        environment, e.g. the ptxas found): sources that differ only there are the same kernel; any
+        other difference is refused by ``swap_kernel``'s hash check."""
+        graph = self.artifact.graphs[address.graph] if 0 <= address.graph < len(self.artifact.graphs) else None
+        mine = next((k for k in graph.kernels.values() if k.name == address.name), None) if graph else None
+        if mine is not None and _BACKEND_HASH.sub("", mine.source) == _BACKEND_HASH.sub("", judge_source):
+            return KernelAddress(address.graph, address.name, mine.sha256)
+        return address
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> dict[str, Any]:
         """Forward on ``inputs``; each result is copied into the matching lent buffer when its layout

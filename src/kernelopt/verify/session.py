@@ -315,7 +315,7 @@ class EvaluationSession:
 
         enter("model")
         try:
-            self.runner.set_swaps([(address.to_dict(), key)])
+            self.runner.set_swaps([(address.to_dict(), key, kernel.source)])
         except RunnerDied as exc:
             if exc.outcome.status != "error":
                 raise
