@@ -133,13 +133,16 @@ def timing(kernel, remote, source, trials=8):
 
 
 def test_a_candidate_that_forges_its_clock_is_caught_by_the_judges(kernel, remote) -> None:
+    # A loaded CI core jitters a pipe round trip by milliseconds: 5 ms of slack still leaves the
+    # forged candidate's 30 ms per call far outside what its readings explain.
+    policy = PerformancePolicy(overhead_slack_ms=5.0)
     honest = timing(kernel, remote, SLOW)
     assert judge_timing_evidence(honest.comparison.candidate.samples_ms, honest.candidate_wall_ms,
-                                 remote.calibration_ms) is None
+                                 remote.calibration_ms, policy) is None
     forged = timing(kernel, remote, FORGES_ITS_CLOCK)
     assert forged.comparison.speedup > 1.0  # its readings claim it is fast ...
     verdict = judge_timing_evidence(forged.comparison.candidate.samples_ms, forged.candidate_wall_ms,
-                                    remote.calibration_ms)
+                                    remote.calibration_ms, policy)
     assert verdict is not None and not verdict.passed  # ... the judge's clock says otherwise
     assert verdict.details["rule"] == "timing_evidence" and "do not explain" in verdict.reason
 
@@ -159,7 +162,7 @@ def test_timing_evidence_rules() -> None:
     longer = judge_timing_evidence([1.0] * 5, [0.5] * 5, calibration)
     assert longer is not None and "longer than the whole call" in longer.reason
     shaved = judge_timing_evidence([0.1] * 5, [1.3] * 5, calibration, PerformancePolicy())
-    assert shaved is not None and "allows 0.500 ms" in shaved.reason
+    assert shaved is not None and "allows 0.650 ms" in shaved.reason
     assert judge_timing_evidence([1.0], [1.2], []) is not None  # no calibration: nothing is believed
 
 

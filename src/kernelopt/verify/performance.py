@@ -44,7 +44,7 @@ class PerformancePolicy:
     noise_k: float = 2.0
     roofline_slack: float = 0.95
     overhead_k: float = 2.0
-    overhead_slack_ms: float = 0.1
+    overhead_slack_ms: float = 0.25
 
     def required_speedup(self, noise: float) -> float:
         return 1.0 + max(self.margin, self.noise_k * noise)
