@@ -159,6 +159,11 @@ class RemoteRunner:
 
     # -- the re-stitched model ----------------------------------------------------------------
 
+    def warm_model(self) -> None:
+        """Have the candidate's process capture its model ahead of the first model gate."""
+        if self.spec is not None:
+            self.call("warm_model")
+
     def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
         """Install (address, digest, original source) replacements in the candidate process's model."""
         return dict(self.call("set_swaps", list(replacements)))

@@ -167,6 +167,12 @@ def _session(state: _State) -> Any:
     return state.session
 
 
+def warm_model() -> dict[str, Any]:
+    """Capture the model now (before any candidate), so the first model gate does not pay for it."""
+    _session(_state())
+    return {"ok": True}
+
+
 def set_swaps(replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
     """Install built candidates (address, digest, the judge's original source) in this process's
     captured model, and prove they run."""

@@ -168,6 +168,7 @@ class EvaluationSession:
             self._snapshots[name] = [s.args for s in snapshot_launches(self.artifact, self.inputs, address.graph, var)]
             if self._snapshots[name]:  # the candidate's process calibrates its clock on the trusted original
                 self.runner.register_original(kernel.name, kernel.source, self._snapshots[name][0])
+                self.runner.warm_model()
         return self._snapshots[name]
 
     def inductor_tuned_config(self, name: str) -> dict[str, Any] | None:
