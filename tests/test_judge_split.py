@@ -181,3 +181,27 @@ def test_the_runners_capture_matches_the_judges_up_to_the_backend_hash() -> None
     assert model._same_kernel(address, judge).sha256 == mine.sha256  # only the backend hash differs
     other = judge.replace("* 2", "* 3")
     assert model._same_kernel(KernelAddress(0, NAME, source_hash(other)), other).sha256 == source_hash(other)
+
+
+def test_a_candidate_that_stops_working_once_timed_fails_on_its_timed_outputs(kernel, remote, monkeypatch) -> None:
+    from kernelopt.verify import perf_runner
+
+    monkeypatch.setattr(perf_runner, "launch", lambda k, args: k(args))
+    stale = f"""
+calls = [0]
+def {NAME}(args):
+    x, out, n = args
+    calls[0] += 1
+    if calls[0] <= 2:  # right while gate 2 looks, then leaves whatever the buffer holds
+        out.copy_(x * 2)
+"""
+    key, error, _ = remote.build(NAME, stale)
+    assert error is None
+    args = [torch.randn(4096), torch.empty(4096), 4096]
+    verdict, _ = perf_runner.run_performance_gate(kernel, original_launch, remote, key, args, peak_gbps=1e9, trials=4)
+    assert not verdict.passed and verdict.details["rule"] == "timed_outputs"
+    assert "out_ptr0" in verdict.reason
+    honest_key, _, _ = remote.build(NAME, ORIGINAL)
+    honest, _ = perf_runner.run_performance_gate(kernel, original_launch, remote, honest_key, args, peak_gbps=1e9,
+                                                  trials=4)
+    assert honest.details.get("rule") != "timed_outputs", honest.reason
