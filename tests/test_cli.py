@@ -165,3 +165,40 @@ def test_nodes_prints_a_runs_search_graph(tmp_path) -> None:
     empty = runner.invoke(app, ["nodes", str(other), "--store", str(db)])
     assert empty.exit_code == 2 and "has no search nodes" in empty.output
     assert runner.invoke(app, ["nodes", "99", "--store", str(db)]).exit_code == 2
+
+
+def test_nodes_kernel_model_names_the_compiler_knob_target(tmp_path) -> None:
+    from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
+    from kernelopt.search.nodes import NodeStore
+    from kernelopt.store import Store
+
+    db = tmp_path / "k.db"
+    with Store(db) as store:
+        run_id = store.start_run("optimize", "softmax", "H200", {})
+        graph = NodeStore(store, run_id)
+        root = graph.add(Candidate(MODEL_TARGET, "root", options={}), None, 0)
+        graph.record(root.id, EvaluationResult(True, 1.0, None, "baseline"))
+        graph.add(Candidate("triton_red_k", "root", source="def k(): pass"), None, 0)
+    result = CliRunner().invoke(app, ["nodes", str(run_id), "--kernel", "model", "--json", "--store", str(db)])
+    assert result.exit_code == 0, result.output
+    assert list(json.loads(result.stdout)) == [MODEL_TARGET]
+
+
+def test_verify_marks_its_run_failed_when_the_worker_side_raises(tmp_path, monkeypatch) -> None:
+    from kernelopt.api import verify as api_verify
+    from kernelopt.store import Store
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("the worker could not start")
+
+    monkeypatch.setattr(api_verify, "verify_candidate", boom)
+    monkeypatch.setattr(api_verify.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(api_verify, "device_label", lambda: "test GPU")
+    monkeypatch.setattr(api_verify, "peak_bandwidth", lambda store: 4000.0)
+    problem = Path(__file__).resolve().parents[1] / "examples/problems/level1/15_rmsnorm.py"
+    candidate = Path(__file__).resolve().parent / "fixtures/candidates/original_pointwise.py"
+    with Store(tmp_path / "k.db") as store:
+        with pytest.raises(RuntimeError, match="could not start"):
+            api_verify.verify(problem, "triton_poi_fused_gelu_0", candidate, store=store)
+        (run,) = store.runs()
+        assert run.status == "failed" and "could not start" in (run.error or "")

@@ -94,6 +94,21 @@ def verify(
     if store is not None:
         run_id = store.start_run("verify", problem.name, device_label(), versions(),
                                  {"kernel": kernel, "candidate": str(candidate_path), "margin": margin})
+    try:
+        report = _judge(request, problem, kernel, source, export_path, run_id, timeout_s)
+    except BaseException as exc:  # the run is not left marked running, whatever ended it
+        if store is not None and run_id is not None:
+            store.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
+        raise
+    if store is not None and run_id is not None:
+        store.add_measurement(run_id, "evaluation", report.to_dict())
+        store.finish_run(run_id)
+    return report
+
+
+def _judge(request: EvaluationRequest, problem: Any, kernel: str, source: str, export_path: Path | None,
+           run_id: int | None, timeout_s: float) -> VerifyReport:
+    """The candidate through the gates in a worker, and the export when it passes."""
     result = verify_candidate(request, timeout_s=timeout_s)
     verdicts = [Verdict.from_dict(v) for v in result["verdicts"]]
     report = VerifyReport(
@@ -110,7 +125,4 @@ def verify(
         target = export_path or Path(f"{problem.path.stem}.{kernel}.kopt.json")
         replacement = Replacement(KernelAddress.from_dict(result["address"]), source)
         report.exported = str(export_artifact(target, problem, [replacement], report.to_dict(), seed=request.seed))
-    if store is not None and run_id is not None:
-        store.add_measurement(run_id, "evaluation", report.to_dict())
-        store.finish_run(run_id)
     return report

@@ -166,6 +166,7 @@ def nodes(
     from dataclasses import asdict
 
     from kernelopt.cli.format import print_nodes
+    from kernelopt.search.candidate import MODEL_TARGET
     from kernelopt.search.nodes import NodeStore
     from kernelopt.store import Store
 
@@ -173,6 +174,8 @@ def nodes(
         db.run(run_id)  # an unknown run id is a clear error, not an empty listing
         graph = NodeStore(db, run_id)
         targets = graph.targets()
+        if kernel == "model":  # the help's name for the whole-model (compiler knobs) target
+            kernel = MODEL_TARGET
         if kernel is not None and kernel not in targets:
             raise KerneloptError(f"run {run_id} searched no target {kernel!r}; its targets: {', '.join(targets) or 'none'}")
         chosen = [kernel] if kernel is not None else targets
