@@ -23,6 +23,7 @@ from kernelopt.measure.sanitizer import (
     run_command,
     unsupported_reason,
 )
+from kernelopt.workers.workdirs import OWNER_FILE
 from kernelopt.verify.memcheck import (
     REPLAY_MODULE,
     MemcheckResult,
@@ -427,7 +428,7 @@ def test_runner_clean_with_fake_tool(fake_sanitizer, tmp_path: Path) -> None:
     assert result.status == "clean", result.to_dict()
     seen = __import__("json").loads(log.read_text())
     assert seen["argv"][0].endswith("compute-sanitizer") and seen["argv"] == result.command
-    assert seen["files"] == sorted([ARGS_FILE, SOURCE_FILE, "sanitizer-output.txt"])
+    assert seen["files"] == sorted([ARGS_FILE, SOURCE_FILE, "sanitizer-output.txt", OWNER_FILE])
     env = seen["env"]
     assert env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
     assert "OPENAI_API_KEY" not in env

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,6 +54,7 @@ from kernelopt.measure.sanitizer import (
 )
 from kernelopt.verify.memcheck_replay import ARGS_FILE, DONE_MARKER, READY_MARKER, SOURCE_FILE
 from kernelopt.workers.environment import worker_env
+from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
 
 MemcheckStatus = Literal["clean", "errors", "unavailable", "failed"]
@@ -165,7 +165,7 @@ def run_memcheck(
         return MemcheckResult("unavailable", not_found_reason())
     protect_parent_environment()
     keep = workdir is not None
-    directory = Path(workdir) if keep else Path(tempfile.mkdtemp(prefix="kernelopt-memcheck-"))
+    directory = Path(workdir) if keep else make_workdir("kernelopt-memcheck-")
     try:
         directory = write_replay(directory.resolve(), source, kernel_name, args)
         env = worker_env(directory, gpu=gpu, env=REPLAY_ENV)

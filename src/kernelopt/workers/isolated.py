@@ -22,7 +22,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelopt.workers.environment import worker_env
+from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.protocol import CALL_FILE, ENTRY_MODULE, OUTPUT_FILE, RESULT_FILE
 from kernelopt.workers.safe_pickle import safe_loads
@@ -108,7 +108,7 @@ def run_isolated(
         protocol=pickle.HIGHEST_PROTOCOL,
     )
     keep = workdir is not None
-    directory = Path(workdir) if keep else Path(tempfile.mkdtemp(prefix="kernelopt-worker-"))
+    directory = Path(workdir) if keep else make_workdir("kernelopt-worker-")
     try:
         directory = directory.resolve()
         directory.mkdir(parents=True, exist_ok=True)

@@ -17,13 +17,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kernelopt.workers.environment import worker_env
+from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.isolated import REAP_TIMEOUT_S, WorkerResult, _classify, _read_tail, _signal_group
 from kernelopt.workers.protocol import OUTPUT_FILE
@@ -53,7 +53,7 @@ class PersistentWorker:
 
     def _start(self) -> None:
         protect_parent_environment()
-        self._dir = Path(tempfile.mkdtemp(prefix="kernelopt-pworker-")).resolve()
+        self._dir = make_workdir("kernelopt-pworker-")
         request_r, self._request_w = os.pipe()
         self._response_r, response_w = os.pipe()
         env = worker_env(self._dir, gpu=self._gpu, env=self._env, extra_path=self._extra_path)
