@@ -498,3 +498,16 @@ def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
     _bench(suite, tmp_path / "a", problems=["01_fast", "03_segfault"], resume=True, command="kernelopt bench A2")
     again = merge_results([tmp_path / "a", tmp_path / "b"], tmp_path / "m2").markdown_path.read_text()
     assert again.count("kernelopt bench A2") == 1  # a part's resume is listed once, not again as the merge's
+
+
+def test_the_real_bench_says_it_needs_a_gpu_before_any_work(tmp_path, monkeypatch) -> None:
+    import torch
+
+    from kernelopt.api.bench import run_bench
+    from kernelopt.errors import KerneloptError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "results"
+    with pytest.raises(KerneloptError, match="bench needs an NVIDIA GPU with CUDA; torch sees none"):
+        run_bench(Path(__file__).resolve().parents[1] / "examples/problems", results_dir=out)
+    assert not out.exists()

@@ -172,6 +172,8 @@ def run_bench(
     if gpus < 1:
         raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
     _check_target(target, extra_path)
+    if target == DEFAULT_TARGET:
+        _require_gpus(gpus)
     root = suite_root(suite_dir).resolve()
     out_dir = Path(results_dir)
     previous = _previous_results(out_dir, root, resume)
@@ -371,6 +373,17 @@ def _check_selection(root: Path, entries: list[SuiteEntry], problems: Sequence[s
     ]
     if unmatched:
         raise KerneloptError(f"{root}: no problem matches {', '.join(unmatched)} (see the file names under it)")
+
+
+def _require_gpus(gpus: int) -> None:
+    """The real benchmark needs the GPUs it was asked for: said once, before any worker starts or any
+    results folder is written (without a GPU every problem would only record a run error)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise KerneloptError("kernelopt bench needs an NVIDIA GPU with CUDA; torch sees none")
+    if gpus > torch.cuda.device_count():
+        raise KerneloptError(f"--gpus {gpus} asks for more GPUs than the {torch.cuda.device_count()} torch sees")
 
 
 def _check_target(target: str, extra_path: Sequence[str | Path]) -> None:
