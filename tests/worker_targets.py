@@ -152,3 +152,10 @@ def warm_hold(directory: str, name: str) -> float:
 
 def warm_quick(source: str, name: str) -> float:
     return 0.0
+
+
+def start_daemon(seconds: int = 60) -> int:
+    """Start a child in a session of its own (it would outlive the worker's process group); its pid."""
+    child = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return child.pid

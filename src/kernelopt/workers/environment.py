@@ -106,6 +106,7 @@ def worker_env(
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
         KERNELOPT_PARENT_PID=str(os.getpid()),  # the worker dies with this process (hardening.die_with_parent)
+        KERNELOPT_WORKER_DIR=workdir,  # what it starts inherits this: the reaper finds them by it
     )
     python_path = worker_path(extra_path)
     if "PYTHONPATH" in explicit:

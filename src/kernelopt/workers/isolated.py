@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelopt.workers.environment import worker_env
+from kernelopt.workers.reaper import kill_left_behind
 from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.protocol import CALL_FILE, ENTRY_MODULE, OUTPUT_FILE, RESULT_FILE
@@ -119,7 +120,10 @@ def run_isolated(
         command = [sys.executable, "-m", ENTRY_MODULE, str(directory)]
         if memory_limit_bytes is not None:
             command.append(str(int(memory_limit_bytes)))
-        returncode, timed_out, duration_s = _run_process(command, directory, child_env, timeout_s, cancel)
+        try:
+            returncode, timed_out, duration_s = _run_process(command, directory, child_env, timeout_s, cancel)
+        finally:
+            kill_left_behind(directory)  # children it started in a session of their own
         if cancel is not None and cancel.is_set() and not timed_out:
             return WorkerResult("cancelled", None, "cancelled by the caller", None, duration_s,
                                 _read_tail(directory / OUTPUT_FILE))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.workers.environment import worker_env
+from kernelopt.workers.reaper import kill_left_behind
 from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.isolated import REAP_TIMEOUT_S, WorkerResult, _classify, _read_tail, _signal_group
@@ -137,6 +138,8 @@ class PersistentWorker:
             except subprocess.TimeoutExpired:
                 returncode = None
             self._process = None
+            if self._dir is not None:
+                kill_left_behind(self._dir)  # children it started in a session of their own
         for fd in (self._request_w, self._response_r):
             if fd >= 0:
                 try:
