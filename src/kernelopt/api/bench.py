@@ -42,7 +42,8 @@ from kernelopt.api.bench_report import markdown_report
 from kernelopt.api.environment import source_digest
 from kernelopt.api.metrics import ProblemOutcome, summarize
 from kernelopt.errors import KerneloptError
-from kernelopt.problem.loader import SuiteEntry, load_suite
+from kernelopt.api.suite_check import check_suite
+from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
 
 DEFAULT_TARGET = "kernelopt.api.optimize:bench_problem"
@@ -178,7 +179,7 @@ def run_bench(
     out_dir = Path(results_dir)
     previous = _previous_results(out_dir, root, resume)
 
-    entries = list(load_suite(root, only=list(problems) if problems else None))
+    entries = check_suite(root, only=list(problems) if problems else None, extra_path=extra_path)
     _check_selection(root, entries, problems)
     if shard is not None:
         index, count = shard
@@ -311,7 +312,7 @@ def _bench_one(
     gpu: int | None = None,
     cancel: threading.Event | None = None,
 ) -> ProblemOutcome:
-    if entry.problem is None:  # no worker for a file that does not even load
+    if entry.error is not None:  # no worker for a file that does not even load
         return _failed(entry, "load_error", entry.error or "failed to load", {"kernelopt_source": source_digest()})
     options = {**extra_options, "name": entry.name, "time_limit_s": time_limit_s}
     result = run_isolated(
