@@ -15,14 +15,13 @@ def make_provider(spec: ProviderSpec, config: LLMConfig | None = None) -> Provid
     """The provider for ``spec``; the key is checked now, so a missing one stops before any work."""
     config = config or LLMConfig()
     key = resolve_api_key(spec, api_key_env=config.api_key_env)
-    settings = {"api_key": key, "timeout_s": config.timeout_s, "max_retries": config.max_retries}
     if spec.kind == "anthropic":
         from kernelopt.agents.providers.anthropic_provider import AnthropicProvider
 
-        return AnthropicProvider(spec, **settings)
+        return AnthropicProvider(spec, api_key=key, timeout_s=config.timeout_s, max_retries=config.max_retries)
     from kernelopt.agents.providers.openai_provider import OpenAIProvider
 
-    return OpenAIProvider(spec, **settings)
+    return OpenAIProvider(spec, api_key=key, timeout_s=config.timeout_s, max_retries=config.max_retries)
 
 
 def make_client(

@@ -100,10 +100,12 @@ class ProblemOutcome:
             cmp = (self.details["max_autotune"].get("vs_optimized") or {}).get("comparison") or {}
             pair = (cmp.get("speedup_q1"), cmp.get("speedup_q3"))
         else:
-            pair = tuple(self.details.get(f"speedup_vs_{baseline}_iqr") or (None, None))  # type: ignore[assignment]
-        if len(pair) != 2 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in pair):
+            pair = tuple(self.details.get(f"speedup_vs_{baseline}_iqr") or (None, None))
+        low, high = (pair + (None, None))[:2] if len(pair) == 2 else (None, None)
+        if not (isinstance(low, (int, float)) and isinstance(high, (int, float))
+                and math.isfinite(low) and math.isfinite(high)):
             return None
-        return float(pair[0]), float(pair[1])
+        return float(low), float(high)
 
     @property
     def speedup_vs_eager(self) -> float | None:

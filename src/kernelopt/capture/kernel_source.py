@@ -42,6 +42,7 @@ def pin_launch_config(source: str, name: str, config: dict[str, Any]) -> str:
         f"triton_meta={keywords['triton_meta']}, inductor_meta={keywords['inductor_meta']})"
     )
     lines = source.splitlines(keepends=True)
-    start = sum(len(l) for l in lines[: dec.lineno - 1]) + dec.col_offset
-    end = sum(len(l) for l in lines[: dec.end_lineno - 1]) + dec.end_col_offset
+    assert dec.end_lineno is not None and dec.end_col_offset is not None  # parsed from source: always set
+    start = sum(len(line) for line in lines[: dec.lineno - 1]) + dec.col_offset
+    end = sum(len(line) for line in lines[: dec.end_lineno - 1]) + dec.end_col_offset
     return source[:start] + new + source[end:]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -28,7 +30,7 @@ def analysis_table(report: AnalysisReport) -> Table:
         ("#", "right"), ("kind", "left"), ("name", "left"), ("time µs", "right"), ("%", "right"),
         ("GB/s", "right"), ("% peak", "right"), ("headroom µs", "right"),
     ]:
-        table.add_column(col, justify=justify, no_wrap=col != "name")
+        table.add_column(col, justify=justify, no_wrap=col != "name")  # type: ignore[arg-type]
     for row in report.launches:
         table.add_row(
             str(row.index),
@@ -118,7 +120,7 @@ class OptimizeProgress:
             self._live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
 

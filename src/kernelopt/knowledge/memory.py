@@ -87,6 +87,7 @@ def record(
             time.time(),
         ),
     )
+    assert cur.lastrowid is not None  # an INSERT always sets it
     return int(cur.lastrowid)
 
 

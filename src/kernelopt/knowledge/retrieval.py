@@ -125,12 +125,12 @@ class _PythonBM25:
     K1, B = 1.2, 0.75
 
     def __init__(self, docs: Sequence[tuple[str, str, str]]) -> None:
-        self.docs: list[Counter[str]] = []
+        self.docs: list[dict[str, float]] = []
         for fields in docs:
-            counts: Counter[str] = Counter()
+            counts: dict[str, float] = {}
             for weight, text in zip(WEIGHTS, fields):
                 for word in _WORD_RE.findall(text.lower()):
-                    counts[_stem(word)] += weight
+                    counts[_stem(word)] = counts.get(_stem(word), 0.0) + weight
             self.docs.append(counts)
         self.avg_len = sum(sum(d.values()) for d in self.docs) / max(1, len(self.docs))
         self.df: Counter[str] = Counter(w for d in self.docs for w in d)

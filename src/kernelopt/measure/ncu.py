@@ -123,8 +123,8 @@ def ncu_status(timeout_s: float = 120.0) -> NcuStatus:
     if path is None:
         return NcuStatus(None, None, False, "ncu not found; install Nsight Compute or put ncu on PATH")
     try:
-        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-        version = version.splitlines()[-1] if version else None
+        printed = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+        version = printed.splitlines()[-1] if printed else None
         probe = subprocess.run(
             [path, "--clock-control", "none", "--metrics", PROBE_METRIC, "--csv", sys.executable, "-c", _PROBE],
             capture_output=True,

@@ -99,6 +99,7 @@ class Candidate:
                 "config": self.config,
             }
             object.__setattr__(self, "_key", hashlib.sha256(_canonical_json(identity, "identity").encode()).hexdigest())
+        assert self._key is not None
         return self._key
 
     def __hash__(self) -> int:  # the dict fields are unhashable; equal candidates share a key

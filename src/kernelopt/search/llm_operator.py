@@ -111,6 +111,7 @@ class LLMOperator:
     # -- steps -------------------------------------------------------------------------------
 
     def _analysis_of(self, ctx: SearchContext) -> Analysis:
+        assert ctx.kernel is not None  # the LLM operator proposes for kernels, not the whole model
         if ctx.target not in self._analysis:
             facts = ctx.facts
             time_us, min_us = facts.get("time_us"), facts.get("min_time_us")
@@ -142,7 +143,7 @@ class LLMOperator:
 
     def _repairs(self, ctx: SearchContext, n: int) -> list[Candidate]:
         assert ctx.kernel is not None
-        out = []
+        out: list[Candidate] = []
         # What the history says (a resumed run's operator starts with empty memory): which nodes
         # a repair already exists for, and how deep each node sits in its chain of repairs.
         by_id = {x.id: x for x in ctx.nodes}
@@ -161,9 +162,11 @@ class LLMOperator:
             if len(out) >= n:
                 break
             self._repaired.add(node.id)
-            verdict = next((Verdict.from_dict(v) for v in node.result.verdicts if not v["passed"]), None)
+            result = node.result
+            assert result is not None  # ``failed`` holds evaluated nodes only
+            verdict = next((Verdict.from_dict(v) for v in result.verdicts if not v["passed"]), None)
             if verdict is None:  # died in the worker: no gate answered
-                verdict = Verdict("correctness", False, node.result.reason)
+                verdict = Verdict("correctness", False, result.reason)
             plan = self._plans.get(node.key)
             fixed = Repairer(self.client).run(
                 KernelCandidate(source=node.candidate.source or "", summary=node.candidate.note or "candidate"),

@@ -105,7 +105,7 @@ class NodeStore:
                 time.time(),
             ),
         )
-        if cur.rowcount == 0:
+        if cur.rowcount == 0 or cur.lastrowid is None:
             return None
         return self.get(int(cur.lastrowid))
 

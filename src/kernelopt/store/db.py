@@ -195,6 +195,7 @@ class Store:
             "INSERT INTO runs(kind, problem, device, versions, args, started_at) VALUES (?,?,?,?,?,?)",
             (kind, problem, device, json.dumps(versions, sort_keys=True), json.dumps(args or {}, sort_keys=True), time.time()),
         )
+        assert cur.lastrowid is not None  # an INSERT always sets it
         return int(cur.lastrowid)
 
     def finish_run(self, run_id: int, status: str = "done", error: str | None = None) -> None:
@@ -211,7 +212,8 @@ class Store:
         return _run_from_row(row)
 
     def runs(self, kind: str | None = None) -> list[Run]:
-        sql, params = "SELECT * FROM runs", ()
+        sql = "SELECT * FROM runs"
+        params: tuple[str, ...] = ()
         if kind:
             sql, params = sql + " WHERE kind=?", (kind,)
         return [_run_from_row(r) for r in self._conn.execute(sql + " ORDER BY id", params)]

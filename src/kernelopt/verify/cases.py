@@ -74,8 +74,8 @@ def _cases(
     edge_seeds: tuple[int, ...],
 ) -> Iterator[tuple[str, list[Any]]]:
     chosen = {name: DISTRIBUTIONS[name] for name in distributions} if distributions is not None else DISTRIBUTIONS
-    for i, args in enumerate(snapshots):
-        yield (f"snapshot {i}" if len(snapshots) > 1 else "snapshot", list(args))
+    for i, recorded in enumerate(snapshots):
+        yield (f"snapshot {i}" if len(snapshots) > 1 else "snapshot", list(recorded))
     roles = param_roles(kernel)
     base = snapshots[0]
     for seed in seeds:

@@ -36,11 +36,11 @@ def evaluate_options(
     how the CPU tests exercise the side-by-side capture and the gates' wiring.
     """
     started = time.monotonic()
-    device = torch.device(device or "cuda")
+    target = torch.device(device or "cuda")
     stage("capture")
     problem = load_problem(spec.problem_path, overrides=spec.overrides or None)
-    model = problem.build_model(spec.seed, device)
-    inputs = problem.make_inputs(spec.seed, device)
+    model = problem.build_model(spec.seed, target)
+    inputs = problem.make_inputs(spec.seed, target)
     baseline = capture(model, inputs, spec.options)
     variant = capture(separate_code(model, "kernelopt_variant"), inputs, {**spec.options, **options}, reset=False)
     result: dict[str, Any] = {"verdicts": [], "passed": False, "options": options}
@@ -55,7 +55,7 @@ def evaluate_options(
 
     stage("model")
     model_verdict = run_model_gate(
-        problem, model, lambda xs: baseline(*xs), lambda xs: variant(*xs), device, settings.model_seeds,
+        problem, model, lambda xs: baseline(*xs), lambda xs: variant(*xs), target, settings.model_seeds,
         ModelGatePolicy(max_ratio=settings.max_error_ratio),
     )
     if not model_verdict.passed:

@@ -158,7 +158,7 @@ def _local_names(fn: ast.FunctionDef) -> set[str]:
 def _module_rooted(node: ast.expr, bound: dict[str, str], local: set[str]) -> bool:
     """Is ``node`` a dotted chain rooted at an imported (not shadowed) name?"""
     parts = chain(node)
-    return bool(parts) and parts[0] in bound and parts[0] not in local
+    return parts is not None and bool(parts) and parts[0] in bound and parts[0] not in local
 
 
 def body_violations(

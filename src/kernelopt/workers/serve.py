@@ -34,7 +34,8 @@ def read_frame(fd: int) -> bytes | None:
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:
-    chunks, left = [], size
+    chunks: list[bytes] = []
+    left = size
     while left:
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:

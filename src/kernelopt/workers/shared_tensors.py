@@ -41,7 +41,7 @@ def share(t: torch.Tensor) -> SharedTensor:
     """Lend ``t`` (its whole storage) to another process."""
     kind, handle = compat.share_storage(t.untyped_storage())
     return SharedTensor(kind, handle, str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()),
-                        t.storage_offset())
+                        int(t.storage_offset()))
 
 
 def share_args(args: Sequence[Any]) -> list[Any]:

@@ -30,7 +30,7 @@ def _alive(pid: int) -> bool:
 
 def sweep_stale(root: str | Path | None = None) -> list[Path]:
     """Remove worker directories under ``root`` (the temp directory) whose owning process has ended."""
-    removed = []
+    removed: list[Path] = []
     base = Path(root or tempfile.gettempdir())
     try:
         entries = list(base.iterdir())

@@ -90,7 +90,7 @@ def parse_llm_spec(text: str, *, default_base_url: str | None = None, source: st
         raise LLMSetupError(f"{source} {raw!r} names no model: use {ACCEPTED_FORMS}")
     if base_url is not None and not _URL.match(base_url):
         raise LLMSetupError(f"{source} {raw!r}: {base_url!r} is not an http(s) URL: use e.g. http://localhost:8000/v1")
-    return ProviderSpec(kind, model, base_url.rstrip("/") if base_url else None)  # type: ignore[arg-type]
+    return ProviderSpec(kind, model, base_url.rstrip("/") if base_url else None)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ class PromptError(KerneloptError):
 
 
 def _prompt_file_text(filename: str) -> str:
-    path = resources.files("kernelopt.agents").joinpath("prompts", filename)
+    path = resources.files("kernelopt.agents").joinpath("prompts").joinpath(filename)
     if not path.is_file():
         raise PromptError(f"prompt file kernelopt/agents/prompts/{filename} is missing; reinstall kernelopt")
     return path.read_text(encoding="utf-8")
