@@ -199,6 +199,14 @@ class Settings:
             values[name], sources[name] = _parse(fields[name], raw, f"argument {name}", "pass another value"), "argument"
         return Settings(**values, sources=sources)
 
+    @classmethod
+    def from_values(cls, values: Mapping[str, object], sources: Mapping[str, str] | None = None) -> Settings:
+        """Settings from :meth:`values` (as they cross to a worker process), checked again."""
+        fields = _fields()
+        _check_names(values, "settings")
+        parsed = {name: _parse(fields[name], raw, f"settings {name}", "pass another value") for name, raw in values.items()}
+        return cls(**parsed, sources=dict(sources or {}))
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per setting: name, value, source, environment variable, help."""
         return [{"name": f.name, "value": _plain(getattr(self, f.name)), "source": self.sources.get(f.name, "default"),
