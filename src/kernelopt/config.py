@@ -34,7 +34,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kernelopt.errors import KerneloptError
 
@@ -349,7 +350,7 @@ def load_settings(overrides: Mapping[str, object] | None = None, env: Mapping[st
         elif name in PROFILES[effort]:
             values[name], sources[name] = PROFILES[effort][name], f"profile {effort}"
         else:
-            values[name] = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+            values[name] = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc,operator]
             sources[name] = "default"
     return Settings(**values, sources=sources)
 
