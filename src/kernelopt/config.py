@@ -32,9 +32,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from kernelopt.errors import KerneloptError
