@@ -19,6 +19,7 @@ from kernelopt.api.environment import device_label, versions
 from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture import Artifact, Launch, LaunchSink, capture
 from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
+from kernelopt.config import Settings, default_of, resolve
 from kernelopt.errors import KerneloptError
 from kernelopt.measure import Roofline, amdahl_bound, compare
 from kernelopt.measure.attribution import attribute
@@ -137,11 +138,16 @@ def analyze(
     problem: Problem,
     store: Store | None = None,
     seed: int = 0,
-    trials: int = 30,
+    trials: int | None = None,
     profile_iterations: int = 10,
     options: dict[str, Any] | None = None,
+    config: Settings | None = None,
 ) -> AnalysisReport:
-    """Capture, time and attribute one problem on the current CUDA device."""
+    """Capture, time and attribute one problem on the current CUDA device.
+
+    ``trials`` None: the ``analyze_trials`` setting of ``config`` (default:
+    :func:`~kernelopt.config.load_settings`)."""
+    trials = resolve(config, analyze_trials=trials).analyze_trials
     if not torch.cuda.is_available():
         raise KerneloptError(
             "kernelopt analyze needs an NVIDIA GPU with CUDA; torch sees none "
@@ -190,7 +196,7 @@ def analyze_artifact(
     model: torch.nn.Module,
     inputs: list[Any],
     artifact: Artifact,
-    trials: int = 30,
+    trials: int = default_of("analyze_trials"),
     profile_iterations: int = 10,
 ) -> AnalysisReport:
     """Time eager against compiled (interleaved) and attribute every launch of an existing capture."""

@@ -9,7 +9,8 @@ problem.
 
 The worker target is called as ``target(problem_path: str, options: dict) -> dict``
 where ``options`` holds ``name`` and ``time_limit_s`` (the per-problem budget, None
-for the target's default) plus the caller's ``extra_options``. It returns a dict in
+for the target's default) plus the caller's ``extra_options`` (for the default target,
+``settings`` too: the run's :meth:`~kernelopt.config.Settings.values`). It returns a dict in
 the shape of :meth:`ProblemOutcome.to_dict`, with ``status``/``reason`` filled for
 the compile and run errors it catches itself, and may put the GPU's name in
 ``details["device"]``.
@@ -41,14 +42,15 @@ from typing import Any, Callable, Sequence
 from kernelopt.api.bench_report import markdown_report
 from kernelopt.api.environment import source_digest
 from kernelopt.api.metrics import ProblemOutcome, summarize
+from kernelopt.config import Settings, default_of, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.api.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
 
 DEFAULT_TARGET = "kernelopt.api.optimize:bench_problem"
-DEFAULT_WORKER_TIMEOUT_S = 3600.0  # without a time limit: one hour per problem at most
-WORKER_TIMEOUT_MARGIN_S = 900.0  # with one: room for timing three baselines (max-autotune compiles slowly)
+DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
+WORKER_TIMEOUT_MARGIN_S: float = default_of("bench_timeout_margin_s")  # with one: room for timing three baselines
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
 RESULTS_MD = "results.md"
@@ -123,11 +125,13 @@ def suite_root(suite_dir: str | Path) -> Path:
     return root
 
 
-def default_worker_timeout(time_limit_s: float | None) -> float:
-    """How long a problem's worker may live: its search budget plus room for the baselines."""
+def default_worker_timeout(time_limit_s: float | None, config: Settings | None = None) -> float:
+    """How long a problem's worker may live: its search budget plus room for the baselines
+    (the ``bench_timeout_s`` and ``bench_timeout_margin_s`` settings of ``config``)."""
+    config = config or load_settings()
     if time_limit_s is None:
-        return DEFAULT_WORKER_TIMEOUT_S
-    return time_limit_s + WORKER_TIMEOUT_MARGIN_S
+        return config.bench_timeout_s
+    return time_limit_s + config.bench_timeout_margin_s
 
 
 def run_bench(
@@ -146,6 +150,7 @@ def run_bench(
     gpus: int = 1,
     shard: tuple[int, int] | None = None,
     retry_failed: bool = False,
+    config: Settings | None = None,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
 
@@ -160,6 +165,9 @@ def run_bench(
     so n machines can split a suite; :func:`merge_results` joins their results.
     ``retry_failed`` with ``resume`` runs again the problems whose earlier outcome was
     not ``ok`` (a timeout, a crash, an out-of-memory caused by something else).
+    ``config`` (default: :func:`~kernelopt.config.load_settings`) bounds the workers and,
+    for the default target, travels to each problem as ``options["settings"]`` (a worker
+    reads no settings itself).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, or existing results without ``resume``; every failure of a problem is
@@ -167,7 +175,10 @@ def run_bench(
     """
     if time_limit_s is not None and time_limit_s <= 0:
         raise KerneloptError(f"--time-limit must be positive, got {time_limit_s:g}")
-    timeout_s = default_worker_timeout(time_limit_s) if worker_timeout_s is None else worker_timeout_s
+    config = config or load_settings()
+    if target == DEFAULT_TARGET:  # our target reads them; another target gets only what its caller passes
+        extra_options = {"settings": config.values(), **(extra_options or {})}
+    timeout_s = default_worker_timeout(time_limit_s, config) if worker_timeout_s is None else worker_timeout_s
     if timeout_s <= 0:
         raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
     if gpus < 1:

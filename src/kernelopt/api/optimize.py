@@ -12,7 +12,6 @@ passes: the user keeps ``torch.compile``'s model. Every node is in the store;
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import statistics
 import time
@@ -24,6 +23,7 @@ from kernelopt.api.environment import device_label, versions
 from kernelopt.api.export import Replacement, export_artifact
 from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
+from kernelopt.config import Settings, default_of, load_settings, resolve
 from kernelopt.errors import KerneloptError
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
@@ -34,7 +34,6 @@ from kernelopt.search.policy import make_policy
 from kernelopt.search.targets import select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
-from kernelopt.verify.compile_pool import default_workers
 from kernelopt.verify.evaluate import crash_stage, gate_of_stage
 from kernelopt.verify.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.workers import WorkerResult
@@ -46,7 +45,7 @@ CHUNK_TARGET_S = 10.0  # a worker call's wall time the chunking aims at
 KNOB_OPERATOR = "compiler-knobs"
 RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
 EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU tests use the CPU)
-KNOB_EVALUATIONS = 8  # each is two full compiles in a fresh process
+KNOB_EVALUATIONS: int = default_of("knob_budget")  # each is two full compiles in a fresh process (a run's config overrides it)
 PER_CANDIDATE_TIMEOUT_S = 120.0  # a batch that takes longer is treated as hung: the worker is replaced
 
 
@@ -218,13 +217,18 @@ class ChunkedResults:
         return held
 
 
-def compile_cache_env() -> dict[str, str]:
+def compile_cache_env(config: Settings | None = None) -> dict[str, str]:
     """A Triton kernel cache that outlives one worker: a restarted worker, and the next run,
     do not recompile the kernels already built. Candidates cannot write files (the static
-    gate refuses any I/O), so sharing it does not let one candidate tamper with another."""
-    root = Path(os.environ.get("KERNELOPT_CACHE", Path.home() / ".cache" / "kernelopt"))
+    gate refuses any I/O), so sharing it does not let one candidate tamper with another.
+
+    The cache root is the ``cache`` setting; the worker also gets the ``compile_workers``
+    setting as ``KERNELOPT_COMPILE_WORKERS``, wherever it was set (a worker reads no
+    settings file of its own)."""
+    config = config or load_settings()
+    root = config.cache
     (root / "triton").mkdir(parents=True, exist_ok=True)
-    return {"TRITON_CACHE_DIR": str(root / "triton")}
+    return {"TRITON_CACHE_DIR": str(root / "triton"), "KERNELOPT_COMPILE_WORKERS": str(config.compile_workers)}
 
 
 def require_gpu() -> None:
@@ -242,19 +246,26 @@ def optimize(
     policy: str = "beam",
     budget: Budget | None = None,
     settings: GateSettings | None = None,
-    max_targets: int = 3,
+    max_targets: int | None = None,
     export_path: str | Path | None = None,
     resume_run: int | None = None,
     seed: int = 0,
-    timeout_s: float = 600.0,
+    timeout_s: float | None = None,
     sizes: dict[str, Any] | None = None,
     llm: str | None = None,
     llm_config: str | Path | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    effort: str | None = None,
+    config: Settings | None = None,
 ) -> OptimizeReport:
-    """Search faster kernels for one problem; export the verified model, or keep the baseline."""
+    """Search faster kernels for one problem; export the verified model, or keep the baseline.
+
+    ``budget``, ``settings`` (the search's gates), ``max_targets`` and ``timeout_s`` left
+    as None come from ``config`` (default: :func:`~kernelopt.config.load_settings`) with
+    ``effort`` and the explicit ones on top."""
     require_gpu()
-    default_workers()  # a malformed KERNELOPT_COMPILE_WORKERS stops the run here, in one line
+    # A malformed setting (KERNELOPT_COMPILE_WORKERS=abc, a bad kernelopt.toml) stops the run here, in one line.
+    config = resolve(config, effort=effort, max_targets=max_targets, eval_timeout_s=timeout_s)
     started = time.monotonic()
     warnings: list[str] = []
     notify = on_event or (lambda kind, data: None)
@@ -265,10 +276,10 @@ def optimize(
         notify(kind, data)
 
     problem = load_problem(problem_path, overrides=sizes)
-    budget = budget or Budget()
+    budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     # The search screens and uses one seed per gate; winners are evaluated again in full
     # (final_settings) and timed end to end once, together, in the final verification.
-    settings = settings or search_settings()
+    settings = settings or search_settings(config)
     ops = make_operators(list(operators))
     selection = make_policy(policy)
     spec = ProblemSpec(str(Path(problem_path).resolve()), dict(problem.overrides), seed, {})
@@ -280,7 +291,8 @@ def optimize(
         run_id = resume_run
     else:
         run_id = store.start_run("optimize", problem.name, label, versions(),
-                                 {"operators": list(operators), "policy": policy, "budget": asdict(budget), "seed": seed})
+                                 {"operators": list(operators), "policy": policy, "budget": asdict(budget), "seed": seed,
+                                  "settings": config.values()})
     emit("run", {"run_id": run_id, "problem": problem.name})
     peak = store.device_bandwidth(label)
     client = None
@@ -290,10 +302,10 @@ def optimize(
 
         client = make_client(llm, store=store, run_id=run_id, config=llm_config)  # a bad key or model stops here
         ops = [*ops, LLMOperator(client, store, run_id, device=label)]
-    with PersistentWorker(env=compile_cache_env()) as worker:
+    with PersistentWorker(env=compile_cache_env(config)) as worker:
         try:
             report = _optimize(problem.name, store, run_id, worker, spec, peak, label, ops, selection, budget, settings,
-                               max_targets, timeout_s, seed, emit)
+                               config.max_targets, config.eval_timeout_s, seed, emit, config=config)
         except BaseException as exc:
             store.finish_run(run_id, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             raise
@@ -314,7 +326,8 @@ def optimize(
     return report
 
 
-def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, budget, settings, max_targets, timeout_s, seed, emit):
+def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, budget, settings, max_targets, timeout_s, seed, emit,
+              config: Settings | None = None):
     known = store.measurements(run_id, "analysis").get("analysis")
     if known is None:
         emit("stage", {"stage": "analyze"})
@@ -373,26 +386,29 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         ))
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
-    _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up)
+    _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up, config)
     if any(op.name == KNOB_OPERATOR for op in ops):
-        _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit)
+        _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit, config)
     return report
 
 
-def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit) -> None:
-    """The model target: Inductor options judged end to end; they win only if they beat the kernels."""
+def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit,
+                  config: Settings | None = None) -> None:
+    """The model target: Inductor options judged end to end; they win only if they beat the kernels.
+    At most ``knob_budget`` evaluations (``config``'s; None: :data:`KNOB_EVALUATIONS`)."""
     from kernelopt.workers import run_isolated
 
     def evaluate(batch: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
         for node in batch:  # a fresh process each: every variant is a full compile
             outcome = run_isolated(f"{SESSION}:evaluate_knobs", asdict(spec), node.candidate.options or {}, settings.to_dict(),
-                                   EVAL_DEVICE, timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S, env=compile_cache_env())
+                                   EVAL_DEVICE, timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S, env=compile_cache_env(config))
             yield node, result_of(outcome.value) if outcome.ok else failure_of(outcome)
 
     def context(history: list[Node]) -> SearchContext:
         return SearchContext(target=MODEL_TARGET, nodes=history, rng=random.Random(seed), facts={"time_us": total_us})
 
-    knob_budget = dataclasses.replace(budget, max_evaluations=min(budget.max_evaluations or KNOB_EVALUATIONS, KNOB_EVALUATIONS))
+    cap = config.knob_budget if config is not None else KNOB_EVALUATIONS
+    knob_budget = dataclasses.replace(budget, max_evaluations=min(budget.max_evaluations or cap, cap))
     emit("stage", {"stage": "compiler-knob search"})
     engine = SearchEngine(nodes, MODEL_TARGET, Candidate(MODEL_TARGET, "root", options={}), ops, selection, knob_budget,
                           evaluate, context, on_event=lambda kind, data: emit(kind, {**data, "kernel": MODEL_TARGET}), seed=seed)
@@ -495,10 +511,11 @@ def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=N
             k.after_us = None
 
 
-def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up=None) -> None:
-    """Re-check each winner in full, swap them in together and verify; fall back to the best
-    single winner; else the baseline."""
-    settings = final_settings(settings)
+def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up=None,
+              config: Settings | None = None) -> None:
+    """Re-check each winner in full (``config``'s full seeds), swap them in together and verify;
+    fall back to the best single winner; else the baseline."""
+    settings = final_settings(settings, config)
     report.optimized_ms = report.compiled_ms
     report.speedup_vs_eager = report.eager_ms / report.compiled_ms
     _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up)
@@ -615,15 +632,18 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     from kernelopt.workers import run_isolated
 
     clock = StageClock()
-    store = Store(options.get("store"))
+    # The bench's settings, resolved in its process; the explicit options on top.
+    config = Settings.from_values(options["settings"]) if "settings" in options else load_settings()
+    store = Store(options.get("store") or config.store)
     time_limit = options.get("time_limit_s")
-    budget = Budget(max_evaluations=int(options.get("budget", 32)), max_wall_s=time_limit, patience=int(options.get("patience", 2)))
+    budget = Budget(max_evaluations=int(options.get("budget", config.budget)), max_wall_s=time_limit,
+                    patience=int(options.get("patience", config.patience)))
     name = options.get("name", Path(problem_path).stem)
     try:
-        report = optimize(problem_path, store, budget=budget, max_targets=int(options.get("max_targets", 2)),
+        report = optimize(problem_path, store, budget=budget, max_targets=int(options.get("max_targets", config.max_targets)),
                           operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
                           export_path=options.get("export_dir") and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
-                          on_event=clock)
+                          on_event=clock, config=config)
     except KerneloptError as exc:
         return {"name": name, "path": problem_path, "status": "run_error", "reason": str(exc), "correct": False,
                 "eager_ms": None, "compiled_ms": None, "max_autotune_ms": None, "optimized_ms": None}

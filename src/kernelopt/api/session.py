@@ -14,6 +14,7 @@ import torch
 
 from kernelopt.api.analyze import analyze_artifact
 from kernelopt.api.environment import device_label, versions
+from kernelopt.config import default_of
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.measure.timer import compare_split
 from kernelopt.verify.performance import judge_end_to_end, judge_timing_evidence
@@ -34,7 +35,7 @@ def _session(spec: dict[str, Any], peak_gbps: float | None) -> EvaluationSession
     return _SESSIONS[key]
 
 
-def analyze_problem(spec: dict[str, Any], peak_gbps: float | None, trials: int = 30) -> dict[str, Any]:
+def analyze_problem(spec: dict[str, Any], peak_gbps: float | None, trials: int = default_of("analyze_trials")) -> dict[str, Any]:
     """Eager vs compiled timing, per-launch attribution and roofline, plus per-kernel facts."""
     s = _session(spec, peak_gbps)
     stage("analyze")

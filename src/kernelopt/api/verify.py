@@ -24,6 +24,7 @@ from kernelopt.api.environment import device_label, versions
 from kernelopt.api.export import Replacement, export_artifact
 from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture.swap import KernelAddress
+from kernelopt.config import Settings, resolve
 from kernelopt.errors import KerneloptError
 from kernelopt.problem import load_problem
 from kernelopt.store import Store
@@ -70,11 +71,17 @@ def verify(
     candidate_path: Path,
     store: Store | None = None,
     export_path: Path | None = None,
-    timeout_s: float = 900.0,
-    trials: int = 50,
-    margin: float = 0.03,
+    timeout_s: float | None = None,
+    trials: int | None = None,
+    margin: float | None = None,
+    config: Settings | None = None,
 ) -> VerifyReport:
-    """Verify one candidate for one kernel of a problem; export the model if it passes."""
+    """Verify one candidate for one kernel of a problem; export the model if it passes.
+
+    ``timeout_s``, ``trials`` and ``margin`` left as None come from ``config`` (default:
+    :func:`~kernelopt.config.load_settings`): ``verify_timeout_s``, ``trials``, ``margin``,
+    and the gates' seeds ``kernel_seeds`` and ``model_seeds``."""
+    config = resolve(config, verify_timeout_s=timeout_s, trials=trials, margin=margin)
     source = read_candidate(candidate_path)
     static = check_static_candidate(source, kernel_name=kernel)
     if not static.passed:
@@ -87,15 +94,18 @@ def verify(
         kernel=kernel,
         candidate_source=source,
         peak_gbps=peak_bandwidth(store),
-        trials=trials,
-        margin=margin,
+        kernel_seeds=config.kernel_seeds,
+        model_seeds=config.model_seeds,
+        trials=config.trials,
+        margin=config.margin,
     )
     run_id = None
     if store is not None:
         run_id = store.start_run("verify", problem.name, device_label(), versions(),
-                                 {"kernel": kernel, "candidate": str(candidate_path), "margin": margin})
+                                 {"kernel": kernel, "candidate": str(candidate_path), "margin": config.margin,
+                                  "settings": config.values()})
     try:
-        report = _judge(request, problem, kernel, source, export_path, run_id, timeout_s)
+        report = _judge(request, problem, kernel, source, export_path, run_id, config.verify_timeout_s)
     except BaseException as exc:  # the run is not left marked running, whatever ended it
         if store is not None and run_id is not None:
             store.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0][:500])

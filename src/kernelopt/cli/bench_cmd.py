@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kernelopt.cli.main import STORE_OPTION, app, err, out, print_json, user_errors
+from kernelopt.cli.main import EFFORT_OPTION, STORE_OPTION, app, err, out, print_json, setting_option, user_errors
 from kernelopt.search.operators import DEFAULT_OPERATORS
 
 if TYPE_CHECKING:
@@ -27,9 +27,11 @@ def bench(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: bench-results/<suite name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the results in --out, skipping finished problems."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run again the problems that did not finish ok."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + 15 min, or 1 h)."),
-    budget: int = typer.Option(32, "--budget", help="Candidate evaluations per kernel and problem."),
-    max_targets: int = typer.Option(2, "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + "
+                                            "the bench_timeout_margin_s setting, or the bench_timeout_s setting; see kernelopt config)."),
+    budget: Optional[int] = setting_option("budget", "--budget", help="Candidate evaluations per kernel and problem."),
+    max_targets: Optional[int] = setting_option("max_targets", "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
+    effort: Optional[str] = EFFORT_OPTION,
     operators: str = typer.Option(",".join(DEFAULT_OPERATORS), "--operators", help="Comma-separated search operators, as for optimize (see kernelopt optimize --help)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run every N-th problem from the I-th (split a suite over machines; join with bench-merge)."),
     gpus: int = typer.Option(1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."),
@@ -40,9 +42,10 @@ def bench(
 ) -> None:
     """Optimize every problem of a suite: correctness, speedups over eager and torch.compile, fast_p; JSON and CSV."""
     from kernelopt.api.bench import DEFAULT_TARGET, run_bench
-
+    from kernelopt.config import load_settings
     from kernelopt.search.operators import make_operators
 
+    config = load_settings({"effort": effort, "budget": budget, "max_targets": max_targets})
     selected = [name.strip() for name in problems.split(",") if name.strip()] if problems else None
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
@@ -54,12 +57,14 @@ def bench(
         resume=resume,
         target=worker_target or DEFAULT_TARGET,
         worker_timeout_s=timeout,
-        extra_options={"budget": budget, "max_targets": max_targets, "operators": chosen, **({"store": str(store)} if store else {})},
+        extra_options={"budget": config.budget, "max_targets": config.max_targets, "patience": config.patience,
+                       "operators": chosen, "settings": config.values(), **({"store": str(store)} if store else {})},
         on_event=lambda event: _print_event(event, err),
         extra_path=list(worker_path or []),
         gpus=gpus,
         shard=_shard(shard),
         retry_failed=retry_failed,
+        config=config,
     )
     if as_json:
         print_json(report.to_dict())

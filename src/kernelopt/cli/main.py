@@ -1,4 +1,9 @@
-"""``kernelopt`` command line (typer: typed options, help and exit codes from one library)."""
+"""``kernelopt`` command line (typer: typed options, help and exit codes from one library).
+
+An option that has a setting (:mod:`kernelopt.config`) defaults to None and is resolved
+through :func:`~kernelopt.config.load_settings`, so a flag, ``KERNELOPT_*``, the settings
+file and ``--effort`` agree on one order; ``--help`` shows the effective value.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from rich.console import Console
 warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
 warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
 
+from kernelopt.config import EFFORTS, Settings, load_settings, setting_fields
 from kernelopt.errors import KerneloptError
 from kernelopt.search.operators import DEFAULT_OPERATORS
 
@@ -30,7 +36,33 @@ out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
-STORE_OPTION = typer.Option(None, "--store", help="SQLite store file (default: $KERNELOPT_STORE or ~/.cache/kernelopt/kernelopt.db).")
+
+
+def _shown_settings() -> Settings:
+    """The effective settings for ``--help`` only; a malformed one shows the profile defaults here
+    and stops the command itself with its one-line error."""
+    try:
+        return load_settings()
+    except KerneloptError:
+        return Settings()
+
+
+_SHOWN = _shown_settings()
+_ENV = {f.name: f.metadata["env"] for f in setting_fields()}
+
+
+def setting_option(name: str, *flags: str, help: str) -> Any:
+    """A typer option for setting ``name``: None unless given, its help naming the setting and
+    its variable, the effective value shown as the default."""
+    value = getattr(_SHOWN, name)
+    shown = f"{value:g}" if isinstance(value, float) else ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    return typer.Option(None, *flags, help=f"{help} Setting {name} (${_ENV[name]}).",
+                        show_default=f"{shown} from {_SHOWN.sources.get(name, 'default')}")
+
+
+STORE_OPTION = setting_option("store", "--store", help="SQLite store file.")
+EFFORT_OPTION = typer.Option(None, "--effort", help=f"Effort profile, one of {', '.join(EFFORTS)}: the defaults of the budgets, "
+                             "seeds, trials and time-outs (see kernelopt config).", show_default=f"{_SHOWN.effort} from {_SHOWN.sources.get('effort', 'default')}")
 
 
 def print_json(data: Any) -> None:
@@ -58,7 +90,7 @@ def analyze(
     problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
     seed: int = typer.Option(0, help="Seed for weights and inputs."),
-    trials: int = typer.Option(30, help="Timed trials for eager and compiled models (interleaved)."),
+    trials: Optional[int] = setting_option("analyze_trials", "--trials", help="Timed trials for eager and compiled models (interleaved)."),
     store: Optional[Path] = STORE_OPTION,
 ) -> None:
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
@@ -84,8 +116,8 @@ def verify(
     candidate: Path = typer.Option(..., "--candidate", help="Python file holding the replacement kernel, in Inductor's format."),
     export: Optional[Path] = typer.Option(None, "--export", help="Where to write the verified model (default: <problem>.<kernel>.kopt.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
-    timeout: float = typer.Option(900.0, help="Seconds before the evaluation worker is killed."),
-    margin: float = typer.Option(0.03, help="Required speedup margin over the original kernel (0.03 = 3%)."),
+    timeout: Optional[float] = setting_option("verify_timeout_s", "--timeout", help="Seconds before the evaluation worker is killed."),
+    margin: Optional[float] = setting_option("margin", "--margin", help="Required speedup margin over the original kernel (0.03 = 3%)."),
     store: Optional[Path] = STORE_OPTION,
 ) -> None:
     """Run your own kernel through the four gates; export the re-stitched model if it passes."""
@@ -107,12 +139,13 @@ def verify(
 @user_errors
 def optimize(
     problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
-    budget: int = typer.Option(48, "--budget", help="Evaluations per kernel (each one: four gates)."),
+    budget: Optional[int] = setting_option("budget", "--budget", help="Evaluations per kernel (each one: four gates)."),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Wall-clock seconds per kernel search."),
-    patience: int = typer.Option(3, help="Stop a kernel's search after this many rounds without improvement."),
+    patience: Optional[int] = setting_option("patience", "--patience", help="Stop a kernel's search after this many rounds without improvement."),
     operators: str = typer.Option(",".join(DEFAULT_OPERATORS), "--operators", help="Comma-separated: launch-config, eviction-policy, compiler-knobs (whole-model Inductor options)."),
     policy: str = typer.Option("beam", help="Selection policy: beam (default) or ucb."),
-    max_targets: int = typer.Option(3, "--max-targets", help="Search at most this many kernels, by headroom."),
+    max_targets: Optional[int] = setting_option("max_targets", "--max-targets", help="Search at most this many kernels, by headroom."),
+    effort: Optional[str] = EFFORT_OPTION,
     resume: Optional[int] = typer.Option(None, "--resume", help="Continue a killed optimize run by its id."),
     llm: Optional[str] = typer.Option(None, "--llm", help="Add the LLM agents: openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL."),
     llm_config: Optional[Path] = typer.Option(None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."),
@@ -127,13 +160,14 @@ def optimize(
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
 
+    config = load_settings({"effort": effort, "budget": budget, "patience": patience, "max_targets": max_targets, "store": store})
     require_gpu()
-    plan = Budget(max_evaluations=budget, max_wall_s=time_limit, patience=patience)
+    plan = Budget(max_evaluations=config.budget, max_wall_s=time_limit, patience=config.patience)
     names = [o.strip() for o in operators.split(",") if o.strip()]
-    with Store(store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
-        report = run_optimize(problem, db, operators=names, policy=policy, budget=plan, max_targets=max_targets,
+    with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
+        report = run_optimize(problem, db, operators=names, policy=policy, budget=plan, max_targets=config.max_targets,
                               export_path=export, resume_run=resume, llm=llm, llm_config=llm_config,
-                              on_event=progress.update)
+                              on_event=progress.update, config=config)
     if as_json:
         print_json(report.to_dict())
     else:
@@ -224,6 +258,30 @@ def doctor(
 
     with Store(store) as db:
         print_doctor(diagnose(db, remeasure=remeasure), out)
+
+
+@app.command("config")
+@user_errors
+def config_command(
+    effort: Optional[str] = EFFORT_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print every setting as JSON: value, source, variable, help."),
+) -> None:
+    """Every setting in effect, its value and where it came from (argument, KERNELOPT_*, kernelopt.toml, profile)."""
+    from rich.table import Table
+
+    rows = load_settings({"effort": effort}).rows()
+    if as_json:
+        print_json({row["name"]: {k: v for k, v in row.items() if k != "name"} for row in rows})
+        return
+    table = Table(title="kernelopt settings (highest first: argument, environment, settings file, effort profile, default)",
+                  title_justify="left")
+    for header in ("setting", "value", "source", "variable", "what it sets"):
+        table.add_column(header)
+    for row in rows:
+        value = row["value"]
+        shown = ",".join(map(str, value)) if isinstance(value, list) else f"{value:g}" if isinstance(value, float) else str(value)
+        table.add_row(row["name"], shown, row["source"], row["env"], row["help"])
+    out.print(table)
 
 
 def main() -> None:  # pragma: no cover - console entry

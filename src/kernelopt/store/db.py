@@ -9,7 +9,6 @@ rather than half-read.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import Any
 from kernelopt.errors import StoreError
 
 SCHEMA_VERSION = 2
-DEFAULT_PATH_ENV = "KERNELOPT_STORE"
+DEFAULT_PATH_ENV = "KERNELOPT_STORE"  # the ``store`` setting's variable (kernelopt.config)
 
 # Migration N brings a store from version N-1 to N. Never edit a shipped one: append.
 MIGRATIONS: dict[int, str] = {
@@ -112,11 +111,10 @@ MIGRATIONS: dict[int, str] = {
 
 
 def default_store_path() -> Path:
-    """``$KERNELOPT_STORE`` or ``~/.cache/kernelopt/kernelopt.db``."""
-    env = os.environ.get(DEFAULT_PATH_ENV)
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "kernelopt" / "kernelopt.db"
+    """The ``store`` setting: ``$KERNELOPT_STORE``, the settings file, or ``~/.cache/kernelopt/kernelopt.db``."""
+    from kernelopt.config import load_settings
+
+    return load_settings().store
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,11 @@ import torch
 
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.capture.snapshot import exact_clone, random_like_layout
+from kernelopt.config import default_of
 from kernelopt.problem import DISTRIBUTIONS
 from kernelopt.problem.edges import EDGE_DISTRIBUTIONS, check_edge_names, edge_like_layout
 
-DEFAULT_SEEDS = (1, 2, 3)
+DEFAULT_SEEDS: tuple[int, ...] = default_of("kernel_seeds")  # gate 2's seeds (kernelopt.config)
 
 EDGE_CASES: tuple[str, ...] = tuple(EDGE_DISTRIBUTIONS)
 """Every edge-case distribution, in the order the cases run: what the final check passes."""

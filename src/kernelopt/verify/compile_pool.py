@@ -16,7 +16,6 @@ evaluation worker's environment (allow-listed, no secrets).
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 from collections import deque
@@ -24,25 +23,21 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
-from kernelopt.errors import KerneloptError
 
 WarmFn = Callable[[str, str], float]
 
 
 def default_workers() -> int:
-    """``KERNELOPT_COMPILE_WORKERS`` if set, else 0: no pool.
+    """The ``compile_workers`` setting (``KERNELOPT_COMPILE_WORKERS``), 0 by default: no pool.
 
     Off by default because it did not pay on the H200 (scripts/throughput.py, softmax at
     1024 rows, 16 launch-config candidates each): 191 evaluations per GPU-minute without
     the pool, 137 with 8 processes; the session's compile stage was 0.25 s either way, so
     the pool's warm-ups saved nothing while 8 more processes each imported torch. Where
     compiles are slower (large candidates), try one process per spare core."""
-    text = os.environ.get("KERNELOPT_COMPILE_WORKERS")
-    if text is not None:
-        if not text.strip().isdigit():
-            raise KerneloptError(f"KERNELOPT_COMPILE_WORKERS={text!r}: expected a whole number of processes (0 for none)")
-        return int(text)
-    return 0
+    from kernelopt.config import load_settings
+
+    return load_settings().compile_workers
 
 
 def warm_triton_cache(source: str, name: str) -> float:

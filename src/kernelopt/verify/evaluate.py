@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelopt.config import default_of
 from kernelopt.verify.session import STAGE_MARK
 
 
@@ -29,10 +30,10 @@ class EvaluationRequest:
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
     peak_gbps: float | None = None
-    kernel_seeds: tuple[int, ...] = (1, 2, 3)
-    model_seeds: tuple[int, ...] = (0, 1, 2)
-    trials: int = 50
-    margin: float = 0.03
+    kernel_seeds: tuple[int, ...] = default_of("kernel_seeds")
+    model_seeds: tuple[int, ...] = default_of("model_seeds")
+    trials: int = default_of("trials")
+    margin: float = default_of("margin")
     max_error_ratio: float = 10.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def gate_of_stage(stage: str) -> str:
     return stage if stage in GATES else "correctness"
 
 
-def verify_candidate(request: EvaluationRequest, timeout_s: float = 900.0, gpu: int | None = None) -> dict[str, Any]:
+def verify_candidate(request: EvaluationRequest, timeout_s: float = default_of("verify_timeout_s"), gpu: int | None = None) -> dict[str, Any]:
     """Run :func:`evaluate` in an isolated worker; a crash, hang or OOM becomes a failed verdict."""
     from kernelopt.verify.verdict import Verdict
     from kernelopt.workers import run_isolated

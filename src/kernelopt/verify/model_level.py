@@ -14,11 +14,12 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from kernelopt.config import default_of
 from kernelopt.problem import Problem, outputs_as_list
 from kernelopt.verify.model_gate import ModelGatePolicy, SeedResult, judge_model, output_stats, relative_error
 from kernelopt.verify.verdict import Verdict
 
-DEFAULT_SEEDS = (0, 1, 2)
+DEFAULT_SEEDS: tuple[int, ...] = default_of("model_seeds")  # gate 3's seeds (kernelopt.config)
 
 
 def _to_double(values: Sequence[Any]) -> list[Any]:

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from kernelopt.config import default_of
 from kernelopt.measure.timer import Comparison
 from kernelopt.verify import _format as fmt
 from kernelopt.verify.verdict import Verdict
@@ -32,7 +33,8 @@ GATE = "performance"
 class PerformancePolicy:
     """Thresholds of the performance gate.
 
-    ``margin``: the smallest speedup that counts, whatever the noise (3 %).
+    ``margin``: the smallest speedup that counts, whatever the noise (the
+    ``margin`` setting of :mod:`kernelopt.config`).
     ``noise_k``: how many times the relative noise (half the per-round ratio
     IQR over the median) the speedup must clear; 2 keeps a same-kernel A/B
     from passing by chance. ``roofline_slack``: the fraction of the roofline
@@ -40,7 +42,7 @@ class PerformancePolicy:
     the measured peak bandwidth being itself a slight underestimate.
     """
 
-    margin: float = 0.03
+    margin: float = default_of("margin")
     noise_k: float = 2.0
     roofline_slack: float = 0.95
     overhead_k: float = 2.0

@@ -19,6 +19,7 @@ import torch
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.snapshot import clone_args, snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
+from kernelopt.config import Settings, default_of
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
 from kernelopt.measure import measure_copy_bandwidth
@@ -46,12 +47,13 @@ class GateSettings:
     original first, in a short interleaved run, and rejects it at the performance gate
     when it is below ``screen_min_speedup`` there, before the costly correctness and
     model gates: a search's many slower candidates cost a compile and a few launches.
-    A candidate that passes still goes through all four gates in order."""
+    A candidate that passes still goes through all four gates in order. The defaults are
+    the ``default`` effort profile's (:mod:`kernelopt.config`); a run passes its own."""
 
-    kernel_seeds: tuple[int, ...] = (1, 2, 3)
-    model_seeds: tuple[int, ...] = (0, 1, 2)
-    trials: int = 50
-    margin: float = 0.03
+    kernel_seeds: tuple[int, ...] = default_of("kernel_seeds")
+    model_seeds: tuple[int, ...] = default_of("model_seeds")
+    trials: int = default_of("trials")
+    margin: float = default_of("margin")
     max_error_ratio: float = 10.0
     end_to_end: bool = True
     screen_trials: int = 0
@@ -77,11 +79,12 @@ class GateSettings:
 SEARCH_DISTRIBUTIONS = ("neg",)  # beside the real-data snapshot: the signs flipped (a kernel assuming x >= 0 fails)
 
 
-def search_settings() -> GateSettings:
-    """The search's gates: a 10-trial screen, then gate 2 on the recorded snapshot plus one
-    random case (seed 1, negated inputs) and gate 3 with one seed. Every winner is
-    evaluated again with the full :class:`GateSettings` (3 seeds x 4 distributions)
-    before anything is delivered.
+def search_settings(config: Settings | None = None) -> GateSettings:
+    """The search's gates: a short timing screen (``screen_trials``), then gate 2 on the
+    recorded snapshot plus one random case per search seed (negated inputs) and gate 3
+    with the search's model seeds. Every winner is evaluated again with the full
+    :class:`GateSettings` (every seed x 4 distributions) before anything is delivered.
+    ``config`` None: the ``default`` effort profile's values.
 
     The screen asks for half the performance margin: a candidate must beat 1 + margin
     at gate 4, and on the H200 near-roofline kernels sent most ~1.00x candidates
@@ -89,16 +92,18 @@ def search_settings() -> GateSettings:
     distribution (5 cases of 3 launches) was the costliest stage on the H200: a
     median 2.1-2.4 s per candidate reaching it on 1 GB kernels (softmax, cumsum),
     15.5 s on row-L2's 8.6 GB, against 0.1-0.5 s for each other stage."""
-    full = GateSettings()
-    return GateSettings(kernel_seeds=(1,), model_seeds=(0,), end_to_end=False, screen_trials=10,
-                        screen_min_speedup=1.0 + full.margin / 2, kernel_distributions=SEARCH_DISTRIBUTIONS,
-                        kernel_edges=(), memcheck=False)
+    config = config or Settings()
+    return GateSettings(kernel_seeds=config.search_kernel_seeds, model_seeds=config.search_model_seeds,
+                        trials=config.trials, margin=config.margin, end_to_end=False,
+                        screen_trials=config.screen_trials, screen_min_speedup=1.0 + config.margin / 2,
+                        kernel_distributions=SEARCH_DISTRIBUTIONS, kernel_edges=(), memcheck=False)
 
 
-def final_settings(search: GateSettings) -> GateSettings:
+def final_settings(search: GateSettings, config: Settings | None = None) -> GateSettings:
     """The winners' re-evaluation: no screen, every distribution and edge case, memcheck, and at
-    least the default seeds of gates 2 and 3."""
-    full = GateSettings()
+    least the full seeds of gates 2 and 3 (``kernel_seeds``, ``model_seeds`` of ``config``;
+    None: the ``default`` effort profile's)."""
+    full = config or Settings()
     return replace(
         search, screen_trials=0, end_to_end=False, kernel_distributions=None, kernel_edges=None, memcheck=True,
         kernel_seeds=tuple(dict.fromkeys(search.kernel_seeds + full.kernel_seeds)),
