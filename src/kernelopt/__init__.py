@@ -1,5 +1,7 @@
 """kernelopt: faster torch.compile'd models through verified Triton kernel search."""
 
+from __future__ import annotations
+
 from typing import Any
 
 from kernelopt.errors import KerneloptError, ProblemError

@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from kernelopt.cli.main import app
 
 app(prog_name="kernelopt")

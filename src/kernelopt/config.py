@@ -120,9 +120,16 @@ def _home_cache() -> Path:
     return Path.home() / ".cache" / "kernelopt"
 
 
-def _setting(help: str, *, env: str | None = None, default: Any = dataclasses.MISSING,
-             factory: Any = dataclasses.MISSING, kind: type = int, minimum: float | None = None,
-             expect: str | None = None) -> Any:
+def _setting(
+    help: str,
+    *,
+    env: str | None = None,
+    default: Any = dataclasses.MISSING,
+    factory: Any = dataclasses.MISSING,
+    kind: type = int,
+    minimum: float | None = None,
+    expect: str | None = None,
+) -> Any:
     """A settings field: ``kind`` parses it (int, float, str, Path, or tuple for whole numbers),
     ``minimum`` bounds it, ``expect`` says in words what a valid value is."""
     meta = {"help": help, "env": env, "kind": kind, "minimum": minimum, "expect": expect}
@@ -139,43 +146,87 @@ def _profiled(name: str, help: str, **kw: Any) -> Any:
 class Settings:
     """The effective settings of one run; ``sources[name]`` says where each value came from."""
 
-    effort: str = _setting("Effort profile: quick, default or full (sets every budget below).",
-                           env="KERNELOPT_EFFORT", default="default", kind=str, expect="an effort profile: quick, default or full")
-    store: Path = _setting("The SQLite store of runs, candidates and measurements.",
-                           env="KERNELOPT_STORE", factory=lambda: _home_cache() / "kernelopt.db", kind=Path)
-    cache: Path = _setting("Root of the caches kept across runs (Triton's compiled kernels under triton/).",
-                           env="KERNELOPT_CACHE", factory=_home_cache, kind=Path)
-    compile_workers: int = _setting("Processes that compile a batch's candidates ahead while the GPU measures (0: none).",
-                                    env="KERNELOPT_COMPILE_WORKERS", default=0, minimum=0,
-                                    expect="a whole number of processes (0 for none)")
-    budget: int = _profiled("budget", "Search budget: candidate evaluations per kernel (each one through the four gates).",
-                            minimum=1)
-    patience: int = _profiled("patience", "Stop a kernel's search after this many rounds without improvement.", minimum=0)
-    max_targets: int = _profiled("max_targets", "Kernels searched per problem, by what they can buy end to end.", minimum=1)
-    knob_budget: int = _profiled("knob_budget", "Most evaluations of the compiler-knob search (each is two full compiles).",
-                                 minimum=1)
-    search_kernel_seeds: tuple[int, ...] = _profiled("search_kernel_seeds", "Seeds of gate 2 (sub-kernel correctness) during the search.",
-                                                     kind=tuple)
-    search_model_seeds: tuple[int, ...] = _profiled("search_model_seeds", "Seeds of gate 3 (model correctness) during the search.",
-                                                    kind=tuple)
-    kernel_seeds: tuple[int, ...] = _profiled("kernel_seeds", "Seeds of gate 2 for verify and for every winner's final re-check.",
-                                              kind=tuple)
-    model_seeds: tuple[int, ...] = _profiled("model_seeds", "Seeds of gate 3 for verify and for every winner's final re-check.",
-                                             kind=tuple)
+    effort: str = _setting(
+        "Effort profile: quick, default or full (sets every budget below).",
+        env="KERNELOPT_EFFORT",
+        default="default",
+        kind=str,
+        expect="an effort profile: quick, default or full",
+    )
+    store: Path = _setting(
+        "The SQLite store of runs, candidates and measurements.",
+        env="KERNELOPT_STORE",
+        factory=lambda: _home_cache() / "kernelopt.db",
+        kind=Path,
+    )
+    cache: Path = _setting(
+        "Root of the caches kept across runs (Triton's compiled kernels under triton/).",
+        env="KERNELOPT_CACHE",
+        factory=_home_cache,
+        kind=Path,
+    )
+    compile_workers: int = _setting(
+        "Processes that compile a batch's candidates ahead while the GPU measures (0: none).",
+        env="KERNELOPT_COMPILE_WORKERS",
+        default=0,
+        minimum=0,
+        expect="a whole number of processes (0 for none)",
+    )
+    budget: int = _profiled(
+        "budget", "Search budget: candidate evaluations per kernel (each one through the four gates).", minimum=1
+    )
+    patience: int = _profiled(
+        "patience", "Stop a kernel's search after this many rounds without improvement.", minimum=0
+    )
+    max_targets: int = _profiled(
+        "max_targets", "Kernels searched per problem, by what they can buy end to end.", minimum=1
+    )
+    knob_budget: int = _profiled(
+        "knob_budget", "Most evaluations of the compiler-knob search (each is two full compiles).", minimum=1
+    )
+    search_kernel_seeds: tuple[int, ...] = _profiled(
+        "search_kernel_seeds", "Seeds of gate 2 (sub-kernel correctness) during the search.", kind=tuple
+    )
+    search_model_seeds: tuple[int, ...] = _profiled(
+        "search_model_seeds", "Seeds of gate 3 (model correctness) during the search.", kind=tuple
+    )
+    kernel_seeds: tuple[int, ...] = _profiled(
+        "kernel_seeds", "Seeds of gate 2 for verify and for every winner's final re-check.", kind=tuple
+    )
+    model_seeds: tuple[int, ...] = _profiled(
+        "model_seeds", "Seeds of gate 3 for verify and for every winner's final re-check.", kind=tuple
+    )
     trials: int = _profiled("trials", "Interleaved timed trials of gate 4 (performance).", minimum=1)
-    screen_trials: int = _profiled("screen_trials", "Trials of the search's quick timing screen before the costly gates (0: no screen).",
-                                   minimum=0)
-    margin: float = _profiled("margin", "Smallest speedup over the original that counts (0.03 = 3 %), noise permitting.",
-                              kind=float, minimum=0.0)
-    analyze_trials: int = _profiled("analyze_trials", "Timed trials of eager and compiled models in analyze.", minimum=1)
-    eval_timeout_s: float = _profiled("eval_timeout_s", "Seconds an optimize worker call may take (analysis, tuning, final checks).",
-                                      kind=float, minimum=1.0)
-    verify_timeout_s: float = _profiled("verify_timeout_s", "Seconds before kernelopt verify's evaluation worker is killed.",
-                                        kind=float, minimum=1.0)
-    bench_timeout_s: float = _profiled("bench_timeout_s", "Seconds a bench problem's worker may live without --time-limit.",
-                                       kind=float, minimum=1.0)
-    bench_timeout_margin_s: float = _profiled("bench_timeout_margin_s", "Seconds a bench problem's worker may outlive its --time-limit (baselines).",
-                                              kind=float, minimum=0.0)
+    screen_trials: int = _profiled(
+        "screen_trials", "Trials of the search's quick timing screen before the costly gates (0: no screen).", minimum=0
+    )
+    margin: float = _profiled(
+        "margin",
+        "Smallest speedup over the original that counts (0.03 = 3 %), noise permitting.",
+        kind=float,
+        minimum=0.0,
+    )
+    analyze_trials: int = _profiled(
+        "analyze_trials", "Timed trials of eager and compiled models in analyze.", minimum=1
+    )
+    eval_timeout_s: float = _profiled(
+        "eval_timeout_s",
+        "Seconds an optimize worker call may take (analysis, tuning, final checks).",
+        kind=float,
+        minimum=1.0,
+    )
+    verify_timeout_s: float = _profiled(
+        "verify_timeout_s", "Seconds before kernelopt verify's evaluation worker is killed.", kind=float, minimum=1.0
+    )
+    bench_timeout_s: float = _profiled(
+        "bench_timeout_s", "Seconds a bench problem's worker may live without --time-limit.", kind=float, minimum=1.0
+    )
+    bench_timeout_margin_s: float = _profiled(
+        "bench_timeout_margin_s",
+        "Seconds a bench problem's worker may outlive its --time-limit (baselines).",
+        kind=float,
+        minimum=0.0,
+    )
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False, metadata={"help": None})
 
     def values(self) -> dict[str, Any]:
@@ -197,7 +248,10 @@ class Settings:
                 if sources.get(name, "").startswith("profile") or sources.get(name) == "default":
                     values[name], sources[name] = PROFILES[effort][name], f"profile {effort}"
         for name, raw in given.items():
-            values[name], sources[name] = _parse(fields[name], raw, f"argument {name}", "pass another value"), "argument"
+            values[name], sources[name] = (
+                _parse(fields[name], raw, f"argument {name}", "pass another value"),
+                "argument",
+            )
         return Settings(**values, sources=sources)
 
     @classmethod
@@ -205,13 +259,23 @@ class Settings:
         """Settings from :meth:`values` (as they cross to a worker process), checked again."""
         fields = _fields()
         _check_names(values, "settings")
-        parsed = {name: _parse(fields[name], raw, f"settings {name}", "pass another value") for name, raw in values.items()}
+        parsed = {
+            name: _parse(fields[name], raw, f"settings {name}", "pass another value") for name, raw in values.items()
+        }
         return cls(**parsed, sources=dict(sources or {}))
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per setting: name, value, source, environment variable, help."""
-        return [{"name": f.name, "value": _plain(getattr(self, f.name)), "source": self.sources.get(f.name, "default"),
-                 "env": f.metadata["env"], "help": f.metadata["help"]} for f in setting_fields()]
+        return [
+            {
+                "name": f.name,
+                "value": _plain(getattr(self, f.name)),
+                "source": self.sources.get(f.name, "default"),
+                "env": f.metadata["env"],
+                "help": f.metadata["help"],
+            }
+            for f in setting_fields()
+        ]
 
 
 def setting_fields() -> list[dataclasses.Field]:
@@ -242,8 +306,16 @@ def _parse(f: dataclasses.Field, raw: object, where: str, fix: str) -> Any:
     """``raw`` (a string from the environment, a TOML or Python value) as the field's type, checked;
     ``fix`` ends the error line (what to change)."""
     kind, meta = f.metadata["kind"], f.metadata
-    expect = meta["expect"] or {int: "a whole number", float: "a number", str: "text", Path: "a file path",
-                                tuple: "whole numbers separated by commas, such as 0,1,2"}[kind]
+    expect = (
+        meta["expect"]
+        or {
+            int: "a whole number",
+            float: "a number",
+            str: "text",
+            Path: "a file path",
+            tuple: "whole numbers separated by commas, such as 0,1,2",
+        }[kind]
+    )
     if meta["minimum"] is not None and meta["expect"] is None:
         expect += f" of at least {meta['minimum']:g}"
     bad = KerneloptError(f"{where}={raw!r}: expected {expect}; {fix}")
@@ -312,12 +384,15 @@ def read_file(path: Path) -> dict[str, Any]:
     known = _fields()
     unknown = sorted(k for k in data if k not in known)
     if unknown:
-        raise KerneloptError(f"{path}: unknown key(s) {', '.join(unknown)}; remove them or use one of: {', '.join(known)}")
+        raise KerneloptError(
+            f"{path}: unknown key(s) {', '.join(unknown)}; remove them or use one of: {', '.join(known)}"
+        )
     return data
 
 
-def load_settings(overrides: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None,
-                  file: Path | None = None) -> Settings:
+def load_settings(
+    overrides: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None, file: Path | None = None
+) -> Settings:
     """The effective settings: ``overrides`` (None values ignored) > ``env`` (default
     ``os.environ``) > ``file`` (default :func:`config_file`) > the effort profile > the
     field defaults."""
@@ -334,7 +409,9 @@ def load_settings(overrides: Mapping[str, object] | None = None, env: Mapping[st
             return _parse(f, given[name], f"argument {name}", "pass another value"), "argument"
         variable = f.metadata["env"]
         if variable and environ.get(variable, "").strip():
-            return _parse(f, environ[variable], variable, f"set {variable} to such a value or unset it"), f"env {variable}"
+            return _parse(
+                f, environ[variable], variable, f"set {variable} to such a value or unset it"
+            ), f"env {variable}"
         if name in from_file:
             return _parse(f, from_file[name], f"{path} key {name}", f"fix {name} in {path}"), f"file {path}"
         return None
@@ -350,7 +427,7 @@ def load_settings(overrides: Mapping[str, object] | None = None, env: Mapping[st
         elif name in PROFILES[effort]:
             values[name], sources[name] = PROFILES[effort][name], f"profile {effort}"
         else:
-            values[name] = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc,operator]
+            values[name] = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
             sources[name] = "default"
     return Settings(**values, sources=sources)
 

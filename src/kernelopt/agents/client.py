@@ -23,13 +23,14 @@ import json
 import logging
 import sqlite3
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
+from kernelopt.agents.llm_errors import LLMError
 from kernelopt.agents.prices import ModelPrice, PriceTable, parse_prices
 from kernelopt.agents.providers.base import Provider
-from kernelopt.agents.llm_errors import LLMError
 from kernelopt.agents.types import Completion, Message
 from kernelopt.store import Store
 from kernelopt.store.llm_records import add_transcript, cache_response, cached_response
@@ -218,7 +219,7 @@ class LLMClient:
         if self._db is not None:
             self._db.close()
 
-    def __enter__(self) -> "LLMClient":
+    def __enter__(self) -> LLMClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -247,7 +248,9 @@ class _StoreAccess:
             return
         with self._lock:
             if self._side is None:
-                self._side = sqlite3.connect(self._store.path, timeout=30, isolation_level=None, check_same_thread=False)
+                self._side = sqlite3.connect(
+                    self._store.path, timeout=30, isolation_level=None, check_same_thread=False
+                )
                 self._side.execute("PRAGMA foreign_keys=ON")
             yield self._side
 

@@ -15,8 +15,9 @@ finds ``gpt-4o``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from kernelopt.agents.llm_errors import LLMSetupError
 
@@ -74,7 +75,7 @@ class PriceTable:
             return self._prices[model]
         # Longest entry first, so a more specific name always wins over its prefix.
         for name in sorted(self._prices, key=len, reverse=True):
-            if model.startswith(name) and _SNAPSHOT_SUFFIX.fullmatch(model[len(name):]):
+            if model.startswith(name) and _SNAPSHOT_SUFFIX.fullmatch(model[len(name) :]):
                 return self._prices[name]
         return None
 

@@ -217,9 +217,7 @@ def analyze_artifact(
             return artifact(*inputs)
 
         attribution = attribute(instrumented_call, LAUNCH_LABEL_PREFIX, iterations=profile_iterations)
-    times = {
-        int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()
-    }
+    times = {int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()}
     rows = build_launch_reports(artifact.launches, times, peak)
     return summarize_analysis(
         name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us

@@ -32,19 +32,20 @@ import shlex
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kernelopt.api.bench_report import markdown_report
 from kernelopt.api.environment import source_digest
 from kernelopt.api.metrics import ProblemOutcome, summarize
+from kernelopt.api.suite_check import check_suite
 from kernelopt.config import Settings, default_of, load_settings
 from kernelopt.errors import KerneloptError
-from kernelopt.api.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
 
@@ -262,8 +263,8 @@ def run_bench(
         pool = ThreadPoolExecutor(max_workers=gpus)
         try:
             futures = [pool.submit(run_one, index, entry) for index, entry in todo]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)  # a failure in any thread stops the bench at once
-            for future in [f for f in futures if f in done] + [f for f in futures if f not in done]:
+            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)  # a failure in any thread stops the bench at once
+            for future in [f for f in futures if f in finished] + [f for f in futures if f not in finished]:
                 future.result()
         except BaseException:  # stopped (Ctrl-C, an error): the running problems' workers end now
             stop.set()
@@ -291,7 +292,9 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> Ben
         documents.append(_read_results(path))
     suites = {Path(d["meta"]["suite"]).name for d in documents}
     if len(suites) > 1:
-        raise KerneloptError(f"these results are of different suites ({', '.join(sorted(suites))}); merge one suite at a time")
+        raise KerneloptError(
+            f"these results are of different suites ({', '.join(sorted(suites))}); merge one suite at a time"
+        )
     outcomes: dict[str, ProblemOutcome] = {}
     for document in documents:
         for outcome in document["outcomes"]:
@@ -301,8 +304,11 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> Ben
     ordered = sorted(outcomes.values(), key=lambda o: o.name)
     meta = dict(documents[0]["meta"])
     # Each part keeps its own command and resumes in merged_from; the merge itself has been resumed by nothing yet.
-    meta.update(merged_from=[{"dir": str(d), "meta": doc["meta"]} for d, doc in zip(result_dirs, documents)], shard=None,
-                resumed=[])
+    meta.update(
+        merged_from=[{"dir": str(d), "meta": doc["meta"]} for d, doc in zip(result_dirs, documents)],
+        shard=None,
+        resumed=[],
+    )
     meta["finished"] = max((doc["meta"].get("finished") or "" for doc in documents), default=None) or None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -368,7 +374,11 @@ def _json_safe(details: dict[str, Any]) -> dict[str, Any]:
 
 def _failed(entry: SuiteEntry, status: str, reason: str, details: dict[str, Any] | None = None) -> ProblemOutcome:
     return ProblemOutcome(
-        name=entry.name, path=str(entry.path), status=status, reason=reason, correct=False,
+        name=entry.name,
+        path=str(entry.path),
+        status=status,
+        reason=reason,
+        correct=False,
         details=dict(details or {}),
     )
 
@@ -380,8 +390,7 @@ def _check_selection(root: Path, entries: list[SuiteEntry], problems: Sequence[s
     if not problems:
         return
     unmatched = [
-        sel for sel in problems
-        if not any(sel == e.name or sel == e.path.stem or sel in e.name for e in entries)
+        sel for sel in problems if not any(sel == e.name or sel == e.path.stem or sel in e.name for e in entries)
     ]
     if unmatched:
         raise KerneloptError(f"{root}: no problem matches {', '.join(unmatched)} (see the file names under it)")

@@ -8,7 +8,8 @@ as the JSON, never retyped by hand.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kernelopt.api.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
 
@@ -59,8 +60,11 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
     ]
     merged = meta.get("merged_from") or []
     if merged:
-        lines += [f"Merged with `kernelopt bench-merge` from {len(merged)} results folders (a later one's run of a "
-                  "problem replaces an earlier one's); their commands:", ""]
+        lines += [
+            f"Merged with `kernelopt bench-merge` from {len(merged)} results folders (a later one's run of a "
+            "problem replaces an earlier one's); their commands:",
+            "",
+        ]
     lines += [f"    {command}" for command in _commands(meta)] + [""]
     slower = summary["slower_than_baseline"]
     rate = summary["evaluations_per_gpu_minute"]

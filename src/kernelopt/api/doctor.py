@@ -45,7 +45,9 @@ def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
     bandwidth = peak_bandwidth(store, remeasure=remeasure) if gpu else None
     ncu = ncu_status() if gpu else None
     if ncu is not None and not ncu.counters:
-        problems.append(f"Nsight Compute counters unavailable ({ncu.reason}); agents will work from roofline numbers only")
+        problems.append(
+            f"Nsight Compute counters unavailable ({ncu.reason}); agents will work from roofline numbers only"
+        )
     return Diagnosis(
         device=device_label(),
         gpu=gpu,

@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ class Replacement:
         return {**self.address.to_dict(), "source": self.source}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Replacement":
+    def from_dict(cls, d: dict[str, Any]) -> Replacement:
         return cls(KernelAddress.from_dict(d), d["source"])
 
 
@@ -133,8 +134,10 @@ def _materialise_problem(doc: dict[str, Any]) -> Problem:
 
 def _refuse_unless_passed(verdict: Verdict, path: str | Path, kernel: str) -> None:
     if not verdict.passed:
-        raise KerneloptError(f"{path}: the replacement for kernel {kernel} fails the static gate "
-                             f"({verdict.details.get('rule')}): {verdict.reason}")
+        raise KerneloptError(
+            f"{path}: the replacement for kernel {kernel} fails the static gate "
+            f"({verdict.details.get('rule')}): {verdict.reason}"
+        )
 
 
 def check_replacements_static(

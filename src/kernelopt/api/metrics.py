@@ -19,8 +19,9 @@ against max-autotune; otherwise it is the ratio of medians from two processes.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from kernelopt.measure.roofline import geometric_mean
 
@@ -102,8 +103,12 @@ class ProblemOutcome:
         else:
             pair = tuple(self.details.get(f"speedup_vs_{baseline}_iqr") or (None, None))
         low, high = (pair + (None, None))[:2] if len(pair) == 2 else (None, None)
-        if not (isinstance(low, (int, float)) and isinstance(high, (int, float))
-                and math.isfinite(low) and math.isfinite(high)):
+        if not (
+            isinstance(low, (int, float))
+            and isinstance(high, (int, float))
+            and math.isfinite(low)
+            and math.isfinite(high)
+        ):
             return None
         return float(low), float(high)
 
@@ -131,7 +136,7 @@ class ProblemOutcome:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ProblemOutcome":
+    def from_dict(cls, data: dict[str, Any]) -> ProblemOutcome:
         """Build and validate an outcome; raise ValueError naming the first bad field.
 
         Strict because the dict comes from a worker target: a wrong type or a NaN time
@@ -194,9 +199,7 @@ def geomean_speedup(outcomes: Iterable[ProblemOutcome], baseline: str = "compile
     return geometric_mean(present) if present else None
 
 
-def slower_than_baseline(
-    outcomes: Iterable[ProblemOutcome], tolerance: float = SLOWER_TOLERANCE
-) -> list[str]:
+def slower_than_baseline(outcomes: Iterable[ProblemOutcome], tolerance: float = SLOWER_TOLERANCE) -> list[str]:
     """Correct problems whose optimized model is slower than torch.compile default beyond ``tolerance``.
 
     kernelopt promises the compiler's baseline back when nothing better passes, so this
@@ -234,8 +237,7 @@ def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
         "status_counts": status_counts,
         "fast_p": {
             baseline: {
-                threshold_key(p): (fast_p(outcomes, p, baseline) if outcomes else None)
-                for p in FAST_P_THRESHOLDS
+                threshold_key(p): (fast_p(outcomes, p, baseline) if outcomes else None) for p in FAST_P_THRESHOLDS
             }
             for baseline in BASELINES
         },

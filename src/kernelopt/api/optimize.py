@@ -15,9 +15,10 @@ import dataclasses
 import random
 import statistics
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from kernelopt.api.environment import device_label, versions
 from kernelopt.api.export import Replacement, export_artifact
@@ -45,7 +46,9 @@ CHUNK_TARGET_S = 10.0  # a worker call's wall time the chunking aims at
 KNOB_OPERATOR = "compiler-knobs"
 RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
 EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU tests use the CPU)
-KNOB_EVALUATIONS: int = default_of("knob_budget")  # each is two full compiles in a fresh process (a run's config overrides it)
+KNOB_EVALUATIONS: int = default_of(
+    "knob_budget"
+)  # each is two full compiles in a fresh process (a run's config overrides it)
 PER_CANDIDATE_TIMEOUT_S = 120.0  # a batch that takes longer is treated as hung: the worker is replaced
 
 
@@ -119,7 +122,9 @@ def result_of(raw: dict[str, Any]) -> EvaluationResult:
         passed=passed,
         fitness=float(cmp["speedup"]) if passed and cmp else 0.0,
         failed_gate=None if passed else (failed["gate"] if failed else "performance"),
-        reason=(verdicts[-1]["reason"] if verdicts else "no verdict") if passed else (failed["reason"] if failed else "not faster"),
+        reason=(verdicts[-1]["reason"] if verdicts else "no verdict")
+        if passed
+        else (failed["reason"] if failed else "not faster"),
         verdicts=verdicts,
         measurements=measurements,
         worker_status=raw.get("worker_status", "ok"),
@@ -128,8 +133,11 @@ def result_of(raw: dict[str, Any]) -> EvaluationResult:
 
 def failure_of(outcome: WorkerResult) -> EvaluationResult:
     """A worker that died or timed out on a candidate: a failure at the gate it was in."""
-    return EvaluationResult.failure(gate_of_stage(crash_stage(outcome.stderr_tail)),
-                                    f"worker {outcome.status}: {outcome.reason}", worker_status=outcome.status)
+    return EvaluationResult.failure(
+        gate_of_stage(crash_stage(outcome.stderr_tail)),
+        f"worker {outcome.status}: {outcome.reason}",
+        worker_status=outcome.status,
+    )
 
 
 def gpu_seconds(nodes: list[Node]) -> float:
@@ -159,14 +167,33 @@ class WorkerEvaluator:
     not eight. A budget stop still records a finished chunk's other results
     (:meth:`ChunkedResults.ready`)."""
 
-    def __init__(self, worker: PersistentWorker, spec: ProblemSpec, kernel: str, settings: GateSettings,
-                 peak: float | None, timeout_s: float) -> None:
-        self.worker, self.spec, self.kernel, self.settings, self.peak, self.timeout_s = worker, spec, kernel, settings, peak, timeout_s
+    def __init__(
+        self,
+        worker: PersistentWorker,
+        spec: ProblemSpec,
+        kernel: str,
+        settings: GateSettings,
+        peak: float | None,
+        timeout_s: float,
+    ) -> None:
+        self.worker, self.spec, self.kernel, self.settings, self.peak, self.timeout_s = (
+            worker,
+            spec,
+            kernel,
+            settings,
+            peak,
+            timeout_s,
+        )
         self.per_candidate_s: float | None = None  # the last chunk's wall time per candidate
 
     def _call(self, sources: list[str]):
         return self.worker.call(
-            f"{SESSION}:evaluate_candidates", asdict(self.spec), self.kernel, sources, self.settings.to_dict(), self.peak,
+            f"{SESSION}:evaluate_candidates",
+            asdict(self.spec),
+            self.kernel,
+            sources,
+            self.settings.to_dict(),
+            self.peak,
             timeout_s=self.timeout_s + PER_CANDIDATE_TIMEOUT_S * len(sources),
         )
 
@@ -186,9 +213,11 @@ class WorkerEvaluator:
         if outcome.ok:
             self.per_candidate_s = (time.monotonic() - started) / len(chunk)
             return [(node, result_of(raw)) for node, raw in zip(chunk, outcome.value)]
-        return [(node, self.one(node.candidate.source or "")) for node in chunk]  # find the one that took the worker down
+        return [
+            (node, self.one(node.candidate.source or "")) for node in chunk
+        ]  # find the one that took the worker down
 
-    def __call__(self, nodes: list[Node]) -> "ChunkedResults":
+    def __call__(self, nodes: list[Node]) -> ChunkedResults:
         return ChunkedResults(self, nodes)
 
 
@@ -200,7 +229,7 @@ class ChunkedResults:
         self._todo = list(nodes)
         self._held: list[tuple[Node, EvaluationResult]] = []
 
-    def __iter__(self) -> "ChunkedResults":
+    def __iter__(self) -> ChunkedResults:
         return self
 
     def __next__(self) -> tuple[Node, EvaluationResult]:
@@ -287,12 +316,24 @@ def optimize(
     if resume_run is not None:
         run = store.run(resume_run)
         if run.kind != "optimize" or run.problem != problem.name:
-            raise KerneloptError(f"run {resume_run} is a {run.kind} run of {run.problem}, not an optimize run of {problem.name}")
+            raise KerneloptError(
+                f"run {resume_run} is a {run.kind} run of {run.problem}, not an optimize run of {problem.name}"
+            )
         run_id = resume_run
     else:
-        run_id = store.start_run("optimize", problem.name, label, versions(),
-                                 {"operators": list(operators), "policy": policy, "budget": asdict(budget), "seed": seed,
-                                  "settings": config.values()})
+        run_id = store.start_run(
+            "optimize",
+            problem.name,
+            label,
+            versions(),
+            {
+                "operators": list(operators),
+                "policy": policy,
+                "budget": asdict(budget),
+                "seed": seed,
+                "settings": config.values(),
+            },
+        )
     emit("run", {"run_id": run_id, "problem": problem.name})
     peak = store.device_bandwidth(label)
     client = None
@@ -304,8 +345,24 @@ def optimize(
         ops = [*ops, LLMOperator(client, store, run_id, device=label)]
     with PersistentWorker(env=compile_cache_env(config)) as worker:
         try:
-            report = _optimize(problem.name, store, run_id, worker, spec, peak, label, ops, selection, budget, settings,
-                               config.max_targets, config.eval_timeout_s, seed, emit, config=config)
+            report = _optimize(
+                problem.name,
+                store,
+                run_id,
+                worker,
+                spec,
+                peak,
+                label,
+                ops,
+                selection,
+                budget,
+                settings,
+                config.max_targets,
+                config.eval_timeout_s,
+                seed,
+                emit,
+                config=config,
+            )
         except BaseException as exc:
             store.finish_run(run_id, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             raise
@@ -318,22 +375,44 @@ def optimize(
     report.wall_s = time.monotonic() - started
     if report.final_reason.startswith("verified"):
         target = Path(export_path or f"{problem.path.stem}.kopt.json")
-        replacements = [Replacement(KernelAddress.from_dict(k.best["address"]), k.best["source"]) for k in report.kernels if k.best]
+        replacements = [
+            Replacement(KernelAddress.from_dict(k.best["address"]), k.best["source"]) for k in report.kernels if k.best
+        ]
         options = report.options or {}
-        report.exported = str(export_artifact(target, problem, replacements, report.to_dict(), seed=seed, options=options))
+        report.exported = str(
+            export_artifact(target, problem, replacements, report.to_dict(), seed=seed, options=options)
+        )
     store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     return report
 
 
-def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, budget, settings, max_targets, timeout_s, seed, emit,
-              config: Settings | None = None):
+def _optimize(
+    name,
+    store,
+    run_id,
+    worker,
+    spec,
+    peak,
+    label,
+    ops,
+    selection,
+    budget,
+    settings,
+    max_targets,
+    timeout_s,
+    seed,
+    emit,
+    config: Settings | None = None,
+):
     known = store.measurements(run_id, "analysis").get("analysis")
     if known is None:
         emit("stage", {"stage": "analyze"})
         outcome = worker.call(f"{SESSION}:analyze_problem", asdict(spec), peak, timeout_s=timeout_s)
         if not outcome.ok:
-            raise KerneloptError(f"{name}: the compiled model could not be analyzed: {outcome.status}: {outcome.reason}")
+            raise KerneloptError(
+                f"{name}: the compiled model could not be analyzed: {outcome.status}: {outcome.reason}"
+            )
         known = outcome.value
         store.add_measurement(run_id, "analysis", known)
         if peak is None:
@@ -342,8 +421,13 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
     total_us = known["compiled_ms"] * 1000.0
     targets, skipped = select_targets(known["launches"], total_us)
     report = OptimizeReport(
-        problem=name, run_id=run_id, device=known["device"], eager_ms=known["eager_ms"], compiled_ms=known["compiled_ms"],
-        amdahl_bound=known["amdahl_bound"], skipped=[(s.name, s.reason) for s in skipped],
+        problem=name,
+        run_id=run_id,
+        device=known["device"],
+        eager_ms=known["eager_ms"],
+        compiled_ms=known["compiled_ms"],
+        amdahl_bound=known["amdahl_bound"],
+        skipped=[(s.name, s.reason) for s in skipped],
     )
     for extra in targets[max_targets:]:
         report.skipped.append((extra.name, f"beyond --max-targets {max_targets}"))
@@ -358,32 +442,62 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
         facts = worker.call(f"{SESSION}:kernel_facts", asdict(spec), target.name, peak, timeout_s=timeout_s)
         min_us = facts.value.get("min_time_us") if facts.ok else None
         counters = _counters(store, run_id, spec, target.name, emit) if any(op.name == "llm" for op in ops) else None
-        tuned = (_inductor_tuned(store, run_id, worker, spec, target.name, peak, timeout_s, emit)
-                 if any(op.name == "launch-config" for op in ops) else None)
+        tuned = (
+            _inductor_tuned(store, run_id, worker, spec, target.name, peak, timeout_s, emit)
+            if any(op.name == "launch-config" for op in ops)
+            else None
+        )
 
-        def context(history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us, _ncu=counters, _tuned=tuned) -> SearchContext:
-            return SearchContext(target=_t.name, kernel=_k, root_source=_root.source, root_config=_root.config,
-                                 nodes=history, rng=random.Random(seed + len(history)),
-                                 facts={"time_us": _t.time_us, "min_time_us": _min, "peak_gbps": peak, "ncu": _ncu,
-                                        "inductor_tuned_config": _tuned})
+        def context(
+            history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us, _ncu=counters, _tuned=tuned
+        ) -> SearchContext:
+            return SearchContext(
+                target=_t.name,
+                kernel=_k,
+                root_source=_root.source,
+                root_config=_root.config,
+                nodes=history,
+                rng=random.Random(seed + len(history)),
+                facts={
+                    "time_us": _t.time_us,
+                    "min_time_us": _min,
+                    "peak_gbps": peak,
+                    "ncu": _ncu,
+                    "inductor_tuned_config": _tuned,
+                },
+            )
 
         def on_event(kind: str, data: dict[str, Any], _t=target) -> None:
             emit(kind, {**data, "kernel": _t.name})
 
         emit("stage", {"stage": f"search on {target.name}"})
-        engine = SearchEngine(nodes, target.name, root, ops, selection, budget, evaluator, context, on_event=on_event, seed=seed)
+        engine = SearchEngine(
+            nodes, target.name, root, ops, selection, budget, evaluator, context, on_event=on_event, seed=seed
+        )
         outcome = engine.run()
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
-        passed = sorted((n for n in evaluated if n.result and n.result.passed and (n.fitness or 0.0) > 1.0),
-                        key=lambda n: n.fitness or 0.0, reverse=True)
+        passed = sorted(
+            (n for n in evaluated if n.result and n.result.passed and (n.fitness or 0.0) > 1.0),
+            key=lambda n: n.fitness or 0.0,
+            reverse=True,
+        )
         winner = _winner(passed[0]) if passed else None
         after = winner["kernel_time_us"] if winner else None
         runners_up[target.name] = [_winner(n) for n in passed[1:RECHECK_ATTEMPTS]]
-        report.kernels.append(KernelResult(
-            name=target.name, before_us=target.time_us, after_us=after, speedup=passed[0].fitness if winner else 1.0,
-            evaluations=outcome.evaluations, failures_by_gate=outcome.failures_by_gate, stop_reason=outcome.stop_reason,
-            best=winner, inductor_tuned=tuned, stage_medians_s=stage_medians(evaluated),
-        ))
+        report.kernels.append(
+            KernelResult(
+                name=target.name,
+                before_us=target.time_us,
+                after_us=after,
+                speedup=(passed[0].fitness or 1.0) if winner else 1.0,
+                evaluations=outcome.evaluations,
+                failures_by_gate=outcome.failures_by_gate,
+                stop_reason=outcome.stop_reason,
+                best=winner,
+                inductor_tuned=tuned,
+                stage_medians_s=stage_medians(evaluated),
+            )
+        )
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
     _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up, config)
@@ -392,16 +506,35 @@ def _optimize(name, store, run_id, worker, spec, peak, label, ops, selection, bu
     return report
 
 
-def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit,
-                  config: Settings | None = None) -> None:
+def _search_knobs(
+    report,
+    nodes,
+    spec,
+    ops,
+    selection,
+    budget,
+    settings,
+    timeout_s,
+    seed,
+    total_us,
+    emit,
+    config: Settings | None = None,
+) -> None:
     """The model target: Inductor options judged end to end; they win only if they beat the kernels.
     At most ``knob_budget`` evaluations (``config``'s; None: :data:`KNOB_EVALUATIONS`)."""
     from kernelopt.workers import run_isolated
 
     def evaluate(batch: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
         for node in batch:  # a fresh process each: every variant is a full compile
-            outcome = run_isolated(f"{SESSION}:evaluate_knobs", asdict(spec), node.candidate.options or {}, settings.to_dict(),
-                                   EVAL_DEVICE, timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S, env=compile_cache_env(config))
+            outcome = run_isolated(
+                f"{SESSION}:evaluate_knobs",
+                asdict(spec),
+                node.candidate.options or {},
+                settings.to_dict(),
+                EVAL_DEVICE,
+                timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S,
+                env=compile_cache_env(config),
+            )
             yield node, result_of(outcome.value) if outcome.ok else failure_of(outcome)
 
     def context(history: list[Node]) -> SearchContext:
@@ -410,18 +543,34 @@ def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout
     cap = config.knob_budget if config is not None else KNOB_EVALUATIONS
     knob_budget = dataclasses.replace(budget, max_evaluations=min(budget.max_evaluations or cap, cap))
     emit("stage", {"stage": "compiler-knob search"})
-    engine = SearchEngine(nodes, MODEL_TARGET, Candidate(MODEL_TARGET, "root", options={}), ops, selection, knob_budget,
-                          evaluate, context, on_event=lambda kind, data: emit(kind, {**data, "kernel": MODEL_TARGET}), seed=seed)
+    engine = SearchEngine(
+        nodes,
+        MODEL_TARGET,
+        Candidate(MODEL_TARGET, "root", options={}),
+        ops,
+        selection,
+        knob_budget,
+        evaluate,
+        context,
+        on_event=lambda kind, data: emit(kind, {**data, "kernel": MODEL_TARGET}),
+        seed=seed,
+    )
     outcome = engine.run()
     best = outcome.best
     evaluated = [n for n in nodes.evaluated(MODEL_TARGET) if n.operator != "root"]
     report.evaluations += len(evaluated)
     report.gpu_s += gpu_seconds(evaluated)
     won = best is not None and best.operator != "root" and best.fitness > max(1.0, report.speedup_vs_compile)
-    report.knobs = {"best_options": best.candidate.options if best else None, "speedup": best.fitness if best else 1.0,
-                    "evaluations": len(evaluated), "stop_reason": outcome.stop_reason, "used": won,
-                    "failures_by_gate": outcome.failures_by_gate}
+    report.knobs = {
+        "best_options": best.candidate.options if best else None,
+        "speedup": best.fitness if best else 1.0,
+        "evaluations": len(evaluated),
+        "stop_reason": outcome.stop_reason,
+        "used": won,
+        "failures_by_gate": outcome.failures_by_gate,
+    }
     if won:
+        assert best is not None and best.result is not None  # won: an evaluated, passing node
         cmp = best.result.measurements["kernel_comparison"]
         for k in report.kernels:
             k.best = None  # kernel replacements address the default artifact; the options make another one
@@ -434,8 +583,16 @@ def _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout
         report.final_reason = f"verified: Inductor options {best.candidate.options} beat the default end to end"
 
 
-def _inductor_tuned(store: Store, run_id: int, worker: PersistentWorker, spec: ProblemSpec, kernel: str,
-                    peak: float | None, timeout_s: float, emit) -> dict[str, Any] | None:
+def _inductor_tuned(
+    store: Store,
+    run_id: int,
+    worker: PersistentWorker,
+    spec: ProblemSpec,
+    kernel: str,
+    peak: float | None,
+    timeout_s: float,
+    emit,
+) -> dict[str, Any] | None:
     """Inductor's coordinate-descent config for the kernel, once per run (kept in the store).
 
     The launch-config search proposes it first, so the search starts from Inductor's
@@ -446,11 +603,19 @@ def _inductor_tuned(store: Store, run_id: int, worker: PersistentWorker, spec: P
     if known is None:
         emit("stage", {"stage": f"Inductor coordinate descent on {kernel}"})
         outcome = worker.call(f"{SESSION}:inductor_tuned_config", asdict(spec), kernel, peak, timeout_s=timeout_s)
-        known = {"config": outcome.value if outcome.ok else None, "reason": None if outcome.ok else f"{outcome.status}: {outcome.reason}"}
+        known = {
+            "config": outcome.value if outcome.ok else None,
+            "reason": None if outcome.ok else f"{outcome.status}: {outcome.reason}",
+        }
         store.add_measurement(run_id, key, known)
         if not outcome.ok:
-            emit("warning", {"message": f"Inductor's coordinate descent failed on {kernel} ({known['reason']}); "
-                                        "the search starts from its heuristic config"})
+            emit(
+                "warning",
+                {
+                    "message": f"Inductor's coordinate descent failed on {kernel} ({known['reason']}); "
+                    "the search starts from its heuristic config"
+                },
+            )
     return known["config"]
 
 
@@ -465,7 +630,9 @@ def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -
     known = store.measurements(run_id, key).get(key)
     if known is None:
         emit("stage", {"stage": f"Nsight Compute on {kernel}"})
-        metrics, reason = kernel_metrics([sys.executable, "-m", "kernelopt.api.ncu_probe", json.dumps(asdict(spec))], kernel)
+        metrics, reason = kernel_metrics(
+            [sys.executable, "-m", "kernelopt.api.ncu_probe", json.dumps(asdict(spec))], kernel
+        )
         known = {"metrics": metrics, "reason": reason}
         store.add_measurement(run_id, key, known)
         if metrics is None:
@@ -476,9 +643,17 @@ def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -
 def _winner(node: Node) -> dict[str, Any]:
     """A passed search node as the report's ``best`` record."""
     assert node.result is not None
-    return {"operator": node.operator, "note": node.candidate.note, "config": node.candidate.config,
-            "source": node.candidate.source, "verdicts": node.result.verdicts, "address": None, "node": node.id,
-            "kernel_time_us": node.result.measurements.get("kernel_time_us"), "search_speedup": node.fitness}
+    return {
+        "operator": node.operator,
+        "note": node.candidate.note,
+        "config": node.candidate.config,
+        "source": node.candidate.source,
+        "verdicts": node.result.verdicts,
+        "address": None,
+        "node": node.id,
+        "kernel_time_us": node.result.measurements.get("kernel_time_us"),
+        "search_speedup": node.fitness,
+    }
 
 
 def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=None) -> None:
@@ -492,7 +667,7 @@ def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=N
         if not k.best:
             continue
         emit("stage", {"stage": "final gates", "kernel": k.name})
-        failures = []
+        failures: list[str] = []
         evaluator = WorkerEvaluator(worker, spec, k.name, settings, peak, timeout_s)
         for rank, choice in enumerate([k.best, *(runners_up or {}).get(k.name, [])], start=1):
             result = evaluator.one(choice["source"])
@@ -511,8 +686,9 @@ def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=N
             k.after_us = None
 
 
-def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up=None,
-              config: Settings | None = None) -> None:
+def _finalize(
+    report, worker, spec, settings, peak, timeout_s, known, emit, runners_up=None, config: Settings | None = None
+) -> None:
     """Re-check each winner in full (``config``'s full seeds), swap them in together and verify;
     fall back to the best single winner; else the baseline."""
     settings = final_settings(settings, config)
@@ -531,7 +707,9 @@ def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runn
     for group in attempts:
         emit("stage", {"stage": "final verification", "kernels": [k.name for k in group]})
         payload = [{"address": k.best["address"], "source": k.best["source"]} for k in group]
-        outcome = worker.call(f"{SESSION}:verify_together", asdict(spec), payload, settings.to_dict(), peak, timeout_s=timeout_s)
+        outcome = worker.call(
+            f"{SESSION}:verify_together", asdict(spec), payload, settings.to_dict(), peak, timeout_s=timeout_s
+        )
         if not outcome.ok:
             report.final_reason = f"final verification failed: {outcome.status}: {outcome.reason}"
             continue
@@ -550,8 +728,13 @@ def _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runn
                     k.best = None
             report.final_reason = f"verified: {len(group)} kernel(s) replaced, re-stitched model passed the model gate"
             return
-        reason = (final["model"]["reason"] if not final["model"]["passed"]
-                  else final["evidence"]["reason"] if final.get("evidence") else "no end-to-end speedup beyond noise")
+        reason = (
+            final["model"]["reason"]
+            if not final["model"]["passed"]
+            else final["evidence"]["reason"]
+            if final.get("evidence")
+            else "no end-to-end speedup beyond noise"
+        )
         report.final_reason = f"re-stitched model rejected: {reason}"
     for k in report.kernels:
         k.best = None
@@ -583,18 +766,27 @@ def _time_mode(problem_path: str, mode: str, seed: int, trials: int, exported: s
         return call
 
     cmp = compare(run(model), run(compiled), trials=trials)
-    out: dict[str, Any] = {"eager_ms": cmp.baseline.median_ms, "compiled_ms": cmp.candidate.median_ms, "comparison": cmp.to_dict()}
+    out: dict[str, Any] = {
+        "eager_ms": cmp.baseline.median_ms,
+        "compiled_ms": cmp.candidate.median_ms,
+        "comparison": cmp.to_dict(),
+    }
     try:
         ours = load(exported) if exported else torch.compile(problem.build_model(seed, "cuda"))
         with torch.no_grad():
             ours(*inputs)
         vs = compare(run(compiled), run(ours), trials=trials)
-    except Exception as exc:  # noqa: BLE001 - the cross-process ratio still stands; say why this one is missing
+    except Exception as exc:
         out["vs_optimized_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         return out
-    out["vs_optimized"] = {"speedup": vs.speedup, "noise": vs.noise, "mode_ms": vs.baseline.median_ms,
-                           "optimized_ms": vs.candidate.median_ms, "optimized": "kernelopt" if exported else "torch.compile",
-                           "comparison": vs.to_dict()}
+    out["vs_optimized"] = {
+        "speedup": vs.speedup,
+        "noise": vs.noise,
+        "mode_ms": vs.baseline.median_ms,
+        "optimized_ms": vs.candidate.median_ms,
+        "optimized": "kernelopt" if exported else "torch.compile",
+        "comparison": vs.to_dict(),
+    }
     return out
 
 
@@ -636,20 +828,41 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     config = Settings.from_values(options["settings"]) if "settings" in options else load_settings()
     store = Store(options.get("store") or config.store)
     time_limit = options.get("time_limit_s")
-    budget = Budget(max_evaluations=int(options.get("budget", config.budget)), max_wall_s=time_limit,
-                    patience=int(options.get("patience", config.patience)))
+    budget = Budget(
+        max_evaluations=int(options.get("budget", config.budget)),
+        max_wall_s=time_limit,
+        patience=int(options.get("patience", config.patience)),
+    )
     name = options.get("name", Path(problem_path).stem)
     try:
-        report = optimize(problem_path, store, budget=budget, max_targets=int(options.get("max_targets", config.max_targets)),
-                          operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
-                          export_path=options.get("export_dir") and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
-                          on_event=clock, config=config)
+        report = optimize(
+            problem_path,
+            store,
+            budget=budget,
+            max_targets=int(options.get("max_targets", config.max_targets)),
+            operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
+            export_path=options.get("export_dir")
+            and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
+            on_event=clock,
+            config=config,
+        )
     except KerneloptError as exc:
-        return {"name": name, "path": problem_path, "status": "run_error", "reason": str(exc), "correct": False,
-                "eager_ms": None, "compiled_ms": None, "max_autotune_ms": None, "optimized_ms": None}
+        return {
+            "name": name,
+            "path": problem_path,
+            "status": "run_error",
+            "reason": str(exc),
+            "correct": False,
+            "eager_ms": None,
+            "compiled_ms": None,
+            "max_autotune_ms": None,
+            "optimized_ms": None,
+        }
     clock("stage", {"stage": "max-autotune-no-cudagraphs baseline"})
     exported = str(Path(report.exported).resolve()) if report.exported else None
-    ma = run_isolated(f"{__name__}:_time_mode", problem_path, "max-autotune-no-cudagraphs", 0, 20, exported, timeout_s=1800)
+    ma = run_isolated(
+        f"{__name__}:_time_mode", problem_path, "max-autotune-no-cudagraphs", 0, 20, exported, timeout_s=1800
+    )
     clock.enter(None)
     vs_ma = (ma.value.get("vs_optimized") or {}).get("speedup") if ma.ok else None
     return {
@@ -665,8 +878,14 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "max_autotune_speedup": vs_ma if vs_ma and vs_ma > 0 else None,
         "evaluations": report.evaluations,
         "gpu_s": report.gpu_s,
-        "details": {"device": report.device, "run_id": report.run_id, "max_autotune": ma.value if ma.ok else ma.reason,
-                    "kernels": [asdict(k) for k in report.kernels], "exported": report.exported,
-                    "warnings": report.warnings, "stage_s": clock.seconds,
-                    "speedup_vs_compile_iqr": report.speedup_vs_compile_iqr},
+        "details": {
+            "device": report.device,
+            "run_id": report.run_id,
+            "max_autotune": ma.value if ma.ok else ma.reason,
+            "kernels": [asdict(k) for k in report.kernels],
+            "exported": report.exported,
+            "warnings": report.warnings,
+            "stage_s": clock.seconds,
+            "speedup_vs_compile_iqr": report.speedup_vs_compile_iqr,
+        },
     }

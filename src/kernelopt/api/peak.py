@@ -16,5 +16,7 @@ def peak_bandwidth(store: Store | None, remeasure: bool = False) -> float:
             return known
     measured = measure_copy_bandwidth()
     if store is not None:
-        store.set_device_bandwidth(label, measured.gbps, {"timing": measured.timing.to_dict(), "nbytes": measured.nbytes})
+        store.set_device_bandwidth(
+            label, measured.gbps, {"timing": measured.timing.to_dict(), "nbytes": measured.nbytes}
+        )
     return measured.gbps

@@ -8,7 +8,8 @@ process boundary.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -35,7 +36,9 @@ def _session(spec: dict[str, Any], peak_gbps: float | None) -> EvaluationSession
     return _SESSIONS[key]
 
 
-def analyze_problem(spec: dict[str, Any], peak_gbps: float | None, trials: int = default_of("analyze_trials")) -> dict[str, Any]:
+def analyze_problem(
+    spec: dict[str, Any], peak_gbps: float | None, trials: int = default_of("analyze_trials")
+) -> dict[str, Any]:
     """Eager vs compiled timing, per-launch attribution and roofline, plus per-kernel facts."""
     s = _session(spec, peak_gbps)
     stage("analyze")
@@ -43,9 +46,11 @@ def analyze_problem(spec: dict[str, Any], peak_gbps: float | None, trials: int =
     report.versions = versions()
     out = report.to_dict()
     out["kernels"] = {
-        k.name: {"source": k.source, "heuristic": k.heuristic, "graph": gi} for gi, k in s.artifact.kernels() if k.language == "triton"
+        k.name: {"source": k.source, "heuristic": k.heuristic, "graph": gi}
+        for gi, k in s.artifact.kernels()
+        if k.language == "triton"
     }
-    out["configs"] = {l.name: l.config for l in s.artifact.launches if l.kind == "triton"}
+    out["configs"] = {launch.name: launch.config for launch in s.artifact.launches if launch.kind == "triton"}
     return out
 
 
@@ -90,8 +95,9 @@ def verify_together(
         out: dict[str, Any] = {"model": verdict.to_dict()}
         if verdict.passed:
             e2e = s.end_to_end(gates.trials)
-            evidence = judge_timing_evidence(e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms,
-                                             s.runner.calibration_ms, what="model")
+            evidence = judge_timing_evidence(
+                e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, s.runner.calibration_ms, what="model"
+            )
             if evidence is not None:
                 return {"model": verdict.to_dict(), "evidence": evidence.to_dict()}
 

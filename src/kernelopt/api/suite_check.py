@@ -13,8 +13,8 @@ again itself, so nothing but names and errors crosses back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kernelopt.problem.loader import SuiteEntry, problem_files
 from kernelopt.workers import run_isolated
@@ -47,13 +47,18 @@ def check_files(paths: Sequence[str], seconds_per_file: float = SECONDS_PER_FILE
             load_problem(path)
             errors.append(None)
         except _LoadTimeout:
-            errors.append(f"{path}: did not finish loading within {seconds_per_file:g} s (an endless loop at "
-                          "import?); a problem file must only define Model, get_inputs and get_init_inputs")
-        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt at import are its errors too
+            errors.append(
+                f"{path}: did not finish loading within {seconds_per_file:g} s (an endless loop at "
+                "import?); a problem file must only define Model, get_inputs and get_init_inputs"
+            )
+        except BaseException as exc:
             text = str(exc).splitlines()[0] if str(exc).strip() else ""
-            errors.append(text if type(exc).__name__ == "ProblemError" else
-                          f"{path}: {type(exc).__name__} at import{': ' + text if text else ''}; "
-                          "a problem file must only define Model, get_inputs and get_init_inputs")
+            errors.append(
+                text
+                if type(exc).__name__ == "ProblemError"
+                else f"{path}: {type(exc).__name__} at import{': ' + text if text else ''}; "
+                "a problem file must only define Model, get_inputs and get_init_inputs"
+            )
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     return errors
@@ -64,8 +69,12 @@ def _last_announced(stderr_tail: str) -> str | None:
     return marks[-1] if marks else None
 
 
-def check_suite(root: Path, only: Sequence[str] | None = None, seconds_per_file: float = SECONDS_PER_FILE,
-                extra_path: Sequence[str | Path] = ()) -> list[SuiteEntry]:
+def check_suite(
+    root: Path,
+    only: Sequence[str] | None = None,
+    seconds_per_file: float = SECONDS_PER_FILE,
+    extra_path: Sequence[str | Path] = (),
+) -> list[SuiteEntry]:
     """The suite's (selected) files as entries whose ``error`` says why a file does not load."""
     chosen = []
     for path in problem_files(root):
@@ -76,19 +85,31 @@ def check_suite(root: Path, only: Sequence[str] | None = None, seconds_per_file:
     errors: dict[Path, str | None] = {}
     todo = [path for _, path in chosen]
     while todo:
-        outcome = run_isolated("kernelopt.api.suite_check:check_files", [str(p) for p in todo], seconds_per_file,
-                               timeout_s=STARTUP_S + seconds_per_file * len(todo), extra_path=extra_path)
+        outcome = run_isolated(
+            "kernelopt.api.suite_check:check_files",
+            [str(p) for p in todo],
+            seconds_per_file,
+            timeout_s=STARTUP_S + seconds_per_file * len(todo),
+            extra_path=extra_path,
+        )
         if outcome.ok:
             errors.update(zip(todo, outcome.value))
             break
         culprit = _last_announced(outcome.stderr_tail)
         index = next((i for i, p in enumerate(todo) if str(p) == culprit), None)
         if index is None:  # died before any file ran: no file to blame, say so for all
-            errors.update((p, f"{p}: the loading worker ended before it ran the file: {outcome.status}: "
-                              f"{outcome.reason}") for p in todo)
+            errors.update(
+                (p, f"{p}: the loading worker ended before it ran the file: {outcome.status}: {outcome.reason}")
+                for p in todo
+            )
             break
-        why = (f"did not finish loading within {seconds_per_file:g} s (an endless loop at import?)"
-               if outcome.status == "timeout" else f"ended the loading process at import ({outcome.status}: {outcome.reason})")
-        errors[todo[index]] = f"{todo[index]}: {why}; a problem file must only define Model, get_inputs and get_init_inputs"
-        todo = todo[:index] + todo[index + 1:]  # the dead worker's other answers are lost: ask again without it
+        why = (
+            f"did not finish loading within {seconds_per_file:g} s (an endless loop at import?)"
+            if outcome.status == "timeout"
+            else f"ended the loading process at import ({outcome.status}: {outcome.reason})"
+        )
+        errors[todo[index]] = (
+            f"{todo[index]}: {why}; a problem file must only define Model, get_inputs and get_init_inputs"
+        )
+        todo = todo[:index] + todo[index + 1 :]  # the dead worker's other answers are lost: ask again without it
     return [SuiteEntry(name, path, None, errors.get(path)) for name, path in chosen]

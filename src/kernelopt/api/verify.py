@@ -62,7 +62,9 @@ def read_candidate(path: Path) -> str:
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise KerneloptError(f"{path}: cannot read the candidate kernel ({exc}); pass a Python file with the kernel") from exc
+        raise KerneloptError(
+            f"{path}: cannot read the candidate kernel ({exc}); pass a Python file with the kernel"
+        ) from exc
 
 
 def verify(
@@ -101,9 +103,13 @@ def verify(
     )
     run_id = None
     if store is not None:
-        run_id = store.start_run("verify", problem.name, device_label(), versions(),
-                                 {"kernel": kernel, "candidate": str(candidate_path), "margin": config.margin,
-                                  "settings": config.values()})
+        run_id = store.start_run(
+            "verify",
+            problem.name,
+            device_label(),
+            versions(),
+            {"kernel": kernel, "candidate": str(candidate_path), "margin": config.margin, "settings": config.values()},
+        )
     try:
         report = _judge(request, problem, kernel, source, export_path, run_id, config.verify_timeout_s)
     except BaseException as exc:  # the run is not left marked running, whatever ended it
@@ -116,8 +122,15 @@ def verify(
     return report
 
 
-def _judge(request: EvaluationRequest, problem: Any, kernel: str, source: str, export_path: Path | None,
-           run_id: int | None, timeout_s: float) -> VerifyReport:
+def _judge(
+    request: EvaluationRequest,
+    problem: Any,
+    kernel: str,
+    source: str,
+    export_path: Path | None,
+    run_id: int | None,
+    timeout_s: float,
+) -> VerifyReport:
     """The candidate through the gates in a worker, and the export when it passes."""
     result = verify_candidate(request, timeout_s=timeout_s)
     verdicts = [Verdict.from_dict(v) for v in result["verdicts"]]

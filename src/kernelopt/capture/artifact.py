@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import copy
 import types
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 

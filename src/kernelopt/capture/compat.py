@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 

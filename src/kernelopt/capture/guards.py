@@ -78,9 +78,7 @@ def sentinel_bytes(dtype: torch.dtype, sentinel: float | int | bool | None = Non
     return torch.tensor([info.min if info.min < 0 else info.max], dtype=dtype).view(torch.uint8)
 
 
-def guarded_empty_like(
-    t: Tensor, sentinel: float | int | bool | None = None, *, guard: int = GUARD_ELEMENTS
-) -> Tensor:
+def guarded_empty_like(t: Tensor, sentinel: float | int | bool | None = None, *, guard: int = GUARD_ELEMENTS) -> Tensor:
     """An uninitialised tensor with ``t``'s shape, strides, dtype and device, inside poisoned guards.
 
     ``guard`` elements before and after the view's span hold ``sentinel``

@@ -13,15 +13,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 LaunchKind = str  # "triton" | "cpp" | "vendor" | "aten"
 GENERATED_KINDS = ("triton", "cpp")
 
-_TRITON_RE = re.compile(
-    r"^(\w+) = async_compile\.triton\('(\w+)', '''(.*?)''', device_str='(\w+)'\)", re.S | re.M
-)
+_TRITON_RE = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''(.*?)''', device_str='(\w+)'\)", re.S | re.M)
 _CPP_RE = re.compile(r"^(\w+) = async_compile\.cpp_pybinding\(\[(.*?)\], r'''(.*?)'''\)", re.S | re.M)
 _EXTERN_RE = re.compile(r"\bextern_kernels\.(\w+)\(")
 _ATEN_RE = re.compile(r"(?<![\w.])(?:torch\.ops\.)?aten\.(\w+)(?:\.(\w+))?\(")

@@ -11,8 +11,9 @@ attributed (``measure.attribution``).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -46,7 +47,7 @@ class ArgInfo:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ArgInfo":
+    def from_dict(cls, d: dict[str, Any]) -> ArgInfo:
         return cls(**{**d, "shape": tuple(d["shape"]), "stride": tuple(d["stride"])})
 
 
@@ -78,7 +79,7 @@ class Launch:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Launch":
+    def from_dict(cls, d: dict[str, Any]) -> Launch:
         return cls(**{**d, "args": [ArgInfo.from_dict(a) for a in d["args"]]})
 
 
@@ -208,7 +209,7 @@ class LibraryProxy:
     def __init__(self, sink: LaunchSink, graph: int, target: Any, name: str, kind: str):
         self._sink, self._graph, self._target, self._name, self._kind = sink, graph, target, name, kind
 
-    def __getattr__(self, attr: str) -> "LibraryProxy":
+    def __getattr__(self, attr: str) -> LibraryProxy:
         return LibraryProxy(self._sink, self._graph, getattr(self._target, attr), f"{self._name}.{attr}", self._kind)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -13,8 +13,9 @@ indexes raw memory assuming the layout it was compiled for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

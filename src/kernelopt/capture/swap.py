@@ -11,8 +11,9 @@ reset) loads a fresh module and would silently drop the swap, so
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from kernelopt.capture import compat
 from kernelopt.capture.artifact import Artifact
@@ -34,7 +35,7 @@ class KernelAddress:
         return {"graph": self.graph, "name": self.name, "sha256": self.sha256}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "KernelAddress":
+    def from_dict(cls, d: dict[str, Any]) -> KernelAddress:
         return cls(int(d["graph"]), str(d["name"]), str(d["sha256"]))
 
 
@@ -60,7 +61,9 @@ def find_kernel(artifact: Artifact, name: str, graph: int | None = None) -> tupl
     ]
     if not found:
         names = sorted(k.name for _, k in artifact.kernels())
-        raise SwapError(f"no generated kernel named {name!r} in this artifact; its kernels are: {', '.join(names) or 'none'}")
+        raise SwapError(
+            f"no generated kernel named {name!r} in this artifact; its kernels are: {', '.join(names) or 'none'}"
+        )
     if len(found) > 1:
         raise SwapError(f"kernel {name!r} appears in graphs {[f[0] for f in found]}; pass the graph index")
     gi, var, kernel = found[0]
@@ -127,7 +130,7 @@ def check_swaps_live(artifact: Artifact, swaps: Sequence[Swap], inputs: Sequence
             "the compiled model recompiled (new input shapes, dtypes or a Dynamo reset), which drops kernel "
             "replacements; call it with the inputs it was captured with"
         )
-    launched = {(l.graph, l.name) for l in launches}
+    launched = {(launch.graph, launch.name) for launch in launches}
     missing = [
         s.address.name
         for s in swaps

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -17,28 +17,63 @@ if TYPE_CHECKING:
     from kernelopt.api.bench import BenchEvent, BenchReport
     from kernelopt.api.metrics import ProblemOutcome
 
-_STATUS_STYLE = {"ok": "green", "load_error": "red", "compile_error": "red", "run_error": "red", "timeout": "yellow", "crash": "red"}
+_STATUS_STYLE = {
+    "ok": "green",
+    "load_error": "red",
+    "compile_error": "red",
+    "run_error": "red",
+    "timeout": "yellow",
+    "crash": "red",
+}
+
+
 @app.command("bench")
 @user_errors
 def bench(
-    suite_dir: Path = typer.Argument(..., help="A directory of KernelBench-format problems (ours, or a KernelBench checkout)."),
-    problems: Optional[str] = typer.Option(None, "--problems", help="Comma-separated names, file stems or name parts to run (default: all)."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Search wall time per searched kernel, in seconds (a problem searches up to --max-targets kernels)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: bench-results/<suite name>)."),
+    suite_dir: Path = typer.Argument(
+        ..., help="A directory of KernelBench-format problems (ours, or a KernelBench checkout)."
+    ),
+    problems: str | None = typer.Option(
+        None, "--problems", help="Comma-separated names, file stems or name parts to run (default: all)."
+    ),
+    time_limit: float | None = typer.Option(
+        None,
+        "--time-limit",
+        help="Search wall time per searched kernel, in seconds (a problem searches up to --max-targets kernels).",
+    ),
+    out_dir: Path | None = typer.Option(None, "--out", help="Results directory (default: bench-results/<suite name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the results in --out, skipping finished problems."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run again the problems that did not finish ok."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a problem's worker is killed (default: time limit + "
-                                            "the bench_timeout_margin_s setting, or the bench_timeout_s setting; see kernelopt config)."),
-    budget: Optional[int] = setting_option("budget", "--budget", help="Candidate evaluations per kernel and problem."),
-    max_targets: Optional[int] = setting_option("max_targets", "--max-targets", help="Kernels searched per problem, by what they can buy end to end."),
-    effort: Optional[str] = EFFORT_OPTION,
-    operators: str = typer.Option(",".join(DEFAULT_OPERATORS), "--operators", help="Comma-separated search operators, as for optimize (see kernelopt optimize --help)."),
-    shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run every N-th problem from the I-th (split a suite over machines; join with bench-merge)."),
-    gpus: int = typer.Option(1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="With --resume: run again the problems that did not finish ok."
+    ),
+    timeout: float | None = typer.Option(
+        None,
+        "--timeout",
+        help="Seconds before a problem's worker is killed (default: time limit + "
+        "the bench_timeout_margin_s setting, or the bench_timeout_s setting; see kernelopt config).",
+    ),
+    budget: int | None = setting_option("budget", "--budget", help="Candidate evaluations per kernel and problem."),
+    max_targets: int | None = setting_option(
+        "max_targets", "--max-targets", help="Kernels searched per problem, by what they can buy end to end."
+    ),
+    effort: str | None = EFFORT_OPTION,
+    operators: str = typer.Option(
+        ",".join(DEFAULT_OPERATORS),
+        "--operators",
+        help="Comma-separated search operators, as for optimize (see kernelopt optimize --help).",
+    ),
+    shard: str | None = typer.Option(
+        None,
+        "--shard",
+        help="I/N: run every N-th problem from the I-th (split a suite over machines; join with bench-merge).",
+    ),
+    gpus: int = typer.Option(
+        1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
-    store: Optional[Path] = STORE_OPTION,
-    worker_target: Optional[str] = typer.Option(None, "--worker-target", hidden=True),
-    worker_path: Optional[List[Path]] = typer.Option(None, "--worker-path", hidden=True),
+    store: Path | None = STORE_OPTION,
+    worker_target: str | None = typer.Option(None, "--worker-target", hidden=True),
+    worker_path: list[Path] | None = typer.Option(None, "--worker-path", hidden=True),
 ) -> None:
     """Optimize every problem of a suite: correctness, speedups over eager and torch.compile, fast_p; JSON and CSV."""
     from kernelopt.api.bench import DEFAULT_TARGET, run_bench
@@ -57,8 +92,14 @@ def bench(
         resume=resume,
         target=worker_target or DEFAULT_TARGET,
         worker_timeout_s=timeout,
-        extra_options={"budget": config.budget, "max_targets": config.max_targets, "patience": config.patience,
-                       "operators": chosen, "settings": config.values(), **({"store": str(store)} if store else {})},
+        extra_options={
+            "budget": config.budget,
+            "max_targets": config.max_targets,
+            "patience": config.patience,
+            "operators": chosen,
+            "settings": config.values(),
+            **({"store": str(store)} if store else {}),
+        },
         on_event=lambda event: _print_event(event, err),
         extra_path=list(worker_path or []),
         gpus=gpus,
@@ -76,7 +117,7 @@ def bench(
 @user_errors
 def bench_merge(
     out_dir: Path = typer.Argument(..., help="Where the joined results.json and results.csv go."),
-    result_dirs: List[Path] = typer.Argument(..., help="Results directories of benches of the same suite (shards)."),
+    result_dirs: list[Path] = typer.Argument(..., help="Results directories of benches of the same suite (shards)."),
     as_json: bool = typer.Option(False, "--json", help="Print the joined results as JSON."),
 ) -> None:
     """Join the results of several benches of one suite (--shard runs, other machines) into one scoreboard."""
@@ -118,7 +159,7 @@ def _share(value: float | None) -> str:
     return fmt_share(value, missing="—")
 
 
-def _print_event(event: "BenchEvent", console: Console) -> None:
+def _print_event(event: BenchEvent, console: Console) -> None:
     position = f"[{event.index}/{event.total}]"
     if event.kind == "start":
         console.print(f"{position} {event.name} ...", markup=False, highlight=False)
@@ -133,7 +174,7 @@ def _print_event(event: "BenchEvent", console: Console) -> None:
         console.print(line, markup=False, highlight=False)
 
 
-def _problem_row(o: "ProblemOutcome") -> list[Text | str]:
+def _problem_row(o: ProblemOutcome) -> list[Text | str]:
     return [
         Text(o.name),
         Text(o.status, style=_STATUS_STYLE.get(o.status, "")),
@@ -148,7 +189,7 @@ def _problem_row(o: "ProblemOutcome") -> list[Text | str]:
     ]
 
 
-def print_bench(report: "BenchReport", console: Console) -> None:
+def print_bench(report: BenchReport, console: Console) -> None:
     """The per-problem table, the reasons of failed problems, then the suite summary."""
     from kernelopt.api.metrics import BASELINE_LABELS
 
@@ -159,8 +200,10 @@ def print_bench(report: "BenchReport", console: Console) -> None:
         table.add_column(header, justify="right")
     for outcome in report.outcomes:
         table.add_row(*_problem_row(outcome))
-    table.caption = ("vs max-autotune: measured interleaved in the max-autotune process where that worked "
-                     "(then not the ratio of the two ms columns, which come from different processes)")
+    table.caption = (
+        "vs max-autotune: measured interleaved in the max-autotune process where that worked "
+        "(then not the ratio of the two ms columns, which come from different processes)"
+    )
     table.caption_justify = "left"
     console.print(table)
 
@@ -193,4 +236,6 @@ def print_bench(report: "BenchReport", console: Console) -> None:
     )
     if report.resumed:
         console.print(f"taken from the earlier run: {len(report.resumed)} problem(s)", highlight=False)
-    console.print(f"results: {report.json_path}, {report.csv_path}, {report.markdown_path}", markup=False, highlight=False)
+    console.print(
+        f"results: {report.json_path}, {report.csv_path}, {report.markdown_path}", markup=False, highlight=False
+    )

@@ -27,8 +27,14 @@ def _num(value: float | None, fmt: str) -> str:
 def analysis_table(report: AnalysisReport) -> Table:
     table = Table(title=f"{report.problem} on {report.device}", title_justify="left")
     for col, justify in [
-        ("#", "right"), ("kind", "left"), ("name", "left"), ("time µs", "right"), ("%", "right"),
-        ("GB/s", "right"), ("% peak", "right"), ("headroom µs", "right"),
+        ("#", "right"),
+        ("kind", "left"),
+        ("name", "left"),
+        ("time µs", "right"),
+        ("%", "right"),
+        ("GB/s", "right"),
+        ("% peak", "right"),
+        ("headroom µs", "right"),
     ]:
         table.add_column(col, justify=justify, no_wrap=col != "name")  # type: ignore[arg-type]
     for row in report.launches:
@@ -71,7 +77,7 @@ def print_doctor(diag: Diagnosis, console: Console) -> None:
         f"device        {diag.device}",
         f"driver        {v.get('driver') or 'n/a'}   CUDA (torch build) {v.get('cuda') or 'n/a'}",
         f"torch         {v.get('torch')} ({'supported' if diag.torch_supported else 'UNSUPPORTED'})   triton {v.get('triton') or 'not installed'}",
-        f"copy b/w      {'%.0f GB/s (read + write, measured)' % diag.peak_copy_gbps if diag.peak_copy_gbps else 'n/a'}",
+        f"copy b/w      {f'{diag.peak_copy_gbps:.0f} GB/s (read + write, measured)' if diag.peak_copy_gbps else 'n/a'}",
         f"nsight        {diag.ncu_path or 'not found'}: counters {'readable' if diag.ncu_counters else 'NOT readable'} ({diag.ncu_reason})",
     ]
     for line in lines:
@@ -114,7 +120,7 @@ class OptimizeProgress:
         self.stage = "starting"
         self._live: Live | None = None
 
-    def __enter__(self) -> "OptimizeProgress":
+    def __enter__(self) -> OptimizeProgress:
         if self.enabled:
             self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
             self._live.__enter__()
@@ -131,7 +137,9 @@ class OptimizeProgress:
         elif kind == "stage":
             self.stage = data["stage"]
         elif kernel:
-            row = self.rows.setdefault(kernel, {"round": 0, "evaluations": 0, "best": 1.0, "failures": {}, "state": "searching"})
+            row = self.rows.setdefault(
+                kernel, {"round": 0, "evaluations": 0, "best": 1.0, "failures": {}, "state": "searching"}
+            )
             self.stage = f"searching {kernel}"
             if kind == "round":
                 row["round"] = data.get("round", row["round"])
@@ -164,17 +172,33 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
     for k in report.kernels:
         fails = ", ".join(f"{g} {n}" for g, n in sorted(k.failures_by_gate.items())) or "-"
         winner = f"{k.best['operator']}: {k.best['note']}" if k.best else "baseline kept"
-        table.add_row(k.name, f"{k.before_us:.1f}", _num(k.after_us, ".1f"), f"{k.speedup:.3f}x" if k.best else "1.000x",
-                      str(k.evaluations), fails, winner, k.stop_reason)
+        table.add_row(
+            k.name,
+            f"{k.before_us:.1f}",
+            _num(k.after_us, ".1f"),
+            f"{k.speedup:.3f}x" if k.best else "1.000x",
+            str(k.evaluations),
+            fails,
+            winner,
+            k.stop_reason,
+        )
     console.print(table)
     for k in report.kernels:
         if k.inductor_tuned:
-            console.print(f"{k.name}: Inductor's coordinate descent picks {k.inductor_tuned} (tried first)", markup=False, highlight=False)
+            console.print(
+                f"{k.name}: Inductor's coordinate descent picks {k.inductor_tuned} (tried first)",
+                markup=False,
+                highlight=False,
+            )
         if k.final_check:
             console.print(f"{k.name} winner re-evaluated: {k.final_check}", markup=False, highlight=False)
     for name, reason in report.skipped:
         console.print(f"skipped {name}: {reason}", markup=False, highlight=False)
-    iqr = f" (IQR {report.speedup_vs_compile_iqr[0]:.3f}-{report.speedup_vs_compile_iqr[1]:.3f}x)" if report.speedup_vs_compile_iqr else ""
+    iqr = (
+        f" (IQR {report.speedup_vs_compile_iqr[0]:.3f}-{report.speedup_vs_compile_iqr[1]:.3f}x)"
+        if report.speedup_vs_compile_iqr
+        else ""
+    )
     lines = [
         f"compiled {report.compiled_ms:.3f} ms -> optimized {report.optimized_ms or report.compiled_ms:.3f} ms: "
         f"{report.speedup_vs_compile:.3f}x over torch.compile{iqr}, "
@@ -209,8 +233,16 @@ def print_runs(runs: list[Run], console: Console) -> None:
 def print_nodes(target: str, nodes: list[Node], console: Console) -> None:
     """One target's search graph in creation order: best first is for the report, history is for this."""
     table = Table(title=target, title_justify="left")
-    for col, justify in (("id", "right"), ("parent", "right"), ("round", "right"), ("operator", "left"),
-                         ("change", "left"), ("status", "left"), ("speedup", "right"), ("gate record", "left")):
+    for col, justify in (
+        ("id", "right"),
+        ("parent", "right"),
+        ("round", "right"),
+        ("operator", "left"),
+        ("change", "left"),
+        ("status", "left"),
+        ("speedup", "right"),
+        ("gate record", "left"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     best = max((n for n in nodes if n.passed), key=lambda n: n.fitness or 0.0, default=None)
     for n in nodes:
@@ -222,8 +254,16 @@ def print_nodes(target: str, nodes: list[Node], console: Console) -> None:
         else:
             status, speedup, record = f"failed: {n.failed_gate}", "", n.reason or ""
         change = n.candidate.note or ("Inductor's own kernel (the baseline)" if n.is_root else "")
-        table.add_row(str(n.id), "" if n.parent_id is None else str(n.parent_id), str(n.round), n.operator, change, status,
-                      speedup, record)
+        table.add_row(
+            str(n.id),
+            "" if n.parent_id is None else str(n.parent_id),
+            str(n.round),
+            n.operator,
+            change,
+            status,
+            speedup,
+            record,
+        )
     console.print(table)
 
 
@@ -238,7 +278,10 @@ def transcript_text(t: Transcript, max_chars: int | None = 2000) -> str:
     tokens = f"{t.input_tokens or 0} in / {t.output_tokens or 0} out tokens"
     cost = f", ${t.cost_usd:.4f}" if t.cost_usd else ""
     node = f"node {t.node_id}, " if t.node_id is not None else ""
-    lines = [f"=== #{t.id} {t.role} ({node}{t.provider}:{t.model}, {tokens}{cost})" + (f" ERROR: {t.error}" if t.error else "")]
+    lines = [
+        f"=== #{t.id} {t.role} ({node}{t.provider}:{t.model}, {tokens}{cost})"
+        + (f" ERROR: {t.error}" if t.error else "")
+    ]
     for message in t.messages:
         lines.append(f"--- {message.get('role', '?')}")
         lines.append(trim(str(message.get("content", ""))))

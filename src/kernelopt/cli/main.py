@@ -11,8 +11,9 @@ import functools
 import json
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,9 +23,9 @@ from rich.console import Console
 warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
 warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
 
-from kernelopt.config import EFFORTS, Settings, load_settings, setting_fields
-from kernelopt.errors import KerneloptError
-from kernelopt.search.operators import DEFAULT_OPERATORS
+from kernelopt.config import EFFORTS, Settings, load_settings, setting_fields  # noqa: E402 - after the filters
+from kernelopt.errors import KerneloptError  # noqa: E402
+from kernelopt.search.operators import DEFAULT_OPERATORS  # noqa: E402
 
 app = typer.Typer(
     add_completion=False,
@@ -35,7 +36,6 @@ app = typer.Typer(
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
-
 
 
 def _shown_settings() -> Settings:
@@ -55,14 +55,29 @@ def setting_option(name: str, *flags: str, help: str) -> Any:
     """A typer option for setting ``name``: None unless given, its help naming the setting and
     its variable, the effective value shown as the default."""
     value = getattr(_SHOWN, name)
-    shown = f"{value:g}" if isinstance(value, float) else ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
-    return typer.Option(None, *flags, help=f"{help} Setting {name} (${_ENV[name]}).",
-                        show_default=f"{shown} from {_SHOWN.sources.get(name, 'default')}")
+    shown = (
+        f"{value:g}"
+        if isinstance(value, float)
+        else ",".join(map(str, value))
+        if isinstance(value, tuple)
+        else str(value)
+    )
+    return typer.Option(
+        None,
+        *flags,
+        help=f"{help} Setting {name} (${_ENV[name]}).",
+        show_default=f"{shown} from {_SHOWN.sources.get(name, 'default')}",
+    )
 
 
 STORE_OPTION = setting_option("store", "--store", help="SQLite store file.")
-EFFORT_OPTION = typer.Option(None, "--effort", help=f"Effort profile, one of {', '.join(EFFORTS)}: the defaults of the budgets, "
-                             "seeds, trials and time-outs (see kernelopt config).", show_default=f"{_SHOWN.effort} from {_SHOWN.sources.get('effort', 'default')}")
+EFFORT_OPTION = typer.Option(
+    None,
+    "--effort",
+    help=f"Effort profile, one of {', '.join(EFFORTS)}: the defaults of the budgets, "
+    "seeds, trials and time-outs (see kernelopt config).",
+    show_default=f"{_SHOWN.effort} from {_SHOWN.sources.get('effort', 'default')}",
+)
 
 
 def print_json(data: Any) -> None:
@@ -90,8 +105,10 @@ def analyze(
     problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
     seed: int = typer.Option(0, help="Seed for weights and inputs."),
-    trials: Optional[int] = setting_option("analyze_trials", "--trials", help="Timed trials for eager and compiled models (interleaved)."),
-    store: Optional[Path] = STORE_OPTION,
+    trials: int | None = setting_option(
+        "analyze_trials", "--trials", help="Timed trials for eager and compiled models (interleaved)."
+    ),
+    store: Path | None = STORE_OPTION,
 ) -> None:
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
     from kernelopt.api.analyze import analyze as run_analyze
@@ -112,13 +129,23 @@ def analyze(
 @user_errors
 def verify(
     problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
-    kernel: str = typer.Option(..., "--kernel", help="Name of the generated Triton kernel to replace (see kernelopt analyze)."),
-    candidate: Path = typer.Option(..., "--candidate", help="Python file holding the replacement kernel, in Inductor's format."),
-    export: Optional[Path] = typer.Option(None, "--export", help="Where to write the verified model (default: <problem>.<kernel>.kopt.json)."),
+    kernel: str = typer.Option(
+        ..., "--kernel", help="Name of the generated Triton kernel to replace (see kernelopt analyze)."
+    ),
+    candidate: Path = typer.Option(
+        ..., "--candidate", help="Python file holding the replacement kernel, in Inductor's format."
+    ),
+    export: Path | None = typer.Option(
+        None, "--export", help="Where to write the verified model (default: <problem>.<kernel>.kopt.json)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
-    timeout: Optional[float] = setting_option("verify_timeout_s", "--timeout", help="Seconds before the evaluation worker is killed."),
-    margin: Optional[float] = setting_option("margin", "--margin", help="Required speedup margin over the original kernel (0.03 = 3%)."),
-    store: Optional[Path] = STORE_OPTION,
+    timeout: float | None = setting_option(
+        "verify_timeout_s", "--timeout", help="Seconds before the evaluation worker is killed."
+    ),
+    margin: float | None = setting_option(
+        "margin", "--margin", help="Required speedup margin over the original kernel (0.03 = 3%)."
+    ),
+    store: Path | None = STORE_OPTION,
 ) -> None:
     """Run your own kernel through the four gates; export the re-stitched model if it passes."""
     from kernelopt.api.verify import verify as run_verify
@@ -139,19 +166,33 @@ def verify(
 @user_errors
 def optimize(
     problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
-    budget: Optional[int] = setting_option("budget", "--budget", help="Evaluations per kernel (each one: four gates)."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Wall-clock seconds per kernel search."),
-    patience: Optional[int] = setting_option("patience", "--patience", help="Stop a kernel's search after this many rounds without improvement."),
-    operators: str = typer.Option(",".join(DEFAULT_OPERATORS), "--operators", help="Comma-separated: launch-config, eviction-policy, compiler-knobs (whole-model Inductor options)."),
+    budget: int | None = setting_option("budget", "--budget", help="Evaluations per kernel (each one: four gates)."),
+    time_limit: float | None = typer.Option(None, "--time-limit", help="Wall-clock seconds per kernel search."),
+    patience: int | None = setting_option(
+        "patience", "--patience", help="Stop a kernel's search after this many rounds without improvement."
+    ),
+    operators: str = typer.Option(
+        ",".join(DEFAULT_OPERATORS),
+        "--operators",
+        help="Comma-separated: launch-config, eviction-policy, compiler-knobs (whole-model Inductor options).",
+    ),
     policy: str = typer.Option("beam", help="Selection policy: beam (default) or ucb."),
-    max_targets: Optional[int] = setting_option("max_targets", "--max-targets", help="Search at most this many kernels, by headroom."),
-    effort: Optional[str] = EFFORT_OPTION,
-    resume: Optional[int] = typer.Option(None, "--resume", help="Continue a killed optimize run by its id."),
-    llm: Optional[str] = typer.Option(None, "--llm", help="Add the LLM agents: openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL."),
-    llm_config: Optional[Path] = typer.Option(None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."),
-    export: Optional[Path] = typer.Option(None, "--export", help="Where to write the verified model (default: <problem>.kopt.json)."),
+    max_targets: int | None = setting_option(
+        "max_targets", "--max-targets", help="Search at most this many kernels, by headroom."
+    ),
+    effort: str | None = EFFORT_OPTION,
+    resume: int | None = typer.Option(None, "--resume", help="Continue a killed optimize run by its id."),
+    llm: str | None = typer.Option(
+        None, "--llm", help="Add the LLM agents: openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL."
+    ),
+    llm_config: Path | None = typer.Option(
+        None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."
+    ),
+    export: Path | None = typer.Option(
+        None, "--export", help="Where to write the verified model (default: <problem>.kopt.json)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
-    store: Optional[Path] = STORE_OPTION,
+    store: Path | None = STORE_OPTION,
 ) -> None:
     """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
     from kernelopt.api.optimize import optimize as run_optimize
@@ -160,14 +201,27 @@ def optimize(
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
 
-    config = load_settings({"effort": effort, "budget": budget, "patience": patience, "max_targets": max_targets, "store": store})
+    config = load_settings(
+        {"effort": effort, "budget": budget, "patience": patience, "max_targets": max_targets, "store": store}
+    )
     require_gpu()
     plan = Budget(max_evaluations=config.budget, max_wall_s=time_limit, patience=config.patience)
     names = [o.strip() for o in operators.split(",") if o.strip()]
     with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
-        report = run_optimize(problem, db, operators=names, policy=policy, budget=plan, max_targets=config.max_targets,
-                              export_path=export, resume_run=resume, llm=llm, llm_config=llm_config,
-                              on_event=progress.update, config=config)
+        report = run_optimize(
+            problem,
+            db,
+            operators=names,
+            policy=policy,
+            budget=plan,
+            max_targets=config.max_targets,
+            export_path=export,
+            resume_run=resume,
+            llm=llm,
+            llm_config=llm_config,
+            on_event=progress.update,
+            config=config,
+        )
     if as_json:
         print_json(report.to_dict())
     else:
@@ -177,8 +231,8 @@ def optimize(
 @app.command()
 @user_errors
 def runs(
-    kind: Optional[str] = typer.Option(None, help="Only runs of this kind: analyze, verify, optimize, bench."),
-    store: Optional[Path] = STORE_OPTION,
+    kind: str | None = typer.Option(None, help="Only runs of this kind: analyze, verify, optimize, bench."),
+    store: Path | None = STORE_OPTION,
 ) -> None:
     """The runs in the store (ids for --resume), newest last."""
     from kernelopt.cli.format import print_runs
@@ -192,9 +246,9 @@ def runs(
 @user_errors
 def nodes(
     run_id: int = typer.Argument(..., help="The optimize run whose search graph to print (see kernelopt runs)."),
-    kernel: Optional[str] = typer.Option(None, help="Only this target (a kernel name, or 'model' for compiler knobs)."),
+    kernel: str | None = typer.Option(None, help="Only this target (a kernel name, or 'model' for compiler knobs)."),
     as_json: bool = typer.Option(False, "--json", help="Print every node as JSON, results included."),
-    store: Optional[Path] = STORE_OPTION,
+    store: Path | None = STORE_OPTION,
 ) -> None:
     """Every candidate a run's search made: parent, operator, what it changed, its gate record."""
     from dataclasses import asdict
@@ -211,14 +265,18 @@ def nodes(
         if kernel == "model":  # the help's name for the whole-model (compiler knobs) target
             kernel = MODEL_TARGET
         if kernel is not None and kernel not in targets:
-            raise KerneloptError(f"run {run_id} searched no target {kernel!r}; its targets: {', '.join(targets) or 'none'}")
+            raise KerneloptError(
+                f"run {run_id} searched no target {kernel!r}; its targets: {', '.join(targets) or 'none'}"
+            )
         chosen = [kernel] if kernel is not None else targets
         found = {t: graph.nodes(t) for t in chosen}
     if as_json:
         print_json({t: [asdict(n) for n in ns] for t, ns in found.items()})
         return
     if not found:
-        raise KerneloptError(f"run {run_id} has no search nodes (an analyze or verify run, or killed before its search)")
+        raise KerneloptError(
+            f"run {run_id} has no search nodes (an analyze or verify run, or killed before its search)"
+        )
     for target, ns in found.items():
         print_nodes(target, ns, out)
 
@@ -227,9 +285,9 @@ def nodes(
 @user_errors
 def transcripts(
     run_id: int = typer.Argument(..., help="The run whose LLM exchanges to print (see kernelopt runs)."),
-    role: Optional[str] = typer.Option(None, help="Only this role: analyst, planner, coder, repairer, judge."),
+    role: str | None = typer.Option(None, help="Only this role: analyst, planner, coder, repairer, judge."),
     full: bool = typer.Option(False, help="Print prompts and responses whole instead of trimmed."),
-    store: Optional[Path] = STORE_OPTION,
+    store: Path | None = STORE_OPTION,
 ) -> None:
     """Every prompt and response of a run's LLM agents, in the order they were sent."""
     from kernelopt.cli.format import transcript_text
@@ -240,7 +298,9 @@ def transcripts(
         db.run(run_id)  # an unknown run id is a clear error, not an empty listing
         found = [t for t in read_transcripts(db.connection, run_id) if role is None or t.role == role]
     if not found:
-        raise KerneloptError(f"run {run_id} has no LLM transcripts{f' for role {role}' if role else ''} (was it run with --llm?)")
+        raise KerneloptError(
+            f"run {run_id} has no LLM transcripts{f' for role {role}' if role else ''} (was it run with --llm?)"
+        )
     for t in found:
         out.print(transcript_text(t, None if full else 2000), markup=False, highlight=False)
 
@@ -248,7 +308,7 @@ def transcripts(
 @app.command()
 @user_errors
 def doctor(
-    store: Optional[Path] = STORE_OPTION,
+    store: Path | None = STORE_OPTION,
     remeasure: bool = typer.Option(False, help="Measure the copy bandwidth again even if the store has it."),
 ) -> None:
     """GPU, driver, torch / Triton versions, peak copy bandwidth and whether Nsight Compute reads counters."""
@@ -263,7 +323,7 @@ def doctor(
 @app.command("config")
 @user_errors
 def config_command(
-    effort: Optional[str] = EFFORT_OPTION,
+    effort: str | None = EFFORT_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print every setting as JSON: value, source, variable, help."),
 ) -> None:
     """Every setting in effect, its value and where it came from (argument, KERNELOPT_*, kernelopt.toml, profile)."""
@@ -273,13 +333,21 @@ def config_command(
     if as_json:
         print_json({row["name"]: {k: v for k, v in row.items() if k != "name"} for row in rows})
         return
-    table = Table(title="kernelopt settings (highest first: argument, environment, settings file, effort profile, default)",
-                  title_justify="left")
+    table = Table(
+        title="kernelopt settings (highest first: argument, environment, settings file, effort profile, default)",
+        title_justify="left",
+    )
     for header in ("setting", "value", "source", "variable", "what it sets"):
         table.add_column(header)
     for row in rows:
         value = row["value"]
-        shown = ",".join(map(str, value)) if isinstance(value, list) else f"{value:g}" if isinstance(value, float) else str(value)
+        shown = (
+            ",".join(map(str, value))
+            if isinstance(value, list)
+            else f"{value:g}"
+            if isinstance(value, float)
+            else str(value)
+        )
         table.add_row(row["name"], shown, row["source"], row["env"], row["help"])
     out.print(table)
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -46,9 +47,17 @@ class RunnerDied(Exception):
 class RemoteRunner:
     """The candidate's process, seen from the judge."""
 
-    def __init__(self, *, device: str = "cuda", spec: dict[str, Any] | None = None, backend: str = DEFAULT_BACKEND,
-                 gpu: int | None = None, timeout_s: float = 600.0, env: dict[str, str] | None = None,
-                 extra_path: Sequence[str | Path] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        device: str = "cuda",
+        spec: dict[str, Any] | None = None,
+        backend: str = DEFAULT_BACKEND,
+        gpu: int | None = None,
+        timeout_s: float = 600.0,
+        env: dict[str, str] | None = None,
+        extra_path: Sequence[str | Path] = (),
+    ) -> None:
         src_root = str(Path(__file__).resolve().parents[2])
         self.worker = PersistentWorker(gpu=gpu, env={**ROLE_ENV, **(env or {})}, extra_path=[src_root, *extra_path])
         self.device, self.spec, self.backend, self.timeout_s = device, spec, backend, timeout_s
@@ -183,4 +192,3 @@ class RemoteRunner:
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
-

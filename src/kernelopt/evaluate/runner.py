@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -100,9 +101,12 @@ def build(name: str, source: str) -> dict[str, Any]:
     if key not in state.kernels:
         try:
             state.kernels[key] = state.backend.build(source, name)
-        except Exception as exc:  # noqa: BLE001 - the candidate's failure, reported as evidence
-            return {"digest": key, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                    "seconds": time.monotonic() - started}
+        except Exception as exc:
+            return {
+                "digest": key,
+                "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                "seconds": time.monotonic() - started,
+            }
     return {"digest": key, "error": None, "seconds": time.monotonic() - started}
 
 

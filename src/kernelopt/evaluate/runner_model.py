@@ -12,14 +12,14 @@ never held a baseline result) is all a stale-output kernel could read.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from kernelopt.capture import capture
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
 from kernelopt.problem import load_problem, outputs_as_list
-
 
 _BACKEND_HASH = re.compile(r"'backend_hash': '[0-9A-Fa-f]*'")
 

@@ -4,6 +4,8 @@ Everything an agent may be told about how to make a kernel faster, kept apart fr
 the agents that tell it: this layer knows nothing of LLM providers or roles.
 """
 
+from __future__ import annotations
+
 from kernelopt.knowledge.card import (
     BOTTLENECKS,
     HARDWARE,

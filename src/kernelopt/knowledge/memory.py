@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from kernelopt.store import Store
 
@@ -131,12 +132,12 @@ def stats(store: Store, bottleneck: str | None, kernel_kind: str | None) -> list
 
 def to_avoid(store: Store, bottleneck: str | None, kernel_kind: str | None, min_tries: int = 2) -> list[str]:
     """Strategies tried at least ``min_tries`` times here that never verified faster, sorted by name."""
-    return sorted(s.strategy for s in stats(store, bottleneck, kernel_kind) if s.tries >= min_tries and s.successes == 0)
+    return sorted(
+        s.strategy for s in stats(store, bottleneck, kernel_kind) if s.tries >= min_tries and s.successes == 0
+    )
 
 
-def recent(
-    store: Store, n: int, bottleneck: str | None = None, kernel_kind: str | None = None
-) -> list[ExperienceRow]:
+def recent(store: Store, n: int, bottleneck: str | None = None, kernel_kind: str | None = None) -> list[ExperienceRow]:
     """The ``n`` latest experiences (optionally for one bottleneck and kernel kind), newest first."""
     if n <= 0:
         return []

@@ -19,7 +19,7 @@ import re
 import sqlite3
 import warnings
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from kernelopt.knowledge.card import Card, hardware_cards, strategy_cards
 
@@ -27,9 +27,60 @@ from kernelopt.knowledge.card import Card, hardware_cards, strategy_cards
 WEIGHTS = (4.0, 2.0, 1.0)
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
-    "a an and are as at be by for from has in is it its of on or that the this to was were with "
-    "which what when how why not no do does can should would into than then so each every all per re "
-    "also only some more less very".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "were",
+        "with",
+        "which",
+        "what",
+        "when",
+        "how",
+        "why",
+        "not",
+        "no",
+        "do",
+        "does",
+        "can",
+        "should",
+        "would",
+        "into",
+        "than",
+        "then",
+        "so",
+        "each",
+        "every",
+        "all",
+        "per",
+        "re",
+        "also",
+        "only",
+        "some",
+        "more",
+        "less",
+        "very",
+    ]
 )
 
 

@@ -4,6 +4,8 @@ Self-contained below capture: it times callables and does arithmetic on bytes
 and microseconds, and knows nothing of artifacts or kernels.
 """
 
+from __future__ import annotations
+
 from kernelopt.measure.attribution import Attribution, EventRecord, attribute, summarize
 from kernelopt.measure.bandwidth import Bandwidth, measure_copy_bandwidth
 from kernelopt.measure.roofline import Roofline, amdahl_bound, geometric_mean, tensor_traffic_bytes

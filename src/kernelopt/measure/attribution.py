@@ -11,8 +11,9 @@ events are first reduced to plain records so the arithmetic is tested on CPU.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 

@@ -104,8 +104,22 @@ def kernel_metrics(
     path = find_ncu()
     if path is None:
         return None, "ncu not found; install Nsight Compute or put ncu on PATH"
-    cmd = [path, "--clock-control", "none", "--csv", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/",
-           "--kernel-name", f"regex:^{kernel}$", "--launch-count", "1", "--metrics", ",".join(metrics), *command]
+    cmd = [
+        path,
+        "--clock-control",
+        "none",
+        "--csv",
+        "--nvtx",
+        "--nvtx-include",
+        f"{PROFILE_RANGE}/",
+        "--kernel-name",
+        f"regex:^{kernel}$",
+        "--launch-count",
+        "1",
+        "--metrics",
+        ",".join(metrics),
+        *command,
+    ]
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -10,8 +10,9 @@ and GB/s with GB = 1e9 bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 
 def tensor_traffic_bytes(shape: Sequence[int], stride: Sequence[int], itemsize: int) -> int:
@@ -48,7 +49,9 @@ class Roofline:
 
     def __post_init__(self) -> None:
         if self.bytes_read < 0 or self.bytes_written < 0:
-            raise ValueError(f"byte counts must be non-negative, got {self.bytes_read} read, {self.bytes_written} written")
+            raise ValueError(
+                f"byte counts must be non-negative, got {self.bytes_read} read, {self.bytes_written} written"
+            )
         if not (self.time_us > 0 and math.isfinite(self.time_us)):
             raise ValueError(f"time_us must be positive and finite, got {self.time_us}")
         if not (self.peak_gbps > 0 and math.isfinite(self.peak_gbps)):

@@ -66,15 +66,24 @@ _NOT_RECORDS = (
 _PROCESS_FAILED = "Error: process didn't terminate successfully"
 # Messages that say the tool or the GPU cannot be used here, with the line we give for each.
 UNSUPPORTED_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"Device not supported", re.IGNORECASE),
-     "compute-sanitizer does not support this GPU or runtime (\"Device not supported\", as on gVisor "
-     "machines); run memcheck on a bare-metal or Firecracker machine"),
-    (re.compile(r"error 999\b|CUDA_ERROR_UNKNOWN|cudaErrorUnknown|CUDA error: unknown error", re.IGNORECASE),
-     "CUDA failed under compute-sanitizer with error 999 (unknown error, as on gVisor machines); "
-     "run memcheck on a bare-metal or Firecracker machine"),
-    (re.compile(r"no CUDA-capable device|No CUDA GPUs are available|Torch not compiled with CUDA|"
-                r"Found no NVIDIA driver", re.IGNORECASE),
-     "no CUDA device is visible to the program under compute-sanitizer; memcheck needs an NVIDIA GPU"),
+    (
+        re.compile(r"Device not supported", re.IGNORECASE),
+        'compute-sanitizer does not support this GPU or runtime ("Device not supported", as on gVisor '
+        "machines); run memcheck on a bare-metal or Firecracker machine",
+    ),
+    (
+        re.compile(r"error 999\b|CUDA_ERROR_UNKNOWN|cudaErrorUnknown|CUDA error: unknown error", re.IGNORECASE),
+        "CUDA failed under compute-sanitizer with error 999 (unknown error, as on gVisor machines); "
+        "run memcheck on a bare-metal or Firecracker machine",
+    ),
+    (
+        re.compile(
+            r"no CUDA-capable device|No CUDA GPUs are available|Torch not compiled with CUDA|"
+            r"Found no NVIDIA driver",
+            re.IGNORECASE,
+        ),
+        "no CUDA device is visible to the program under compute-sanitizer; memcheck needs an NVIDIA GPU",
+    ),
 )
 
 
@@ -117,11 +126,17 @@ def memcheck_command(
 ) -> list[str]:
     """The full command line that runs ``program`` under memcheck with the flags above."""
     return [
-        sanitizer, "--tool", "memcheck",
-        "--error-exitcode", str(error_exitcode),
-        "--print-limit", str(print_limit),
-        "--leak-check", "no",
-        "--report-api-errors", "no",
+        sanitizer,
+        "--tool",
+        "memcheck",
+        "--error-exitcode",
+        str(error_exitcode),
+        "--print-limit",
+        str(print_limit),
+        "--leak-check",
+        "no",
+        "--report-api-errors",
+        "no",
         *program,
     ]
 
@@ -151,7 +166,7 @@ def _prefixed(text: str) -> list[str]:
     for raw in text.splitlines():
         line = raw.rstrip()
         if line.startswith(PREFIX):
-            lines.append(line[len(PREFIX):].removeprefix(" "))
+            lines.append(line[len(PREFIX) :].removeprefix(" "))
     return lines
 
 
@@ -242,8 +257,13 @@ def run_command(
     with open(output_path, "wb") as output:
         start = time.monotonic()
         process = subprocess.Popen(
-            list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=output, stderr=output, start_new_session=True,
+            list(command),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
         )
     timed_out = False
     try:

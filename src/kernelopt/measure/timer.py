@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 
@@ -332,9 +333,7 @@ class _CudaEventBackend:
         self.label = f"cuda:{device.index} {torch.cuda.get_device_name(device)}"
         self.method = METHOD_CUDA_GRAPH if cuda_graph else METHOD_CUDA_EVENTS
         self.l2_flushed = flush_l2
-        self._flush_buffer = (
-            torch.empty(l2_flush_bytes(device), dtype=torch.int8, device=device) if flush_l2 else None
-        )
+        self._flush_buffer = torch.empty(l2_flush_bytes(device), dtype=torch.int8, device=device) if flush_l2 else None
         self._events: list[torch.cuda.Event] = []
         self._next = 0
 
@@ -574,8 +573,9 @@ def _backend_for(target: torch.device, flush_l2: bool, clock: Callable[[], float
     return _BACKENDS[key]
 
 
-def time_call(fn: Fn, *, device: DeviceLike = None, flush_l2: bool = True,
-              _clock: Callable[[], float] | None = None) -> float:
+def time_call(
+    fn: Fn, *, device: DeviceLike = None, flush_l2: bool = True, _clock: Callable[[], float] | None = None
+) -> float:
     """Milliseconds of one call of ``fn``: L2 flushed, marks around the call, then a synchronize.
 
     The per-call form of the protocol, for a comparison whose two sides live in two
@@ -672,6 +672,7 @@ def compare_split(
     label = "cpu" if target.type == "cpu" else f"cuda:{target.index} {torch.cuda.get_device_name(target)}"
     method = METHOD_CPU if target.type == "cpu" else METHOD_CUDA_EVENTS
     flushed = flush_l2 and target.type == "cuda"
-    comparison = Comparison.from_timings(Timing(tuple(base), label, method, flushed),
-                                         Timing(tuple(max(c, 0.0) for c in cand), label, method, flushed))
+    comparison = Comparison.from_timings(
+        Timing(tuple(base), label, method, flushed), Timing(tuple(max(c, 0.0) for c in cand), label, method, flushed)
+    )
     return SplitComparison(comparison, tuple(wall))

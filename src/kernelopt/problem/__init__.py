@@ -1,5 +1,7 @@
 """The ``problem`` layer: what the user gives us, and inputs for it."""
 
+from __future__ import annotations
+
 from kernelopt.problem.edges import EDGE_DISTRIBUTIONS, check_edge_names, edge_like_layout
 from kernelopt.problem.inputs import DISTRIBUTIONS, apply_distribution
 from kernelopt.problem.loader import (

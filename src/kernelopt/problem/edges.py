@@ -33,7 +33,7 @@ which is why it carries its own three-line span helper instead of importing
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor

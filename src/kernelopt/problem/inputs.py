@@ -8,7 +8,8 @@ large magnitude, an unstable variance) fails one of them.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

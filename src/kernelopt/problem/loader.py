@@ -17,10 +17,11 @@ import ast
 import hashlib
 import importlib.util
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -91,11 +92,11 @@ class Problem:
     def model_class(self) -> type[nn.Module]:
         return self.module.Model
 
-    def with_sizes(self, **overrides: Any) -> "Problem":
+    def with_sizes(self, **overrides: Any) -> Problem:
         """The same file re-executed with some size constants replaced."""
         return load_problem(self.path, overrides={**self.overrides, **overrides}, name=self.name)
 
-    def small(self) -> "Problem":
+    def small(self) -> Problem:
         """The problem at the reduced sizes its ``SMALL_SIZES`` dict names (for CPU tests)."""
         small = getattr(self.module, "SMALL_SIZES", None)
         if small is None:
@@ -148,9 +149,7 @@ class Problem:
             raise ProblemError(f"{self.path}: get_inputs() returned {type(values).__name__}; it must return a list")
         return list(values)
 
-    def make_inputs(
-        self, seed: int = 0, device: str | torch.device = "cpu", distribution: str = "given"
-    ) -> list[Any]:
+    def make_inputs(self, seed: int = 0, device: str | torch.device = "cpu", distribution: str = "given") -> list[Any]:
         """Seeded inputs on ``device`` with a distribution from :data:`DISTRIBUTIONS` applied."""
         from kernelopt.problem.inputs import apply_distribution
 
@@ -197,9 +196,7 @@ def outputs_as_list(out: Any, path: Path | str = "<problem>") -> list[torch.Tens
     for i, item in enumerate(items):
         if type(item) is not torch.Tensor and not isinstance(item, torch.nn.Parameter):
             where = "forward returned" if len(items) == 1 and not isinstance(out, (list, tuple)) else f"output {i} is"
-            raise ProblemError(
-                f"{path}: {where} {type(item).__name__}; outputs must be a tensor or a tuple of tensors"
-            )
+            raise ProblemError(f"{path}: {where} {type(item).__name__}; outputs must be a tensor or a tuple of tensors")
     return items
 
 
@@ -245,7 +242,9 @@ def load_problem(path: str | Path, overrides: dict[str, Any] | None = None, name
     for fn in ("get_inputs", "get_init_inputs"):
         if not callable(getattr(module, fn)):
             raise ProblemError(f"{path}: {fn} is not a function; {FORMAT_HINT}")
-    return Problem(name=name or _problem_name(path), path=path, module=module, sizes=sizes, overrides=dict(overrides or {}))
+    return Problem(
+        name=name or _problem_name(path), path=path, module=module, sizes=sizes, overrides=dict(overrides or {})
+    )
 
 
 def problem_files(suite_dir: str | Path) -> list[Path]:
@@ -253,9 +252,7 @@ def problem_files(suite_dir: str | Path) -> list[Path]:
     root = Path(suite_dir)
     if not root.is_dir():
         raise ProblemError(f"{root}: no such suite directory")
-    files = sorted(
-        p for p in root.rglob("*.py") if not p.name.startswith("_") and "__pycache__" not in p.parts
-    )
+    files = sorted(p for p in root.rglob("*.py") if not p.name.startswith("_") and "__pycache__" not in p.parts)
     if not files:
         raise ProblemError(f"{root}: no problem files (*.py) in this directory")
     return files

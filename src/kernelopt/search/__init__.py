@@ -8,6 +8,8 @@ and hands them to an evaluator it knows only as a callback, until a
 :class:`Budget` says stop. Nothing here imports torch or touches a GPU.
 """
 
+from __future__ import annotations
+
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult, normalize_source
 from kernelopt.search.engine import SearchEngine, SearchOutcome
 from kernelopt.search.nodes import Node, NodeStore

@@ -44,10 +44,22 @@ def expansion_point(parent: Node, ctx: SearchContext) -> tuple[str | None, dict[
     config = dict(parent.candidate.config or ctx.root_config or {})
     tuned = ctx.facts.get("inductor_tuned_config")
     source = parent.candidate.source
-    if not parent.is_root or not tuned or ctx.kernel is None or source is None or _config_key(tuned) == _config_key(config):
+    if (
+        not parent.is_root
+        or not tuned
+        or ctx.kernel is None
+        or source is None
+        or _config_key(tuned) == _config_key(config)
+    ):
         return source, config
-    failed = any(n.status != PENDING and not n.passed and n.operator == LaunchConfigOperator.name
-                 and _config_key(n.candidate.config) == _config_key(tuned) and n.parent_id == parent.id for n in ctx.nodes)
+    failed = any(
+        n.status != PENDING
+        and not n.passed
+        and n.operator == LaunchConfigOperator.name
+        and _config_key(n.candidate.config) == _config_key(tuned)
+        and n.parent_id == parent.id
+        for n in ctx.nodes
+    )
     if failed:
         return source, config
     return pin_launch_config(source, ctx.kernel.name, tuned), dict(tuned)
@@ -74,15 +86,24 @@ class LaunchConfigOperator:
         tuned = ctx.facts.get("inductor_tuned_config")
         if tuned and _config_key(tuned) not in tried:  # Inductor's tuned result first: the search starts there
             source = pin_launch_config(parent.candidate.source, ctx.kernel.name, tuned)
-            out.append(Candidate(ctx.target, self.name, source=source, config=dict(tuned),
-                                 note=f"Inductor's coordinate-descent choice ({_describe(parent.candidate.config or ctx.root_config or {}, tuned)})"))
+            out.append(
+                Candidate(
+                    ctx.target,
+                    self.name,
+                    source=source,
+                    config=dict(tuned),
+                    note=f"Inductor's coordinate-descent choice ({_describe(parent.candidate.config or ctx.root_config or {}, tuned)})",
+                )
+            )
             tried.add(_config_key(tuned))
         space = [c for c in launch_config_space(ctx.kernel, include_stages=True) if _config_key(c) not in tried]
         noise = {_config_key(c): ctx.rng.random() for c in space}  # seeded tie-break
         space.sort(key=lambda c: (config_distance(c, base), noise[_config_key(c)]))
         for config in space[: n - len(out)]:
             source = pin_launch_config(parent.candidate.source, ctx.kernel.name, config)
-            out.append(Candidate(ctx.target, self.name, source=source, config=config, note=_describe(base, config) + suffix))
+            out.append(
+                Candidate(ctx.target, self.name, source=source, config=config, note=_describe(base, config) + suffix)
+            )
         return out
 
 
@@ -130,5 +151,9 @@ class EvictionPolicyOperator:
             note = "eviction " + ", ".join(f"load{i}={p or 'none'}" for i, p in enumerate(policies) if p != current[i])
             if source != parent.candidate.source:
                 note += " (on Inductor's tuned config)"
-            out.append(Candidate(ctx.target, self.name, source=set_eviction(source, policies), config=config or None, note=note))
+            out.append(
+                Candidate(
+                    ctx.target, self.name, source=set_eviction(source, policies), config=config or None, note=note
+                )
+            )
         return out

@@ -19,12 +19,12 @@ any gate failed, so a failed candidate can never rank above one that passed.
 from __future__ import annotations
 
 import ast
-
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 MODEL_TARGET = "<model>"
 """The target of whole-model candidates (Inductor options judged end to end)."""
@@ -116,7 +116,7 @@ class Candidate:
         }
 
     @classmethod
-    def from_payload(cls, data: Mapping[str, Any]) -> "Candidate":
+    def from_payload(cls, data: Mapping[str, Any]) -> Candidate:
         return cls(
             target=data["target"],
             operator=data["operator"],
@@ -159,7 +159,7 @@ class EvaluationResult:
         self.reason = " ".join(str(self.reason).split())
 
     @classmethod
-    def failure(cls, gate: str | None, reason: str, worker_status: str = "ok", **kwargs: Any) -> "EvaluationResult":
+    def failure(cls, gate: str | None, reason: str, worker_status: str = "ok", **kwargs: Any) -> EvaluationResult:
         """A failed evaluation: fitness 0, the gate (None when no gate answered) and its reason."""
         return cls(passed=False, fitness=0.0, failed_gate=gate, reason=reason, worker_status=worker_status, **kwargs)
 
@@ -175,7 +175,7 @@ class EvaluationResult:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EvaluationResult":
+    def from_dict(cls, data: Mapping[str, Any]) -> EvaluationResult:
         return cls(
             passed=bool(data["passed"]),
             fitness=float(data["fitness"]),

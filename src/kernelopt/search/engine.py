@@ -37,8 +37,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from kernelopt.errors import KerneloptError
 from kernelopt.search.candidate import Candidate, EvaluationResult
@@ -176,7 +177,9 @@ class SearchEngine:
         history = self.nodes.nodes(self.target)
         evaluated = [n for n in history if n.status != PENDING]
         ctx = self._make_context(history, round_)
-        parents = self.policy.select(evaluated, self.parents_per_round, round_rng(self.seed, self.target, round_, "policy"))
+        parents = self.policy.select(
+            evaluated, self.parents_per_round, round_rng(self.seed, self.target, round_, "policy")
+        )
 
         proposals, proposed, duplicates = self._propose(parents, ctx, {n.key for n in history})
         kept = self._within_budget(proposals)
@@ -272,7 +275,9 @@ class SearchEngine:
         if node is None:
             node = self.nodes.add(self.root, parent_id=None, round=0)
             if node is None:
-                raise KerneloptError(f"run {self.nodes.run_id} already holds the original of {self.target} as a non-root node")
+                raise KerneloptError(
+                    f"run {self.nodes.run_id} already holds the original of {self.target} as a non-root node"
+                )
         if node.status == PENDING:  # killed between inserting and recording the root
             node = self.nodes.record(node.id, ROOT_RESULT)
         return node

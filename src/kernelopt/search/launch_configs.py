@@ -15,8 +15,9 @@ pass reading what the first just brought into L2.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from itertools import product
-from typing import Any, Iterator
+from typing import Any
 
 from kernelopt.capture.output_code import KernelDef, size_hints
 

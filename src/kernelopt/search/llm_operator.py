@@ -57,8 +57,14 @@ def repair_of(node: Node) -> int | None:
 class LLMOperator:
     name = NAME
 
-    def __init__(self, client: ChatClient, store: Store | None = None, run_id: int | None = None,
-                 device: str | None = None, max_repairs_per_lineage: int = 2) -> None:
+    def __init__(
+        self,
+        client: ChatClient,
+        store: Store | None = None,
+        run_id: int | None = None,
+        device: str | None = None,
+        max_repairs_per_lineage: int = 2,
+    ) -> None:
         self.client, self.store, self.run_id = client, store, run_id
         self.hardware = hardware_card(device) if device else None
         self.max_repairs = max_repairs_per_lineage
@@ -77,8 +83,8 @@ class LLMOperator:
             return
         self._loaded = True
         for key, value in self.store.measurements(self.run_id, PLAN_KEY).items():
-            self._plans.setdefault(key[len(PLAN_KEY):], Plan.model_validate(value))
-        self._judged |= {int(key[len(JUDGED_KEY):]) for key in self.store.measurements(self.run_id, JUDGED_KEY)}
+            self._plans.setdefault(key[len(PLAN_KEY) :], Plan.model_validate(value))
+        self._judged |= {int(key[len(JUDGED_KEY) :]) for key in self.store.measurements(self.run_id, JUDGED_KEY)}
 
     def _keep_plan(self, candidate: Candidate, plan: Plan) -> None:
         key = candidate.key()
@@ -115,13 +121,18 @@ class LLMOperator:
         if ctx.target not in self._analysis:
             facts = ctx.facts
             time_us, min_us = facts.get("time_us"), facts.get("min_time_us")
-            roofline = {"time_us": time_us, "min_time_us": min_us,
-                        "headroom_us": max(0.0, time_us - min_us) if time_us and min_us else None,
-                        "pct_of_peak": 100.0 * min_us / time_us if time_us and min_us else None,
-                        "peak_gbps": facts.get("peak_gbps")}
-            self._analysis[ctx.target] = Analyst(self.client).run(
-                ctx.kernel, roofline, ncu_metrics=facts.get("ncu") or None, hardware=self.hardware
-            ).output
+            roofline = {
+                "time_us": time_us,
+                "min_time_us": min_us,
+                "headroom_us": max(0.0, time_us - min_us) if time_us and min_us else None,
+                "pct_of_peak": 100.0 * min_us / time_us if time_us and min_us else None,
+                "peak_gbps": facts.get("peak_gbps"),
+            }
+            self._analysis[ctx.target] = (
+                Analyst(self.client)
+                .run(ctx.kernel, roofline, ncu_metrics=facts.get("ncu") or None, hardware=self.hardware)
+                .output
+            )
         return self._analysis[ctx.target]
 
     def _new_plan(self, parent: Node, ctx: SearchContext) -> Candidate | None:
@@ -129,14 +140,21 @@ class LLMOperator:
         analysis = self._analysis_of(ctx)
         kind = kernel_kind(ctx.kernel.heuristic)
         base = self._kernel_of(parent, ctx)
-        cards = retrieve(f"{ctx.kernel.name} {analysis.notes}", analysis.bottleneck, kind, "hopper" if self.hardware else None)
+        cards = retrieve(
+            f"{ctx.kernel.name} {analysis.notes}", analysis.bottleneck, kind, "hopper" if self.hardware else None
+        )
         experience = memory.stats(self.store, analysis.bottleneck, kind) if self.store else []
         avoid = memory.to_avoid(self.store, analysis.bottleneck, kind) if self.store else []
         recent = [n.candidate.note.split(":")[0] for n in ctx.nodes if n.operator == NAME and n.candidate.note][-8:]
         plan = Planner(self.client).run(analysis, base, cards, experience, avoid, recent, hardware=self.hardware).output
         code = Coder(self.client).run(plan, base, hardware=self.hardware).output
-        candidate = Candidate(ctx.target, NAME, source=code.source, config=parent.candidate.config,
-                              note=f"{plan.strategy}: {code.summary}")
+        candidate = Candidate(
+            ctx.target,
+            NAME,
+            source=code.source,
+            config=parent.candidate.config,
+            note=f"{plan.strategy}: {code.summary}",
+        )
         self._keep_plan(candidate, plan)
         self._repair_depth[candidate.key()] = 0
         return candidate
@@ -156,8 +174,15 @@ class LLMOperator:
                 steps, node = steps + 1, by_id[r]
             return max(steps, self._repair_depth.get(node.key, 0))
 
-        failed = [x for x in ctx.nodes if x.operator == NAME and x.result is not None and not x.result.passed
-                  and x.id not in repaired and depth(x) < self.max_repairs]
+        failed = [
+            x
+            for x in ctx.nodes
+            if x.operator == NAME
+            and x.result is not None
+            and not x.result.passed
+            and x.id not in repaired
+            and depth(x) < self.max_repairs
+        ]
         for node in reversed(failed):
             if len(out) >= n:
                 break
@@ -168,12 +193,23 @@ class LLMOperator:
             if verdict is None:  # died in the worker: no gate answered
                 verdict = Verdict("correctness", False, result.reason)
             plan = self._plans.get(node.key)
-            fixed = Repairer(self.client).run(
-                KernelCandidate(source=node.candidate.source or "", summary=node.candidate.note or "candidate"),
-                verdict, ctx.kernel, plan=plan,
-            ).output
-            candidate = Candidate(ctx.target, NAME, source=fixed.source, config=node.candidate.config,
-                                  note=f"{plan.strategy if plan else 'repair'}: repair of node {node.id}: {fixed.summary}")
+            fixed = (
+                Repairer(self.client)
+                .run(
+                    KernelCandidate(source=node.candidate.source or "", summary=node.candidate.note or "candidate"),
+                    verdict,
+                    ctx.kernel,
+                    plan=plan,
+                )
+                .output
+            )
+            candidate = Candidate(
+                ctx.target,
+                NAME,
+                source=fixed.source,
+                config=node.candidate.config,
+                note=f"{plan.strategy if plan else 'repair'}: repair of node {node.id}: {fixed.summary}",
+            )
             if plan is not None:
                 self._keep_plan(candidate, plan)
             self._repair_depth[candidate.key()] = depth(node) + 1
@@ -189,16 +225,37 @@ class LLMOperator:
                 continue
             self._mark_judged(node)
             result = node.result
-            after = {"time_us": result.measurements.get("kernel_time_us")} if result.measurements.get("kernel_time_us") else None
+            after = (
+                {"time_us": result.measurements.get("kernel_time_us")}
+                if result.measurements.get("kernel_time_us")
+                else None
+            )
             verdicts = [Verdict.from_dict(v) for v in result.verdicts]
-            record = Judge(self.client).run(
-                plan, ctx.kernel, {"time_us": ctx.facts.get("time_us")}, after, verdicts,
-                speedup=result.fitness if result.passed else None,
-                bottleneck=analysis.bottleneck if analysis else None, candidate_summary=node.candidate.note,
-            ).output
+            record = (
+                Judge(self.client)
+                .run(
+                    plan,
+                    ctx.kernel,
+                    {"time_us": ctx.facts.get("time_us")},
+                    after,
+                    verdicts,
+                    speedup=result.fitness if result.passed else None,
+                    bottleneck=analysis.bottleneck if analysis else None,
+                    candidate_summary=node.candidate.note,
+                )
+                .output
+            )
             if self.store is not None:
-                memory.record(self.store, self.run_id, record.strategy, analysis.bottleneck if analysis else "unknown",
-                              kernel_kind(ctx.kernel.heuristic), record.speedup, record.success, record.model_dump())
+                memory.record(
+                    self.store,
+                    self.run_id,
+                    record.strategy,
+                    analysis.bottleneck if analysis else "unknown",
+                    kernel_kind(ctx.kernel.heuristic),
+                    record.speedup,
+                    record.success,
+                    record.model_dump(),
+                )
 
     @staticmethod
     def _kernel_of(parent: Node, ctx: SearchContext) -> KernelDef:
@@ -209,4 +266,3 @@ class LLMOperator:
             except (ValueError, SyntaxError):
                 pass
         return ctx.kernel
-

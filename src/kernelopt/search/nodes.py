@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from kernelopt.errors import StoreError
 from kernelopt.search.candidate import Candidate, EvaluationResult
@@ -143,7 +143,9 @@ class NodeStore:
             ),
         )
         if cur.rowcount == 0:
-            row = self._conn.execute("SELECT status FROM nodes WHERE id=? AND run_id=?", (node_id, self.run_id)).fetchone()
+            row = self._conn.execute(
+                "SELECT status FROM nodes WHERE id=? AND run_id=?", (node_id, self.run_id)
+            ).fetchone()
             if row is None:
                 raise StoreError(f"no node {node_id} in run {self.run_id}")
             raise StoreError(

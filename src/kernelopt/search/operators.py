@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import importlib
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from kernelopt.errors import KerneloptError
 from kernelopt.search.candidate import Candidate
@@ -77,7 +78,7 @@ class SearchContext:
     """
 
     target: str
-    kernel: "KernelDef | None" = None
+    kernel: KernelDef | None = None
     root_source: str | None = None
     root_config: dict[str, Any] | None = None
     nodes: list[Node] = field(default_factory=list)

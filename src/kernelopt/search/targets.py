@@ -8,8 +8,9 @@ calls and aten fallbacks are not ours to replace. Every skip has a reason.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 MIN_SHARE = 0.01
 ROOFLINE_DONE = 90.0  # percent of peak
@@ -32,7 +33,10 @@ class Skipped:
 
 
 def select_targets(
-    launches: Iterable[Mapping[str, Any]], total_us: float, min_share: float = MIN_SHARE, roofline_done: float = ROOFLINE_DONE
+    launches: Iterable[Mapping[str, Any]],
+    total_us: float,
+    min_share: float = MIN_SHARE,
+    roofline_done: float = ROOFLINE_DONE,
 ) -> tuple[list[Target], list[Skipped]]:
     """Rank generated Triton kernels by headroom / total time; say why every other launch is skipped."""
     per_kernel: dict[str, dict[str, float]] = {}
@@ -50,10 +54,14 @@ def select_targets(
     for name, agg in per_kernel.items():
         share = agg["time_us"] / total_us if total_us > 0 else 0.0
         if share < min_share:
-            skipped.append(Skipped(name, f"{100 * share:.1f}% of the time (< {100 * min_share:.0f}%): cannot buy more than that"))
+            skipped.append(
+                Skipped(name, f"{100 * share:.1f}% of the time (< {100 * min_share:.0f}%): cannot buy more than that")
+            )
             continue
         if agg["pct"] >= roofline_done:
-            skipped.append(Skipped(name, f"already at {agg['pct']:.0f}% of the copy roofline (>= {roofline_done:.0f}%)"))
+            skipped.append(
+                Skipped(name, f"already at {agg['pct']:.0f}% of the copy roofline (>= {roofline_done:.0f}%)")
+            )
             continue
         headroom = min(agg["headroom_us"], total_us)
         bound = total_us / (total_us - headroom) if headroom < total_us else float("inf")

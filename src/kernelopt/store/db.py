@@ -140,7 +140,9 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the store at {self.path} ({exc}); pass --store PATH to use another file")
+            raise StoreError(
+                f"cannot open the store at {self.path} ({exc}); pass --store PATH to use another file"
+            ) from exc
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
@@ -148,7 +150,9 @@ class Store:
             self._migrate()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
-            raise StoreError(f"{self.path} is not a kernelopt store ({exc}); move it away or pass --store PATH")
+            raise StoreError(
+                f"{self.path} is not a kernelopt store ({exc}); move it away or pass --store PATH"
+            ) from exc
         except StoreError:
             self._conn.close()
             raise
@@ -162,7 +166,9 @@ class Store:
         try:
             current = self.schema_version()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path} is not a kernelopt store ({exc}); move it away or pass --store PATH")
+            raise StoreError(
+                f"{self.path} is not a kernelopt store ({exc}); move it away or pass --store PATH"
+            ) from exc
         if current > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} has schema version {current}, newer than this kernelopt's {SCHEMA_VERSION}; "
@@ -180,7 +186,7 @@ class Store:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -188,10 +194,19 @@ class Store:
 
     # -- runs ------------------------------------------------------------------------
 
-    def start_run(self, kind: str, problem: str, device: str, versions: dict[str, Any], args: dict[str, Any] | None = None) -> int:
+    def start_run(
+        self, kind: str, problem: str, device: str, versions: dict[str, Any], args: dict[str, Any] | None = None
+    ) -> int:
         cur = self._conn.execute(
             "INSERT INTO runs(kind, problem, device, versions, args, started_at) VALUES (?,?,?,?,?,?)",
-            (kind, problem, device, json.dumps(versions, sort_keys=True), json.dumps(args or {}, sort_keys=True), time.time()),
+            (
+                kind,
+                problem,
+                device,
+                json.dumps(versions, sort_keys=True),
+                json.dumps(args or {}, sort_keys=True),
+                time.time(),
+            ),
         )
         assert cur.lastrowid is not None  # an INSERT always sets it
         return int(cur.lastrowid)

@@ -49,8 +49,18 @@ def add_transcript(
         "INSERT INTO transcripts(run_id, node_id, role, provider, model, prompt, response, input_tokens, "
         "output_tokens, cost_usd, error, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
-            run_id, node_id, role, provider, model, json.dumps(messages), response,
-            input_tokens, output_tokens, cost_usd, error, time.time(),
+            run_id,
+            node_id,
+            role,
+            provider,
+            model,
+            json.dumps(messages),
+            response,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            error,
+            time.time(),
         ),
     )
     assert cur.lastrowid is not None  # an INSERT always sets it
@@ -67,8 +77,24 @@ def transcripts(conn: sqlite3.Connection, run_id: int | None = None) -> list[Tra
         rows = conn.execute(sql + " ORDER BY id")
     else:
         rows = conn.execute(sql + " WHERE run_id=? ORDER BY id", (run_id,))
-    return [Transcript(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[7], row[8], row[9],
-                       row[10], row[11], row[12]) for row in rows]
+    return [
+        Transcript(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            row[5],
+            json.loads(row[6]),
+            row[7],
+            row[8],
+            row[9],
+            row[10],
+            row[11],
+            row[12],
+        )
+        for row in rows
+    ]
 
 
 def cached_response(conn: sqlite3.Connection, key: str) -> dict[str, Any] | None:

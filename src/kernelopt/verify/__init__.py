@@ -9,6 +9,8 @@ so nothing there can import a threshold by accident. That is a tripwire, not
 the defence: the defence is that the verdicts are computed in another process.
 """
 
+from __future__ import annotations
+
 import os as _os
 
 if _os.environ.get("KERNELOPT_ROLE") == "runner":

@@ -12,7 +12,7 @@ two tensors of the same shape yield matching blocks whatever their layouts.
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -43,6 +43,7 @@ def chunk_elements_for(t: torch.Tensor) -> int:
         return CHUNK_ELEMENTS
     free, _total = torch.cuda.mem_get_info(t.device)
     return chunk_elements_for_free(free)
+
 
 Index = tuple[object, ...]
 
@@ -80,7 +81,7 @@ def _blocks(prefix: Index, dims: tuple[int, ...], offset: int, limit: int) -> It
 
 def flat(t: torch.Tensor, index: Index) -> torch.Tensor:
     """The block of ``t`` at ``index`` as a 1-D tensor (a view when the block is contiguous)."""
-    return t[index].reshape(-1)
+    return t[index].reshape(-1)  # type: ignore[index]  # Index holds ints and slices
 
 
 def unravel(position: int, shape: Sequence[int]) -> tuple[int, ...]:

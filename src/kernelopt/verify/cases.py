@@ -20,7 +20,8 @@ a time, since they can be gigabytes.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -83,7 +84,7 @@ def _cases(
         for dist, scale in chosen.items():
             gen = None
             args: list[Any] = []
-            for (name, reads, _writes), value in zip(roles, base):
+            for (_name, reads, _writes), value in zip(roles, base):
                 if isinstance(value, torch.Tensor) and reads and value.is_floating_point():
                     if gen is None:
                         gen = torch.Generator(device=value.device).manual_seed(seed)

@@ -19,10 +19,9 @@ import multiprocessing
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable
-
 
 WarmFn = Callable[[str, str], float]
 

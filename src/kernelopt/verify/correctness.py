@@ -22,8 +22,8 @@ kernels after this one read the buffer with the original's strides.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import torch
 from torch import Tensor

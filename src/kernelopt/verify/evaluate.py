@@ -71,7 +71,9 @@ def gate_of_stage(stage: str) -> str:
     return stage if stage in GATES else "correctness"
 
 
-def verify_candidate(request: EvaluationRequest, timeout_s: float = default_of("verify_timeout_s"), gpu: int | None = None) -> dict[str, Any]:
+def verify_candidate(
+    request: EvaluationRequest, timeout_s: float = default_of("verify_timeout_s"), gpu: int | None = None
+) -> dict[str, Any]:
     """Run :func:`evaluate` in an isolated worker; a crash, hang or OOM becomes a failed verdict."""
     from kernelopt.verify.verdict import Verdict
     from kernelopt.workers import run_isolated

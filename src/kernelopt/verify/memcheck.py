@@ -54,8 +54,8 @@ from kernelopt.measure.sanitizer import (
 )
 from kernelopt.verify.memcheck_replay import ARGS_FILE, DONE_MARKER, READY_MARKER, SOURCE_FILE
 from kernelopt.workers.environment import worker_env
-from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
+from kernelopt.workers.workdirs import make_workdir
 
 MemcheckStatus = Literal["clean", "errors", "unavailable", "failed"]
 
@@ -113,12 +113,14 @@ def pack_arguments(args: Sequence[Any]) -> list[dict[str, Any]]:
             flat = torch.empty(span, dtype=tensor.dtype)
             if span:
                 flat.copy_(torch.as_strided(tensor, (span,), (1,), tensor.storage_offset()))
-            entries.append({
-                "tensor": flat,
-                "shape": list(tensor.shape),
-                "stride": list(tensor.stride()),
-                "storage_offset": int(tensor.storage_offset()),
-            })
+            entries.append(
+                {
+                    "tensor": flat,
+                    "shape": list(tensor.shape),
+                    "stride": list(tensor.stride()),
+                    "storage_offset": int(tensor.storage_offset()),
+                }
+            )
         elif isinstance(arg, _VALUE_TYPES):
             entries.append({"value": arg})
         else:
@@ -165,16 +167,17 @@ def run_memcheck(
         return MemcheckResult("unavailable", not_found_reason())
     protect_parent_environment()
     keep = workdir is not None
-    directory = Path(workdir) if keep else make_workdir("kernelopt-memcheck-")
+    directory = Path(workdir) if workdir is not None else make_workdir("kernelopt-memcheck-")
     try:
         directory = write_replay(directory.resolve(), source, kernel_name, args)
         env = worker_env(directory, gpu=gpu, env=REPLAY_ENV)
         command = memcheck_command(
-            tool, [sys.executable, "-m", REPLAY_MODULE, str(directory)],
-            error_exitcode=error_exitcode, print_limit=print_limit,
+            tool,
+            [sys.executable, "-m", REPLAY_MODULE, str(directory)],
+            error_exitcode=error_exitcode,
+            print_limit=print_limit,
         )
-        run = run_command(command, cwd=directory, env=env, timeout_s=timeout_s,
-                          output_path=directory / OUTPUT_FILE)
+        run = run_command(command, cwd=directory, env=env, timeout_s=timeout_s, output_path=directory / OUTPUT_FILE)
         return classify(run, command, error_exitcode, timeout_s)
     finally:
         if not keep:
@@ -190,8 +193,14 @@ def classify(run: SanitizerRun, command: list[str], error_exitcode: int, timeout
 
     def result(status: MemcheckStatus, reason: str) -> MemcheckResult:
         return MemcheckResult(
-            status, reason, report.records[:MAX_ERROR_LINES], report.error_count,
-            run.duration_s, run.returncode, list(command), run.output[-TAIL_CHARS:],
+            status,
+            reason,
+            report.records[:MAX_ERROR_LINES],
+            report.error_count,
+            run.duration_s,
+            run.returncode,
+            list(command),
+            run.output[-TAIL_CHARS:],
         )
 
     if not ready:  # no candidate code has run: every line so far is the tool's or ours
@@ -200,25 +209,35 @@ def classify(run: SanitizerRun, command: list[str], error_exitcode: int, timeout
             return result("unavailable", unsupported)
         if run.timed_out:
             return result("failed", f"timed out after {timeout_s:.0f} s before the arguments were on the GPU")
-        return result("failed", "the replay stopped before its arguments were on the GPU "
-                      f"(exit {run.returncode}): {_last_lines(run.output)}")
+        return result(
+            "failed",
+            "the replay stopped before its arguments were on the GPU "
+            f"(exit {run.returncode}): {_last_lines(run.output)}",
+        )
     found = report.error_count or len(report.records)
     if run.returncode == error_exitcode or found:
         first = f": {report.records[0]}" if report.records else ""
         count = report.error_count if report.error_count is not None else len(report.records)
         return result("errors", f"memcheck found {count} error(s) in the candidate's launch{first}")
     if run.timed_out:
-        return result("failed", f"timed out after {timeout_s:.0f} s under compute-sanitizer (it slows kernels "
-                      "10-100x); pass a larger timeout_s")
+        return result(
+            "failed",
+            f"timed out after {timeout_s:.0f} s under compute-sanitizer (it slows kernels "
+            "10-100x); pass a larger timeout_s",
+        )
     if not done:
-        return result("failed", "the replay ended before its launch completed "
-                      f"(exit {run.returncode}): {_last_lines(run.output)}")
+        return result(
+            "failed", f"the replay ended before its launch completed (exit {run.returncode}): {_last_lines(run.output)}"
+        )
     if report.error_count is None:
-        return result("failed", f"compute-sanitizer printed no ERROR SUMMARY (exit {run.returncode}); "
-                      "the tool did not finish")
+        return result(
+            "failed", f"compute-sanitizer printed no ERROR SUMMARY (exit {run.returncode}); the tool did not finish"
+        )
     if run.returncode != 0 or report.process_failed:
-        return result("failed", f"the replay completed its launch but exited with code {run.returncode}: "
-                      f"{_last_lines(run.output)}")
+        return result(
+            "failed",
+            f"the replay completed its launch but exited with code {run.returncode}: {_last_lines(run.output)}",
+        )
     return result("clean", "memcheck found no errors in the candidate's launch")
 
 

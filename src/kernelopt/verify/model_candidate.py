@@ -46,7 +46,9 @@ def evaluate_options(
     result: dict[str, Any] = {"verdicts": [], "passed": False, "options": options}
     note = "whole-model candidate: Inductor generated every kernel"
     result["verdicts"].append(Verdict("static", True, f"{note}; no candidate source to read").to_dict())
-    result["verdicts"].append(Verdict("correctness", True, f"{note}; the model gate compares the whole model").to_dict())
+    result["verdicts"].append(
+        Verdict("correctness", True, f"{note}; the model gate compares the whole model").to_dict()
+    )
 
     def done(verdict: Verdict) -> dict[str, Any]:
         result["verdicts"].append(verdict.to_dict())
@@ -55,7 +57,12 @@ def evaluate_options(
 
     stage("model")
     model_verdict = run_model_gate(
-        problem, model, lambda xs: baseline(*xs), lambda xs: variant(*xs), target, settings.model_seeds,
+        problem,
+        model,
+        lambda xs: baseline(*xs),
+        lambda xs: variant(*xs),
+        target,
+        settings.model_seeds,
         ModelGatePolicy(max_ratio=settings.max_error_ratio),
     )
     if not model_verdict.passed:
@@ -67,8 +74,11 @@ def evaluate_options(
     a, b = RotatingInputs(inputs, everything), RotatingInputs(inputs, everything)
     before = compat.recompile_count()
     cmp = compare(
-        lambda: baseline(*a.current), lambda: variant(*b.current),
-        trials=settings.trials, prepare_baseline=a.prepare, prepare_candidate=b.prepare,
+        lambda: baseline(*a.current),
+        lambda: variant(*b.current),
+        trials=settings.trials,
+        prepare_baseline=a.prepare,
+        prepare_candidate=b.prepare,
     )
     if compat.recompile_count() != before:
         return done(Verdict("performance", False, "a compiled model recompiled while being timed; the timing is void"))

@@ -188,11 +188,11 @@ def judge_model(per_seed: list[SeedResult], policy: ModelGatePolicy | None = Non
         "worst_ratio": fmt.finite_or_none(worst[0]) if worst[1] else None,
         "per_seed": rows,
     }
-    warning = (
-        "; warning: output is near-constant/near-zero; an all-zeros output would pass" if degenerate else ""
-    )
+    warning = "; warning: output is near-constant/near-zero; an all-zeros output would pass" if degenerate else ""
     if not rows:
-        return Verdict(GATE, False, "no seeds or outputs were compared; the model gate needs at least one seed", details)
+        return Verdict(
+            GATE, False, "no seeds or outputs were compared; the model gate needs at least one seed", details
+        )
     if failures:
         suffix = f" ({len(failures)} of {len(rows)} seed-outputs failed)" if len(failures) > 1 else ""
         return Verdict(GATE, False, failures[0] + suffix + warning, details)

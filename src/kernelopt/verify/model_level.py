@@ -9,8 +9,9 @@ in accuracy); the re-stitched model gives the candidate error. The decision is
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -68,8 +69,13 @@ def seed_inputs(problem: Problem, seed: int, device: torch.device, cache: Refere
 
 
 def _reference(
-    problem: Problem, model: torch.nn.Module, run_baseline: Callable[[Sequence[Any]], Any], device: torch.device,
-    seed: int, inputs: Sequence[Any], cache: ReferenceCache | None,
+    problem: Problem,
+    model: torch.nn.Module,
+    run_baseline: Callable[[Sequence[Any]], Any],
+    device: torch.device,
+    seed: int,
+    inputs: Sequence[Any],
+    cache: ReferenceCache | None,
 ) -> tuple[list[torch.Tensor], list[float], list[float], list[float]]:
     if cache is not None and seed in cache.entries:
         return cache.entries[seed]
@@ -104,11 +110,15 @@ def run_model_gate(
     results = []
     for seed in seeds:
         inputs = seed_inputs(problem, seed, device, cache)
-        refs, base_errors, zero_errors, stats = _reference(problem, model, run_baseline, device, seed, _fresh(inputs), cache)
+        refs, base_errors, zero_errors, stats = _reference(
+            problem, model, run_baseline, device, seed, _fresh(inputs), cache
+        )
         with torch.no_grad():
             cand = [o.detach().clone() for o in outputs_as_list(run_candidate(inputs), problem.path)]
         if len(cand) != len(refs):
-            return Verdict("model", False, f"seed {seed}: the re-stitched model returned {len(cand)} outputs, expected {len(refs)}")
+            return Verdict(
+                "model", False, f"seed {seed}: the re-stitched model returned {len(cand)} outputs, expected {len(refs)}"
+            )
         results.append(
             SeedResult(
                 seed=seed,

@@ -14,7 +14,8 @@ roofline floor comes from the launch's ideal traffic and the measured peak.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.capture.recorder import describe_kernel_args, traffic_bytes
@@ -58,7 +59,12 @@ class _PoisonedRotation:
 
 
 def time_kernels(
-    kernel: KernelDef, original: Any, runner: Any, key: str, args: Sequence[Any], trials: int = 50,
+    kernel: KernelDef,
+    original: Any,
+    runner: Any,
+    key: str,
+    args: Sequence[Any],
+    trials: int = 50,
 ) -> tuple[SplitComparison, list[Any], list[Any]]:
     """Interleaved timing of the original (here) against the candidate ``key`` (in ``runner``'s process).
 
@@ -77,8 +83,10 @@ def time_kernels(
         split = compare_split(
             lambda: launch(original, baseline.current),
             runner.timed(kernel.name, key, lambda: candidate.current),
-            warmup=WARMUP, trials=trials,
-            prepare_baseline=baseline.prepare, prepare_candidate=prepare_candidate,
+            warmup=WARMUP,
+            trials=trials,
+            prepare_baseline=baseline.prepare,
+            prepare_candidate=prepare_candidate,
         )
     finally:
         runner.release()
@@ -101,10 +109,15 @@ def run_performance_gate(
     split, before, after = time_kernels(kernel, original, runner, key, args, trials)
     timed = check_launch(kernel, lambda a: launch(original, a), before, after, "the last timed call")
     if not timed.passed:
-        return Verdict("performance", False, f"the timed candidate's outputs are wrong: {timed.reason}",
-                       {"rule": "timed_outputs", **timed.details}), split
-    evidence = judge_timing_evidence(split.comparison.candidate.samples_ms, split.candidate_wall_ms,
-                                     runner.calibration_ms, policy)
+        return Verdict(
+            "performance",
+            False,
+            f"the timed candidate's outputs are wrong: {timed.reason}",
+            {"rule": "timed_outputs", **timed.details},
+        ), split
+    evidence = judge_timing_evidence(
+        split.comparison.candidate.samples_ms, split.candidate_wall_ms, runner.calibration_ms, policy
+    )
     if evidence is not None:
         return evidence, split
     verdict = judge_performance(split.comparison, min_time_us(kernel, args, peak_gbps), policy)
@@ -114,7 +127,12 @@ def run_performance_gate(
 
 
 def screen(
-    kernel: KernelDef, original: Any, runner: Any, key: str, args: Sequence[Any], trials: int,
+    kernel: KernelDef,
+    original: Any,
+    runner: Any,
+    key: str,
+    args: Sequence[Any],
+    trials: int,
 ) -> SplitComparison:
     """The short interleaved run that screens slow candidates out before the costly gates."""
     split, _, _ = time_kernels(kernel, original, runner, key, args, trials)

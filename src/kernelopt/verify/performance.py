@@ -18,8 +18,9 @@ Two rules:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from kernelopt.config import default_of
 from kernelopt.measure.timer import Comparison
@@ -59,10 +60,7 @@ def _speedup_digits(speedup: float) -> int:
 
 def _speedup_text(comparison: Comparison) -> str:
     d = _speedup_digits(comparison.speedup)
-    return (
-        f"speedup {comparison.speedup:.{d}f}x "
-        f"(IQR {comparison.speedup_q1:.{d}f}-{comparison.speedup_q3:.{d}f}x)"
-    )
+    return f"speedup {comparison.speedup:.{d}f}x (IQR {comparison.speedup_q1:.{d}f}-{comparison.speedup_q3:.{d}f}x)"
 
 
 def _details(comparison: Comparison, min_time_us: float | None, policy: PerformancePolicy) -> dict[str, Any]:
@@ -165,8 +163,11 @@ def judge_end_to_end(comparison: Comparison) -> dict[str, Any]:
 
 
 def judge_timing_evidence(
-    reported_ms: Sequence[float], wall_ms: Sequence[float], calibration_ms: Sequence[float],
-    policy: PerformancePolicy | None = None, what: str = "candidate",
+    reported_ms: Sequence[float],
+    wall_ms: Sequence[float],
+    calibration_ms: Sequence[float],
+    policy: PerformancePolicy | None = None,
+    what: str = "candidate",
 ) -> Verdict | None:
     """None when the candidate's process's own readings agree with the judge's clock; else a failed
     performance verdict naming the disagreement.
@@ -181,23 +182,44 @@ def judge_timing_evidence(
     """
     policy = policy or PerformancePolicy()
     if not calibration_ms:
-        return Verdict(GATE, False, f"no calibration of the candidate's process: {what} timing not trusted",
-                       {"rule": "timing_evidence"})
+        return Verdict(
+            GATE,
+            False,
+            f"no calibration of the candidate's process: {what} timing not trusted",
+            {"rule": "timing_evidence"},
+        )
     calibration = sorted(calibration_ms)
     allowed = policy.overhead_k * max(calibration[len(calibration) * 3 // 4], 0.0) + policy.overhead_slack_ms
     unexplained = sorted(w - r for w, r in zip(wall_ms, reported_ms))
     over = [r - w for w, r in zip(wall_ms, reported_ms) if r > w + 0.01]
-    details = {"rule": "timing_evidence", "allowed_unexplained_ms": allowed,
-               "median_unexplained_ms": unexplained[len(unexplained) // 2] if unexplained else None,
-               "calibration_ms": list(calibration_ms), "wall_ms": list(wall_ms), "reported_ms": list(reported_ms)}
+    details = {
+        "rule": "timing_evidence",
+        "allowed_unexplained_ms": allowed,
+        "median_unexplained_ms": unexplained[len(unexplained) // 2] if unexplained else None,
+        "calibration_ms": list(calibration_ms),
+        "wall_ms": list(wall_ms),
+        "reported_ms": list(reported_ms),
+    }
     if over:
-        return Verdict(GATE, False, (
-            f"timing evidence inconsistent: the {what}'s process reported {len(over)} reading(s) longer than "
-            f"the whole call took on the judge's clock (by up to {max(over):.3f} ms)"), details)
-    median = details["median_unexplained_ms"]
+        return Verdict(
+            GATE,
+            False,
+            (
+                f"timing evidence inconsistent: the {what}'s process reported {len(over)} reading(s) longer than "
+                f"the whole call took on the judge's clock (by up to {max(over):.3f} ms)"
+            ),
+            details,
+        )
+    median = unexplained[len(unexplained) // 2] if unexplained else None
     if median is not None and median > allowed:
-        return Verdict(GATE, False, (
-            f"timing evidence inconsistent: the judge's clock saw {median:.3f} ms per {what} call that its "
-            f"process's readings do not explain; calibrated overhead allows {allowed:.3f} ms "
-            f"({policy.overhead_k:g} x the calibration's upper quartile + {policy.overhead_slack_ms:g} ms)"), details)
+        return Verdict(
+            GATE,
+            False,
+            (
+                f"timing evidence inconsistent: the judge's clock saw {median:.3f} ms per {what} call that its "
+                f"process's readings do not explain; calibrated overhead allows {allowed:.3f} ms "
+                f"({policy.overhead_k:g} x the calibration's upper quartile + {policy.overhead_slack_ms:g} ms)"
+            ),
+            details,
+        )
     return None

@@ -11,8 +11,9 @@ its stage timings so the throughput can be read, not guessed.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -28,8 +29,8 @@ from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
 from kernelopt.problem.edges import check_edge_names
 from kernelopt.verify.cases import EDGE_CASES
 from kernelopt.verify.compile_pool import CompilePool, default_workers
-from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.correctness import nan_fill_
+from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
 from kernelopt.verify.perf_runner import min_time_us, run_performance_gate, screen
@@ -65,7 +66,9 @@ class GateSettings:
     def __post_init__(self) -> None:
         unknown = [d for d in self.kernel_distributions or () if d not in DISTRIBUTIONS]
         if unknown:
-            raise KerneloptError(f"unknown input distribution(s) {', '.join(unknown)}; choose from {', '.join(DISTRIBUTIONS)}")
+            raise KerneloptError(
+                f"unknown input distribution(s) {', '.join(unknown)}; choose from {', '.join(DISTRIBUTIONS)}"
+            )
         check_edge_names(self.kernel_edges or ())
 
     @property
@@ -93,10 +96,18 @@ def search_settings(config: Settings | None = None) -> GateSettings:
     median 2.1-2.4 s per candidate reaching it on 1 GB kernels (softmax, cumsum),
     15.5 s on row-L2's 8.6 GB, against 0.1-0.5 s for each other stage."""
     config = config or Settings()
-    return GateSettings(kernel_seeds=config.search_kernel_seeds, model_seeds=config.search_model_seeds,
-                        trials=config.trials, margin=config.margin, end_to_end=False,
-                        screen_trials=config.screen_trials, screen_min_speedup=1.0 + config.margin / 2,
-                        kernel_distributions=SEARCH_DISTRIBUTIONS, kernel_edges=(), memcheck=False)
+    return GateSettings(
+        kernel_seeds=config.search_kernel_seeds,
+        model_seeds=config.search_model_seeds,
+        trials=config.trials,
+        margin=config.margin,
+        end_to_end=False,
+        screen_trials=config.screen_trials,
+        screen_min_speedup=1.0 + config.margin / 2,
+        kernel_distributions=SEARCH_DISTRIBUTIONS,
+        kernel_edges=(),
+        memcheck=False,
+    )
 
 
 def final_settings(search: GateSettings, config: Settings | None = None) -> GateSettings:
@@ -105,7 +116,12 @@ def final_settings(search: GateSettings, config: Settings | None = None) -> Gate
     None: the ``default`` effort profile's)."""
     full = config or Settings()
     return replace(
-        search, screen_trials=0, end_to_end=False, kernel_distributions=None, kernel_edges=None, memcheck=True,
+        search,
+        screen_trials=0,
+        end_to_end=False,
+        kernel_distributions=None,
+        kernel_edges=None,
+        memcheck=True,
         kernel_seeds=tuple(dict.fromkeys(search.kernel_seeds + full.kernel_seeds)),
         model_seeds=tuple(dict.fromkeys(search.model_seeds + full.model_seeds)),
     )
@@ -121,7 +137,12 @@ class ProblemSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
     def key(self) -> tuple:
-        return (self.problem_path, tuple(sorted(self.overrides.items())), self.seed, tuple(sorted(self.options.items())))
+        return (
+            self.problem_path,
+            tuple(sorted(self.overrides.items())),
+            self.seed,
+            tuple(sorted(self.options.items())),
+        )
 
 
 def stage(name: str) -> None:
@@ -140,8 +161,13 @@ class EvaluationSession:
     from what lands in those buffers and from timings checked against this
     process's clock."""
 
-    def __init__(self, spec: ProblemSpec, peak_gbps: float | None = None, compile_workers: int | None = None,
-                 runner: RemoteRunner | None = None) -> None:
+    def __init__(
+        self,
+        spec: ProblemSpec,
+        peak_gbps: float | None = None,
+        compile_workers: int | None = None,
+        runner: RemoteRunner | None = None,
+    ) -> None:
         # Started with the first kernel searched (snapshots): a problem with no target never pays for it.
         self.pool = CompilePool(default_workers() if compile_workers is None else compile_workers)
         stage("capture")
@@ -205,8 +231,10 @@ class EvaluationSession:
     def remote_forward(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
         """The candidate process's re-stitched model on ``inputs``, landed in fresh poisoned buffers of
         this process's (which never held a baseline result)."""
-        outputs = [nan_fill_(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
-                   for shape, stride, dtype in self.output_layouts()]
+        outputs = [
+            nan_fill_(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
+            for shape, stride, dtype in self.output_layouts()
+        ]
         layouts = self.runner.forward_into(inputs, outputs)
         if len(layouts) != len(outputs):
             raise ModelOutputMismatch(f"the re-stitched model returned {len(layouts)} outputs, expected {len(outputs)}")
@@ -214,7 +242,8 @@ class EvaluationSession:
             if tuple(layout["shape"]) != tuple(out.shape) or layout["dtype"] != str(out.dtype).removeprefix("torch."):
                 raise ModelOutputMismatch(
                     f"output {i} of the re-stitched model is {layout['dtype']}{list(layout['shape'])}, "
-                    f"expected {str(out.dtype).removeprefix('torch.')}{list(out.shape)}")
+                    f"expected {str(out.dtype).removeprefix('torch.')}{list(out.shape)}"
+                )
         return outputs
 
     def _capture_difference(self, kernel: Any) -> str | None:
@@ -237,8 +266,16 @@ class EvaluationSession:
             return self.artifact(*xs)
 
         try:
-            return run_model_gate(self.problem, self.model, run_baseline, self.remote_forward, self.device, seeds,
-                                  ModelGatePolicy(max_ratio=max_error_ratio), cache=self._references)
+            return run_model_gate(
+                self.problem,
+                self.model,
+                run_baseline,
+                self.remote_forward,
+                self.device,
+                seeds,
+                ModelGatePolicy(max_ratio=max_error_ratio),
+                cache=self._references,
+            )
         except ModelOutputMismatch as exc:
             return Verdict("model", False, str(exc), {"rule": "output_layout"})
 
@@ -254,7 +291,12 @@ class EvaluationSession:
         whose process dies or hangs fails at the gate it was in; this session lives on."""
         started = time.monotonic()
         address, var, kernel = self.kernel(name)
-        result: dict[str, Any] = {"verdicts": [], "passed": False, "address": address.to_dict(), "original_source": kernel.source}
+        result: dict[str, Any] = {
+            "verdicts": [],
+            "passed": False,
+            "address": address.to_dict(),
+            "original_source": kernel.source,
+        }
         timings: dict[str, float] = {}
         result["timings"] = timings
         clock = [started]
@@ -288,11 +330,27 @@ class EvaluationSession:
             self.runner.restart()
             gate = current[0] if current[0] in ("correctness", "model", "performance") else "correctness"
             result["worker_status"] = exc.outcome.status
-            return done(Verdict(gate, False, f"{exc} (in the {current[0]} stage)",
-                                {"rule": "candidate_process", "stage": current[0], "worker": exc.outcome.to_dict()}))
+            return done(
+                Verdict(
+                    gate,
+                    False,
+                    f"{exc} (in the {current[0]} stage)",
+                    {"rule": "candidate_process", "stage": current[0], "worker": exc.outcome.to_dict()},
+                )
+            )
 
-    def _dynamic_gates(self, name: str, kernel: Any, address: KernelAddress, source: str, settings: GateSettings,
-                       result: dict[str, Any], lap: Any, enter: Any, done: Any) -> dict[str, Any]:
+    def _dynamic_gates(
+        self,
+        name: str,
+        kernel: Any,
+        address: KernelAddress,
+        source: str,
+        settings: GateSettings,
+        result: dict[str, Any],
+        lap: Any,
+        enter: Any,
+        done: Any,
+    ) -> dict[str, Any]:
         enter("correctness")
         original = vars(self.artifact.graphs[address.graph].module)[self.kernel(name)[1]]
         snapshots = self.snapshots(name)
@@ -307,13 +365,26 @@ class EvaluationSession:
             result["screen"] = screened.to_dict()
             speedup = screened.comparison.speedup
             if speedup < settings.screen_min_speedup:
-                return done(Verdict("performance", False, (
-                    f"screened out: {speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
-                    f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run")))
+                return done(
+                    Verdict(
+                        "performance",
+                        False,
+                        (
+                            f"screened out: {speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
+                            f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run"
+                        ),
+                    )
+                )
             enter("correctness")
-        correctness = run_subkernel_gate(kernel, as_launcher(original), self.runner.launcher(kernel.name, key),
-                                         snapshots, settings.kernel_seeds, settings.kernel_distributions,
-                                         settings.edges)
+        correctness = run_subkernel_gate(
+            kernel,
+            as_launcher(original),
+            self.runner.launcher(kernel.name, key),
+            snapshots,
+            settings.kernel_seeds,
+            settings.kernel_distributions,
+            settings.edges,
+        )
         lap("correctness")
         if not correctness.passed:
             return done(correctness)
@@ -325,8 +396,14 @@ class EvaluationSession:
         except RunnerDied as exc:
             if exc.outcome.status != "error":
                 raise
-            return done(Verdict("model", False, f"the replacement cannot be stitched in: {exc.outcome.reason}",
-                                {"rule": "swap", "capture_difference": self._capture_difference(kernel)}))
+            return done(
+                Verdict(
+                    "model",
+                    False,
+                    f"the replacement cannot be stitched in: {exc.outcome.reason}",
+                    {"rule": "swap", "capture_difference": self._capture_difference(kernel)},
+                )
+            )
         model_verdict = self.model_gate(settings.model_seeds, settings.max_error_ratio)
         lap("model")
         if not model_verdict.passed:
@@ -335,16 +412,26 @@ class EvaluationSession:
 
         enter("performance")
         perf, kernel_cmp = run_performance_gate(
-            kernel, original, self.runner, key, snapshots[0], self.peak_gbps,
-            PerformancePolicy(margin=settings.margin), settings.trials,
+            kernel,
+            original,
+            self.runner,
+            key,
+            snapshots[0],
+            self.peak_gbps,
+            PerformancePolicy(margin=settings.margin),
+            settings.trials,
         )
         result["kernel_comparison"] = kernel_cmp.to_dict()
         if perf.passed and settings.end_to_end:
             e2e = self.end_to_end(max(10, settings.trials // 2))
-            evidence = judge_timing_evidence(e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms,
-                                             self.runner.calibration_ms, what="model")
-            result["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict(),
-                                    "evidence": evidence.to_dict() if evidence else None}
+            evidence = judge_timing_evidence(
+                e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, self.runner.calibration_ms, what="model"
+            )
+            result["end_to_end"] = {
+                **judge_end_to_end(e2e.comparison),
+                "comparison": e2e.to_dict(),
+                "evidence": evidence.to_dict() if evidence else None,
+            }
             if evidence is not None:
                 perf = evidence
         lap("performance")
@@ -355,12 +442,20 @@ class EvaluationSession:
             result["memcheck"] = memcheck.to_dict()
             if memcheck.status in ("errors", "failed"):
                 result["verdicts"].append(perf.to_dict())
-                return done(Verdict("correctness", False, f"memcheck on the recorded launch: {memcheck.reason}",
-                                    {"rule": "memcheck", "memcheck": memcheck.to_dict()}))
+                return done(
+                    Verdict(
+                        "correctness",
+                        False,
+                        f"memcheck on the recorded launch: {memcheck.reason}",
+                        {"rule": "memcheck", "memcheck": memcheck.to_dict()},
+                    )
+                )
         result["passed"] = perf.passed
         return done(perf)
 
-    def evaluate_batch(self, name: str, sources: Sequence[str], settings: GateSettings, warm_timeout_s: float = 120.0) -> list[dict[str, Any]]:
+    def evaluate_batch(
+        self, name: str, sources: Sequence[str], settings: GateSettings, warm_timeout_s: float = 120.0
+    ) -> list[dict[str, Any]]:
         """Compile the batch ahead in the pool, then run the gates one candidate at a time.
 
         Each result gets ``timings["warm_wait"]`` (seconds the GPU sat waiting for the

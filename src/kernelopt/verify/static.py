@@ -29,32 +29,9 @@ most serious finding, and all findings are in ``details["violations"]``.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
-from kernelopt.verify.static_rules import (
-    ALLOWED_DUNDER_NAMES,
-    ANY,
-    APPROXIMATE_LOWERINGS,
-    CONSTEXPR_PATHS,
-    DEVICE_CLOCK_NAMES,
-    FORBIDDEN_ATTRIBUTES,
-    FORBIDDEN_BUILTINS,
-    FORBIDDEN_NODES,
-    HEURISTIC_DECORATORS,
-    IMPORT_HINTS,
-    JIT_KEYWORDS,
-    MAX_SOURCE_CHARS,
-    MODULE_PATHS,
-    POLICIES,
-    PRIORITY,
-    REEXPORTS,
-    RULES,
-    RUNTIME,
-    TORCH_DTYPES,
-    precision_token_for_name,
-    precision_token_for_string,
-)
 from kernelopt.verify.static_common import Violation
 from kernelopt.verify.static_common import bindings as _bindings
 from kernelopt.verify.static_common import chain as _chain
@@ -69,6 +46,25 @@ from kernelopt.verify.static_kernel import (
     body_violations,
     clock_string_violations,
     import_time_violations,
+)
+from kernelopt.verify.static_rules import (
+    ALLOWED_DUNDER_NAMES,
+    APPROXIMATE_LOWERINGS,
+    CONSTEXPR_PATHS,
+    DEVICE_CLOCK_NAMES,
+    FORBIDDEN_ATTRIBUTES,
+    FORBIDDEN_BUILTINS,
+    FORBIDDEN_NODES,
+    HEURISTIC_DECORATORS,
+    IMPORT_HINTS,
+    JIT_KEYWORDS,
+    MAX_SOURCE_CHARS,
+    MODULE_PATHS,
+    PRIORITY,
+    RULES,
+    RUNTIME,
+    precision_token_for_name,
+    precision_token_for_string,
 )
 from kernelopt.verify.verdict import Verdict
 
@@ -190,7 +186,8 @@ class _Walker(ast.NodeVisitor):
             self.imports.add(alias.name)
             if not _import_allowed(alias.name, self.original_imports):
                 construct = (
-                    "imports torch, which the original kernel does not import" if alias.name == "torch"
+                    "imports torch, which the original kernel does not import"
+                    if alias.name == "torch"
                     else self._import_construct(alias.name)
                 )
                 self._add("import", node, construct)
@@ -231,8 +228,9 @@ class _Walker(ast.NodeVisitor):
         if kw.arg == "allow_tf32" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
             self._token("tf32", kw, f"passes allow_tf32={ast.unparse(kw.value)}")
         elif kw.arg == "input_precision" and not isinstance(kw.value, ast.Constant):
-            self._token(f"input_precision={ast.unparse(kw.value)}", kw,
-                        f"passes input_precision={ast.unparse(kw.value)}")
+            self._token(
+                f"input_precision={ast.unparse(kw.value)}", kw, f"passes input_precision={ast.unparse(kw.value)}"
+            )
         elif kw.arg is None:  # **kwargs: the precision keywords could hide in there
             self._token("**kwargs", kw, f"passes **{ast.unparse(kw.value)}")
 
@@ -376,8 +374,11 @@ def _is_constant_value(node: ast.expr, bound: dict[str, str]) -> bool:
     if _is_immutable_literal(node):
         return True
     return (
-        isinstance(node, ast.Call) and _path_of(node.func, bound) in CONSTEXPR_PATHS
-        and len(node.args) == 1 and not node.keywords and _is_immutable_literal(node.args[0])
+        isinstance(node, ast.Call)
+        and _path_of(node.func, bound) in CONSTEXPR_PATHS
+        and len(node.args) == 1
+        and not node.keywords
+        and _is_immutable_literal(node.args[0])
     )
 
 
@@ -397,28 +398,41 @@ def _top_level(tree: ast.Module, bound: dict[str, str]) -> Iterable[Violation]:
             if index == 0 and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
                 continue  # module docstring
             call = stmt.value
-            if (isinstance(call, ast.Call) and not call.args and not call.keywords
-                    and _path_of(call.func, bound) == f"{RUNTIME}.triton_helpers.set_driver_to_gpu"):
+            if (
+                isinstance(call, ast.Call)
+                and not call.args
+                and not call.keywords
+                and _path_of(call.func, bound) == f"{RUNTIME}.triton_helpers.set_driver_to_gpu"
+            ):
                 continue
-            yield Violation("top_level", stmt.lineno, stmt.col_offset,
-                            f"runs {_short(ast.unparse(stmt))} at module level")
+            yield Violation(
+                "top_level", stmt.lineno, stmt.col_offset, f"runs {_short(ast.unparse(stmt))} at module level"
+            )
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             names = [t.id for t in targets if isinstance(t, ast.Name)]
             value = stmt.value
             ok_annotation = isinstance(stmt, ast.Assign) or _is_constexpr_annotation(stmt.annotation, bound)
-            if (len(names) == len(targets) == 1 and value is not None and ok_annotation
-                    and _is_constant_value(value, bound)):
+            if (
+                len(names) == len(targets) == 1
+                and value is not None
+                and ok_annotation
+                and _is_constant_value(value, bound)
+            ):
                 if names[0] in defined:
-                    yield Violation("top_level", stmt.lineno, stmt.col_offset,
-                                    f"rebinds {names[0]} at module level")
+                    yield Violation("top_level", stmt.lineno, stmt.col_offset, f"rebinds {names[0]} at module level")
                 continue
-            yield Violation("top_level", stmt.lineno, stmt.col_offset,
-                            f"assigns {_short(ast.unparse(stmt))} at module level (not an immutable literal)")
+            yield Violation(
+                "top_level",
+                stmt.lineno,
+                stmt.col_offset,
+                f"assigns {_short(ast.unparse(stmt))} at module level (not an immutable literal)",
+            )
             continue
-        yield Violation("top_level", stmt.lineno, stmt.col_offset,
-                        f"has a top-level {type(stmt).__name__.lower()} statement")
+        yield Violation(
+            "top_level", stmt.lineno, stmt.col_offset, f"has a top-level {type(stmt).__name__.lower()} statement"
+        )
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -430,12 +444,13 @@ def _decorator_kind(dec: ast.expr, bound: dict[str, str]) -> str | None:
     """'jit', 'heuristics:<name>' or None for anything else."""
     target = dec.func if isinstance(dec, ast.Call) else dec
     path = _path_of(target, bound)
-    if path == "triton.jit" and (not isinstance(dec, ast.Call) or (
-            not dec.args and all(k.arg in JIT_KEYWORDS for k in dec.keywords))):
+    if path == "triton.jit" and (
+        not isinstance(dec, ast.Call) or (not dec.args and all(k.arg in JIT_KEYWORDS for k in dec.keywords))
+    ):
         return "jit"
     prefix = f"{RUNTIME}.triton_heuristics."
-    if path and path.startswith(prefix) and isinstance(dec, ast.Call) and path[len(prefix):] in HEURISTIC_DECORATORS:
-        return "heuristics:" + path[len(prefix):]
+    if path and path.startswith(prefix) and isinstance(dec, ast.Call) and path[len(prefix) :] in HEURISTIC_DECORATORS:
+        return "heuristics:" + path[len(prefix) :]
     return None
 
 
@@ -488,28 +503,37 @@ def _kernel_and_helpers(
         where = (fn.lineno, fn.col_offset)
         if fn.name != kernel_name:
             if kinds != ["jit"]:
-                yield Violation("top_level", *where, f"defines function {fn.name} without @triton.jit"
-                                if "jit" not in kinds else f"decorates helper {fn.name} with more than @triton.jit")
+                yield Violation(
+                    "top_level",
+                    *where,
+                    f"defines function {fn.name} without @triton.jit"
+                    if "jit" not in kinds
+                    else f"decorates helper {fn.name} with more than @triton.jit",
+                )
             continue
         for dec, kind in zip(fn.decorator_list, kinds):
             if kind is None:
-                yield Violation("kernel", dec.lineno, dec.col_offset,
-                                f"decorates {fn.name} with @{_short(ast.unparse(dec), 60)}")
+                yield Violation(
+                    "kernel", dec.lineno, dec.col_offset, f"decorates {fn.name} with @{_short(ast.unparse(dec), 60)}"
+                )
         if not kinds or kinds[-1] != "jit":
             yield Violation("kernel", *where, f"{fn.name} is not decorated with @triton.jit as its innermost decorator")
         heuristics = [k for k in kinds if k and k.startswith("heuristics:")]
         if len(heuristics) > 1:
             yield Violation("kernel", *where, f"{fn.name} has {len(heuristics)} @triton_heuristics decorators")
         elif expected.has_heuristics and not heuristics:
-            yield Violation("kernel", *where, f"{fn.name} lacks the @triton_heuristics decorator the launcher needs "
-                                              "(keep the original's or pin one with fixed_config)")
+            yield Violation(
+                "kernel",
+                *where,
+                f"{fn.name} lacks the @triton_heuristics decorator the launcher needs "
+                "(keep the original's or pin one with fixed_config)",
+            )
         yield from _meta_name_violations(fn, bound)
         yield from _signature_violations(_signature_of(fn, bound), expected)
     if not kernels:
         others = ", ".join(f"{f.name} (line {f.lineno})" for f in functions) or "no functions"
         line = functions[0].lineno if functions else 1
-        yield Violation("kernel", line, 0,
-                        f"defines no top-level function named {kernel_name} (found: {others})")
+        yield Violation("kernel", line, 0, f"defines no top-level function named {kernel_name} (found: {others})")
     elif len(kernels) > 1:
         yield Violation("kernel", kernels[1].lineno, 0, f"defines {kernel_name} {len(kernels)} times")
 
@@ -523,10 +547,17 @@ def _meta_name_violations(fn: ast.FunctionDef, bound: dict[str, str]) -> Iterabl
             if kw.arg != "inductor_meta" or not isinstance(kw.value, ast.Dict):
                 continue
             for key, value in zip(kw.value.keys, kw.value.values):
-                if isinstance(key, ast.Constant) and key.value == "kernel_name" and not (
-                        isinstance(value, ast.Constant) and value.value == fn.name):
-                    yield Violation("kernel", value.lineno, value.col_offset,
-                                    f"inductor_meta names the kernel {ast.unparse(value)}, not {fn.name!r}")
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value == "kernel_name"
+                    and not (isinstance(value, ast.Constant) and value.value == fn.name)
+                ):
+                    yield Violation(
+                        "kernel",
+                        value.lineno,
+                        value.col_offset,
+                        f"inductor_meta names the kernel {ast.unparse(value)}, not {fn.name!r}",
+                    )
 
 
 def _signature_violations(actual: KernelSignature, expected: KernelSignature) -> Iterable[Violation]:
@@ -540,25 +571,34 @@ def _signature_violations(actual: KernelSignature, expected: KernelSignature) ->
         added = [n for n in actual_runtime if n not in expected_runtime]
         if missing and missing[0] in by_name:
             p = by_name[missing[0]]
-            yield Violation("signature", p.line, 0,
-                            f"{name} declares {p.name} tl.constexpr; the original passes it at run time")
+            yield Violation(
+                "signature", p.line, 0, f"{name} declares {p.name} tl.constexpr; the original passes it at run time"
+            )
         elif missing:
-            yield Violation("signature", actual.line, 0, f"{name} drops parameter {missing[0]} of the original {expected}")
+            yield Violation(
+                "signature", actual.line, 0, f"{name} drops parameter {missing[0]} of the original {expected}"
+            )
         elif added:
             p = by_name[added[0]]
             note = " (it was tl.constexpr in the original)" if added[0] in expected.constexprs else ""
-            yield Violation("signature", p.line, 0,
-                            f"{name} adds parameter {added[0]} without tl.constexpr and a default{note}")
+            yield Violation(
+                "signature", p.line, 0, f"{name} adds parameter {added[0]} without tl.constexpr and a default{note}"
+            )
         else:
-            yield Violation("signature", actual.line, 0,
-                            f"{name} takes ({', '.join(actual_runtime)}) in that order; "
-                            f"the original takes ({', '.join(expected_runtime)})")
+            yield Violation(
+                "signature",
+                actual.line,
+                0,
+                f"{name} takes ({', '.join(actual_runtime)}) in that order; "
+                f"the original takes ({', '.join(expected_runtime)})",
+            )
         return
     leading = actual.params[: len(actual_runtime)]
     if any(p.constexpr for p in leading):
         p = next(p for p in leading if p.constexpr)
-        yield Violation("signature", p.line, 0,
-                        f"{name} puts constexpr parameter {p.name} before pointer and numel parameters")
+        yield Violation(
+            "signature", p.line, 0, f"{name} puts constexpr parameter {p.name} before pointer and numel parameters"
+        )
     for p in actual.params:
         if p.constexpr and p.name not in expected.constexprs and not p.has_default:
             yield Violation("signature", p.line, 0, f"{name} adds constexpr parameter {p.name} without a default")
@@ -589,26 +629,34 @@ def _fail(violations: list[Violation], **extra: object) -> Verdict:
     reason = primary.message
     if len(ordered) > 1:
         reason += f" (and {len(ordered) - 1} more finding{'s' if len(ordered) > 2 else ''})"
-    return Verdict("static", False, reason, {
-        "rule": primary.rule, "violations": [v.to_dict() for v in ordered], **extra})
+    return Verdict(
+        "static", False, reason, {"rule": primary.rule, "violations": [v.to_dict() for v in ordered], **extra}
+    )
 
 
 def _shape_violations(analysis: _Analysis, trusted_paths: set[str]) -> list[Violation]:
     """Everything the candidate's module alone shows: forbidden constructs and the module's shape."""
     tree, walker = analysis.tree, analysis.walker
-    return [*walker.violations, *_top_level(tree, walker.bound), *import_time_violations(tree, walker.bound),
-            *body_violations(tree, walker.bound, trusted_paths), *clock_string_violations(tree)]
+    return [
+        *walker.violations,
+        *_top_level(tree, walker.bound),
+        *import_time_violations(tree, walker.bound),
+        *body_violations(tree, walker.bound, trusted_paths),
+        *clock_string_violations(tree),
+    ]
 
 
-def _candidate_violations(source: str, original: _Analysis, kernel_name: str,
-                          expected: KernelSignature) -> list[Violation]:
+def _candidate_violations(
+    source: str, original: _Analysis, kernel_name: str, expected: KernelSignature
+) -> list[Violation]:
     candidate = _analyze(source, original.walker.imports, original.walker.paths)
     walker = candidate.walker
     # A construct Inductor itself emitted in the original (a new helper call, a profiler
     # import) is trusted verbatim: the candidate is never held to more than its original.
     trusted = {(v.rule, v.construct) for v in _shape_violations(original, set())}
-    violations = [v for v in _shape_violations(candidate, original.walker.paths)
-                  if (v.rule, v.construct) not in trusted]
+    violations = [
+        v for v in _shape_violations(candidate, original.walker.paths) if (v.rule, v.construct) not in trusted
+    ]
     violations += [v for token, v in walker.tokens.items() if token not in original.walker.tokens]
     violations += access_violations(candidate.tree, walker.bound, original.access)
     violations += _kernel_and_helpers(candidate.tree, walker.bound, kernel_name, expected)
@@ -621,8 +669,7 @@ def _guarded(source: str, run: Callable[[], list[Violation]], kernel_name: str) 
     try:
         return run()
     except SyntaxError as exc:
-        return _fail([Violation("syntax", exc.lineno or 1, max((exc.offset or 1) - 1, 0),
-                                f"syntax error: {exc.msg}")])
+        return _fail([Violation("syntax", exc.lineno or 1, max((exc.offset or 1) - 1, 0), f"syntax error: {exc.msg}")])
     except ValueError as exc:  # e.g. null bytes
         return _fail([Violation("syntax", 1, 0, f"unparsable source: {exc}")])
     except RecursionError:
@@ -637,15 +684,19 @@ def check_static(candidate_source: str, *, kernel_name: str, original_source: st
     """
     expected = kernel_signature(original_source, kernel_name)
     original = _analyze(original_source, set(), set())
-    found = _guarded(candidate_source,
-                     lambda: _candidate_violations(candidate_source, original, kernel_name, expected), kernel_name)
+    found = _guarded(
+        candidate_source, lambda: _candidate_violations(candidate_source, original, kernel_name, expected), kernel_name
+    )
     if isinstance(found, Verdict):
         return found
     if found:
         return _fail(found, kernel=kernel_name)
-    return Verdict("static", True, f"static checks passed for {expected.name}; "
-                                   f"{len(RULES)} rules, signature matches the original",
-                   {"kernel": kernel_name, "signature": str(expected), "rules": list(RULES)})
+    return Verdict(
+        "static",
+        True,
+        f"static checks passed for {expected.name}; {len(RULES)} rules, signature matches the original",
+        {"kernel": kernel_name, "signature": str(expected), "rules": list(RULES)},
+    )
 
 
 CANDIDATE_ONLY_RULES = tuple(r for r in RULES if r not in ("precision", "mask", "inline_asm", "signature"))
@@ -660,6 +711,7 @@ def check_static_candidate(candidate_source: str, *, kernel_name: str) -> Verdic
     :func:`check_static`, which must still run once the original is known. A construct
     only Inductor's own original would vouch for is refused here.
     """
+
     def run() -> list[Violation]:
         analysis = _analyze(candidate_source, set(), set())
         found = _shape_violations(analysis, set())
@@ -673,5 +725,9 @@ def check_static_candidate(candidate_source: str, *, kernel_name: str) -> Verdic
         return found
     if found:
         return _fail(found, kernel=kernel_name)
-    return Verdict("static", True, f"candidate-only static checks passed for {kernel_name}",
-                   {"kernel": kernel_name, "rules": list(CANDIDATE_ONLY_RULES)})
+    return Verdict(
+        "static",
+        True,
+        f"candidate-only static checks passed for {kernel_name}",
+        {"kernel": kernel_name, "rules": list(CANDIDATE_ONLY_RULES)},
+    )

@@ -24,8 +24,11 @@ class Violation:
 
     @property
     def message(self) -> str:
-        return f"line {self.line}: {self.construct}; {RULES[self.rule]}" if self.rule != "precision" else (
-            f"line {self.line}: {self.construct}, {RULES[self.rule]}")
+        return (
+            f"line {self.line}: {self.construct}; {RULES[self.rule]}"
+            if self.rule != "precision"
+            else (f"line {self.line}: {self.construct}, {RULES[self.rule]}")
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {"rule": self.rule, "line": self.line, "col": self.col, "message": self.message}
@@ -57,7 +60,7 @@ def resolve(path: str) -> str:
     for _ in range(4):
         for prefix, target in REEXPORTS.items():
             if path == prefix or path.startswith(prefix + "."):
-                path = target + path[len(prefix):]
+                path = target + path[len(prefix) :]
                 break
         else:
             return path
@@ -89,7 +92,7 @@ def check_path(path: str, *, called: bool, written: str) -> tuple[str, str] | No
     key = policy_key(path)
     if key is None:
         return None  # not rooted at an allowed module: the import itself was already rejected
-    rest = path[len(key) + 1:].split(".") if path != key else []
+    rest = path[len(key) + 1 :].split(".") if path != key else []
     if key == "torch":
         if called:
             return "torch_compute", f"calls {written}"

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from kernelopt.verify.static_common import Violation, chain, check_path, path_of
 from kernelopt.verify.static_rules import (
@@ -89,8 +89,11 @@ def _import_time_literal(node: ast.expr, bound: dict[str, str]) -> ast.expr | No
         ok = base in IMPORT_TIME_ENUMS and node.attr.isidentifier() and not node.attr.startswith("_")
         return None if ok else node
     if isinstance(node, ast.Call):
-        func = "builtins.set" if isinstance(node.func, ast.Name) and node.func.id == "set" and "set" not in bound \
+        func = (
+            "builtins.set"
+            if isinstance(node.func, ast.Name) and node.func.id == "set" and "set" not in bound
             else path_of(node.func, bound)
+        )
         if func not in IMPORT_TIME_CALLS:
             return node
         if func == "builtins.set" and (node.args or node.keywords):
@@ -120,24 +123,31 @@ def import_time_violations(tree: ast.Module, bound: dict[str, str]) -> Iterable[
             for value in [*dec.args, *(k.value for k in dec.keywords)]:
                 bad = _import_time_literal(value, bound)
                 if bad is not None:
-                    yield Violation("import_time", *_at(bad),
-                                    f"decorator of {fn.name} evaluates {_short(ast.unparse(bad), 60)} at import")
+                    yield Violation(
+                        "import_time",
+                        *_at(bad),
+                        f"decorator of {fn.name} evaluates {_short(ast.unparse(bad), 60)} at import",
+                    )
             if any(isinstance(a, ast.Starred) for a in dec.args) or any(k.arg is None for k in dec.keywords):
                 yield Violation("import_time", *_at(dec), f"decorator of {fn.name} unpacks arguments at import")
         args = fn.args
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
             bad = _import_time_literal(default, bound)
             if bad is not None:
-                yield Violation("import_time", *_at(bad),
-                                f"default of {fn.name} evaluates {_short(ast.unparse(bad), 60)} at import")
+                yield Violation(
+                    "import_time", *_at(bad), f"default of {fn.name} evaluates {_short(ast.unparse(bad), 60)} at import"
+                )
         for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
             if arg.annotation is not None and not _is_constexpr_annotation(arg.annotation, bound):
-                yield Violation("import_time", *_at(arg.annotation),
-                                f"annotation {_short(ast.unparse(arg.annotation), 60)} of {fn.name}.{arg.arg} "
-                                "is not tl.constexpr")
+                yield Violation(
+                    "import_time",
+                    *_at(arg.annotation),
+                    f"annotation {_short(ast.unparse(arg.annotation), 60)} of {fn.name}.{arg.arg} is not tl.constexpr",
+                )
         if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
-            yield Violation("import_time", *_at(fn.returns),
-                            f"return annotation {_short(ast.unparse(fn.returns), 60)} of {fn.name}")
+            yield Violation(
+                "import_time", *_at(fn.returns), f"return annotation {_short(ast.unparse(fn.returns), 60)} of {fn.name}"
+            )
 
 
 # --------------------------------------------------------------------------------------
@@ -161,9 +171,7 @@ def _module_rooted(node: ast.expr, bound: dict[str, str], local: set[str]) -> bo
     return parts is not None and bool(parts) and parts[0] in bound and parts[0] not in local
 
 
-def body_violations(
-    tree: ast.Module, bound: dict[str, str], trusted_paths: set[str]
-) -> Iterable[Violation]:
+def body_violations(tree: ast.Module, bound: dict[str, str], trusted_paths: set[str]) -> Iterable[Violation]:
     """Calls and attribute reads in every @triton.jit body against the allow-lists."""
     functions = jit_functions(tree, bound)
     jit_names = {f.name for f in functions}
@@ -175,8 +183,11 @@ def body_violations(
                     yield from _call_violation(node, fn.name, bound, local, jit_names, trusted_paths)
                 elif isinstance(node, ast.Attribute) and not _module_rooted(node, bound, local):
                     if node.attr not in TENSOR_ATTRIBUTES:
-                        yield Violation("value_access", *_at(node),
-                                        f"{fn.name} reads .{node.attr} of {_short(ast.unparse(node.value), 50)}")
+                        yield Violation(
+                            "value_access",
+                            *_at(node),
+                            f"{fn.name} reads .{node.attr} of {_short(ast.unparse(node.value), 50)}",
+                        )
                 elif isinstance(node, ast.Name) and node.id in DEVICE_CLOCK_NAMES and node.id in bound:
                     yield Violation("device_clock", *_at(node), f"{fn.name} uses {node.id} ({bound[node.id]})")
 
@@ -197,8 +208,12 @@ def _call_violation(
             if path is None or (path not in trusted and check_path(path, called=True, written=name) is not None):
                 yield Violation("kernel_call", *_at(node), f"{where} calls {name}() ({path})")
         elif name not in KERNEL_BUILTINS:
-            yield Violation("kernel_call", *_at(node), f"{where} calls {name}(), which is not a @triton.jit "
-                                                       "function of this module (it would run at compile time)")
+            yield Violation(
+                "kernel_call",
+                *_at(node),
+                f"{where} calls {name}(), which is not a @triton.jit "
+                "function of this module (it would run at compile time)",
+            )
         return
     if isinstance(func, ast.Attribute):
         if _module_rooted(func, bound, local):
@@ -311,14 +326,22 @@ def access_violations(tree: ast.Module, bound: dict[str, str], original: AccessF
             if path in MASKED_PATHS:
                 if not node.args:
                     yield Violation("mask", *_at(node), f"{fn.name} calls {ast.unparse(node.func)} without a pointer")
-                elif _always_true(_mask_of(node, path), defs, bound) and \
-                        (path, _fingerprint(node.args[0], defs)) not in original.unmasked:
+                elif (
+                    _always_true(_mask_of(node, path), defs, bound)
+                    and (path, _fingerprint(node.args[0], defs)) not in original.unmasked
+                ):
                     what = path.rsplit(".", 1)[1]
-                    yield Violation("mask", *_at(node),
-                                    f"{fn.name} has an unmasked {what} of {_short(ast.unparse(node.args[0]), 50)}")
+                    yield Violation(
+                        "mask",
+                        *_at(node),
+                        f"{fn.name} has an unmasked {what} of {_short(ast.unparse(node.args[0]), 50)}",
+                    )
             elif path in INLINE_ASM_PATHS and ast.dump(node) not in original.inline_asm:
-                yield Violation("inline_asm", *_at(node), f"{fn.name} calls {ast.unparse(node.func)}(...) "
-                                                          "that the original does not")
+                yield Violation(
+                    "inline_asm",
+                    *_at(node),
+                    f"{fn.name} calls {ast.unparse(node.func)}(...) that the original does not",
+                )
 
 
 def clock_string_violations(tree: ast.Module) -> Iterable[Violation]:

@@ -15,7 +15,8 @@ so the comparison below is the judge's and the reference never leaves it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -37,9 +38,8 @@ def as_launcher(kernel: Any) -> Launcher:
 def _prepared(kernel: KernelDef, args: Sequence[Any], alternate: bool = False, guarded: bool = False) -> list[Any]:
     """A copy of ``args`` with write-only outputs poisoned; ``guarded`` puts every tensor inside
     poisoned guard regions (:mod:`kernelopt.capture.guards`), for the candidate's runs."""
-    copy = [guarded_clone(a) if guarded and isinstance(a, torch.Tensor) else a for a in args] if guarded \
-        else clone_args(args)
-    for (name, reads, writes), value in zip(param_roles(kernel), copy):
+    copy = [guarded_clone(a) if isinstance(a, torch.Tensor) else a for a in args] if guarded else clone_args(args)
+    for (_name, reads, writes), value in zip(param_roles(kernel), copy):
         if writes and not reads and isinstance(value, torch.Tensor):
             nan_fill_(value, alternate=alternate)
     return copy
@@ -58,8 +58,9 @@ def _guard_failures(kernel: KernelDef, label: str, runs: Sequence[Sequence[Any]]
     return failures
 
 
-def run_case(kernel: KernelDef, original: Launcher, candidate: Launcher, label: str, args: Sequence[Any],
-             alternate: bool = False) -> Verdict:
+def run_case(
+    kernel: KernelDef, original: Launcher, candidate: Launcher, label: str, args: Sequence[Any], alternate: bool = False
+) -> Verdict:
     """One case: original and candidate on identical copies, candidate twice for determinism.
 
     ``alternate`` fills write-only outputs with the second sentinel (integer and bool
@@ -93,8 +94,9 @@ def _synchronize(args: Sequence[Any]) -> None:
         torch.cuda.synchronize()
 
 
-def check_launch(kernel: KernelDef, original: Launcher, before: Sequence[Any], after: Sequence[Any],
-                 label: str) -> Verdict:
+def check_launch(
+    kernel: KernelDef, original: Launcher, before: Sequence[Any], after: Sequence[Any], label: str
+) -> Verdict:
     """Did one candidate call that started from ``before`` and left ``after`` write what the original
     writes from ``before``? (The timed calls of gate 4 are checked so.) ``before`` is consumed."""
     if not before:

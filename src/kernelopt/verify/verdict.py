@@ -8,8 +8,9 @@ process can send it back as JSON and the store can keep it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 GATES = ("static", "correctness", "model", "performance")
 
@@ -39,7 +40,7 @@ class Verdict:
         return {"gate": self.gate, "passed": self.passed, "reason": self.reason, "details": dict(self.details)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Verdict":
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
         return cls(
             gate=data["gate"],
             passed=bool(data["passed"]),

@@ -26,7 +26,7 @@ MESSAGE_LIMIT = 300
 def _message(exc: BaseException) -> str:
     try:
         return " ".join(str(exc).split())
-    except Exception:  # noqa: BLE001 - an untrusted exception may break its own __str__
+    except Exception:
         return "<exception message unavailable>"
 
 
@@ -41,9 +41,7 @@ def one_line(exc: BaseException) -> str:
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """MemoryError, or torch's ``OutOfMemoryError`` matched by name: torch need not be imported."""
-    return isinstance(exc, MemoryError) or any(
-        cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__
-    )
+    return isinstance(exc, MemoryError) or any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__)
 
 
 def apply_memory_limit(limit_bytes: int) -> None:
@@ -68,7 +66,7 @@ def _error_payload(exc: BaseException, prefix: str = "") -> dict[str, Any]:
         traceback.clear_frames(exc.__traceback__)
     try:
         formatted = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    except Exception:  # noqa: BLE001
+    except Exception:
         formatted = summary + "\n"
     return {
         "status": "oom" if oom else "error",
@@ -94,11 +92,11 @@ def _run(workdir: Path) -> dict[str, Any]:
     target = call["target"]
     try:
         function = _load_target(target)
-    except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's
+    except BaseException as exc:
         return _error_payload(exc, prefix=f"cannot load target {target!r}: ")
     try:
         value = function(*call["args"], **call["kwargs"])
-    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+    except BaseException as exc:
         return _error_payload(exc)
     return {"status": "ok", "value": value}
 
@@ -106,7 +104,7 @@ def _run(workdir: Path) -> dict[str, Any]:
 def _write_result(workdir: Path, payload: dict[str, Any]) -> None:
     try:
         data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         data = pickle.dumps(
             _error_payload(exc, prefix="result cannot be pickled: "),
             protocol=pickle.HIGHEST_PROTOCOL,

@@ -19,8 +19,16 @@ from pathlib import Path
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 INHERITED_NAMES = frozenset(
-    {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_MODULE_LOADING",
-     "KERNELOPT_COMPILE_WORKERS"}
+    {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_MODULE_LOADING",
+        "KERNELOPT_COMPILE_WORKERS",
+    }
 )
 INHERITED_PREFIXES = ("NVIDIA_", "TRITON_", "TORCHINDUCTOR_", "TORCH_")
 
@@ -39,9 +47,7 @@ def reject_secret_names(env: Mapping[str, str]) -> None:
     """
     secret = sorted(name for name in env if looks_secret(name))
     if secret:
-        raise ValueError(
-            f"refusing to pass secret-looking variables to a worker: {', '.join(secret)}"
-        )
+        raise ValueError(f"refusing to pass secret-looking variables to a worker: {', '.join(secret)}")
 
 
 def visible_device(gpu: int, parent_env: Mapping[str, str]) -> str:
@@ -57,9 +63,7 @@ def visible_device(gpu: int, parent_env: Mapping[str, str]) -> str:
         return str(gpu)
     devices = [device.strip() for device in parent.split(",") if device.strip()]
     if gpu >= len(devices):
-        raise ValueError(
-            f"gpu {gpu} is not visible: CUDA_VISIBLE_DEVICES={parent!r} leaves {len(devices)}"
-        )
+        raise ValueError(f"gpu {gpu} is not visible: CUDA_VISIBLE_DEVICES={parent!r} leaves {len(devices)}")
     return devices[gpu]
 
 
@@ -92,8 +96,7 @@ def worker_env(
     result = {
         name: value
         for name, value in parent.items()
-        if (name in INHERITED_NAMES or name.startswith(INHERITED_PREFIXES))
-        and not looks_secret(name)
+        if (name in INHERITED_NAMES or name.startswith(INHERITED_PREFIXES)) and not looks_secret(name)
     }
     if gpu is not None:
         result["CUDA_VISIBLE_DEVICES"] = visible_device(gpu, parent)

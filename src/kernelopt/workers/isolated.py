@@ -30,20 +30,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelopt.workers.environment import worker_env
-from kernelopt.workers.reaper import kill_left_behind
-from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.protocol import CALL_FILE, ENTRY_MODULE, OUTPUT_FILE, RESULT_FILE
+from kernelopt.workers.reaper import kill_left_behind
 from kernelopt.workers.safe_pickle import safe_loads
+from kernelopt.workers.workdirs import make_workdir
 
 WorkerStatus = Literal["ok", "error", "crash", "timeout", "oom", "cancelled"]
 
 TERM_GRACE_S = 1.0  # after the timeout: SIGTERM, this long to exit, then SIGKILL
 REAP_TIMEOUT_S = 30.0  # a process in uninterruptible sleep (a GPU driver call) may take a while
 STDERR_TAIL_CHARS = 2000
-_OOM_PATTERN = re.compile(
-    r"MemoryError|out of memory|cannot allocate memory|std::bad_alloc", re.IGNORECASE
-)
+_OOM_PATTERN = re.compile(r"MemoryError|out of memory|cannot allocate memory|std::bad_alloc", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ def run_isolated(
         protocol=pickle.HIGHEST_PROTOCOL,
     )
     keep = workdir is not None
-    directory = Path(workdir) if keep else make_workdir("kernelopt-worker-")
+    directory = Path(workdir) if workdir is not None else make_workdir("kernelopt-worker-")
     try:
         directory = directory.resolve()
         directory.mkdir(parents=True, exist_ok=True)
@@ -125,11 +123,10 @@ def run_isolated(
         finally:
             kill_left_behind(directory)  # children it started in a session of their own
         if cancel is not None and cancel.is_set() and not timed_out:
-            return WorkerResult("cancelled", None, "cancelled by the caller", None, duration_s,
-                                _read_tail(directory / OUTPUT_FILE))
-        return _classify(
-            directory, returncode, timed_out, duration_s, timeout_s, memory_limit_bytes
-        )
+            return WorkerResult(
+                "cancelled", None, "cancelled by the caller", None, duration_s, _read_tail(directory / OUTPUT_FILE)
+            )
+        return _classify(directory, returncode, timed_out, duration_s, timeout_s, memory_limit_bytes)
     finally:
         if not keep:
             _remove_tree(directory)
@@ -202,14 +199,12 @@ def _classify(
     """Turn what the worker left behind into a WorkerResult; a written result wins."""
     tail = _read_tail(directory / OUTPUT_FILE)
 
-    def result(
-        status: WorkerStatus, reason: str, value: Any = None, tb: str | None = None
-    ) -> WorkerResult:
+    def result(status: WorkerStatus, reason: str, value: Any = None, tb: str | None = None) -> WorkerResult:
         return WorkerResult(status, value, reason, tb, duration_s, tail)
 
     try:
         payload = _read_payload(directory / RESULT_FILE)
-    except Exception as exc:  # noqa: BLE001 - whatever the worker wrote, we only report it
+    except Exception as exc:
         return result("error", f"worker result refused: {type(exc).__name__}: {exc}")
     if payload is not None:
         status = payload.get("status")
@@ -229,17 +224,13 @@ def _classify(
     if returncode < 0:
         signum = -returncode
         if signum == signal.SIGKILL:
-            return result(
-                "oom", "killed by SIGKILL without a timeout (most likely the out-of-memory killer)"
-            )
+            return result("oom", "killed by SIGKILL without a timeout (most likely the out-of-memory killer)")
         if _OOM_PATTERN.search(tail):  # e.g. std::bad_alloc -> abort under RLIMIT_AS
             reason = f"out of memory: {_describe_signal(signum)}"
             return result("oom", reason + _limit_note(memory_limit_bytes))
         return result("crash", _describe_signal(signum))
     if _OOM_PATTERN.search(tail):
-        return result(
-            "oom", f"out of memory: exited with code {returncode}" + _limit_note(memory_limit_bytes)
-        )
+        return result("oom", f"out of memory: exited with code {returncode}" + _limit_note(memory_limit_bytes))
     return result("crash", f"worker exited with code {returncode} before reporting a result")
 
 

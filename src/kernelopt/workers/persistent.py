@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.workers.environment import worker_env
-from kernelopt.workers.reaper import kill_left_behind
-from kernelopt.workers.workdirs import make_workdir
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.isolated import REAP_TIMEOUT_S, WorkerResult, _classify, _read_tail, _signal_group
 from kernelopt.workers.protocol import OUTPUT_FILE
+from kernelopt.workers.reaper import kill_left_behind
 from kernelopt.workers.safe_pickle import safe_loads
 from kernelopt.workers.serve import HEADER, write_frame
+from kernelopt.workers.workdirs import make_workdir
 
 
 class PersistentWorker:
@@ -73,14 +73,18 @@ class PersistentWorker:
         os.close(response_w)
         self.starts += 1
 
-    def call(self, target: str, *args: Any, kwargs: Mapping[str, Any] | None = None, timeout_s: float = 600) -> WorkerResult:
+    def call(
+        self, target: str, *args: Any, kwargs: Mapping[str, Any] | None = None, timeout_s: float = 600
+    ) -> WorkerResult:
         """Run ``target(*args, **kwargs)`` in the worker; any ending becomes a WorkerResult."""
         if not self.alive:
             self._stop()
             self._start()
         assert self._process is not None and self._dir is not None
         start = time.monotonic()
-        data = pickle.dumps({"target": target, "args": args, "kwargs": dict(kwargs or {})}, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(
+            {"target": target, "args": args, "kwargs": dict(kwargs or {})}, protocol=pickle.HIGHEST_PROTOCOL
+        )
         try:
             write_frame(self._request_w, data)
             frame = self._read_response(start + timeout_s)
@@ -99,8 +103,10 @@ class PersistentWorker:
         tail = _read_tail(self._dir / OUTPUT_FILE)
         try:
             payload = safe_loads(frame)
-        except Exception as exc:  # noqa: BLE001 - whatever the worker sent, we only report it
-            return WorkerResult("error", None, f"worker result refused: {type(exc).__name__}: {exc}", None, duration, tail)
+        except Exception as exc:
+            return WorkerResult(
+                "error", None, f"worker result refused: {type(exc).__name__}: {exc}", None, duration, tail
+            )
         if payload.get("status") == "ok":
             return WorkerResult("ok", payload.get("value"), "ok", None, duration, tail)
         status = "oom" if payload.get("status") == "oom" else "error"
@@ -156,7 +162,7 @@ class PersistentWorker:
         """End the worker process and remove its directory."""
         self._stop()
 
-    def __enter__(self) -> "PersistentWorker":
+    def __enter__(self) -> PersistentWorker:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,7 +29,7 @@ def _belongs(pid: int, root: str) -> bool:
     marker = f"{WORKER_DIR_VARIABLE}=".encode()
     for item in environ:
         if item.startswith(marker):
-            value = item[len(marker):].decode(errors="replace")
+            value = item[len(marker) :].decode(errors="replace")
             if value == root or value.startswith(root + os.sep):
                 return True
     try:

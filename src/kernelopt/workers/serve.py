@@ -15,8 +15,8 @@ import struct
 import sys
 from typing import Any
 
-from kernelopt.workers.hardening import die_with_parent_from_env
 from kernelopt.workers.entry import _error_payload, _load_target
+from kernelopt.workers.hardening import die_with_parent_from_env
 
 HEADER = struct.Struct("<Q")
 
@@ -56,11 +56,11 @@ def _serve_one(call: dict[str, Any]) -> dict[str, Any]:
     target = call["target"]
     try:
         function = _load_target(target)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         return _error_payload(exc, prefix=f"cannot load target {target!r}: ")
     try:
         return {"status": "ok", "value": function(*call["args"], **call["kwargs"])}
-    except BaseException as exc:  # noqa: BLE001 - the worker survives what a call raises
+    except BaseException as exc:
         return _error_payload(exc)
 
 
@@ -75,7 +75,7 @@ def main(argv: list[str]) -> None:
         payload = _serve_one(pickle.loads(frame))
         try:
             data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             data = pickle.dumps(_error_payload(exc, prefix="result cannot be pickled: "))
         sys.stdout.flush()
         sys.stderr.flush()

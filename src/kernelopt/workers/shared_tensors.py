@@ -10,8 +10,9 @@ The private torch calls behind it live in :mod:`kernelopt.capture.compat`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -40,8 +41,9 @@ class SharedTensor:
 def share(t: torch.Tensor) -> SharedTensor:
     """Lend ``t`` (its whole storage) to another process."""
     kind, handle = compat.share_storage(t.untyped_storage())
-    return SharedTensor(kind, handle, str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()),
-                        int(t.storage_offset()))
+    return SharedTensor(
+        kind, handle, str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), int(t.storage_offset())
+    )
 
 
 def share_args(args: Sequence[Any]) -> list[Any]:

@@ -8,10 +8,11 @@ and timeouts are the SDK's own, as for OpenAI.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from kernelopt.agents.providers.base import ErrorContext, ProviderReply, import_sdk, map_sdk_error
 from kernelopt.agents.llm_errors import LLMCallError
+from kernelopt.agents.providers.base import ErrorContext, ProviderReply, import_sdk, map_sdk_error
 from kernelopt.agents.providers.keys import ApiKey
 from kernelopt.agents.providers.spec import ProviderSpec
 from kernelopt.agents.types import Message

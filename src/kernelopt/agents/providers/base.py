@@ -8,9 +8,10 @@ function maps either, given the SDK module.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from kernelopt.agents.llm_errors import LLMCallError, LLMError, LLMSetupError
 from kernelopt.agents.providers.keys import ApiKey

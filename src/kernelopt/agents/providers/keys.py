@@ -9,8 +9,8 @@ Ollama, llama.cpp) ignore the key, and the SDK insists on having one.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from kernelopt.agents.llm_errors import LLMSetupError
 from kernelopt.agents.providers.spec import ProviderSpec
@@ -46,6 +46,4 @@ def resolve_api_key(
                 "or remove api_key_env for a server that needs no key"
             )
         return ApiKey(PLACEHOLDER_KEY, None)
-    raise LLMSetupError(
-        f"{variable} is not set: export {variable}=... or use --llm openai-compatible:MODEL@URL"
-    )
+    raise LLMSetupError(f"{variable} is not set: export {variable}=... or use --llm openai-compatible:MODEL@URL")

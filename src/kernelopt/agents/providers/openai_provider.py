@@ -9,10 +9,11 @@ llama.cpp server, OpenRouter) by pointing the SDK's ``base_url`` at it. Retries
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from kernelopt.agents.providers.base import ErrorContext, ProviderReply, import_sdk, map_sdk_error
 from kernelopt.agents.llm_errors import LLMCallError
+from kernelopt.agents.providers.base import ErrorContext, ProviderReply, import_sdk, map_sdk_error
 from kernelopt.agents.providers.keys import ApiKey
 from kernelopt.agents.providers.spec import ProviderSpec
 from kernelopt.agents.types import Message

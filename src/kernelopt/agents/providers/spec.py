@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
-from kernelopt.agents.prices import ModelPrice, parse_prices
 from kernelopt.agents.llm_errors import LLMSetupError
+from kernelopt.agents.prices import ModelPrice, parse_prices
 
 if sys.version_info >= (3, 11):
     import tomllib

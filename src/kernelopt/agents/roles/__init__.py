@@ -7,6 +7,8 @@ bounded number of times. They return a :class:`RoleResult` holding the output
 and every call made (with the prompt version), for the caller's transcript.
 """
 
+from __future__ import annotations
+
 from kernelopt.agents.roles.analyst import Analyst
 from kernelopt.agents.roles.base import (
     Prompt,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kernelopt.agents.roles.base import Role, RoleResult, assert_no_tensors
 from kernelopt.agents.roles.context import kernel_view, launch_view, measurement_lines

@@ -26,9 +26,10 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, ClassVar, Generic, Iterator, Mapping, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import jinja2
 from pydantic import BaseModel, ValidationError
@@ -74,7 +75,7 @@ def _split_front_matter(text: str, filename: str) -> tuple[dict[str, str], str]:
         key, sep, value = line.partition(":")
         if sep:
             header[key.strip()] = value.strip()
-    return header, text.replace("\r\n", "\n")[m.end():]
+    return header, text.replace("\r\n", "\n")[m.end() :]
 
 
 def _load_template_source(filename: str) -> str:
@@ -113,7 +114,7 @@ class Prompt:
         return [Message("system", f"{header}\n{system}"), Message("user", user)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_prompt(name: str) -> Prompt:
     """The prompt ``prompts/<name>.md``; its header must carry ``version:``."""
     filename = f"{name}.md"
@@ -329,7 +330,9 @@ class Role(Generic[T]):
                 output = parse_reply(completion.text, self.output_model, check)
             except ValueError as exc:
                 error = str(exc)
-                calls.append(RoleCall(self.name, prompt.version, prompt.digest, attempt, tuple(messages), completion, error))
+                calls.append(
+                    RoleCall(self.name, prompt.version, prompt.digest, attempt, tuple(messages), completion, error)
+                )
                 messages = [*messages, Message("assistant", completion.text), Message("user", repair_message(error))]
                 continue
             calls.append(RoleCall(self.name, prompt.version, prompt.digest, attempt, tuple(messages), completion, None))
@@ -358,7 +361,7 @@ def trim(value: Any, max_items: int = 12, max_chars: int = 600) -> Any:
         if len(value) <= max_chars:
             return value
         head = max_chars // 4
-        return f"{value[:head]} ...[{len(value) - max_chars} chars cut]... {value[-(max_chars - head):]}"
+        return f"{value[:head]} ...[{len(value) - max_chars} chars cut]... {value[-(max_chars - head) :]}"
     if isinstance(value, Mapping):
         items = list(value.items())
         out = {str(k): trim(v, max_items, max_chars) for k, v in items[: max_items * 2]}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kernelopt.agents.roles.base import Role, RoleResult, assert_no_tensors
 from kernelopt.agents.roles.context import kernel_view, launch_view
@@ -32,9 +33,7 @@ def contract_problem(source: str, kernel: KernelDef) -> str | None:
     if kernel.heuristic and not any(d.startswith("triton_heuristics.") for d in decorators):
         return f"source: {kernel.name} must keep Inductor's @triton_heuristics decorator with its triton_meta and inductor_meta"
     runtime = [
-        a.arg
-        for a in fn.args.args
-        if a.annotation is None or not ast.unparse(a.annotation).endswith("constexpr")
+        a.arg for a in fn.args.args if a.annotation is None or not ast.unparse(a.annotation).endswith("constexpr")
     ]
     expected = [p.name for p in kernel.runtime_params]
     if runtime != expected:

@@ -8,7 +8,8 @@ free of formatting logic.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kernelopt.agents.roles.base import format_number, kernel_kind
 from kernelopt.capture.output_code import KernelDef

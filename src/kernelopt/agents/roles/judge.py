@@ -9,7 +9,8 @@ under the right name.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kernelopt.agents.roles.base import Role, RoleResult, assert_no_tensors
 from kernelopt.agents.roles.context import kernel_view, measurement_lines

@@ -74,7 +74,9 @@ class Experience(_Output):
     why: Text = Field(description="the cause, tied to the measurements")
     apply_when: Text = Field(description="kernel features under which this strategy should be tried again")
     avoid_when: Text = Field(description="kernel features under which it should not be tried")
-    speedup: float | None = Field(default=None, description="baseline time / candidate time as measured; null if not timed")
+    speedup: float | None = Field(
+        default=None, description="baseline time / candidate time as measured; null if not timed"
+    )
     success: bool = Field(description="true only if every gate passed, performance included")
 
     @field_validator("strategy")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kernelopt.agents.roles.base import Role, RoleResult, assert_no_tensors, trim
 from kernelopt.agents.roles.coder import contract_problem
