@@ -23,7 +23,7 @@ import pstats
 import time
 from dataclasses import replace
 
-from kernelopt.verify.session import EvaluationSession, ProblemSpec, final_settings, search_settings
+from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, final_settings, search_settings
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelopt-throughput-t
 
 from kernelopt.capture.kernel_source import pin_launch_config  # noqa: E402
 from kernelopt.search.launch_configs import config_distance, launch_config_space  # noqa: E402
-from kernelopt.verify.session import EvaluationSession, ProblemSpec, search_settings  # noqa: E402
+from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, search_settings  # noqa: E402
 
 
 def main() -> None:

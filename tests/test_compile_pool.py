@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import worker_targets
-from kernelopt.verify.compile_pool import CompilePool, default_workers
+from kernelopt.evaluate.compile_pool import CompilePool, default_workers
 
 
 @pytest.fixture(autouse=True)

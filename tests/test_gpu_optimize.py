@@ -70,7 +70,7 @@ def test_a_real_improvement_where_analyze_shows_headroom(reports) -> None:
 def test_inductor_tuned_config_leaves_the_captured_kernel_alone() -> None:
     """The search's first proposal: Inductor's coordinate-descent config, tuned on a private copy."""
     from kernelopt.capture import compat
-    from kernelopt.verify.session import EvaluationSession, ProblemSpec
+    from kernelopt.evaluate.session import EvaluationSession, ProblemSpec
 
     session = EvaluationSession(ProblemSpec(str(EXAMPLES / "level1/10_row_l2_normalize.py"), {"batch_size": 1024}), compile_workers=0)
     (launch,) = [l for l in session.artifact.launches if l.kind == "triton"]

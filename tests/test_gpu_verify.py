@@ -14,7 +14,7 @@ from kernelopt.capture import capture
 from kernelopt.capture.swap import KernelAddress, SwapError, check_swaps_live, find_kernel, restore, swap_kernel
 from kernelopt.errors import KerneloptError
 from kernelopt.problem import load_problem
-from kernelopt.verify.evaluate import EvaluationRequest, verify_candidate
+from kernelopt.evaluate.one_candidate import EvaluationRequest, verify_candidate
 
 pytestmark = pytest.mark.gpu
 

@@ -11,8 +11,8 @@ from kernelopt.search.candidate import MODEL_TARGET, Candidate
 from kernelopt.search.knobs import KNOBS, CompilerKnobOperator
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext
-from kernelopt.verify.model_candidate import evaluate_options
-from kernelopt.verify.session import GateSettings, ProblemSpec
+from kernelopt.evaluate.knob_candidate import evaluate_options
+from kernelopt.evaluate.session import GateSettings, ProblemSpec
 
 
 def node(i: int, options: dict) -> Node:

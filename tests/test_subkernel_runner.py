@@ -52,7 +52,7 @@ def test_an_element_left_unwritten_is_caught_even_where_the_original_writes_the_
 
 def test_the_search_runs_the_snapshot_and_one_random_case_the_final_check_all() -> None:
     from kernelopt.errors import KerneloptError
-    from kernelopt.verify.session import GateSettings, final_settings, search_settings
+    from kernelopt.evaluate.session import GateSettings, final_settings, search_settings
 
     kernel = triton_kernel_def("triton_poi_sign_0", SOURCE)
     snapshot = [torch.randn(64), torch.empty(64, dtype=torch.int64), 64]

@@ -14,7 +14,7 @@ from kernelopt.capture.swap import KernelAddress
 from kernelopt.errors import KerneloptError
 from kernelopt.problem import load_problem
 from kernelopt.search.launch_configs import MAX_TILE_ELEMENTS, launch_config_space
-from kernelopt.verify.evaluate import STAGE_MARK, EvaluationRequest, crash_stage, verify_candidate
+from kernelopt.evaluate.one_candidate import STAGE_MARK, EvaluationRequest, crash_stage, verify_candidate
 
 
 def kernel_of(stem: str):

@@ -2,7 +2,7 @@
 
     python -m kernelopt.api.ncu_probe SPEC_JSON
 
-``SPEC_JSON`` is a :class:`~kernelopt.verify.session.ProblemSpec` as JSON. Only the
+``SPEC_JSON`` is a :class:`~kernelopt.evaluate.session.ProblemSpec` as JSON. Only the
 forward inside the ``kernelopt_profile`` range is profiled, so first-call
 autotuning launches of the same kernel are not.
 """

@@ -26,6 +26,8 @@ from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, default_of, load_settings, resolve
 from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.one_candidate import crash_stage, gate_of_stage
+from kernelopt.evaluate.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
@@ -35,8 +37,6 @@ from kernelopt.search.policy import make_policy
 from kernelopt.search.targets import select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
-from kernelopt.verify.evaluate import crash_stage, gate_of_stage
-from kernelopt.verify.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.workers import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
 

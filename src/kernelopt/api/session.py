@@ -1,6 +1,6 @@
 """Worker-side entry points of ``optimize``: they run in a persistent evaluation worker.
 
-The worker keeps one :class:`~kernelopt.verify.session.EvaluationSession` per
+The worker keeps one :class:`~kernelopt.evaluate.session.EvaluationSession` per
 problem (model captured once), so analysis, every candidate evaluation and the
 final end-to-end check of a run share one capture. Only plain data crosses the
 process boundary.
@@ -17,9 +17,9 @@ from kernelopt.api.analyze import analyze_artifact
 from kernelopt.api.environment import device_label, versions
 from kernelopt.config import default_of
 from kernelopt.evaluate.remote import RunnerDied
+from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec, stage
 from kernelopt.measure.timer import compare_split
 from kernelopt.verify.performance import judge_end_to_end, judge_timing_evidence
-from kernelopt.verify.session import EvaluationSession, GateSettings, ProblemSpec, stage
 from kernelopt.verify.verdict import Verdict
 
 _SESSIONS: dict[tuple, EvaluationSession] = {}
@@ -118,6 +118,6 @@ def evaluate_knobs(
     spec: dict[str, Any], options: dict[str, Any], settings: dict[str, Any], device: str = "cuda"
 ) -> dict[str, Any]:
     """A whole-model candidate (Inductor options) through the gates; run in a fresh worker each."""
-    from kernelopt.verify.model_candidate import evaluate_options
+    from kernelopt.evaluate.knob_candidate import evaluate_options
 
     return evaluate_options(ProblemSpec(**spec), options, GateSettings(**settings), device=device)

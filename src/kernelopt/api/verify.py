@@ -1,6 +1,6 @@
 """``kernelopt verify``: a person's own kernel through the four gates, and the model it makes.
 
-The candidate runs in an isolated worker (``verify.evaluate``); this side reads
+The candidate runs in an isolated worker (``evaluate.one_candidate``); this side reads
 the candidate, supplies the peak bandwidth from the store, records the
 evaluation, and exports the re-stitched model when every gate passes.
 
@@ -26,9 +26,9 @@ from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, resolve
 from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.one_candidate import EvaluationRequest, verify_candidate
 from kernelopt.problem import load_problem
 from kernelopt.store import Store
-from kernelopt.verify.evaluate import EvaluationRequest, verify_candidate
 from kernelopt.verify.static import check_static_candidate
 from kernelopt.verify.verdict import Verdict
 

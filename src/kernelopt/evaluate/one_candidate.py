@@ -1,6 +1,6 @@
 """One evaluation: a candidate kernel through the four gates, inside a worker process.
 
-:func:`evaluate` is the worker's target (``kernelopt.verify.evaluate:evaluate``):
+:func:`evaluate` is the worker's target (``kernelopt.evaluate.one_candidate:evaluate``):
 it rebuilds the problem, captures the compiled model, and runs the gates in
 order, stopping at the first that fails. It prints a stage marker before each
 gate so that when the process dies (illegal memory access, hang, out of memory)
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.config import default_of
-from kernelopt.verify.session import STAGE_MARK
+from kernelopt.evaluate.session import STAGE_MARK
 
 
 @dataclass
@@ -42,7 +42,7 @@ class EvaluationRequest:
 
 def evaluate(request: dict[str, Any]) -> dict[str, Any]:
     """Run the gates for one candidate in a fresh session; returns plain data."""
-    from kernelopt.verify.session import EvaluationSession, GateSettings, ProblemSpec
+    from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec
 
     req = EvaluationRequest(**request)
     spec = ProblemSpec(req.problem_path, req.overrides, req.seed, req.options)
@@ -80,7 +80,11 @@ def verify_candidate(
 
     src_root = str(Path(__file__).resolve().parents[2])
     outcome = run_isolated(
-        "kernelopt.verify.evaluate:evaluate", request.to_dict(), timeout_s=timeout_s, gpu=gpu, extra_path=[src_root]
+        "kernelopt.evaluate.one_candidate:evaluate",
+        request.to_dict(),
+        timeout_s=timeout_s,
+        gpu=gpu,
+        extra_path=[src_root],
     )
     if outcome.ok:
         return dict(outcome.value)

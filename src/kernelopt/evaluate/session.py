@@ -3,7 +3,7 @@
 Runs inside a worker process. Capturing the compiled model, snapshotting a
 kernel's launches and measuring the peak bandwidth happen once per session;
 each candidate then costs its own compile and the gates. A batch's candidates
-compile ahead in a pool of processes (:mod:`kernelopt.verify.compile_pool`)
+compile ahead in a pool of processes (:mod:`kernelopt.evaluate.compile_pool`)
 while earlier ones are measured on the GPU, one at a time; each result carries
 its stage timings so the throughput can be read, not guessed.
 """
@@ -22,13 +22,13 @@ from kernelopt.capture.snapshot import clone_args, snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.config import Settings, default_of
 from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.compile_pool import CompilePool, default_workers
 from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
 from kernelopt.measure import measure_copy_bandwidth
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
 from kernelopt.problem.edges import check_edge_names
 from kernelopt.verify.cases import EDGE_CASES
-from kernelopt.verify.compile_pool import CompilePool, default_workers
 from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.model_gate import ModelGatePolicy

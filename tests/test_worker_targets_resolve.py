@@ -1,0 +1,47 @@
+"""Every function (or runner backend) a worker is told to run by name exists: a moved module fails here, not on the GPU."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "kernelopt"
+LITERAL = re.compile(r'"(kernelopt(?:\.\w+)+):(\w+)"')
+SESSION_CALL = re.compile(r'f"\{SESSION\}:(\w+)"')
+RUNNER_CALL = re.compile(r'(?:_raw|call)\(\s*"(\w+)"')
+
+
+def targets() -> list[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for path in SRC.rglob("*.py"):
+        text = path.read_text()
+        found.update(LITERAL.findall(text))
+        if SESSION_CALL.search(text):
+            session = re.search(r'^SESSION = "([\w.]+)"', text, re.M)
+            assert session, f"{path} names worker targets through SESSION but defines none"
+            found.update((session.group(1), name) for name in SESSION_CALL.findall(text))
+    remote = (SRC / "evaluate" / "remote.py").read_text()
+    module = re.search(r'^MODULE = "([\w.]+)"', remote, re.M)
+    assert module
+    found.update((module.group(1), name) for name in RUNNER_CALL.findall(remote))
+    session = (SRC / "evaluate" / "session.py").read_text()
+    found.update((module.group(1), name) for name in re.findall(r'self\.runner\.call\(\s*"(\w+)"', session))
+    return sorted(found)
+
+
+def test_the_scan_finds_the_known_targets() -> None:
+    found = targets()
+    assert ("kernelopt.api.optimize", "bench_problem") in found
+    assert ("kernelopt.evaluate.runner", "time_launch") in found
+    assert ("kernelopt.evaluate.one_candidate", "evaluate") in found
+    assert len(found) > 15
+
+
+@pytest.mark.parametrize(("module", "name"), targets())
+def test_worker_target_exists(module: str, name: str) -> None:
+    value = getattr(importlib.import_module(module), name, None)
+    assert value is not None, f"{module}:{name} does not exist"
+    assert callable(value) or (callable(getattr(value, "build", None)) and callable(getattr(value, "launch", None)))
