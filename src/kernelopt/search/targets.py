@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kernelopt.measure.roofline import amdahl_bound
+
 MIN_SHARE = 0.01
 ROOFLINE_DONE = 90.0  # percent of peak
 
@@ -64,7 +66,7 @@ def select_targets(
             )
             continue
         headroom = min(agg["headroom_us"], total_us)
-        bound = total_us / (total_us - headroom) if headroom < total_us else float("inf")
+        bound = amdahl_bound(total_us, max(headroom, 0.0)) if total_us > 0 else 1.0
         targets.append(Target(name, agg["time_us"], headroom, share, agg["pct"], bound))
     targets.sort(key=lambda t: t.headroom_us, reverse=True)
     return targets, skipped
