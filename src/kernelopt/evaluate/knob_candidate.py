@@ -17,10 +17,10 @@ import torch
 
 from kernelopt.capture import capture, compat
 from kernelopt.capture.artifact import separate_code
-from kernelopt.capture.snapshot import RotatingInputs
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, stage
 from kernelopt.measure import compare
 from kernelopt.problem import load_problem
+from kernelopt.problem.layouts import RotatingInputs
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import run_model_gate
 from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance

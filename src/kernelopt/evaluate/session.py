@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import Artifact, capture, compat
-from kernelopt.capture.snapshot import clone_args, snapshot_launches
+from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.config import Settings, default_of
 from kernelopt.errors import KerneloptError
@@ -28,6 +28,7 @@ from kernelopt.measure import measure_copy_bandwidth
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
 from kernelopt.problem.edges import check_edge_names
+from kernelopt.problem.layouts import clone_args
 from kernelopt.verify.cases import EDGE_CASES
 from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.memcheck import run_memcheck

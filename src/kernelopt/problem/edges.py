@@ -24,10 +24,6 @@ drawn uniformly from the recorded tensor's own [min, max], both endpoints
 included at known positions, so every index stays valid; bool inputs are
 random bits; complex inputs keep the recorded values. Every draw comes from
 the caller's ``torch.Generator``, so a seed fixes the tensor bit for bit.
-
-This module belongs to the ``problem`` layer and imports nothing above it,
-which is why it carries its own three-line span helper instead of importing
-``capture.snapshot.span_elements``.
 """
 
 from __future__ import annotations
@@ -39,6 +35,7 @@ import torch
 from torch import Tensor
 
 from kernelopt.errors import KerneloptError
+from kernelopt.problem.layouts import span_elements
 
 EdgeFill = Callable[[int, int, torch.dtype, torch.Generator, torch.device], Tensor]
 """``fill(rows, n, dtype, generator, device)`` -> a contiguous ``(rows, n)`` tensor of ``dtype``."""
@@ -186,13 +183,6 @@ def check_edge_names(names: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- layouts
 
 
-def _span(t: Tensor) -> int:
-    """Elements of storage the view can address (``capture.snapshot.span_elements``)."""
-    if t.numel() == 0:
-        return 0
-    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
-
-
 def _without_broadcast(view: Tensor) -> Tensor:
     """``view`` with every stride-0 dimension narrowed to size 1 (its copies share memory)."""
     for dim, (size, stride) in enumerate(zip(view.shape, view.stride())):
@@ -220,7 +210,7 @@ def row_dim(view: Tensor) -> int | None:
 
 def _fill_layout(t: Tensor, make: Callable[[int, int], Tensor]) -> Tensor:
     """A fresh tensor in ``t``'s layout whose rows are the rows of ``make(rows, n)``."""
-    span = _span(t)
+    span = span_elements(t)
     if span == 0:
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
     flat = torch.empty(span, dtype=t.dtype, device=t.device)
@@ -242,7 +232,7 @@ def _fill_layout(t: Tensor, make: Callable[[int, int], Tensor]) -> Tensor:
 
 
 def _exact_copy(t: Tensor) -> Tensor:
-    span = _span(t)
+    span = span_elements(t)
     if span == 0:
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
     return torch.as_strided(t, (span,), (1,), t.storage_offset()).clone().as_strided(t.shape, t.stride(), 0)

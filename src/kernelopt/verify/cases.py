@@ -26,10 +26,10 @@ from typing import Any
 import torch
 
 from kernelopt.capture.output_code import KernelDef
-from kernelopt.capture.snapshot import exact_clone, random_like_layout
 from kernelopt.config import default_of
 from kernelopt.problem import DISTRIBUTIONS
 from kernelopt.problem.edges import EDGE_DISTRIBUTIONS, check_edge_names, edge_like_layout
+from kernelopt.problem.layouts import exact_clone, random_like_layout
 
 DEFAULT_SEEDS: tuple[int, ...] = default_of("kernel_seeds")  # gate 2's seeds (kernelopt.config)
 

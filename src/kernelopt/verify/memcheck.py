@@ -40,7 +40,6 @@ from typing import Any, Literal
 
 import torch
 
-from kernelopt.capture.snapshot import span_elements
 from kernelopt.measure.sanitizer import (
     DEFAULT_ERROR_EXITCODE,
     DEFAULT_PRINT_LIMIT,
@@ -52,6 +51,7 @@ from kernelopt.measure.sanitizer import (
     run_command,
     unsupported_reason,
 )
+from kernelopt.problem.layouts import span_elements
 from kernelopt.verify.memcheck_replay import ARGS_FILE, DONE_MARKER, READY_MARKER, SOURCE_FILE
 from kernelopt.workers.environment import worker_env
 from kernelopt.workers.hardening import protect_parent_environment
@@ -101,7 +101,7 @@ def pack_arguments(args: Sequence[Any]) -> list[dict[str, Any]]:
     """CPU copies of launch arguments for ``torch.save``, each tensor with its layout.
 
     A tensor entry holds the memory span its view addresses (from its first element,
-    as :func:`kernelopt.capture.snapshot.exact_clone` copies it) plus its shape,
+    as :func:`kernelopt.problem.layouts.exact_clone` copies it) plus its shape,
     strides and storage offset; its dtype is the copy's. Other arguments must be
     plain values (ints, floats, bools, strings, None): anything else raises TypeError.
     """

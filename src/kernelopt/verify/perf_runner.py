@@ -19,8 +19,9 @@ from typing import Any
 
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.capture.recorder import describe_kernel_args, traffic_bytes
-from kernelopt.capture.snapshot import RotatingInputs, clone_args, launch
+from kernelopt.capture.snapshot import launch
 from kernelopt.measure.timer import SplitComparison, compare_split
+from kernelopt.problem.layouts import RotatingInputs, clone_args
 from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
 from kernelopt.verify.subkernel import check_launch, param_roles

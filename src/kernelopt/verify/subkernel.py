@@ -22,7 +22,8 @@ import torch
 
 from kernelopt.capture.guards import guarded_clone, guards_intact
 from kernelopt.capture.output_code import KernelDef
-from kernelopt.capture.snapshot import clone_args, launch
+from kernelopt.capture.snapshot import launch
+from kernelopt.problem.layouts import clone_args
 from kernelopt.verify.cases import DEFAULT_SEEDS, kernel_cases, param_roles
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.verdict import Verdict

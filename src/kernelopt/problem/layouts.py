@@ -1,0 +1,78 @@
+"""Tensors in a recorded launch's exact layouts: copies, fresh values, rotating timing inputs.
+
+A generated kernel indexes raw memory assuming the layout it was compiled for,
+so every input the gates make for it keeps the recorded view's shape, strides,
+dtype and whole addressable span (stride-0 and gapped views included). This is
+input generation, the ``problem`` layer's job: the gates' random cases, the
+edge cases (:mod:`kernelopt.problem.edges`) and the timing runs' fresh values
+all start here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def span_elements(t: torch.Tensor) -> int:
+    """Elements of storage a view can address, from its first to its last element."""
+    if t.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
+
+
+def exact_clone(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with identical shape, strides and dtype, including stride-0 and gapped views."""
+    span = span_elements(t)
+    if span == 0:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    flat = torch.as_strided(t, (span,), (1,), t.storage_offset()).clone()
+    return flat.as_strided(t.shape, t.stride(), 0)
+
+
+def random_like_layout(t: torch.Tensor, generator: torch.Generator, scale: float) -> torch.Tensor:
+    """Fresh values in ``t``'s exact layout: standard normal × ``scale`` for floating tensors."""
+    span = span_elements(t)
+    flat = torch.randn(max(span, 1), generator=generator, device=t.device, dtype=torch.float32).to(t.dtype) * scale
+    return flat.as_strided(t.shape, t.stride(), 0)
+
+
+def perturbed_copy_(dst: torch.Tensor, src: torch.Tensor, rel: float = 1e-3) -> None:
+    """Write ``src * (1 + rel * noise)`` into ``dst`` over the whole span (same layouts assumed).
+
+    New values with the same distribution as the real data, for timing runs that
+    must not see the same inputs twice. Works for overlapping (stride-0) views.
+    """
+    span = span_elements(src)
+    if span == 0:
+        return
+    s = torch.as_strided(src, (span,), (1,), src.storage_offset())
+    torch.as_strided(dst, (span,), (1,), dst.storage_offset()).copy_(s * (1 + rel * torch.randn_like(s)))
+
+
+class RotatingInputs:
+    """Argument sets for timed runs that never see the same pointers or values twice in a row.
+
+    ``sets`` distinct copies of ``base`` are used in turn; before each use, the
+    floating tensors at ``refresh`` positions get new values (``perturbed_copy_``).
+    Call :meth:`prepare` outside the timed region, then time a call on :attr:`current`.
+    """
+
+    def __init__(self, base: Sequence[Any], refresh: Sequence[int], sets: int = 2) -> None:
+        self.base = list(base)
+        self.refresh = [i for i in refresh if isinstance(base[i], torch.Tensor) and base[i].is_floating_point()]
+        self.sets = [clone_args(base) for _ in range(sets)]
+        self._next = 0
+        self.current = self.sets[0]
+
+    def prepare(self) -> None:
+        self.current = self.sets[self._next]
+        self._next = (self._next + 1) % len(self.sets)
+        for i in self.refresh:
+            perturbed_copy_(self.current[i], self.base[i])
+
+
+def clone_args(args: Sequence[Any]) -> list[Any]:
+    return [exact_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
