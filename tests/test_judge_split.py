@@ -205,3 +205,19 @@ def {NAME}(args):
     honest, _ = perf_runner.run_performance_gate(kernel, original_launch, remote, honest_key, args, peak_gbps=1e9,
                                                   trials=4)
     assert honest.details.get("rule") != "timed_outputs", honest.reason
+
+
+def test_lent_tensors_keep_their_layout_and_empty_ones_travel_too() -> None:
+    import pickle
+
+    from kernelopt.workers.shared_tensors import open_args, share_args
+
+    base = torch.zeros(4, 6)
+    view = base[:, 1:5]
+    empty = torch.empty(0, 3)
+    shared = pickle.loads(pickle.dumps(share_args([view, empty, 7])))
+    opened = open_args(shared)
+    assert opened[0].shape == view.shape and opened[0].stride() == view.stride()
+    assert opened[1].shape == (0, 3) and opened[2] == 7
+    opened[0].fill_(5.0)  # writes land in the lender's memory
+    assert base[:, 1:5].eq(5.0).all() and base[:, 0].eq(0).all()

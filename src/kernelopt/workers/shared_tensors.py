@@ -31,16 +31,22 @@ class SharedTensor:
     offset: int
 
     def open(self) -> torch.Tensor:
+        dtype = getattr(torch, self.dtype)
+        if self.kind == "empty":  # nothing to share: an empty tensor of the same layout, on the same device
+            return torch.empty_strided(self.shape, self.stride, dtype=dtype, device=self.handle[0])
         if self.kind == "cuda":
             torch.cuda.init()  # opening an IPC handle in a process whose CUDA is not yet initialised crashes it
         storage = compat.open_shared_storage(self.kind, self.handle)
-        dtype = getattr(torch, self.dtype)
         return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, self.offset, self.shape, self.stride)
 
 
 def share(t: torch.Tensor) -> SharedTensor:
-    """Lend ``t`` (its whole storage) to another process."""
-    kind, handle = compat.share_storage(t.untyped_storage())
+    """Lend ``t`` (its whole storage) to another process. An empty storage has no memory to lend (CUDA
+    cannot make a handle for it): the borrower makes its own empty tensor."""
+    if t.untyped_storage().nbytes() == 0:
+        kind, handle = "empty", (str(t.device),)
+    else:
+        kind, handle = compat.share_storage(t.untyped_storage())
     return SharedTensor(
         kind, handle, str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), int(t.storage_offset())
     )
