@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from kernelopt.api.environment import versions
+from kernelopt.measure.environment import versions
 from kernelopt.capture import LaunchSink, capture
 from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX
 from kernelopt.measure.attribution import profile_records

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelopt.api.analyze import build_launch_reports, launch_traffic, summarize_analysis
+from kernelopt.evaluate.analysis import build_launch_reports, launch_traffic, summarize_analysis
 from kernelopt.capture import ArgInfo, Launch
 from kernelopt.measure import Timing
 

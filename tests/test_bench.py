@@ -433,7 +433,7 @@ def test_an_interrupted_bench_on_several_gpus_ends_its_running_problems_at_once(
 
 
 def test_every_outcome_names_the_code_that_produced_it(tmp_path: Path) -> None:
-    from kernelopt.api.environment import source_digest
+    from kernelopt.measure.environment import source_digest
 
     pkg = tmp_path / "pkg"
     (pkg / "sub" / "__pycache__").mkdir(parents=True)

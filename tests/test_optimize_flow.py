@@ -35,7 +35,7 @@ def verdicts(*gates_passed):
 
 
 class ScriptedWorker:
-    """Answers like kernelopt.api.session: num_warps=32 is 1.2x faster, XBLOCK>=4 is wrong, the rest not faster."""
+    """Answers like kernelopt.evaluate.worker_targets: num_warps=32 is 1.2x faster, XBLOCK>=4 is wrong, the rest not faster."""
 
     def __init__(self, final_passes: bool = True, recheck_passes: bool = True, tuned: dict | None | str = None) -> None:
         self.calls: list[str] = []

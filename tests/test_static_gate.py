@@ -614,7 +614,7 @@ def test_candidate_only_check_needs_no_original() -> None:
 def test_load_refuses_an_artifact_whose_replacement_fails_the_gate(tmp_path: Path) -> None:
     import torch
 
-    from kernelopt.api.environment import triton_version
+    from kernelopt.measure.environment import triton_version
     from kernelopt.api.export import load
     from kernelopt.errors import KerneloptError
 

@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.api.bench_report import markdown_report
-from kernelopt.api.environment import source_digest
 from kernelopt.api.metrics import ProblemOutcome, summarize
 from kernelopt.api.suite_check import check_suite
 from kernelopt.config import Settings, default_of, load_settings
 from kernelopt.errors import KerneloptError
+from kernelopt.measure.environment import source_digest
 from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
 

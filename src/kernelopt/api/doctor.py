@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from kernelopt.api.environment import device_label, versions
 from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture.compat import MIN_TORCH, torch_version
+from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.ncu import ncu_status
 from kernelopt.store import Store
 

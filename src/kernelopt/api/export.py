@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from kernelopt.api.environment import triton_version
 from kernelopt.capture import Artifact, capture
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, find_kernel, swap_kernel
 from kernelopt.errors import KerneloptError
+from kernelopt.measure.environment import triton_version
 from kernelopt.problem import Problem, load_problem
 from kernelopt.verify.static import check_static, check_static_candidate
 from kernelopt.verify.verdict import Verdict

@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelopt.api.environment import device_label, versions
 from kernelopt.api.export import Replacement, export_artifact
 from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
@@ -28,6 +27,7 @@ from kernelopt.config import Settings, default_of, load_settings, resolve
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.one_candidate import crash_stage, gate_of_stage
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, final_settings, search_settings
+from kernelopt.measure.environment import device_label, versions
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
@@ -40,7 +40,7 @@ from kernelopt.store import Store
 from kernelopt.workers import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
 
-SESSION = "kernelopt.api.session"
+SESSION = "kernelopt.evaluate.worker_targets"
 BATCH = 8  # most candidates in one worker call
 CHUNK_TARGET_S = 10.0  # a worker call's wall time the chunking aims at
 KNOB_OPERATOR = "compiler-knobs"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kernelopt.api.environment import device_label
 from kernelopt.measure import measure_copy_bandwidth
+from kernelopt.measure.environment import device_label
 from kernelopt.store import Store
 
 

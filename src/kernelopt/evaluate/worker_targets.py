@@ -13,11 +13,11 @@ from typing import Any
 
 import torch
 
-from kernelopt.api.analyze import analyze_artifact
-from kernelopt.api.environment import device_label, versions
 from kernelopt.config import default_of
+from kernelopt.evaluate.analysis import analyze_artifact
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec, stage
+from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.timer import compare_split
 from kernelopt.verify.performance import judge_end_to_end, judge_timing_evidence
 from kernelopt.verify.verdict import Verdict

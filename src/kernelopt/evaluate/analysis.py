@@ -1,0 +1,166 @@
+"""The analysis of a captured model: where its GPU time goes, and how much of it is headroom.
+
+Eager and compiled models are timed interleaved in one process with the L2
+flushed; every launch of the compiled forward is attributed its GPU time with
+the profiler; each generated Triton launch gets its ideal traffic (each tensor
+argument read or written once), achieved bandwidth against the measured peak,
+and headroom. The Amdahl bound is the best end-to-end speedup reachable by
+bringing every Triton launch to the roofline while vendor calls stay as they are.
+It runs wherever the captured model lives: in ``kernelopt analyze``'s process,
+or in an evaluation worker for ``optimize``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from kernelopt.capture import Artifact, Launch, LaunchSink
+from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
+from kernelopt.config import default_of
+from kernelopt.measure import Roofline, amdahl_bound, compare
+from kernelopt.measure.attribution import attribute
+
+
+@dataclass
+class LaunchReport:
+    """One launch's row of the analyze table."""
+
+    index: int
+    graph: int
+    kind: str
+    name: str
+    time_us: float
+    share: float  # of the attributed GPU time
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    achieved_gbps: float | None = None
+    pct_of_peak: float | None = None  # percent of the measured peak copy bandwidth
+    headroom_us: float | None = None
+    config: dict[str, Any] | None = None
+    kernel_sha256: str | None = None
+
+
+@dataclass
+class AnalysisReport:
+    problem: str
+    device: str
+    peak_gbps: float
+    eager_ms: float
+    eager_spread: float
+    compiled_ms: float
+    compiled_spread: float
+    speedup_vs_eager: float
+    attributed_ms: float
+    unattributed_ms: float
+    triton_ms: float
+    triton_headroom_ms: float
+    amdahl_bound: float
+    launches: list[LaunchReport] = field(default_factory=list)
+    versions: dict[str, Any] = field(default_factory=dict)
+    run_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def launch_traffic(launch: Launch) -> tuple[int, int]:
+    """Ideal bytes (read, written) of a launch from its tensor arguments."""
+    return traffic_bytes(launch.args)
+
+
+def build_launch_reports(launches: list[Launch], times_us: dict[int, float], peak_gbps: float) -> list[LaunchReport]:
+    """Join captured launches with their measured times; roofline for generated Triton kernels only."""
+    total = sum(times_us.values()) or 1.0
+    rows = []
+    for launch in launches:
+        t = times_us.get(launch.index, 0.0)
+        row = LaunchReport(
+            index=launch.index,
+            graph=launch.graph,
+            kind=launch.kind,
+            name=launch.name,
+            time_us=t,
+            share=t / total,
+            config=launch.config,
+            kernel_sha256=launch.kernel_sha256,
+        )
+        if launch.kind == "triton" and t > 0:
+            read, written = launch_traffic(launch)
+            roof = Roofline(bytes_read=read, bytes_written=written, time_us=t, peak_gbps=peak_gbps)
+            row.bytes_read, row.bytes_written = read, written
+            row.achieved_gbps, row.pct_of_peak, row.headroom_us = roof.achieved_gbps, roof.pct_of_peak, roof.headroom_us
+        rows.append(row)
+    return rows
+
+
+def summarize_analysis(
+    problem: str,
+    device: str,
+    peak_gbps: float,
+    eager: Any,
+    compiled: Any,
+    rows: list[LaunchReport],
+    device_total_us: float,
+) -> AnalysisReport:
+    """The model-level numbers: speedup over eager and the Amdahl bound of Triton-only work."""
+    attributed_us = sum(r.time_us for r in rows)
+    triton_us = sum(r.time_us for r in rows if r.kind == "triton")
+    headroom_us = sum(r.headroom_us or 0.0 for r in rows)
+    # The bound applies to the compiled model's measured time: removing the
+    # Triton headroom from it is the best that Triton-only work can do.
+    compiled_us = compiled.median_ms * 1000.0
+    bound = amdahl_bound(max(compiled_us, attributed_us), min(headroom_us, max(compiled_us, attributed_us)))
+    return AnalysisReport(
+        problem=problem,
+        device=device,
+        peak_gbps=peak_gbps,
+        eager_ms=eager.median_ms,
+        eager_spread=eager.rel_spread,
+        compiled_ms=compiled.median_ms,
+        compiled_spread=compiled.rel_spread,
+        speedup_vs_eager=eager.median_ms / compiled.median_ms,
+        attributed_ms=attributed_us / 1000.0,
+        unattributed_ms=max(0.0, device_total_us - attributed_us) / 1000.0,
+        triton_ms=triton_us / 1000.0,
+        triton_headroom_ms=headroom_us / 1000.0,
+        amdahl_bound=bound,
+        launches=rows,
+    )
+
+
+def analyze_artifact(
+    name: str,
+    label: str,
+    peak: float,
+    model: torch.nn.Module,
+    inputs: list[Any],
+    artifact: Artifact,
+    trials: int = default_of("analyze_trials"),
+    profile_iterations: int = 10,
+) -> AnalysisReport:
+    """Time eager against compiled (interleaved) and attribute every launch of an existing capture."""
+
+    def run_eager() -> Any:
+        with torch.no_grad():
+            return model(*inputs)
+
+    def run_compiled() -> Any:
+        return artifact(*inputs)
+
+    comparison = compare(run_eager, run_compiled, trials=trials)
+    sink = LaunchSink(record_args=False, label=True)
+    with artifact.instrumented(sink):
+
+        def instrumented_call() -> Any:
+            sink.begin_call()
+            return artifact(*inputs)
+
+        attribution = attribute(instrumented_call, LAUNCH_LABEL_PREFIX, iterations=profile_iterations)
+    times = {int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()}
+    rows = build_launch_reports(artifact.launches, times, peak)
+    return summarize_analysis(
+        name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us
+    )
