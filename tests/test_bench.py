@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kernelopt.api.bench import CSV_COLUMNS, BenchEvent, run_bench, suite_root
-from kernelopt.api.metrics import (
+from kernelopt.pipeline.bench import CSV_COLUMNS, BenchEvent, run_bench, suite_root
+from kernelopt.pipeline.metrics import (
     ProblemOutcome,
     fast_p,
     geomean_speedup,
@@ -294,7 +294,7 @@ def test_resume_in_a_moved_checkout(tmp_path: Path) -> None:
 
 
 def test_shards_split_the_suite_and_merge_into_one_scoreboard(tmp_path: Path) -> None:
-    from kernelopt.api.bench import merge_results
+    from kernelopt.pipeline.bench import merge_results
 
     suite = _standard_suite(tmp_path / "suite")
     first = _bench(suite, tmp_path / "s1", shard=(1, 2))
@@ -486,7 +486,7 @@ def test_speedups_timed_interleaved_carry_their_spread(tmp_path: Path) -> None:
 
 
 def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
-    from kernelopt.api.bench import merge_results
+    from kernelopt.pipeline.bench import merge_results
 
     suite = _standard_suite(tmp_path / "suite")
     _bench(suite, tmp_path / "a", problems=["01_fast"], command="kernelopt bench A")
@@ -503,7 +503,7 @@ def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
 def test_the_real_bench_says_it_needs_a_gpu_before_any_work(tmp_path, monkeypatch) -> None:
     import torch
 
-    from kernelopt.api.bench import run_bench
+    from kernelopt.pipeline.bench import run_bench
     from kernelopt.errors import KerneloptError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -161,7 +161,7 @@ def test_settings_cross_to_a_worker_as_plain_data() -> None:
 
 
 def test_store_cache_and_compile_workers_are_read_from_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelopt.api.optimize import compile_cache_env
+    from kernelopt.pipeline.optimize import compile_cache_env
     from kernelopt.store import default_store_path
     from kernelopt.evaluate.compile_pool import default_workers
 
@@ -211,7 +211,7 @@ def test_bench_options_come_from_the_settings(tmp_path: Path) -> None:
 
 
 def test_optimize_defaults_come_from_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelopt.api import optimize as opt
+    from kernelopt.pipeline import optimize as opt
 
     seen: dict[str, Any] = {}
 

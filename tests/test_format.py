@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kernelopt.api.optimize import KernelResult, OptimizeReport
+from kernelopt.pipeline.optimize import KernelResult, OptimizeReport
 from kernelopt.api.verify import VerifyReport
 from kernelopt.cli.format import OptimizeProgress, print_optimize, print_verify
 from kernelopt.verify.verdict import Verdict

@@ -19,7 +19,7 @@ pytest.importorskip("openai")
 
 from adversarial import unwritten_output  # noqa: E402
 from conftest import EXAMPLES  # noqa: E402
-from kernelopt.api.optimize import optimize  # noqa: E402
+from kernelopt.pipeline.optimize import optimize  # noqa: E402
 from kernelopt.capture import capture  # noqa: E402
 from kernelopt.capture.kernel_source import pin_launch_config  # noqa: E402
 from kernelopt.problem import load_problem  # noqa: E402

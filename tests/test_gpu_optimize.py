@@ -7,8 +7,8 @@ import time
 import pytest
 
 from conftest import EXAMPLES
-from kernelopt.api.export import load
-from kernelopt.api.optimize import optimize
+from kernelopt.deliver.export import load
+from kernelopt.pipeline.optimize import optimize
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 

@@ -9,7 +9,7 @@ import torch
 
 from adversarial import CHEATS, GELU_CHEATS, HONEST
 from conftest import EXAMPLES
-from kernelopt.api.export import Replacement, export_artifact, load
+from kernelopt.deliver.export import Replacement, export_artifact, load
 from kernelopt.capture import capture
 from kernelopt.capture.swap import KernelAddress, SwapError, check_swaps_live, find_kernel, restore, swap_kernel
 from kernelopt.errors import KerneloptError

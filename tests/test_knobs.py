@@ -49,7 +49,7 @@ def test_side_by_side_evaluation_runs_the_gates_on_cpu() -> None:
 
 def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """optimize with compiler-knobs: kernels searched by the scripted worker, knobs in real worker processes."""
-    from kernelopt.api import optimize as opt
+    from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
     from test_optimize_flow import ScriptedWorker

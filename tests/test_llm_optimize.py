@@ -16,7 +16,7 @@ pytest.importorskip("pydantic")  # the optional llm extra; the GPU machine runs 
 
 from conftest import EXAMPLES, FIXTURES  # noqa: E402
 from kernelopt.agents.factory import make_client  # noqa: E402
-from kernelopt.api import optimize as opt  # noqa: E402
+from kernelopt.pipeline import optimize as opt  # noqa: E402
 from kernelopt.capture import parse_output_code  # noqa: E402
 from kernelopt.knowledge import memory  # noqa: E402
 from kernelopt.search.llm_operator import LLMOperator  # noqa: E402

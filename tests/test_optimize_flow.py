@@ -12,7 +12,7 @@ import re
 import pytest
 
 from conftest import EXAMPLES, FIXTURES
-from kernelopt.api import optimize as opt
+from kernelopt.pipeline import optimize as opt
 from kernelopt.capture import parse_output_code
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store

@@ -615,7 +615,7 @@ def test_load_refuses_an_artifact_whose_replacement_fails_the_gate(tmp_path: Pat
     import torch
 
     from kernelopt.measure.environment import triton_version
-    from kernelopt.api.export import load
+    from kernelopt.deliver.export import load
     from kernelopt.errors import KerneloptError
 
     marker = tmp_path / "problem_ran"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelopt.api.suite_check import check_suite
+from kernelopt.pipeline.suite_check import check_suite
 
 GOOD = '''import torch
 from torch import nn

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import EXAMPLES, FIXTURES
-from kernelopt.api.export import Replacement, check_versions, export_artifact, read_artifact
+from kernelopt.deliver.export import Replacement, check_versions, export_artifact, read_artifact
 from kernelopt.capture import parse_output_code
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.errors import KerneloptError

@@ -34,7 +34,7 @@ def targets() -> list[tuple[str, str]]:
 
 def test_the_scan_finds_the_known_targets() -> None:
     found = targets()
-    assert ("kernelopt.api.optimize", "bench_problem") in found
+    assert ("kernelopt.pipeline.optimize", "bench_problem") in found
     assert ("kernelopt.evaluate.runner", "time_launch") in found
     assert ("kernelopt.evaluate.one_candidate", "evaluate") in found
     assert len(found) > 15
@@ -45,3 +45,14 @@ def test_worker_target_exists(module: str, name: str) -> None:
     value = getattr(importlib.import_module(module), name, None)
     assert value is not None, f"{module}:{name} does not exist"
     assert callable(value) or (callable(getattr(value, "build", None)) and callable(getattr(value, "launch", None)))
+
+
+def test_every_module_run_with_python_dash_m_exists() -> None:
+    import importlib.util
+
+    modules = set()
+    for path in SRC.rglob("*.py"):
+        modules.update(re.findall(r'"-m",\s*"(kernelopt(?:\.\w+)+)"', path.read_text()))
+    assert "kernelopt.evaluate.ncu_probe" in modules
+    for module in sorted(modules):
+        assert importlib.util.find_spec(module) is not None, module

@@ -10,8 +10,8 @@ __version__ = "0.1.0"
 
 
 def load(path: Any, model: Any = None, device: Any = "cuda") -> Any:
-    """Load an exported, verified model (see :func:`kernelopt.api.export.load`)."""
-    from kernelopt.api.export import load as _load
+    """Load an exported, verified model (see :func:`kernelopt.deliver.export.load`)."""
+    from kernelopt.deliver.export import load as _load
 
     return _load(path, model=model, device=device)
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import torch
 
-from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture import capture
 from kernelopt.config import Settings, resolve
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.analysis import AnalysisReport, analyze_artifact
 from kernelopt.measure.environment import device_label, versions
+from kernelopt.measure.peak import peak_bandwidth
 from kernelopt.problem import Problem
 from kernelopt.store import Store
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture.compat import MIN_TORCH, torch_version
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.ncu import ncu_status
+from kernelopt.measure.peak import peak_bandwidth
 from kernelopt.store import Store
 
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
-from kernelopt.api.export import Replacement, export_artifact
-from kernelopt.api.peak import peak_bandwidth
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, resolve
+from kernelopt.deliver.export import Replacement, export_artifact
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.one_candidate import EvaluationRequest, verify_candidate
 from kernelopt.measure.environment import device_label, versions
+from kernelopt.measure.peak import peak_bandwidth
 from kernelopt.problem import load_problem
 from kernelopt.store import Store
 from kernelopt.verify.static import check_static_candidate

@@ -1,4 +1,4 @@
-"""``kernelopt bench``: the command and its printing; the work is :func:`kernelopt.api.bench.run_bench`."""
+"""``kernelopt bench``: the command and its printing; the work is :func:`kernelopt.pipeline.bench.run_bench`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from kernelopt.cli.main import EFFORT_OPTION, STORE_OPTION, app, err, out, print
 from kernelopt.search.operators import DEFAULT_OPERATORS
 
 if TYPE_CHECKING:
-    from kernelopt.api.bench import BenchEvent, BenchReport
-    from kernelopt.api.metrics import ProblemOutcome
+    from kernelopt.pipeline.bench import BenchEvent, BenchReport
+    from kernelopt.pipeline.metrics import ProblemOutcome
 
 _STATUS_STYLE = {
     "ok": "green",
@@ -76,8 +76,8 @@ def bench(
     worker_path: list[Path] | None = typer.Option(None, "--worker-path", hidden=True),
 ) -> None:
     """Optimize every problem of a suite: correctness, speedups over eager and torch.compile, fast_p; JSON and CSV."""
-    from kernelopt.api.bench import DEFAULT_TARGET, run_bench
     from kernelopt.config import load_settings
+    from kernelopt.pipeline.bench import DEFAULT_TARGET, run_bench
     from kernelopt.search.operators import make_operators
 
     config = load_settings({"effort": effort, "budget": budget, "max_targets": max_targets})
@@ -121,7 +121,7 @@ def bench_merge(
     as_json: bool = typer.Option(False, "--json", help="Print the joined results as JSON."),
 ) -> None:
     """Join the results of several benches of one suite (--shard runs, other machines) into one scoreboard."""
-    from kernelopt.api.bench import merge_results
+    from kernelopt.pipeline.bench import merge_results
 
     report = merge_results(result_dirs, out_dir)
     if as_json:
@@ -142,19 +142,19 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def _ms(value: float | None) -> str:
-    from kernelopt.api.bench_report import fmt_ms
+    from kernelopt.pipeline.bench_report import fmt_ms
 
     return fmt_ms(value, missing="—")
 
 
 def _ratio(value: float | None) -> str:
-    from kernelopt.api.bench_report import fmt_ratio
+    from kernelopt.pipeline.bench_report import fmt_ratio
 
     return fmt_ratio(value, digits=2, missing="—")
 
 
 def _share(value: float | None) -> str:
-    from kernelopt.api.bench_report import fmt_share
+    from kernelopt.pipeline.bench_report import fmt_share
 
     return fmt_share(value, missing="—")
 
@@ -191,7 +191,7 @@ def _problem_row(o: ProblemOutcome) -> list[Text | str]:
 
 def print_bench(report: BenchReport, console: Console) -> None:
     """The per-problem table, the reasons of failed problems, then the suite summary."""
-    from kernelopt.api.metrics import BASELINE_LABELS
+    from kernelopt.pipeline.metrics import BASELINE_LABELS
 
     table = Table(title=f"kernelopt bench: {report.suite}", title_justify="left")
     for header in ("problem", "status", "correct", "eager ms", "compile ms", "max-autotune ms", "optimized ms"):

@@ -8,11 +8,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from kernelopt.api.bench_report import fmt_ratio
 from kernelopt.api.doctor import Diagnosis
-from kernelopt.api.optimize import OptimizeReport
 from kernelopt.api.verify import VerifyReport
 from kernelopt.evaluate.analysis import AnalysisReport
+from kernelopt.pipeline.bench_report import fmt_ratio
+from kernelopt.pipeline.optimize import OptimizeReport
 from kernelopt.search.nodes import Node
 from kernelopt.store import Run
 from kernelopt.store.llm_records import Transcript

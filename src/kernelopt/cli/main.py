@@ -195,9 +195,9 @@ def optimize(
     store: Path | None = STORE_OPTION,
 ) -> None:
     """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
-    from kernelopt.api.optimize import optimize as run_optimize
-    from kernelopt.api.optimize import require_gpu
     from kernelopt.cli.format import OptimizeProgress, print_optimize
+    from kernelopt.pipeline.optimize import optimize as run_optimize
+    from kernelopt.pipeline.optimize import require_gpu
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
 

@@ -86,7 +86,7 @@ def check_suite(
     todo = [path for _, path in chosen]
     while todo:
         outcome = run_isolated(
-            "kernelopt.api.suite_check:check_files",
+            "kernelopt.pipeline.suite_check:check_files",
             [str(p) for p in todo],
             seconds_per_file,
             timeout_s=STARTUP_S + seconds_per_file * len(todo),

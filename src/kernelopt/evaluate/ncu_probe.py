@@ -1,6 +1,6 @@
 """The program Nsight Compute profiles: capture a problem, warm up, run one forward in an NVTX range.
 
-    python -m kernelopt.api.ncu_probe SPEC_JSON
+    python -m kernelopt.evaluate.ncu_probe SPEC_JSON
 
 ``SPEC_JSON`` is a :class:`~kernelopt.evaluate.session.ProblemSpec` as JSON. Only the
 forward inside the ``kernelopt_profile`` range is profiled, so first-call

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelopt.api.export import Replacement, export_artifact
 from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, default_of, load_settings, resolve
+from kernelopt.deliver.export import Replacement, export_artifact
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.one_candidate import crash_stage, gate_of_stage
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, final_settings, search_settings
@@ -631,7 +631,7 @@ def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -
     if known is None:
         emit("stage", {"stage": f"Nsight Compute on {kernel}"})
         metrics, reason = kernel_metrics(
-            [sys.executable, "-m", "kernelopt.api.ncu_probe", json.dumps(asdict(spec))], kernel
+            [sys.executable, "-m", "kernelopt.evaluate.ncu_probe", json.dumps(asdict(spec))], kernel
         )
         known = {"metrics": metrics, "reason": reason}
         store.add_measurement(run_id, key, known)
@@ -748,7 +748,7 @@ def _time_mode(problem_path: str, mode: str, seed: int, trials: int, exported: s
     is measured in one process rather than read off two processes' medians."""
     import torch
 
-    from kernelopt.api.export import load
+    from kernelopt.deliver.export import load
     from kernelopt.measure import compare
 
     problem = load_problem(problem_path)

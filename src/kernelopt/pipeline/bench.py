@@ -1,7 +1,7 @@
 """``kernelopt bench``: optimize every problem of a suite and keep the scoreboard.
 
 Each problem runs in its own isolated worker (``target``, by default
-:func:`kernelopt.api.optimize.bench_problem`), so a problem that hangs, segfaults or
+:func:`kernelopt.pipeline.optimize.bench_problem`), so a problem that hangs, segfaults or
 exhausts memory costs one row of the table, never the suite. After every problem
 the whole result is rewritten atomically to ``results.json`` and ``results.csv``,
 so a bench killed at any moment resumes (``resume=True``) from the last finished
@@ -40,16 +40,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kernelopt.api.bench_report import markdown_report
-from kernelopt.api.metrics import ProblemOutcome, summarize
-from kernelopt.api.suite_check import check_suite
 from kernelopt.config import Settings, default_of, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
+from kernelopt.pipeline.bench_report import markdown_report
+from kernelopt.pipeline.metrics import ProblemOutcome, summarize
+from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
 
-DEFAULT_TARGET = "kernelopt.api.optimize:bench_problem"
+DEFAULT_TARGET = "kernelopt.pipeline.optimize:bench_problem"
 DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
 WORKER_TIMEOUT_MARGIN_S: float = default_of("bench_timeout_margin_s")  # with one: room for timing three baselines
 RESULTS_JSON = "results.json"

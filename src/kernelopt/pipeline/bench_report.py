@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kernelopt.api.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
+from kernelopt.pipeline.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
 
 
 def fmt_ms(value: float | None, missing: str = "") -> str:

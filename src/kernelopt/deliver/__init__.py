@@ -1,0 +1,1 @@
+"""What the user gets: the exported, verified model (:mod:`.export`, ``kernelopt.load``)."""
