@@ -49,7 +49,7 @@ from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
 
-DEFAULT_TARGET = "kernelopt.pipeline.optimize:bench_problem"
+DEFAULT_TARGET = "kernelopt.pipeline.bench_problem:bench_problem"
 DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
 WORKER_TIMEOUT_MARGIN_S: float = default_of("bench_timeout_margin_s")  # with one: room for timing three baselines
 RESULTS_JSON = "results.json"

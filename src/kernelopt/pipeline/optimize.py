@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,12 +21,21 @@ from typing import Any
 
 from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
-from kernelopt.config import Settings, default_of, load_settings, resolve
+from kernelopt.config import Settings, default_of, resolve
 from kernelopt.deliver.export import Replacement, export_artifact
 from kernelopt.errors import KerneloptError
-from kernelopt.evaluate.one_candidate import crash_stage, gate_of_stage
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.measure.environment import device_label, versions
+from kernelopt.pipeline.evaluator import (
+    PER_CANDIDATE_TIMEOUT_S,
+    SESSION,
+    WorkerEvaluator,
+    compile_cache_env,
+    failure_of,
+    gpu_seconds,
+    result_of,
+    stage_medians,
+)
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
@@ -37,19 +45,14 @@ from kernelopt.search.policy import make_policy
 from kernelopt.search.targets import select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
-from kernelopt.workers import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
 
-SESSION = "kernelopt.evaluate.worker_targets"
-BATCH = 8  # most candidates in one worker call
-CHUNK_TARGET_S = 10.0  # a worker call's wall time the chunking aims at
 KNOB_OPERATOR = "compiler-knobs"
 RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
 EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU tests use the CPU)
 KNOB_EVALUATIONS: int = default_of(
     "knob_budget"
 )  # each is two full compiles in a fresh process (a run's config overrides it)
-PER_CANDIDATE_TIMEOUT_S = 120.0  # a batch that takes longer is treated as hung: the worker is replaced
 
 
 @dataclass
@@ -100,164 +103,6 @@ class OptimizeReport:
         d = asdict(self)
         d["evaluations_per_gpu_minute"] = self.evaluations_per_gpu_minute
         return d
-
-
-def result_of(raw: dict[str, Any]) -> EvaluationResult:
-    """An evaluation's plain-data answer from the worker as the search's fitness record."""
-    verdicts = raw.get("verdicts", [])
-    failed = next((v for v in verdicts if not v["passed"]), None)
-    cmp = raw.get("kernel_comparison")
-    passed = bool(raw.get("passed"))
-    # The batch's wall time shared among its candidates: compile-ahead overlaps, the GPU is held throughout.
-    measurements = {"gpu_s": raw.get("batch_share_s", raw.get("gpu_s", 0.0))}
-    if raw.get("timings"):
-        measurements["timings"] = raw["timings"]
-    if cmp:
-        measurements["kernel_comparison"] = cmp
-        measurements["kernel_time_us"] = cmp["candidate"]["median_ms"] * 1000.0
-        measurements["baseline_time_us"] = cmp["baseline"]["median_ms"] * 1000.0
-    if raw.get("end_to_end"):
-        measurements["end_to_end"] = raw["end_to_end"]
-    return EvaluationResult(
-        passed=passed,
-        fitness=float(cmp["speedup"]) if passed and cmp else 0.0,
-        failed_gate=None if passed else (failed["gate"] if failed else "performance"),
-        reason=(verdicts[-1]["reason"] if verdicts else "no verdict")
-        if passed
-        else (failed["reason"] if failed else "not faster"),
-        verdicts=verdicts,
-        measurements=measurements,
-        worker_status=raw.get("worker_status", "ok"),
-    )
-
-
-def failure_of(outcome: WorkerResult) -> EvaluationResult:
-    """A worker that died or timed out on a candidate: a failure at the gate it was in."""
-    return EvaluationResult.failure(
-        gate_of_stage(crash_stage(outcome.stderr_tail)),
-        f"worker {outcome.status}: {outcome.reason}",
-        worker_status=outcome.status,
-    )
-
-
-def gpu_seconds(nodes: list[Node]) -> float:
-    """The evaluation worker's time spent on ``nodes``."""
-    return sum((n.result.measurements.get("gpu_s", 0.0) if n.result else 0.0) for n in nodes)
-
-
-def stage_medians(nodes: list[Node]) -> dict[str, float]:
-    """Median seconds per stage over the evaluated nodes, plus their share of the GPU's time (``gpu``)."""
-    samples: dict[str, list[float]] = {}
-    for node in nodes:
-        measurements = node.result.measurements if node.result else {}
-        for stage_name, seconds in (measurements.get("timings") or {}).items():
-            samples.setdefault(stage_name, []).append(float(seconds))
-        if "gpu_s" in measurements:
-            samples.setdefault("gpu", []).append(float(measurements["gpu_s"]))
-    return {name: round(statistics.median(values), 4) for name, values in samples.items()}
-
-
-class WorkerEvaluator:
-    """Evaluates batches of nodes in the persistent worker; a crash costs only the candidate that caused it.
-
-    A batch goes to the worker in chunks sized so one call takes about
-    :data:`CHUNK_TARGET_S` (measured on the previous chunk; the first is a single
-    candidate): cheap kernels share calls, while on a problem whose candidate costs
-    ten seconds (row-L2's 8.6 GB) a wall-time budget is overshot by one candidate,
-    not eight. A budget stop still records a finished chunk's other results
-    (:meth:`ChunkedResults.ready`)."""
-
-    def __init__(
-        self,
-        worker: PersistentWorker,
-        spec: ProblemSpec,
-        kernel: str,
-        settings: GateSettings,
-        peak: float | None,
-        timeout_s: float,
-    ) -> None:
-        self.worker, self.spec, self.kernel, self.settings, self.peak, self.timeout_s = (
-            worker,
-            spec,
-            kernel,
-            settings,
-            peak,
-            timeout_s,
-        )
-        self.per_candidate_s: float | None = None  # the last chunk's wall time per candidate
-
-    def _call(self, sources: list[str]):
-        return self.worker.call(
-            f"{SESSION}:evaluate_candidates",
-            asdict(self.spec),
-            self.kernel,
-            sources,
-            self.settings.to_dict(),
-            self.peak,
-            timeout_s=self.timeout_s + PER_CANDIDATE_TIMEOUT_S * len(sources),
-        )
-
-    def one(self, source: str) -> EvaluationResult:
-        """One candidate alone; a worker that dies on it is a failure at the gate it died in."""
-        single = self._call([source])
-        return result_of(single.value[0]) if single.ok else failure_of(single)
-
-    def chunk_size(self) -> int:
-        if not self.per_candidate_s:
-            return 1
-        return max(1, min(BATCH, int(CHUNK_TARGET_S / self.per_candidate_s)))
-
-    def evaluate_chunk(self, chunk: list[Node]) -> list[tuple[Node, EvaluationResult]]:
-        started = time.monotonic()
-        outcome = self._call([n.candidate.source or "" for n in chunk])
-        if outcome.ok:
-            self.per_candidate_s = (time.monotonic() - started) / len(chunk)
-            return [(node, result_of(raw)) for node, raw in zip(chunk, outcome.value)]
-        return [
-            (node, self.one(node.candidate.source or "")) for node in chunk
-        ]  # find the one that took the worker down
-
-    def __call__(self, nodes: list[Node]) -> ChunkedResults:
-        return ChunkedResults(self, nodes)
-
-
-class ChunkedResults:
-    """A batch's results, one worker call per chunk; ``ready()`` hands over what a finished chunk still holds."""
-
-    def __init__(self, evaluator: WorkerEvaluator, nodes: list[Node]) -> None:
-        self._evaluator = evaluator
-        self._todo = list(nodes)
-        self._held: list[tuple[Node, EvaluationResult]] = []
-
-    def __iter__(self) -> ChunkedResults:
-        return self
-
-    def __next__(self) -> tuple[Node, EvaluationResult]:
-        if not self._held:
-            if not self._todo:
-                raise StopIteration
-            size = self._evaluator.chunk_size()
-            chunk, self._todo = self._todo[:size], self._todo[size:]
-            self._held = self._evaluator.evaluate_chunk(chunk)
-        return self._held.pop(0)
-
-    def ready(self) -> list[tuple[Node, EvaluationResult]]:
-        held, self._held = self._held, []
-        return held
-
-
-def compile_cache_env(config: Settings | None = None) -> dict[str, str]:
-    """A Triton kernel cache that outlives one worker: a restarted worker, and the next run,
-    do not recompile the kernels already built. Candidates cannot write files (the static
-    gate refuses any I/O), so sharing it does not let one candidate tamper with another.
-
-    The cache root is the ``cache`` setting; the worker also gets the ``compile_workers``
-    setting as ``KERNELOPT_COMPILE_WORKERS``, wherever it was set (a worker reads no
-    settings file of its own)."""
-    config = config or load_settings()
-    root = config.cache
-    (root / "triton").mkdir(parents=True, exist_ok=True)
-    return {"TRITON_CACHE_DIR": str(root / "triton"), "KERNELOPT_COMPILE_WORKERS": str(config.compile_workers)}
 
 
 def require_gpu() -> None:
@@ -739,153 +584,3 @@ def _finalize(
     for k in report.kernels:
         k.best = None
     report.final_reason += "; the baseline stays"
-
-
-def _time_mode(problem_path: str, mode: str, seed: int, trials: int, exported: str | None = None) -> dict[str, Any]:
-    """Eager against ``torch.compile(mode=...)``, interleaved, in this (fresh) process; then
-    that compiled model against kernelopt's (``exported``, or torch.compile's default when
-    nothing was delivered), interleaved too, so the scoreboard's ratio against this mode
-    is measured in one process rather than read off two processes' medians."""
-    import torch
-
-    from kernelopt.deliver.export import load
-    from kernelopt.measure import compare
-
-    problem = load_problem(problem_path)
-    model = problem.build_model(seed, "cuda")
-    inputs = problem.make_inputs(seed, "cuda")
-    compiled = torch.compile(model, mode=mode)
-    with torch.no_grad():
-        compiled(*inputs)
-
-    def run(m: Any) -> Callable[[], Any]:
-        def call() -> Any:
-            with torch.no_grad():
-                return m(*inputs)
-
-        return call
-
-    cmp = compare(run(model), run(compiled), trials=trials)
-    out: dict[str, Any] = {
-        "eager_ms": cmp.baseline.median_ms,
-        "compiled_ms": cmp.candidate.median_ms,
-        "comparison": cmp.to_dict(),
-    }
-    try:
-        ours = load(exported) if exported else torch.compile(problem.build_model(seed, "cuda"))
-        with torch.no_grad():
-            ours(*inputs)
-        vs = compare(run(compiled), run(ours), trials=trials)
-    except Exception as exc:
-        out["vs_optimized_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        return out
-    out["vs_optimized"] = {
-        "speedup": vs.speedup,
-        "noise": vs.noise,
-        "mode_ms": vs.baseline.median_ms,
-        "optimized_ms": vs.candidate.median_ms,
-        "optimized": "kernelopt" if exported else "torch.compile",
-        "comparison": vs.to_dict(),
-    }
-    return out
-
-
-def _log_event(kind: str, data: dict[str, Any]) -> None:
-    """A bench problem's progress on its worker's stderr: a problem that times out shows where it was."""
-    import sys
-
-    if kind in ("stage", "targets", "stopped"):
-        print(f"[{time.strftime('%H:%M:%S')}] {kind}: {data}", file=sys.stderr, flush=True)
-
-
-class StageClock:
-    """Seconds spent in each stage an optimize run announces: where a bench problem's time went."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._current: str | None = None
-        self._since = time.monotonic()
-
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        _log_event(kind, data)
-        if kind == "stage":
-            self.enter(str(data.get("stage")))
-
-    def enter(self, stage_name: str | None) -> None:
-        """Close the running stage (its time adds up over repeats) and open ``stage_name`` (None: stop)."""
-        now = time.monotonic()
-        if self._current is not None:
-            self.seconds[self._current] = round(self.seconds.get(self._current, 0.0) + now - self._since, 3)
-        self._current, self._since = stage_name, now
-
-
-def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
-    """One problem of ``kernelopt bench`` (runs in its own worker process): optimize it, plus the second baseline."""
-    from kernelopt.workers import run_isolated
-
-    clock = StageClock()
-    # The bench's settings, resolved in its process; the explicit options on top.
-    config = Settings.from_values(options["settings"]) if "settings" in options else load_settings()
-    store = Store(options.get("store") or config.store)
-    time_limit = options.get("time_limit_s")
-    budget = Budget(
-        max_evaluations=int(options.get("budget", config.budget)),
-        max_wall_s=time_limit,
-        patience=int(options.get("patience", config.patience)),
-    )
-    name = options.get("name", Path(problem_path).stem)
-    try:
-        report = optimize(
-            problem_path,
-            store,
-            budget=budget,
-            max_targets=int(options.get("max_targets", config.max_targets)),
-            operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
-            export_path=options.get("export_dir")
-            and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
-            on_event=clock,
-            config=config,
-        )
-    except KerneloptError as exc:
-        return {
-            "name": name,
-            "path": problem_path,
-            "status": "run_error",
-            "reason": str(exc),
-            "correct": False,
-            "eager_ms": None,
-            "compiled_ms": None,
-            "max_autotune_ms": None,
-            "optimized_ms": None,
-        }
-    clock("stage", {"stage": "max-autotune-no-cudagraphs baseline"})
-    exported = str(Path(report.exported).resolve()) if report.exported else None
-    ma = run_isolated(
-        f"{__name__}:_time_mode", problem_path, "max-autotune-no-cudagraphs", 0, 20, exported, timeout_s=1800
-    )
-    clock.enter(None)
-    vs_ma = (ma.value.get("vs_optimized") or {}).get("speedup") if ma.ok else None
-    return {
-        "name": name,
-        "path": problem_path,
-        "status": "ok",
-        "reason": report.final_reason,
-        "correct": True,  # every number below passed the gates, or is the compiler's own baseline
-        "eager_ms": report.eager_ms,
-        "compiled_ms": report.final_compiled_ms or report.compiled_ms,
-        "max_autotune_ms": ma.value["compiled_ms"] if ma.ok else None,
-        "optimized_ms": report.optimized_ms or report.compiled_ms,
-        "max_autotune_speedup": vs_ma if vs_ma and vs_ma > 0 else None,
-        "evaluations": report.evaluations,
-        "gpu_s": report.gpu_s,
-        "details": {
-            "device": report.device,
-            "run_id": report.run_id,
-            "max_autotune": ma.value if ma.ok else ma.reason,
-            "kernels": [asdict(k) for k in report.kernels],
-            "exported": report.exported,
-            "warnings": report.warnings,
-            "stage_s": clock.seconds,
-            "speedup_vs_compile_iqr": report.speedup_vs_compile_iqr,
-        },
-    }
