@@ -25,6 +25,9 @@ its environment): a worker does not read a configuration file of its own.
 Not settings: ``KERNELOPT_PARENT_PID`` (a worker dies with the process that set it)
 and ``KERNELOPT_ROLE`` (marks the candidate's runner process) are plumbing between
 kernelopt's own processes, set by kernelopt and never by a user.
+
+Long because it is the one place for every setting: fields, profiles and their
+parsing stay together so a default is never written twice.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ each candidate then costs its own compile and the gates. A batch's candidates
 compile ahead in a pool of processes (:mod:`kernelopt.evaluate.compile_pool`)
 while earlier ones are measured on the GPU, one at a time; each result carries
 its stage timings so the throughput can be read, not guessed.
+
+Longer than most modules: the gate settings and the session's gate order are one
+contract (what the search runs light and the re-check runs in full).
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ protocol (see the design brief's quality bar):
 
 Both :func:`time_fn` and :func:`compare` drive the same per-trial loop
 (:func:`_run_schedule`); they differ only in the schedule they hand it.
+:func:`time_call` and :func:`compare_split` are the per-call form of the same
+protocol, for a comparison whose two sides live in two processes. Long because
+the protocol is one thing: its statistics, backends and loops belong together.
 """
 
 from __future__ import annotations

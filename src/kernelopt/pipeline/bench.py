@@ -18,6 +18,9 @@ the compile and run errors it catches itself, and may put the GPU's name in
 A suite is a directory of KernelBench-format files, searched recursively (our
 ``examples/problems`` or KernelBench's own ``level1``…``level4``); a KernelBench
 checkout's root is accepted too and means its ``KernelBench/`` folder.
+
+Longer than most modules: the runner, its GPU lanes, resume and the results files
+share one results document and one lock.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ four gates, in the worker), then swap all winners in together, verify the
 re-stitched model once more and export it. Nothing is exported when nothing
 passes: the user keeps ``torch.compile``'s model. Every node is in the store;
 ``resume`` continues a killed run without repeating a finished evaluation.
+
+Longer than most modules: the run's stages (analyze, targets, search, knob search,
+re-check, final check) read in order here; each stage's work lives in its layer.
 """
 
 from __future__ import annotations

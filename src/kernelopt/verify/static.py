@@ -24,6 +24,9 @@ is the part that needs no original, for callers that must refuse before one is k
 The rules are data (the tables in :mod:`kernelopt.verify.static_rules`); the
 walker here and the checks in ``static_kernel`` apply them. Every finding names its line; the verdict's reason is the
 most serious finding, and all findings are in ``details["violations"]``.
+
+Long because the walker is one visitor over every node kind a module can hold;
+splitting it would scatter one traversal over several files.
 """
 
 from __future__ import annotations

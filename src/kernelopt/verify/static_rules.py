@@ -3,6 +3,9 @@
 Tables of what a candidate kernel module may and may not contain; the walker in
 :mod:`kernelopt.verify.static` applies them. To forbid a new construct, add it to
 a table here; to explain a rule better, edit its line in :data:`RULES`.
+
+Long because it is the whole allow-list (every ``tl``, helper and libdevice name a
+kernel may use, the precision table): data, one entry a line, nothing to split.
 """
 
 from __future__ import annotations
