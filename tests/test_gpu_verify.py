@@ -9,7 +9,7 @@ import torch
 
 from adversarial import CHEATS, GELU_CHEATS, HONEST
 from conftest import EXAMPLES
-from kernelopt.deliver.export import Replacement, export_artifact, load
+from kernelopt.deliver.export import Replacement, export_model, load
 from kernelopt.capture import capture
 from kernelopt.capture.swap import KernelAddress, SwapError, check_swaps_live, find_kernel, restore, swap_kernel
 from kernelopt.errors import KerneloptError
@@ -107,7 +107,7 @@ def test_export_and_load_round_trip(rms, tmp_path) -> None:
     problem, model, inputs, artifact, kernel = rms
     address, _, _ = find_kernel(artifact, kernel.name)
     source = HONEST["rsqrt_rewrite"](kernel.source)
-    path = export_artifact(tmp_path / "m.kopt.json", problem, [Replacement(address, source)], {"note": "test"})
+    path = export_model(tmp_path / "m.kopt.json", problem, [Replacement(address, source)], {"note": "test"})
     loaded = load(path)
     assert loaded.swaps and loaded.swaps[0].source == source
     with torch.no_grad():

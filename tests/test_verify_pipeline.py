@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import EXAMPLES, FIXTURES
-from kernelopt.deliver.export import Replacement, check_versions, export_artifact, read_artifact
+from kernelopt.deliver.export import Replacement, check_versions, export_model, read_export
 from kernelopt.capture import parse_output_code
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.errors import KerneloptError
@@ -82,8 +82,8 @@ def test_looped_reduction_blocks_reach_the_whole_row() -> None:
 def test_export_file_round_trip_and_version_refusal(tmp_path) -> None:
     problem = load_problem(EXAMPLES / "level1/15_rmsnorm.py").small()
     address = KernelAddress(0, "triton_per_x_0", "a" * 64)
-    path = export_artifact(tmp_path / "m.kopt.json", problem, [Replacement(address, "src")], {"passed": True}, seed=3)
-    doc = read_artifact(path)
+    path = export_model(tmp_path / "m.kopt.json", problem, [Replacement(address, "src")], {"passed": True}, seed=3)
+    doc = read_export(path)
     assert doc["problem"]["overrides"] == problem.overrides and doc["problem"]["seed"] == 3
     assert Replacement.from_dict(doc["replacements"][0]) == Replacement(address, "src")
     check_versions(doc, path)  # same process: same versions
@@ -92,5 +92,5 @@ def test_export_file_round_trip_and_version_refusal(tmp_path) -> None:
         check_versions(doc, path)
     (tmp_path / "junk.json").write_text(json.dumps({"hello": 1}))
     with pytest.raises(KerneloptError, match="not a kernelopt artifact"):
-        read_artifact(tmp_path / "junk.json")
+        read_export(tmp_path / "junk.json")
     assert not list(tmp_path.glob("*.tmp"))  # written atomically

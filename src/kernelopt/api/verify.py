@@ -22,7 +22,7 @@ import torch
 
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, resolve
-from kernelopt.deliver.export import Replacement, export_artifact
+from kernelopt.deliver.export import Replacement, export_model
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.one_candidate import EvaluationRequest, verify_candidate
 from kernelopt.measure.environment import device_label, versions
@@ -147,5 +147,5 @@ def _judge(
     if report.passed:
         target = export_path or Path(f"{problem.path.stem}.{kernel}.kopt.json")
         replacement = Replacement(KernelAddress.from_dict(result["address"]), source)
-        report.exported = str(export_artifact(target, problem, [replacement], report.to_dict(), seed=request.seed))
+        report.exported = str(export_model(target, problem, [replacement], report.to_dict(), seed=request.seed))
     return report

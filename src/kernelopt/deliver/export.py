@@ -1,13 +1,13 @@
-"""Verified, re-stitched models as self-contained artifacts, and loading them back.
+"""Verified, re-stitched models as self-contained exported files (``.kopt.json``), and loading them back.
 
-An exported artifact is one JSON file: the problem's source text and sizes, the
+An exported model is one JSON file: the problem's source text and sizes, the
 seed its weights come from, the Inductor options, the replacement table
 (graph, kernel name, sha256 of the original source, replacement source) and
 the verification record. Loading recompiles the problem with Inductor, checks
 every original kernel's hash, swaps the replacements in and proves they run.
 A different torch or Triton would compile different kernels, so it is refused.
 
-An artifact file is untrusted input too (it may have been edited since it was
+An exported file is untrusted input too (it may have been edited since it was
 verified), so every replacement passes the static gate before anything of it
 runs: its candidate-only part before the problem is compiled, the full check
 against the freshly captured original before the swap imports it.
@@ -33,7 +33,7 @@ from kernelopt.problem import Problem, load_problem
 from kernelopt.verify.static import check_static, check_static_candidate
 from kernelopt.verify.verdict import Verdict
 
-FORMAT = "kernelopt-artifact"
+FORMAT = "kernelopt-artifact"  # the file format marker, kept so earlier exports still load
 FORMAT_VERSION = 1
 
 
@@ -50,7 +50,7 @@ class Replacement:
         return cls(KernelAddress.from_dict(d), d["source"])
 
 
-def export_artifact(
+def export_model(
     path: str | Path,
     problem: Problem,
     replacements: Sequence[Replacement],
@@ -58,7 +58,7 @@ def export_artifact(
     seed: int = 0,
     options: dict[str, Any] | None = None,
 ) -> Path:
-    """Write the artifact file (atomically: a killed run never leaves half a file)."""
+    """Write the exported file (atomically: a killed run never leaves half a file)."""
     path = Path(path)
     doc = {
         "format": FORMAT,
@@ -82,7 +82,7 @@ def export_artifact(
     return path
 
 
-def read_artifact(path: str | Path) -> dict[str, Any]:
+def read_export(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -163,7 +163,7 @@ def load(path: str | Path, model: torch.nn.Module | None = None, device: str | t
     Without ``model``, the weights are rebuilt from the problem's seed (as they were
     when verified); pass your own ``nn.Module`` to run the replacements on its weights.
     """
-    doc = read_artifact(path)
+    doc = read_export(path)
     check_versions(doc, path)
     replacements = [Replacement.from_dict(r) for r in doc["replacements"]]
     check_replacements_static(path, replacements)

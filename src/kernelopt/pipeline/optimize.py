@@ -25,7 +25,7 @@ from typing import Any
 from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, default_of, resolve
-from kernelopt.deliver.export import Replacement, export_artifact
+from kernelopt.deliver.export import Replacement, export_model
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.measure.environment import device_label, versions
@@ -227,9 +227,7 @@ def optimize(
             Replacement(KernelAddress.from_dict(k.best["address"]), k.best["source"]) for k in report.kernels if k.best
         ]
         options = report.options or {}
-        report.exported = str(
-            export_artifact(target, problem, replacements, report.to_dict(), seed=seed, options=options)
-        )
+        report.exported = str(export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options))
     store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     return report
