@@ -484,6 +484,20 @@ TL_MATH_FUNCTIONS = frozenset(
         "isnan",
     }
 )
+# libdevice's approximate functions: allowed names, but only where the original uses them (precision)
+FAST_LIBDEVICE = (
+    "fast_dividef",
+    "fast_expf",
+    "fast_exp10f",
+    "fast_logf",
+    "fast_log2f",
+    "fast_log10f",
+    "fast_powf",
+    "fast_sinf",
+    "fast_cosf",
+    "fast_tanf",
+    "fast_tanhf",
+)
 LIBDEVICE_FUNCTIONS = frozenset(
     {
         "abs",
@@ -590,18 +604,8 @@ LIBDEVICE_FUNCTIONS = frozenset(
         "isinfd",
         "isnand",
         "signbitd",
-        "fast_dividef",
-        "fast_expf",
-        "fast_exp10f",
-        "fast_logf",
-        "fast_log2f",
-        "fast_log10f",
-        "fast_powf",
-        "fast_sinf",
-        "fast_cosf",
-        "fast_tanf",
-        "fast_tanhf",
     }
+    | set(FAST_LIBDEVICE)
 )
 PYTHON_MATH = frozenset(
     {
@@ -814,19 +818,7 @@ APPROXIMATE_LOWERINGS: dict[str, tuple[str, str]] = {
     **{
         f"{m}.{f}": (f, f"the approximate __nv_{f}")
         for m in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice")
-        for f in (
-            "fast_dividef",
-            "fast_expf",
-            "fast_exp10f",
-            "fast_logf",
-            "fast_log2f",
-            "fast_log10f",
-            "fast_powf",
-            "fast_sinf",
-            "fast_cosf",
-            "fast_tanf",
-            "fast_tanhf",
-        )
+        for f in FAST_LIBDEVICE
     },
 }
 APPROXIMATE_ASM_MARKERS = (".approx", "div.full", ".ftz")
