@@ -221,3 +221,17 @@ def test_lent_tensors_keep_their_layout_and_empty_ones_travel_too() -> None:
     assert opened[1].shape == (0, 3) and opened[2] == 7
     opened[0].fill_(5.0)  # writes land in the lender's memory
     assert base[:, 1:5].eq(5.0).all() and base[:, 0].eq(0).all()
+
+
+def test_a_failed_build_still_counts_as_code_run_in_the_process() -> None:
+    runner = RemoteRunner(device="cpu", backend="runner_backend:BACKEND", extra_path=[TESTS], timeout_s=60)
+    try:
+        runner.register_original(NAME, ORIGINAL, [torch.randn(16), torch.empty(16), 16])
+        first = runner.worker.starts
+        _, error, _ = runner.build(NAME, "import os\nraise RuntimeError('after patching whatever it liked')\n")
+        assert error is not None and runner.built  # its module code ran before it failed
+        runner.register_original("other", ORIGINAL.replace(NAME, "other"), [torch.randn(16), torch.empty(16), 16])
+        assert runner.worker.starts == first + 1  # a fresh process calibrates for the next kernel
+        assert len(runner.calibration_ms) >= 10
+    finally:
+        runner.close()

@@ -135,10 +135,10 @@ class RemoteRunner:
     # -- candidates ---------------------------------------------------------------------------
 
     def build(self, name: str, source: str) -> tuple[str, str | None, float]:
-        """(digest, error or None, seconds) of compiling ``source`` in the candidate's process."""
+        """(digest, error or None, seconds) of compiling ``source`` in the candidate's process. A build
+        that fails still ran the candidate's module code there: the process counts as touched."""
         reply = self.call("build", name, source)
-        if reply["error"] is None:
-            self.built.add(reply["digest"])
+        self.built.add(reply["digest"])
         return str(reply["digest"]), reply["error"], float(reply["seconds"])
 
     def launcher(self, name: str, key: str) -> Callable[[Sequence[Any]], None]:
