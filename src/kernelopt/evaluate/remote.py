@@ -103,10 +103,12 @@ class RemoteRunner:
 
     def register_original(self, name: str, source: str, args: Sequence[Any]) -> None:
         """Name the trusted kernel this process calibrates on; restarts the process if a candidate
-        already ran in it (calibration must come from a process no candidate has touched)."""
+        already ran in it (calibration must come from a process no candidate has touched).
+        ``args`` are kept for every later calibration and written by the original each time:
+        pass copies of whatever the kernel writes."""
         self._originals[name] = source
-        if self._calibration_kernel is None:
-            self._calibration_kernel = (name, [a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        if self._calibration_kernel is None:  # the original writes into ``args`` whenever it calibrates
+            self._calibration_kernel = (name, list(args))
         if self.worker.alive and self.worker.starts == self._started:
             if self.built:
                 self.restart()

@@ -31,8 +31,8 @@ from kernelopt.measure import measure_copy_bandwidth
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
 from kernelopt.problem.edges import check_edge_names
-from kernelopt.problem.layouts import clone_args
-from kernelopt.verify.cases import EDGE_CASES
+from kernelopt.problem.layouts import clone_args, exact_clone
+from kernelopt.verify.cases import EDGE_CASES, param_roles
 from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.model_gate import ModelGatePolicy
@@ -202,7 +202,12 @@ class EvaluationSession:
             address, var, kernel = self.kernel(name)
             self._snapshots[name] = [s.args for s in snapshot_launches(self.artifact, self.inputs, address.graph, var)]
             if self._snapshots[name]:  # the candidate's process calibrates its clock on the trusted original
-                self.runner.register_original(kernel.name, kernel.source, self._snapshots[name][0])
+                written = {i for i, (_, _, writes) in enumerate(param_roles(kernel)) if writes}
+                calibration = [
+                    exact_clone(a) if i in written and isinstance(a, torch.Tensor) else a
+                    for i, a in enumerate(self._snapshots[name][0])
+                ]  # read-only inputs shared
+                self.runner.register_original(kernel.name, kernel.source, calibration)
                 self.runner.warm_model()
         return self._snapshots[name]
 
