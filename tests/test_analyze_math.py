@@ -72,3 +72,17 @@ def test_kernel_at_roofline_has_no_headroom_and_bound_one() -> None:
     report = summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(1.0), rows, device_total_us=1000.0)
     assert rows[0].headroom_us == pytest.approx(0.0)
     assert report.amdahl_bound == pytest.approx(1.0)
+
+
+def test_a_launch_bound_forward_reports_how_busy_the_gpu_is() -> None:
+    k = Launch(0, 0, "triton", "triton_poi_0", args=[
+        tensor(0, "in_ptr0", "read", (1000,), (1,)),
+        tensor(1, "out_ptr0", "write", (1000,), (1,)),
+    ])
+    rows = build_launch_reports([k], {0: 300.0}, 4000.0)
+    # 0.3 ms of kernels in a 1 ms forward: the GPU idled 70 % of the time between launches
+    report = summarize_analysis("p", "dev", 4000.0, timing(2.0), timing(1.0), rows, device_total_us=300.0)
+    assert report.gpu_busy == pytest.approx(0.3)
+    assert report.launch_overhead_bound == pytest.approx(1.0 / 0.3)
+    busy = summarize_analysis("p", "dev", 4000.0, timing(2.0), timing(1.0), rows, device_total_us=1000.0)
+    assert busy.gpu_busy == pytest.approx(1.0) and busy.launch_overhead_bound == pytest.approx(1.0)

@@ -59,6 +59,8 @@ def summary_lines(report: AnalysisReport) -> list[str]:
         f"attributed GPU time {report.attributed_ms:.3f} ms (unattributed {report.unattributed_ms:.3f} ms); "
         f"Triton {report.triton_ms:.3f} ms with {report.triton_headroom_ms:.3f} ms headroom",
         f"Amdahl bound (Triton kernels at roofline, vendor calls unchanged): {report.amdahl_bound:.2f}x over compiled",
+        f"GPU busy {100 * report.gpu_busy:.0f}% of the compiled forward; launch-overhead bound "
+        f"(no gaps between launches) {report.launch_overhead_bound:.2f}x",
         f"peak copy bandwidth {report.peak_gbps:.0f} GB/s; "
         f"torch {report.versions.get('torch')}, triton {report.versions.get('triton')}"
         + (f"; run {report.run_id}" if report.run_id is not None else ""),
@@ -203,7 +205,8 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         f"compiled {report.compiled_ms:.3f} ms -> optimized {report.optimized_ms or report.compiled_ms:.3f} ms: "
         f"{report.speedup_vs_compile:.3f}x over torch.compile{iqr}, "
         f"{report.speedup_vs_eager or report.eager_ms / report.compiled_ms:.3f}x over eager ({report.eager_ms:.3f} ms)",
-        f"Amdahl bound of Triton-only work: {report.amdahl_bound:.2f}x over torch.compile",
+        f"Amdahl bound of Triton-only work: {report.amdahl_bound:.2f}x over torch.compile; launch-overhead bound "
+        f"{report.launch_overhead_bound:.2f}x (GPU busy {100 * report.gpu_busy:.0f}%)",
         f"{report.final_reason}",
         f"{report.evaluations} evaluations, {report.gpu_s:.1f} s in the evaluation worker"
         + (f" ({report.evaluations_per_gpu_minute:.0f} per GPU-minute)" if report.evaluations_per_gpu_minute else "")

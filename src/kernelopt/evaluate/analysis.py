@@ -58,6 +58,8 @@ class AnalysisReport:
     triton_ms: float
     triton_headroom_ms: float
     amdahl_bound: float
+    gpu_busy: float = 1.0  # kernel time over the compiled forward's measured time
+    launch_overhead_bound: float = 1.0  # the speedup if the GPU never waited between launches (CUDA graphs' ceiling)
     launches: list[LaunchReport] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
@@ -105,7 +107,11 @@ def summarize_analysis(
     rows: list[LaunchReport],
     device_total_us: float,
 ) -> AnalysisReport:
-    """The model-level numbers: speedup over eager and the Amdahl bound of Triton-only work."""
+    """The model-level numbers: speedup over eager, the Amdahl bound of Triton-only work, and how busy
+    the GPU is. The compiled forward's time (device events around the whole call) includes the gaps in
+    which the GPU waits for the host to launch the next kernel; the profiler's kernel time does not.
+    Their ratio is the launch-overhead bound: what removing every gap (CUDA graphs at best) could buy,
+    a ceiling beside the Amdahl bound on kernels."""
     attributed_us = sum(r.time_us for r in rows)
     triton_us = sum(r.time_us for r in rows if r.kind == "triton")
     headroom_us = sum(r.headroom_us or 0.0 for r in rows)
@@ -127,6 +133,8 @@ def summarize_analysis(
         triton_ms=triton_us / 1000.0,
         triton_headroom_ms=headroom_us / 1000.0,
         amdahl_bound=bound,
+        gpu_busy=min(1.0, device_total_us / compiled_us) if compiled_us > 0 else 1.0,
+        launch_overhead_bound=max(1.0, compiled_us / device_total_us) if device_total_us > 0 else 1.0,
         launches=rows,
     )
 

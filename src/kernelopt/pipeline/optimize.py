@@ -82,6 +82,8 @@ class OptimizeReport:
     compiled_ms: float
     amdahl_bound: float
     kernels: list[KernelResult] = field(default_factory=list)
+    gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
+    launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
     skipped: list[tuple[str, str]] = field(default_factory=list)
     speedup_vs_compile: float = 1.0
     speedup_vs_compile_iqr: tuple[float, float] | None = None
@@ -273,6 +275,8 @@ def _optimize(
         eager_ms=known["eager_ms"],
         compiled_ms=known["compiled_ms"],
         amdahl_bound=known["amdahl_bound"],
+        gpu_busy=known.get("gpu_busy", 1.0),
+        launch_overhead_bound=known.get("launch_overhead_bound", 1.0),
         skipped=[(s.name, s.reason) for s in skipped],
     )
     for extra in targets[max_targets:]:
