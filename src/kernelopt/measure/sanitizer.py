@@ -34,23 +34,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernelopt.measure.ncu import find_ncu
+from kernelopt.workers.isolated import run_in_session
 
 SANITIZER_NAME = "compute-sanitizer"
 INSTALL_FOLDERS = ("/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer")
 PREFIX = "========="
 DEFAULT_PRINT_LIMIT = 20
 DEFAULT_ERROR_EXITCODE = 86  # any code the replay itself never exits with
-TERM_GRACE_S = 2.0
-REAP_TIMEOUT_S = 30.0
 
 _SUMMARY = re.compile(r"^ERROR SUMMARY:\s*(\d+)\s+errors?\s*$")
 # Unindented prefixed lines that describe the run, not an error record.
@@ -254,55 +250,8 @@ def run_command(
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     output_path = Path(output_path)
-    with open(output_path, "wb") as output:
-        start = time.monotonic()
-        process = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=output,
-            start_new_session=True,
-        )
-    timed_out = False
-    try:
-        if not _wait_exited(process, start + timeout_s):
-            timed_out = True
-            _signal_group(process.pid, signal.SIGTERM)
-            _wait_exited(process, time.monotonic() + TERM_GRACE_S)
-        duration_s = time.monotonic() - start
-    finally:
-        # Not reaped yet, so its pid (the group id) cannot have been reused.
-        _signal_group(process.pid, signal.SIGKILL)
-        try:
-            returncode: int | None = process.wait(timeout=REAP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            returncode = None
+    returncode, timed_out, duration_s = run_in_session(command, cwd, env, timeout_s, output_path)
     return SanitizerRun(returncode, timed_out, duration_s, _read_text(output_path))
-
-
-def _wait_exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Wait until the process has exited or ``deadline`` passed, without reaping it."""
-    interval = 0.001
-    while True:
-        try:
-            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
-                return True
-        except ChildProcessError:
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        time.sleep(min(interval, remaining))
-        interval = min(interval * 2, 0.05)
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _read_text(path: Path, limit: int = 4 << 20) -> str:

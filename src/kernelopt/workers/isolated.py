@@ -119,7 +119,9 @@ def run_isolated(
         if memory_limit_bytes is not None:
             command.append(str(int(memory_limit_bytes)))
         try:
-            returncode, timed_out, duration_s = _run_process(command, directory, child_env, timeout_s, cancel)
+            returncode, timed_out, duration_s = run_in_session(
+                command, directory, child_env, timeout_s, directory / OUTPUT_FILE, cancel
+            )
         finally:
             kill_left_behind(directory)  # children it started in a session of their own
         if cancel is not None and cancel.is_set() and not timed_out:
@@ -132,16 +134,25 @@ def run_isolated(
             _remove_tree(directory)
 
 
-def _run_process(
-    command: list[str], directory: Path, env: dict[str, str], timeout_s: float, cancel: threading.Event | None = None
+def run_in_session(
+    command: Sequence[str],
+    cwd: str | Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    output_path: str | Path,
+    cancel: threading.Event | None = None,
 ) -> tuple[int | None, bool, float]:
-    """Start the worker in its own session, wait, and leave nothing of its group alive."""
-    with open(directory / OUTPUT_FILE, "wb") as output:
+    """Run ``command`` in its own session, stdout and stderr into ``output_path``; wait at most
+    ``timeout_s`` (SIGTERM, a grace, then SIGKILL) and leave nothing of its group alive.
+    Returns (exit code or None, timed out, seconds). Output goes to a file, not a pipe, so a
+    grandchild holding the pipe open cannot block the wait. The one process runner of
+    workers, memcheck and whoever else runs code we did not write."""
+    with open(output_path, "wb") as output:
         start = time.monotonic()
         process = subprocess.Popen(
-            command,
-            cwd=directory,
-            env=env,
+            list(command),
+            cwd=cwd,
+            env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=output,
