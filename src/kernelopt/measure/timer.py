@@ -625,15 +625,17 @@ def compare_split(
     flush_l2: bool = True,
     prepare_baseline: Fn | None = None,
     prepare_candidate: Fn | None = None,
+    after_candidate: Fn | None = None,
     _clock: Callable[[], float] | None = None,
 ) -> SplitComparison:
     """:func:`compare` when the candidate runs in another process.
 
     ``baseline`` is timed here with :func:`time_call`; ``remote_candidate()`` asks the
     other process for one timed call and returns its reading in ms. Rounds alternate
-    AB / BA as in :func:`compare`; ``prepare_*`` run before every call, outside the
-    timed region, and this process synchronizes before each remote call so what it
-    prepared is in memory when the other side starts.
+    AB / BA as in :func:`compare`; ``prepare_*`` run before every call and
+    ``after_candidate`` after every candidate call, outside the timed region, and this
+    process synchronizes before each remote call so what it prepared is in memory
+    when the other side starts.
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
@@ -655,7 +657,10 @@ def compare_split(
         sync()
         started = clock()
         reported = float(remote_candidate())
-        return reported, (clock() - started) * 1000.0
+        seen = (clock() - started) * 1000.0
+        if after_candidate is not None:
+            after_candidate()
+        return reported, seen
 
     for _ in range(warmup):
         run_baseline()

@@ -10,6 +10,7 @@ all start here.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,26 +53,53 @@ def perturbed_copy_(dst: torch.Tensor, src: torch.Tensor, rel: float = 1e-3) -> 
     torch.as_strided(dst, (span,), (1,), dst.storage_offset()).copy_(s * (1 + rel * torch.randn_like(s)))
 
 
+def exact_copy_(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Copy ``src``'s whole addressable span into ``dst``'s (same layouts assumed; overlapping views too)."""
+    span = span_elements(src)
+    if span == 0:
+        return
+    s = torch.as_strided(src, (span,), (1,), src.storage_offset())
+    torch.as_strided(dst, (span,), (1,), dst.storage_offset()).copy_(s)
+
+
 class RotatingInputs:
     """Argument sets for timed runs that never see the same pointers or values twice in a row.
 
     ``sets`` distinct copies of ``base`` are used in turn; before each use, the
-    floating tensors at ``refresh`` positions get new values (``perturbed_copy_``).
-    Call :meth:`prepare` outside the timed region, then time a call on :attr:`current`.
+    floating tensors at ``refresh`` positions get new values (``perturbed_copy_``)
+    and the other tensors there are restored from ``base`` (so a call that wrote
+    into them cannot change what the next call reads). Call :meth:`prepare` outside
+    the timed region, then time a call on :attr:`current`.
+
+    :meth:`fork` gives a second cursor over the *same* sets: the two sides of an A/B
+    comparison then run on the same memory, so where the allocator happened to put
+    one side's buffers cannot favour it (on the H200 that alone moved a kernel's
+    median by 1-2 % against itself).
     """
 
     def __init__(self, base: Sequence[Any], refresh: Sequence[int], sets: int = 2) -> None:
         self.base = list(base)
-        self.refresh = [i for i in refresh if isinstance(base[i], torch.Tensor) and base[i].is_floating_point()]
+        tensors = [i for i in refresh if isinstance(base[i], torch.Tensor)]
+        self.refresh = [i for i in tensors if base[i].is_floating_point()]
+        self.restore = [i for i in tensors if not base[i].is_floating_point()]
         self.sets = [clone_args(base) for _ in range(sets)]
         self._next = 0
         self.current = self.sets[0]
+
+    def fork(self) -> RotatingInputs:
+        """Another cursor over the same argument sets, starting at the first."""
+        other = copy.copy(self)
+        other._next = 0
+        other.current = other.sets[0]
+        return other
 
     def prepare(self) -> None:
         self.current = self.sets[self._next]
         self._next = (self._next + 1) % len(self.sets)
         for i in self.refresh:
             perturbed_copy_(self.current[i], self.base[i])
+        for i in self.restore:
+            exact_copy_(self.current[i], self.base[i])
 
 
 def clone_args(args: Sequence[Any]) -> list[Any]:

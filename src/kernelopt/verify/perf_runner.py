@@ -7,7 +7,9 @@ call from outside. Rounds interleave AB / BA, the L2 is flushed before every
 timed launch, and before every launch the inputs get fresh values and every
 output is poisoned with a sentinel (alternating between calls), rotating
 between two argument sets so no launch sees the pointers or values of the one
-before. The last timed candidate call's outputs are checked against the
+before. Both kernels rotate over the *same* sets (lent to the candidate's
+process): a side whose buffers merely sit elsewhere in memory must not look
+faster. The last timed candidate call's outputs are checked against the
 original on the same inputs, so what was timed is what was verified. The
 roofline floor comes from the launch's ideal traffic and the measured peak.
 """
@@ -40,13 +42,22 @@ def min_time_us(kernel: KernelDef, args: Sequence[Any], peak_gbps: float) -> flo
 
 
 class _PoisonedRotation:
-    """Rotating argument sets whose outputs are poisoned before every call (alternating sentinels)."""
+    """Rotating argument sets whose outputs are poisoned before every call (alternating sentinels).
 
-    def __init__(self, kernel: KernelDef, args: Sequence[Any]) -> None:
+    :meth:`fork` gives the other side of the comparison its own cursor over the same
+    sets, so both kernels run on the same memory, each set equally often."""
+
+    def __init__(self, kernel: KernelDef, args: Sequence[Any], inputs: RotatingInputs | None = None) -> None:
         roles = param_roles(kernel)
-        self.inputs = RotatingInputs(args, [i for i, (_, reads, _w) in enumerate(roles) if reads], ROTATING_SETS)
+        self.kernel = kernel
+        self.inputs = inputs or RotatingInputs(
+            args, [i for i, (_, reads, _w) in enumerate(roles) if reads], ROTATING_SETS
+        )
         self.outputs = [i for i, (_, reads, writes) in enumerate(roles) if writes and not reads]
         self.calls = 0
+
+    def fork(self) -> _PoisonedRotation:
+        return _PoisonedRotation(self.kernel, self.inputs.base, self.inputs.fork())
 
     @property
     def current(self) -> list[Any]:
@@ -70,15 +81,22 @@ def time_kernels(
     """Interleaved timing of the original (here) against the candidate ``key`` (in ``runner``'s process).
 
     Returns the comparison, the arguments the last timed candidate call started from
-    (a copy taken just before it) and the arguments it ended with (its outputs)."""
-    baseline, candidate = _PoisonedRotation(kernel, args), _PoisonedRotation(kernel, args)
+    (a copy taken just before it) and the arguments it ended with (a copy taken right
+    after it, before the original's next call reuses the set)."""
+    baseline = _PoisonedRotation(kernel, args)
+    candidate = baseline.fork()
     total = WARMUP + trials
     before_last: list[Any] = []
+    after_last: list[Any] = []
 
     def prepare_candidate() -> None:
         candidate.prepare()
         if candidate.calls == total:
             before_last[:] = clone_args(candidate.current)
+
+    def after_candidate() -> None:
+        if candidate.calls == total:
+            after_last[:] = clone_args(candidate.current)
 
     try:
         split = compare_split(
@@ -88,10 +106,11 @@ def time_kernels(
             trials=trials,
             prepare_baseline=baseline.prepare,
             prepare_candidate=prepare_candidate,
+            after_candidate=after_candidate,
         )
     finally:
         runner.release()
-    return split, before_last, candidate.current
+    return split, before_last, after_last
 
 
 def run_performance_gate(
