@@ -235,3 +235,33 @@ def test_a_failed_build_still_counts_as_code_run_in_the_process() -> None:
         assert len(runner.calibration_ms) >= 10
     finally:
         runner.close()
+
+
+def test_the_reference_process_times_the_original_and_refuses_candidates(kernel, remote, monkeypatch) -> None:
+    from kernelopt.evaluate.remote import ReferenceRunner
+    from kernelopt.verify import perf_runner
+
+    monkeypatch.setattr(perf_runner, "launch", lambda k, args: k(args))
+    reference = ReferenceRunner(device="cpu", backend="runner_backend:BACKEND", extra_path=[TESTS], timeout_s=60)
+    try:
+        args = [torch.randn(4096), torch.empty(4096), 4096]
+        reference.register_original(NAME, ORIGINAL, [args[0], torch.empty(4096), 4096])
+        slow_key, _, _ = remote.build(NAME, SLOW)
+        local: list[int] = []
+
+        def original_here(a):  # the judge runs the original only to check the last timed call's outputs
+            local.append(1)
+            original_launch(a)
+
+        verdict, split = perf_runner.run_performance_gate(
+            kernel, original_here, remote, slow_key, args, peak_gbps=1e9, trials=4, reference=reference
+        )
+        assert local == [1]
+        assert not verdict.passed and split.comparison.speedup < 0.5  # 30 ms of sleep against a copy
+        assert min(split.comparison.candidate.samples_ms) > 25
+        for refused in (lambda: reference.build(NAME, ORIGINAL), lambda: reference.launcher(NAME, "x"),
+                        lambda: reference.set_swaps([]), lambda: reference.timed(NAME, slow_key, lambda: args)):
+            with pytest.raises(RuntimeError, match="reference process"):
+                refused()
+    finally:
+        reference.close()

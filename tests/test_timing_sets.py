@@ -96,3 +96,24 @@ def test_the_original_and_the_candidate_are_timed_on_the_same_sets_equally_often
     assert Counter(base_seen) == Counter(cand_seen)  # each set as often on both sides
     assert all(p != args[0].data_ptr() for p in base_seen)  # never the judge's own snapshot
     assert torch.equal(after[2], before[0][before[1]])
+
+
+class _Reference(_InProcessRunner):
+    """Stands in for the reference process: times the original only."""
+
+    def timed_original(self, name, args_of):
+        return self.timed(name, "original", args_of)
+
+
+def test_with_a_reference_process_the_original_is_timed_there_not_here() -> None:
+    kernel = triton_kernel_def(NAME, SOURCE)
+    args = [torch.randn(64), torch.randperm(64), torch.empty(64), 64]
+    local: list[int] = []
+    ref_seen: list[int] = []
+    cand_seen: list[int] = []
+    split, _, _ = perf_runner.time_kernels(
+        kernel, lambda a: local.append(1), _InProcessRunner(cand_seen), "k", args, trials=6, reference=_Reference(ref_seen)
+    )
+    assert not local  # the judge launched nothing itself
+    assert Counter(ref_seen) == Counter(cand_seen) and len(ref_seen) == perf_runner.WARMUP + 6
+    assert split.comparison.baseline.samples_ms == (0.01,) * 6

@@ -165,6 +165,10 @@ class RemoteRunner:
 
         return run
 
+    def timed_original(self, name: str, args_of: Callable[[], Sequence[Any]]) -> Callable[[], float]:
+        """:meth:`timed` for the original kernel this process built at start-up."""
+        return self.timed(name, ORIGINAL, args_of)
+
     # -- the re-stitched model ----------------------------------------------------------------
 
     def warm_model(self) -> None:
@@ -194,3 +198,25 @@ class RemoteRunner:
 def _sync(device: str) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
+
+
+class ReferenceRunner(RemoteRunner):
+    """A worker process that only ever runs the original kernels and the original model.
+
+    Gate 4 times the original here rather than in the judge, so both sides of every
+    ratio are read the same way (a worker's events, the judge's clock around the
+    call); and since no candidate is ever built here, its readings need no checking."""
+
+    def build(self, name: str, source: str) -> tuple[str, str | None, float]:
+        raise RuntimeError("the reference process never builds a candidate; use the candidate's RemoteRunner")
+
+    def launcher(self, name: str, key: str) -> Callable[[Sequence[Any]], None]:
+        raise RuntimeError("the reference process never launches a candidate; use the candidate's RemoteRunner")
+
+    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
+        raise RuntimeError("the reference process runs the original model only; use the candidate's RemoteRunner")
+
+    def timed(self, name: str, key: str, args_of: Callable[[], Sequence[Any]]) -> Callable[[], float]:
+        if key != ORIGINAL:
+            raise RuntimeError("the reference process times the original kernel only")
+        return super().timed(name, key, args_of)

@@ -26,7 +26,7 @@ from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.config import Settings, default_of
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
-from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
+from kernelopt.evaluate.remote import ReferenceRunner, RemoteRunner, RunnerDied
 from kernelopt.measure import measure_copy_bandwidth
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
@@ -171,6 +171,7 @@ class EvaluationSession:
         peak_gbps: float | None = None,
         compile_workers: int | None = None,
         runner: RemoteRunner | None = None,
+        reference: RemoteRunner | None = None,
     ) -> None:
         # Started with the first kernel searched (snapshots): a problem with no target never pays for it.
         self.pool = CompilePool(default_workers() if compile_workers is None else compile_workers)
@@ -182,6 +183,8 @@ class EvaluationSession:
         self.inputs = self.problem.make_inputs(spec.seed, self.device)
         self.artifact: Artifact = capture(self.model, self.inputs, spec.options)
         self.runner = runner or RemoteRunner(device="cuda", spec=asdict(spec))
+        # The original kernels and model are timed in a clean worker of their own, as candidates are in theirs.
+        self.reference = reference or ReferenceRunner(device="cuda", spec=asdict(spec))
         self._peak = peak_gbps
         self._snapshots: dict[str, list[list[Any]]] = {}
         self._references = ReferenceCache()  # float64 references and baseline errors, per seed
@@ -208,6 +211,7 @@ class EvaluationSession:
                     for i, a in enumerate(self._snapshots[name][0])
                 ]  # read-only inputs shared
                 self.runner.register_original(kernel.name, kernel.source, calibration)
+                self.reference.register_original(kernel.name, kernel.source, calibration)
                 self.runner.warm_model()
         return self._snapshots[name]
 
@@ -289,8 +293,11 @@ class EvaluationSession:
             return Verdict("model", False, str(exc), {"rule": "output_layout"})
 
     def end_to_end(self, trials: int) -> SplitComparison:
-        """The compiled model here against the re-stitched one in the candidate's process, interleaved."""
-        return compare_split(lambda: self.artifact(*self.inputs), self.runner.timed_model(), trials=trials)
+        """The compiled model (in the reference process) against the re-stitched one (in the candidate's),
+        interleaved, both timed the same way."""
+        return compare_split(
+            self.reference.timed_model(), self.runner.timed_model(), trials=trials, baseline_remote=True
+        )
 
     def evaluate(self, name: str, source: str, settings: GateSettings, static: Verdict | None = None) -> dict[str, Any]:
         """The four gates in order for one candidate of one kernel; stops at the first failure.
@@ -369,7 +376,7 @@ class EvaluationSession:
             return done(Verdict("correctness", False, error, {"rule": "build"}))
         if settings.screen_trials > 0 and snapshots:
             enter("screen")
-            screened = screen(kernel, original, self.runner, key, snapshots[0], settings.screen_trials)
+            screened = screen(kernel, original, self.runner, key, snapshots[0], settings.screen_trials, self.reference)
             lap("screen")
             result["screen"] = screened.to_dict()
             speedup = screened.comparison.speedup
@@ -429,6 +436,7 @@ class EvaluationSession:
             self.peak_gbps,
             PerformancePolicy(margin=settings.margin),
             settings.trials,
+            self.reference,
         )
         result["kernel_comparison"] = kernel_cmp.to_dict()
         if perf.passed and settings.end_to_end:
@@ -496,6 +504,7 @@ class EvaluationSession:
     def close(self) -> None:
         self.pool.close()
         self.runner.close()
+        self.reference.close()
 
 
 class ModelOutputMismatch(Exception):

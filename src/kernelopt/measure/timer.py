@@ -626,12 +626,16 @@ def compare_split(
     prepare_baseline: Fn | None = None,
     prepare_candidate: Fn | None = None,
     after_candidate: Fn | None = None,
+    baseline_remote: bool = False,
     _clock: Callable[[], float] | None = None,
 ) -> SplitComparison:
     """:func:`compare` when the candidate runs in another process.
 
-    ``baseline`` is timed here with :func:`time_call`; ``remote_candidate()`` asks the
-    other process for one timed call and returns its reading in ms. Rounds alternate
+    ``baseline`` is timed here with :func:`time_call` or, with ``baseline_remote``,
+    is itself a remote call that returns its reading (a clean process no candidate
+    ran in: the two sides are then timed the same way, which on the H200 mattered
+    more than the kernels did); ``remote_candidate()`` asks the other process for
+    one timed call and returns its reading in ms. Rounds alternate
     AB / BA as in :func:`compare`; ``prepare_*`` run before every call and
     ``after_candidate`` after every candidate call, outside the timed region, and this
     process synchronizes before each remote call so what it prepared is in memory
@@ -649,6 +653,9 @@ def compare_split(
     def run_baseline() -> float:
         if prepare_baseline is not None:
             prepare_baseline()
+        if baseline_remote:
+            sync()
+            return float(baseline())  # type: ignore[arg-type]
         return time_call(baseline, device=target, flush_l2=flush_l2, _clock=_clock)
 
     def run_candidate() -> tuple[float, float]:
