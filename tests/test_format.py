@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kernelopt.pipeline.optimize import KernelResult, OptimizeReport
+from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
 from kernelopt.api.verify import VerifyReport
 from kernelopt.cli.format import OptimizeProgress, print_optimize, print_verify
 from kernelopt.verify.verdict import Verdict
@@ -20,7 +20,7 @@ def test_optimize_report_shows_kernels_skips_and_the_final_numbers() -> None:
     report = OptimizeReport(problem="softmax", run_id=7, device="NVIDIA H200", eager_ms=1.05, compiled_ms=0.78, amdahl_bound=1.54)
     report.kernels = [
         KernelResult("triton_red_a_0", 780.0, 750.0, 1.04, 16, {"correctness": 2}, "patience: 2 rounds without improvement",
-                     {"operator": "launch-config", "note": "num_warps 16->32"}, "passed again with kernel seeds [1, 2, 3]"),
+                     Winner("launch-config", "num_warps 16->32", "<source>", []), "passed again with kernel seeds [1, 2, 3]"),
         KernelResult("triton_poi_b_1", 120.0, None, 1.0, 8, {}, "evaluation budget of 8 reached",
                      inductor_tuned={"XBLOCK": 512, "num_warps": 4}),
     ]

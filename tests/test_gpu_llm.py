@@ -62,7 +62,7 @@ def test_agent_repairs_verifies_and_stitches(tmp_path) -> None:
         server.stop()
     (k,) = report.kernels
     assert k.failures_by_gate == {"correctness": 1}, k
-    assert k.best is not None and k.best["operator"] == "llm" and k.speedup > 1.03, k
+    assert k.best is not None and k.best.operator == "llm" and k.speedup > 1.03, k
     assert report.final_reason.startswith("verified") and report.speedup_vs_compile > 1.0
     assert report.exported and report.llm_usage["calls"] == 5
     print(f"agent round: kernel {k.speedup:.3f}x, model {report.speedup_vs_compile:.3f}x over torch.compile")

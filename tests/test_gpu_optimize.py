@@ -62,7 +62,7 @@ def test_a_real_improvement_where_analyze_shows_headroom(reports) -> None:
     assert kernel.best is not None and kernel.speedup > 1.05, (kernel, report.final_reason)
     assert report.exported
     loaded = load(report.exported)
-    assert loaded.swaps and loaded.swaps[0].source == kernel.best["source"]
+    assert loaded.swaps and loaded.swaps[0].source == kernel.best.source
     throughput = [r.evaluations_per_gpu_minute for r in out.values() if r.evaluations_per_gpu_minute]
     print("evaluations per GPU-minute:", [f"{t:.0f}" for t in throughput])
 

@@ -52,19 +52,18 @@ def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.Monkey
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
-    from test_optimize_flow import ScriptedWorker
+    from test_optimize_flow import ScriptedWorker, run_context
 
     monkeypatch.setattr(opt, "EVAL_DEVICE", "cpu")
     monkeypatch.setattr(opt, "KNOB_EVALUATIONS", 2)
     store = Store(tmp_path / "k.db")
     run_id = store.start_run("optimize", "rmsnorm", "fake", {})
     spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
-    report = opt._optimize(
-        "rmsnorm", store, run_id, ScriptedWorker(final_passes=False), spec, None, "fake",
-        opt.make_operators(["launch-config", "compiler-knobs"]), opt.make_policy("beam"),
-        Budget(max_evaluations=4, patience=None), GateSettings(model_seeds=(0,), trials=5), 1, 120.0, 0,
-        lambda kind, data: None,
-    )
+    report = opt._optimize(run_context(
+        "rmsnorm", store, run_id, ScriptedWorker(final_passes=False), spec,
+        opt.make_operators(["launch-config", "compiler-knobs"]),
+        Budget(max_evaluations=4, patience=None), GateSettings(model_seeds=(0,), trials=5), 1, timeout_s=120.0,
+    ))
     knobs = report.knobs
     assert knobs is not None and knobs["evaluations"] == 2, knobs
     assert knobs["stop_reason"].startswith("evaluation budget")

@@ -23,7 +23,7 @@ from kernelopt.search.llm_operator import LLMOperator  # noqa: E402
 from kernelopt.search.termination import Budget  # noqa: E402
 from kernelopt.store import Store  # noqa: E402
 from llm_servers import Reply, ScriptedLLMServer  # noqa: E402
-from test_optimize_flow import ScriptedWorker, ok, verdicts  # noqa: E402
+from test_optimize_flow import ScriptedWorker, ok, run_context, verdicts  # noqa: E402
 
 SOFTMAX = next(iter(parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values()))
 BROKEN = SOFTMAX.source.replace("triton_helpers.set_driver_to_gpu()", "triton_helpers.set_driver_to_gpu()\nBROKEN_MARKER = 1")
@@ -66,15 +66,14 @@ def test_broken_then_repaired_kernel_is_verified_and_stitched(tmp_path, server) 
     client = make_client(f"openai-compatible:kernel-coder@{server.base_url}", store=store, run_id=run_id)
     operator = LLMOperator(client, store, run_id, device="NVIDIA H200")
     worker = MarkerWorker()
-    report = opt._optimize(
-        "softmax", store, run_id, worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), None, "fake",
-        [operator], opt.make_policy("beam"), Budget(max_evaluations=2, patience=3), opt.GateSettings(), 1, 60.0, 0,
-        lambda kind, data: None,
-    )
+    report = opt._optimize(run_context(
+        "softmax", store, run_id, worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+        [operator], Budget(max_evaluations=2, patience=3), opt.GateSettings(), 1,
+    ))
     (kernel,) = report.kernels
     assert kernel.failures_by_gate == {"correctness": 1}
-    assert kernel.best is not None and kernel.best["operator"] == "llm" and "FAST_MARKER" in kernel.best["source"]
-    assert "repair of node" in kernel.best["note"]
+    assert kernel.best is not None and kernel.best.operator == "llm" and "FAST_MARKER" in kernel.best.source
+    assert "repair of node" in kernel.best.note
     assert "inductor_tuned_config" not in worker.calls  # no launch-config operator: no coordinate descent to seed it
     assert report.final_reason.startswith("verified") and report.speedup_vs_compile == pytest.approx(1.19)
     # The repairer saw the failing gate's report.

@@ -16,6 +16,8 @@ from conftest import EXAMPLES, FIXTURES
 from kernelopt.pipeline import bench_problem
 from kernelopt.pipeline import optimize as opt
 from kernelopt.capture import parse_output_code
+from kernelopt.evaluate.analysis import AnalysisReport, LaunchReport
+from kernelopt.evaluate.records import KernelInfo, ProblemAnalysis
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers import WorkerResult
@@ -50,15 +52,7 @@ class ScriptedWorker:
         fn = target.split(":")[1]
         self.calls.append(fn)
         if fn == "analyze_problem":
-            return ok({
-                "device": "fake H200", "peak_gbps": 4000.0, "eager_ms": 1.0, "compiled_ms": 0.8, "amdahl_bound": 1.5,
-                "launches": [
-                    {"kind": "triton", "name": SOFTMAX.name, "time_us": 780.0, "headroom_us": 270.0, "pct_of_peak": 65.0},
-                    {"kind": "triton", "name": "triton_poi_tiny_1", "time_us": 4.0, "headroom_us": 1.0, "pct_of_peak": 50.0},
-                ],
-                "kernels": {SOFTMAX.name: {"source": SOFTMAX.source, "heuristic": SOFTMAX.heuristic, "graph": 0}},
-                "configs": {SOFTMAX.name: {"XBLOCK": 1, "num_warps": 16, "num_stages": 1}},
-            })
+            return ok(analysis())
         if fn == "kernel_facts":
             return ok({"min_time_us": 500.0})
         if fn == "inductor_tuned_config":
@@ -91,14 +85,32 @@ class ScriptedWorker:
         return {"passed": fast, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5, "timings": timings}
 
 
+def analysis() -> dict:
+    """What analyze_problem answers, built from the real records so the script keeps their shape."""
+    launches = [
+        LaunchReport(0, 0, "triton", SOFTMAX.name, 780.0, 0.99, headroom_us=270.0, pct_of_peak=65.0),
+        LaunchReport(1, 0, "triton", "triton_poi_tiny_1", 4.0, 0.01, headroom_us=1.0, pct_of_peak=50.0),
+    ]
+    report = AnalysisReport("softmax", "fake H200", 4000.0, 1.0, 0.01, 0.8, 0.01, 1.25, 0.784, 0.016, 0.784, 0.271,
+                            1.5, launches=launches)
+    return ProblemAnalysis(report, {SOFTMAX.name: KernelInfo(SOFTMAX.source, 0, SOFTMAX.heuristic)},
+                           {SOFTMAX.name: {"XBLOCK": 1, "num_warps": 16, "num_stages": 1}}).to_dict()
+
+
+def run_context(name, store, run_id, worker, spec, ops, budget, settings, max_targets, timeout_s=60.0, emit=None):
+    return opt.RunContext(name=name, store=store, run_id=run_id, worker=worker, spec=spec, peak=None, label="fake",
+                          ops=ops, selection=opt.make_policy("beam"), budget=budget, settings=settings,
+                          max_targets=max_targets, timeout_s=timeout_s, emit=emit or (lambda kind, data: None))
+
+
 def run(tmp_path, worker, events=None, **kw):
     store = Store(tmp_path / "k.db")
-    report = opt._optimize(
+    report = opt._optimize(run_context(
         "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
-        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), None, "fake",
-        opt.make_operators(["launch-config"]), opt.make_policy("beam"), Budget(max_evaluations=12, patience=2),
-        opt.search_settings(), 3, 60.0, 0, (lambda kind, data: events.append((kind, data))) if events is not None else (lambda kind, data: None),
-    )
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["launch-config"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+        emit=(lambda kind, data: events.append((kind, data))) if events is not None else None,
+    ))
     return store, report
 
 
@@ -120,8 +132,8 @@ def test_the_search_starts_from_inductors_tuned_config(tmp_path) -> None:
     assert worker.evaluated[0] == tuned  # the first candidate is Inductor's coordinate-descent choice
     assert worker.evaluated.count(tuned) == 1  # and is not proposed again
     (k,) = report.kernels
-    assert k.inductor_tuned == tuned and k.best["config"] == tuned
-    assert k.best["note"].startswith("Inductor's coordinate-descent choice")
+    assert k.inductor_tuned == tuned and k.best.config == tuned
+    assert k.best.note.startswith("Inductor's coordinate-descent choice")
     assert worker.calls.count("inductor_tuned_config") == 1
 
 
@@ -139,11 +151,11 @@ def test_search_finds_the_faster_config_and_verifies_it(tmp_path) -> None:
     store, report = run(tmp_path, ScriptedWorker())
     (k,) = report.kernels
     assert k.name == SOFTMAX.name and k.best is not None
-    assert k.best["config"]["num_warps"] == 32 and k.speedup == pytest.approx(1.2)
+    assert k.best.config["num_warps"] == 32 and k.speedup == pytest.approx(1.2)
     assert k.failures_by_gate.get("correctness", 0) >= 1  # the XBLOCK>=4 configs were caught
     assert 0 < k.evaluations <= 12
     assert report.final_reason.startswith("verified") and report.speedup_vs_compile == pytest.approx(1.19)
-    assert k.best["address"]["sha256"] == SOFTMAX.sha256
+    assert k.best.address["sha256"] == SOFTMAX.sha256
     assert ("triton_poi_tiny_1", "0.5% of the time (< 1%): cannot buy more than that") in report.skipped
     assert report.evaluations_per_gpu_minute and report.evaluations == k.evaluations
     assert k.final_check.startswith("passed again with kernel seeds [1, 2, 3], model seeds [0, 1, 2]")
@@ -206,9 +218,8 @@ def test_a_resumed_run_repeats_no_finished_evaluation(tmp_path) -> None:
     spec = opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py"))
 
     def go(worker, evaluations):
-        return opt._optimize("softmax", store, run_id, worker, spec, None, "fake", opt.make_operators(["launch-config"]),
-                             opt.make_policy("beam"), Budget(max_evaluations=evaluations, patience=None),
-                             opt.search_settings(), 1, 60.0, 0, lambda kind, data: None)
+        return opt._optimize(run_context("softmax", store, run_id, worker, spec, opt.make_operators(["launch-config"]),
+                                         Budget(max_evaluations=evaluations, patience=None), opt.search_settings(), 1))
 
     first = CountingWorker()
     go(first, 4)
@@ -240,7 +251,7 @@ def test_a_winner_failing_the_full_recheck_gives_way_to_the_next_best(tmp_path) 
     worker = SecondBestSurvives()
     _, report = run(tmp_path, worker)
     (k,) = report.kernels
-    assert k.best is not None and k.best["config"]["num_warps"] == 8 and k.speedup == pytest.approx(1.1)
+    assert k.best is not None and k.best.config["num_warps"] == 8 and k.speedup == pytest.approx(1.1)
     # the 32-warp configs (1.2x in the search) fail the full re-check, best first; the 8-warp one is delivered
     rank = int(re.search(r"the search's #(\d)", k.final_check).group(1))
     assert rank >= 2 and k.final_check.count("failed: correctness") == rank - 1

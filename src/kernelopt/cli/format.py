@@ -173,7 +173,7 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         table.add_column(col)
     for k in report.kernels:
         fails = ", ".join(f"{g} {n}" for g, n in sorted(k.failures_by_gate.items())) or "-"
-        winner = f"{k.best['operator']}: {k.best['note']}" if k.best else "baseline kept"
+        winner = f"{k.best.operator}: {k.best.note}" if k.best else "baseline kept"
         table.add_row(
             k.name,
             f"{k.before_us:.1f}",

@@ -15,6 +15,7 @@ import torch
 
 from kernelopt.config import default_of
 from kernelopt.evaluate.analysis import analyze_artifact
+from kernelopt.evaluate.records import FinalCheck, KernelInfo, ProblemAnalysis
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec, stage
 from kernelopt.measure.environment import device_label, versions
@@ -44,14 +45,11 @@ def analyze_problem(
     stage("analyze")
     report = analyze_artifact(s.problem.name, device_label(), s.peak_gbps, s.model, s.inputs, s.artifact, trials)
     report.versions = versions()
-    out = report.to_dict()
-    out["kernels"] = {
-        k.name: {"source": k.source, "heuristic": k.heuristic, "graph": gi}
-        for gi, k in s.artifact.kernels()
-        if k.language == "triton"
-    }
-    out["configs"] = {launch.name: launch.config for launch in s.artifact.launches if launch.kind == "triton"}
-    return out
+    return ProblemAnalysis(
+        report,
+        {k.name: KernelInfo(k.source, gi, k.heuristic) for gi, k in s.artifact.kernels() if k.language == "triton"},
+        {launch.name: launch.config for launch in s.artifact.launches if launch.kind == "triton"},
+    ).to_dict()
 
 
 def evaluate_candidates(
@@ -87,31 +85,31 @@ def verify_together(
     for r in replacements:
         key, error, _ = s.runner.build(r["address"]["name"], r["source"])
         if error is not None:
-            return {"model": Verdict("model", False, f"{r['address']['name']}: {error}", {"rule": "build"}).to_dict()}
+            return FinalCheck(Verdict("model", False, f"{r['address']['name']}: {error}", {"rule": "build"})).to_dict()
         keys.append((r["address"], key, originals.get(r["address"]["name"], "")))
     try:
         s.runner.set_swaps(keys)
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)
-        out: dict[str, Any] = {"model": verdict.to_dict()}
+        check = FinalCheck(verdict)
         if verdict.passed:
             e2e = s.end_to_end(gates.trials)
             evidence = judge_timing_evidence(
                 e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, s.runner.calibration_ms, what="model"
             )
             if evidence is not None:
-                return {"model": verdict.to_dict(), "evidence": evidence.to_dict()}
+                return FinalCheck(verdict, evidence=evidence).to_dict()
 
             def eager() -> Any:
                 with torch.no_grad():
                     return s.model(*s.inputs)
 
             vs_eager = compare_split(eager, s.runner.timed_model(), trials=max(10, gates.trials // 2))
-            out["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
-            out["vs_eager"] = vs_eager.comparison.to_dict()
-        return out
+            check.end_to_end = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
+            check.vs_eager = vs_eager.comparison.to_dict()
+        return check.to_dict()
     except RunnerDied as exc:
         s.runner.restart()
-        return {"model": Verdict("model", False, str(exc), {"rule": "candidate_process"}).to_dict()}
+        return FinalCheck(Verdict("model", False, str(exc), {"rule": "candidate_process"})).to_dict()
 
 
 def evaluate_knobs(

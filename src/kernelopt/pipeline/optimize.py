@@ -18,7 +18,7 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, default_of, resolve
 from kernelopt.deliver.export import Replacement, export_model
 from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, final_settings, search_settings
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import (
@@ -39,13 +40,14 @@ from kernelopt.pipeline.evaluator import (
     result_of,
     stage_medians,
 )
+from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
 from kernelopt.search.nodes import Node, NodeStore
-from kernelopt.search.operators import DEFAULT_OPERATORS, SearchContext, make_operators
-from kernelopt.search.policy import make_policy
-from kernelopt.search.targets import select_targets
+from kernelopt.search.operators import DEFAULT_OPERATORS, Operator, SearchContext, make_operators
+from kernelopt.search.policy import SelectionPolicy, make_policy
+from kernelopt.search.targets import Target, select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers.persistent import PersistentWorker
@@ -56,58 +58,6 @@ EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU test
 KNOB_EVALUATIONS: int = default_of(
     "knob_budget"
 )  # each is two full compiles in a fresh process (a run's config overrides it)
-
-
-@dataclass
-class KernelResult:
-    name: str
-    before_us: float
-    after_us: float | None
-    speedup: float
-    evaluations: int
-    failures_by_gate: dict[str, int]
-    stop_reason: str
-    best: dict[str, Any] | None = None  # operator, note, config, verdicts of the winner
-    final_check: str = ""  # the winner's re-evaluation with every seed and no screen
-    inductor_tuned: dict[str, Any] | None = None  # Inductor's coordinate-descent config, the search's first proposal
-    stage_medians_s: dict[str, float] = field(default_factory=dict)  # where an evaluation's time went (throughput)
-
-
-@dataclass
-class OptimizeReport:
-    problem: str
-    run_id: int
-    device: str
-    eager_ms: float
-    compiled_ms: float
-    amdahl_bound: float
-    kernels: list[KernelResult] = field(default_factory=list)
-    gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
-    launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    speedup_vs_compile: float = 1.0
-    speedup_vs_compile_iqr: tuple[float, float] | None = None
-    speedup_vs_eager: float | None = None
-    optimized_ms: float | None = None
-    final_compiled_ms: float | None = None  # the baseline timed interleaved with the optimized model
-    final_reason: str = ""
-    exported: str | None = None
-    evaluations: int = 0
-    gpu_s: float = 0.0
-    wall_s: float = 0.0
-    llm_usage: dict[str, Any] | None = None  # calls, tokens, cost, cache hits of the LLM agents
-    options: dict[str, Any] | None = None  # Inductor options of the delivered model, when knobs won
-    knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
-    warnings: list[str] = field(default_factory=list)  # what the run could not do as asked (no counters, no tuning)
-
-    @property
-    def evaluations_per_gpu_minute(self) -> float | None:
-        return 60.0 * self.evaluations / self.gpu_s if self.gpu_s > 0 else None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["evaluations_per_gpu_minute"] = self.evaluations_per_gpu_minute
-        return d
 
 
 def require_gpu() -> None:
@@ -196,22 +146,24 @@ def optimize(
     with PersistentWorker(env=compile_cache_env(config)) as worker:
         try:
             report = _optimize(
-                problem.name,
-                store,
-                run_id,
-                worker,
-                spec,
-                peak,
-                label,
-                ops,
-                selection,
-                budget,
-                settings,
-                config.max_targets,
-                config.eval_timeout_s,
-                seed,
-                emit,
-                config=config,
+                RunContext(
+                    name=problem.name,
+                    store=store,
+                    run_id=run_id,
+                    worker=worker,
+                    spec=spec,
+                    peak=peak,
+                    label=label,
+                    ops=ops,
+                    selection=selection,
+                    budget=budget,
+                    settings=settings,
+                    max_targets=config.max_targets,
+                    timeout_s=config.eval_timeout_s,
+                    seed=seed,
+                    emit=emit,
+                    config=config,
+                )
             )
         except BaseException as exc:
             store.finish_run(run_id, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -226,7 +178,9 @@ def optimize(
     if report.final_reason.startswith("verified"):
         target = Path(export_path or f"{problem.path.stem}.kopt.json")
         replacements = [
-            Replacement(KernelAddress.from_dict(k.best["address"]), k.best["source"]) for k in report.kernels if k.best
+            Replacement(KernelAddress.from_dict(k.best.address or {}), k.best.source)
+            for k in report.kernels
+            if k.best is not None
         ]
         options = report.options or {}
         report.exported = str(export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options))
@@ -235,182 +189,203 @@ def optimize(
     return report
 
 
-def _optimize(
-    name,
-    store,
-    run_id,
-    worker,
-    spec,
-    peak,
-    label,
-    ops,
-    selection,
-    budget,
-    settings,
-    max_targets,
-    timeout_s,
-    seed,
-    emit,
-    config: Settings | None = None,
-):
-    known = store.measurements(run_id, "analysis").get("analysis")
+@dataclass
+class RunContext:
+    """What every stage of one optimize run shares: where it records, how it evaluates, its limits."""
+
+    name: str  # the problem's name
+    store: Store
+    run_id: int
+    worker: PersistentWorker  # the evaluation worker holding the run's one capture
+    spec: ProblemSpec
+    peak: float | None  # the device's measured copy bandwidth (GB/s), None until the analysis measures it
+    label: str  # the device
+    ops: list[Operator]
+    selection: SelectionPolicy
+    budget: Budget
+    settings: GateSettings  # the search's gates (the re-check's come from final_settings)
+    max_targets: int
+    timeout_s: float
+    seed: int = 0
+    emit: Callable[[str, dict[str, Any]], None] = lambda kind, data: None
+    config: Settings | None = None
+
+    def uses(self, operator: str) -> bool:
+        return any(op.name == operator for op in self.ops)
+
+
+def _analysis(run: RunContext) -> ProblemAnalysis:
+    """The compiled model's analysis, once per run (kept in the store: a resumed run reads it back)."""
+    known = run.store.measurements(run.run_id, "analysis").get("analysis")
     if known is None:
-        emit("stage", {"stage": "analyze"})
-        outcome = worker.call(f"{SESSION}:analyze_problem", asdict(spec), peak, timeout_s=timeout_s)
+        run.emit("stage", {"stage": "analyze"})
+        outcome = run.worker.call(f"{SESSION}:analyze_problem", asdict(run.spec), run.peak, timeout_s=run.timeout_s)
         if not outcome.ok:
             raise KerneloptError(
-                f"{name}: the compiled model could not be analyzed: {outcome.status}: {outcome.reason}"
+                f"{run.name}: the compiled model could not be analyzed: {outcome.status}: {outcome.reason}"
             )
         known = outcome.value
-        store.add_measurement(run_id, "analysis", known)
-        if peak is None:
-            store.set_device_bandwidth(label, known["peak_gbps"], {"source": "optimize analysis"})
-    peak = known["peak_gbps"]
-    total_us = known["compiled_ms"] * 1000.0
-    targets, skipped = select_targets(known["launches"], total_us)
+        run.store.add_measurement(run.run_id, "analysis", known)
+    analysis = ProblemAnalysis.from_dict(known)
+    if run.peak is None:
+        run.store.set_device_bandwidth(run.label, analysis.report.peak_gbps, {"source": "optimize analysis"})
+    run.peak = analysis.report.peak_gbps
+    return analysis
+
+
+def _optimize(run: RunContext) -> OptimizeReport:
+    analysis = _analysis(run)
+    measured = analysis.report
+    total_us = measured.compiled_ms * 1000.0
+    targets, skipped = select_targets([asdict(launch) for launch in measured.launches], total_us)
     report = OptimizeReport(
-        problem=name,
-        run_id=run_id,
-        device=known["device"],
-        eager_ms=known["eager_ms"],
-        compiled_ms=known["compiled_ms"],
-        amdahl_bound=known["amdahl_bound"],
-        gpu_busy=known.get("gpu_busy", 1.0),
-        launch_overhead_bound=known.get("launch_overhead_bound", 1.0),
+        problem=run.name,
+        run_id=run.run_id,
+        device=measured.device,
+        eager_ms=measured.eager_ms,
+        compiled_ms=measured.compiled_ms,
+        amdahl_bound=measured.amdahl_bound,
+        gpu_busy=measured.gpu_busy,
+        launch_overhead_bound=measured.launch_overhead_bound,
         skipped=[(s.name, s.reason) for s in skipped],
     )
-    for extra in targets[max_targets:]:
-        report.skipped.append((extra.name, f"beyond --max-targets {max_targets}"))
-    emit("targets", {"targets": [t.name for t in targets[:max_targets]], "skipped": report.skipped})
-    nodes = NodeStore(store, run_id)
-    runners_up: dict[str, list[dict[str, Any]]] = {}  # per kernel: the next-best passed candidates
-    for target in targets[:max_targets]:
-        source = known["kernels"][target.name]["source"]
-        kernel = triton_kernel_def(target.name, source)
-        root = Candidate(target.name, "root", source=source, config=known["configs"].get(target.name))
-        evaluator = WorkerEvaluator(worker, spec, target.name, settings, peak, timeout_s)
-        facts = worker.call(f"{SESSION}:kernel_facts", asdict(spec), target.name, peak, timeout_s=timeout_s)
-        min_us = facts.value.get("min_time_us") if facts.ok else None
-        counters = _counters(store, run_id, spec, target.name, emit) if any(op.name == "llm" for op in ops) else None
-        tuned = (
-            _inductor_tuned(store, run_id, worker, spec, target.name, peak, timeout_s, emit)
-            if any(op.name == "launch-config" for op in ops)
-            else None
-        )
-
-        def context(
-            history: list[Node], _t=target, _k=kernel, _root=root, _min=min_us, _ncu=counters, _tuned=tuned
-        ) -> SearchContext:
-            return SearchContext(
-                target=_t.name,
-                kernel=_k,
-                root_source=_root.source,
-                root_config=_root.config,
-                nodes=history,
-                rng=random.Random(seed + len(history)),
-                facts={
-                    "time_us": _t.time_us,
-                    "min_time_us": _min,
-                    "peak_gbps": peak,
-                    "ncu": _ncu,
-                    "inductor_tuned_config": _tuned,
-                },
-            )
-
-        def on_event(kind: str, data: dict[str, Any], _t=target) -> None:
-            emit(kind, {**data, "kernel": _t.name})
-
-        emit("stage", {"stage": f"search on {target.name}"})
-        engine = SearchEngine(
-            nodes, target.name, root, ops, selection, budget, evaluator, context, on_event=on_event, seed=seed
-        )
-        outcome = engine.run()
+    for extra in targets[run.max_targets :]:
+        report.skipped.append((extra.name, f"beyond --max-targets {run.max_targets}"))
+    run.emit("targets", {"targets": [t.name for t in targets[: run.max_targets]], "skipped": report.skipped})
+    nodes = NodeStore(run.store, run.run_id)
+    runners_up: dict[str, list[Winner]] = {}  # per kernel: the next-best passed candidates
+    for target in targets[: run.max_targets]:
+        result, next_best = _search_kernel(run, nodes, target, analysis)
+        report.kernels.append(result)
+        runners_up[target.name] = next_best
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
-        passed = sorted(
-            (n for n in evaluated if n.result and n.result.passed and (n.fitness or 0.0) > 1.0),
-            key=lambda n: n.fitness or 0.0,
-            reverse=True,
-        )
-        winner = _winner(passed[0]) if passed else None
-        after = winner["kernel_time_us"] if winner else None
-        runners_up[target.name] = [_winner(n) for n in passed[1:RECHECK_ATTEMPTS]]
-        report.kernels.append(
-            KernelResult(
-                name=target.name,
-                before_us=target.time_us,
-                after_us=after,
-                speedup=(passed[0].fitness or 1.0) if winner else 1.0,
-                evaluations=outcome.evaluations,
-                failures_by_gate=outcome.failures_by_gate,
-                stop_reason=outcome.stop_reason,
-                best=winner,
-                inductor_tuned=tuned,
-                stage_medians_s=stage_medians(evaluated),
-            )
-        )
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
-    _finalize(report, worker, spec, settings, peak, timeout_s, known, emit, runners_up, config)
-    if any(op.name == KNOB_OPERATOR for op in ops):
-        _search_knobs(report, nodes, spec, ops, selection, budget, settings, timeout_s, seed, total_us, emit, config)
+    _finalize(report, run, analysis, runners_up)
+    if run.uses(KNOB_OPERATOR):
+        _search_knobs(report, run, nodes, total_us)
     return report
 
 
-def _search_knobs(
-    report,
-    nodes,
-    spec,
-    ops,
-    selection,
-    budget,
-    settings,
-    timeout_s,
-    seed,
-    total_us,
-    emit,
-    config: Settings | None = None,
-) -> None:
+def _search_kernel(
+    run: RunContext, nodes: NodeStore, target: Target, analysis: ProblemAnalysis
+) -> tuple[KernelResult, list[Winner]]:
+    """One kernel's search; returns its result and the next-best passed candidates (for the re-check)."""
+    assert run.peak is not None  # set by the analysis
+    peak = run.peak
+    source = analysis.kernels[target.name].source
+    kernel = triton_kernel_def(target.name, source)
+    root = Candidate(target.name, "root", source=source, config=analysis.configs.get(target.name))
+    evaluator = WorkerEvaluator(run.worker, run.spec, target.name, run.settings, peak, run.timeout_s)
+    facts = run.worker.call(f"{SESSION}:kernel_facts", asdict(run.spec), target.name, peak, timeout_s=run.timeout_s)
+    min_us = facts.value.get("min_time_us") if facts.ok else None
+    counters = _counters(run.store, run.run_id, run.spec, target.name, run.emit) if run.uses("llm") else None
+    tuned = (
+        _inductor_tuned(run.store, run.run_id, run.worker, run.spec, target.name, peak, run.timeout_s, run.emit)
+        if run.uses("launch-config")
+        else None
+    )
+
+    def context(history: list[Node]) -> SearchContext:
+        return SearchContext(
+            target=target.name,
+            kernel=kernel,
+            root_source=root.source,
+            root_config=root.config,
+            nodes=history,
+            rng=random.Random(run.seed + len(history)),
+            facts={
+                "time_us": target.time_us,
+                "min_time_us": min_us,
+                "peak_gbps": peak,
+                "ncu": counters,
+                "inductor_tuned_config": tuned,
+            },
+        )
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        run.emit(kind, {**data, "kernel": target.name})
+
+    run.emit("stage", {"stage": f"search on {target.name}"})
+    engine = SearchEngine(
+        nodes,
+        target.name,
+        root,
+        run.ops,
+        run.selection,
+        run.budget,
+        evaluator,
+        context,
+        on_event=on_event,
+        seed=run.seed,
+    )
+    outcome = engine.run()
+    evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
+    passed = sorted(
+        (n for n in evaluated if n.result and n.result.passed and (n.fitness or 0.0) > 1.0),
+        key=lambda n: n.fitness or 0.0,
+        reverse=True,
+    )
+    winner = _winner(passed[0]) if passed else None
+    result = KernelResult(
+        name=target.name,
+        before_us=target.time_us,
+        after_us=winner.kernel_time_us if winner else None,
+        speedup=(passed[0].fitness or 1.0) if winner else 1.0,
+        evaluations=outcome.evaluations,
+        failures_by_gate=outcome.failures_by_gate,
+        stop_reason=outcome.stop_reason,
+        best=winner,
+        inductor_tuned=tuned,
+        stage_medians_s=stage_medians(evaluated),
+    )
+    return result, [_winner(n) for n in passed[1:RECHECK_ATTEMPTS]]
+
+
+def _search_knobs(report: OptimizeReport, run: RunContext, nodes: NodeStore, total_us: float) -> None:
     """The model target: Inductor options judged end to end; they win only if they beat the kernels.
-    At most ``knob_budget`` evaluations (``config``'s; None: :data:`KNOB_EVALUATIONS`)."""
+    At most ``knob_budget`` evaluations (the run's config; None: :data:`KNOB_EVALUATIONS`)."""
     from kernelopt.workers import run_isolated
 
     def evaluate(batch: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
         for node in batch:  # a fresh process each: every variant is a full compile
             outcome = run_isolated(
                 f"{SESSION}:evaluate_knobs",
-                asdict(spec),
+                asdict(run.spec),
                 node.candidate.options or {},
-                settings.to_dict(),
+                run.settings.to_dict(),
                 EVAL_DEVICE,
-                timeout_s=timeout_s + PER_CANDIDATE_TIMEOUT_S,
-                env=compile_cache_env(config),
+                timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
+                env=compile_cache_env(run.config),
             )
             yield node, result_of(outcome.value) if outcome.ok else failure_of(outcome)
 
     def context(history: list[Node]) -> SearchContext:
-        return SearchContext(target=MODEL_TARGET, nodes=history, rng=random.Random(seed), facts={"time_us": total_us})
+        return SearchContext(
+            target=MODEL_TARGET, nodes=history, rng=random.Random(run.seed), facts={"time_us": total_us}
+        )
 
-    cap = config.knob_budget if config is not None else KNOB_EVALUATIONS
-    knob_budget = dataclasses.replace(budget, max_evaluations=min(budget.max_evaluations or cap, cap))
-    emit("stage", {"stage": "compiler-knob search"})
+    cap = run.config.knob_budget if run.config is not None else KNOB_EVALUATIONS
+    knob_budget = dataclasses.replace(run.budget, max_evaluations=min(run.budget.max_evaluations or cap, cap))
+    run.emit("stage", {"stage": "compiler-knob search"})
     engine = SearchEngine(
         nodes,
         MODEL_TARGET,
         Candidate(MODEL_TARGET, "root", options={}),
-        ops,
-        selection,
+        run.ops,
+        run.selection,
         knob_budget,
         evaluate,
         context,
-        on_event=lambda kind, data: emit(kind, {**data, "kernel": MODEL_TARGET}),
-        seed=seed,
+        on_event=lambda kind, data: run.emit(kind, {**data, "kernel": MODEL_TARGET}),
+        seed=run.seed,
     )
     outcome = engine.run()
     best = outcome.best
     evaluated = [n for n in nodes.evaluated(MODEL_TARGET) if n.operator != "root"]
     report.evaluations += len(evaluated)
     report.gpu_s += gpu_seconds(evaluated)
-    won = best is not None and best.operator != "root" and best.fitness > max(1.0, report.speedup_vs_compile)
+    won = best is not None and best.operator != "root" and (best.fitness or 0.0) > max(1.0, report.speedup_vs_compile)
     report.knobs = {
         "best_options": best.candidate.options if best else None,
         "speedup": best.fitness if best else 1.0,
@@ -490,23 +465,24 @@ def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -
     return known["metrics"]
 
 
-def _winner(node: Node) -> dict[str, Any]:
-    """A passed search node as the report's ``best`` record."""
-    assert node.result is not None
-    return {
-        "operator": node.operator,
-        "note": node.candidate.note,
-        "config": node.candidate.config,
-        "source": node.candidate.source,
-        "verdicts": node.result.verdicts,
-        "address": None,
-        "node": node.id,
-        "kernel_time_us": node.result.measurements.get("kernel_time_us"),
-        "search_speedup": node.fitness,
-    }
+def _winner(node: Node) -> Winner:
+    """A passed search node as the kernel's chosen replacement."""
+    assert node.result is not None and node.candidate.source is not None
+    return Winner(
+        operator=node.operator,
+        note=node.candidate.note,
+        source=node.candidate.source,
+        verdicts=node.result.verdicts,
+        node=node.id,
+        config=node.candidate.config,
+        kernel_time_us=node.result.measurements.get("kernel_time_us"),
+        search_speedup=node.fitness,
+    )
 
 
-def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=None) -> None:
+def _recheck(
+    report: OptimizeReport, run: RunContext, settings: GateSettings, runners_up: dict[str, list[Winner]]
+) -> None:
     """Every winner through the four gates again with all seeds, distributions and full timing.
 
     The search's gates are lighter, so a winner can fail here; the next-best passed
@@ -514,19 +490,19 @@ def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=N
     in turn, and a kernel none of them survives keeps the compiler's."""
     seeds = f"kernel seeds {list(settings.kernel_seeds)}, model seeds {list(settings.model_seeds)}, {settings.trials} trials"
     for k in report.kernels:
-        if not k.best:
+        if k.best is None:
             continue
-        emit("stage", {"stage": "final gates", "kernel": k.name})
+        run.emit("stage", {"stage": "final gates", "kernel": k.name})
         failures: list[str] = []
-        evaluator = WorkerEvaluator(worker, spec, k.name, settings, peak, timeout_s)
-        for rank, choice in enumerate([k.best, *(runners_up or {}).get(k.name, [])], start=1):
-            result = evaluator.one(choice["source"])
+        evaluator = WorkerEvaluator(run.worker, run.spec, k.name, settings, run.peak, run.timeout_s)
+        for rank, choice in enumerate([k.best, *runners_up.get(k.name, [])], start=1):
+            result = evaluator.one(choice.source)
             if result.passed and result.fitness > 1.0:
                 earlier = f" (the search's #{rank}; " + "; ".join(failures) + ")" if failures else ""
                 k.final_check = f"passed again with {seeds}{earlier}"
-                k.best = {**choice, "verdicts": result.verdicts}
+                k.best = dataclasses.replace(choice, verdicts=result.verdicts)
                 k.speedup = result.fitness
-                k.after_us = result.measurements.get("kernel_time_us", choice.get("kernel_time_us"))
+                k.after_us = result.measurements.get("kernel_time_us", choice.kernel_time_us)
                 break
             failures.append(f"#{rank} failed: {result.failed_gate}: {result.reason}")
         else:
@@ -537,55 +513,53 @@ def _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up=N
 
 
 def _finalize(
-    report, worker, spec, settings, peak, timeout_s, known, emit, runners_up=None, config: Settings | None = None
+    report: OptimizeReport, run: RunContext, analysis: ProblemAnalysis, runners_up: dict[str, list[Winner]]
 ) -> None:
-    """Re-check each winner in full (``config``'s full seeds), swap them in together and verify;
+    """Re-check each winner in full (the run's full seeds), swap them in together and verify;
     fall back to the best single winner; else the baseline."""
-    settings = final_settings(settings, config)
+    settings = final_settings(run.settings, run.config)
     report.optimized_ms = report.compiled_ms
     report.speedup_vs_eager = report.eager_ms / report.compiled_ms
-    _recheck(report, worker, spec, settings, peak, timeout_s, emit, runners_up)
-    winners = [k for k in report.kernels if k.best]
+    _recheck(report, run, settings, runners_up)
+    winners = report.winners
     if not winners:
         report.final_reason = "no candidate passed all four gates faster than the compiler: the baseline stays"
         return
-    kernels = known["kernels"]
     for k in winners:
-        info = kernels[k.name]
-        k.best["address"] = {"graph": info["graph"], "name": k.name, "sha256": source_hash(info["source"])}
+        assert k.best is not None
+        info = analysis.kernels[k.name]
+        k.best.address = {"graph": info.graph, "name": k.name, "sha256": source_hash(info.source)}
     attempts = [winners] + ([[max(winners, key=lambda k: k.speedup)]] if len(winners) > 1 else [])
     for group in attempts:
-        emit("stage", {"stage": "final verification", "kernels": [k.name for k in group]})
-        payload = [{"address": k.best["address"], "source": k.best["source"]} for k in group]
-        outcome = worker.call(
-            f"{SESSION}:verify_together", asdict(spec), payload, settings.to_dict(), peak, timeout_s=timeout_s
+        run.emit("stage", {"stage": "final verification", "kernels": [k.name for k in group]})
+        payload = [{"address": k.best.address, "source": k.best.source} for k in group if k.best is not None]
+        outcome = run.worker.call(
+            f"{SESSION}:verify_together",
+            asdict(run.spec),
+            payload,
+            settings.to_dict(),
+            run.peak,
+            timeout_s=run.timeout_s,
         )
         if not outcome.ok:
             report.final_reason = f"final verification failed: {outcome.status}: {outcome.reason}"
             continue
-        final = outcome.value
-        e2e = final.get("end_to_end")
-        if final["model"]["passed"] and e2e and e2e["comparison"]["speedup"] > 1.0 and e2e.get("beyond_noise", True):
-            cmp = e2e["comparison"]
+        final = FinalCheck.from_dict(outcome.value)
+        if final.faster:
+            cmp = final.comparison
+            assert cmp is not None
             report.speedup_vs_compile = cmp["speedup"]
             report.speedup_vs_compile_iqr = (cmp["speedup_q1"], cmp["speedup_q3"])
             report.optimized_ms = cmp["candidate"]["median_ms"]
             report.final_compiled_ms = cmp["baseline"]["median_ms"]
-            if final.get("vs_eager"):
-                report.speedup_vs_eager = final["vs_eager"]["speedup"]
+            if final.vs_eager:
+                report.speedup_vs_eager = final.vs_eager["speedup"]
             for k in report.kernels:
                 if k not in group:
                     k.best = None
             report.final_reason = f"verified: {len(group)} kernel(s) replaced, re-stitched model passed the model gate"
             return
-        reason = (
-            final["model"]["reason"]
-            if not final["model"]["passed"]
-            else final["evidence"]["reason"]
-            if final.get("evidence")
-            else "no end-to-end speedup beyond noise"
-        )
-        report.final_reason = f"re-stitched model rejected: {reason}"
+        report.final_reason = f"re-stitched model rejected: {final.reason}"
     for k in report.kernels:
         k.best = None
     report.final_reason += "; the baseline stays"

@@ -1,0 +1,130 @@
+"""What the evaluation worker sends back to a run, as typed records with one serialisation each.
+
+The wire and the store carry plain dicts: a worker's reply passes the safe
+unpickler's allow-list, and the store keeps JSON. Each record is built from its
+dict once, at the boundary (``from_dict``), and written back with ``to_dict``,
+so the run reads fields instead of looking up keys, and a reply that lacks one
+fails where it arrives, by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
+
+from kernelopt.evaluate.analysis import AnalysisReport, LaunchReport
+from kernelopt.verify.verdict import Verdict
+
+
+def _missing(record: str, data: Mapping[str, Any], required: list[str]) -> None:
+    absent = [name for name in required if name not in data]
+    if absent:
+        raise ValueError(f"a {record} record lacks {', '.join(absent)}: the worker and the run disagree on its shape")
+
+
+def analysis_report_from_dict(data: Mapping[str, Any]) -> AnalysisReport:
+    """The inverse of :meth:`AnalysisReport.to_dict` (unknown keys are ignored)."""
+    names = {f.name for f in fields(AnalysisReport)}
+    _missing(
+        "analysis",
+        data,
+        [f.name for f in fields(AnalysisReport) if f.default is MISSING and f.default_factory is MISSING],
+    )
+    values = {k: v for k, v in data.items() if k in names}
+    launch_names = {f.name for f in fields(LaunchReport)}
+    values["launches"] = [
+        LaunchReport(**{k: v for k, v in row.items() if k in launch_names}) for row in data.get("launches", [])
+    ]
+    return AnalysisReport(**values)
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """One generated Triton kernel of the captured model: its source and which graph holds it."""
+
+    source: str
+    graph: int
+    heuristic: str | None = None
+
+
+@dataclass
+class ProblemAnalysis:
+    """``analyze_problem``'s answer: the analysis, every Triton kernel's source, and each launch's config."""
+
+    report: AnalysisReport
+    kernels: dict[str, KernelInfo] = field(default_factory=dict)
+    configs: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.report.to_dict(),
+            "kernels": {name: asdict(k) for name, k in self.kernels.items()},
+            "configs": dict(self.configs),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProblemAnalysis:
+        _missing("analysis", data, ["kernels", "configs"])
+        return cls(
+            analysis_report_from_dict(data),
+            {name: KernelInfo(**k) for name, k in data["kernels"].items()},
+            dict(data["configs"]),
+        )
+
+
+@dataclass
+class FinalCheck:
+    """``verify_together``'s answer: the re-stitched model's model-gate verdict and, when it passed,
+    its end-to-end timing against the compiled model (or the timing evidence that voided it)."""
+
+    model: Verdict
+    end_to_end: dict[str, Any] | None = None  # judge_end_to_end's summary plus the comparison itself
+    vs_eager: dict[str, Any] | None = None  # the comparison against eager
+    evidence: Verdict | None = None  # set when the readings failed the judge's clock
+
+    @property
+    def comparison(self) -> dict[str, Any] | None:
+        return self.end_to_end["comparison"] if self.end_to_end else None
+
+    @property
+    def faster(self) -> bool:
+        """Passed the model gate, readings borne out, and faster than the compiled model beyond noise."""
+        cmp = self.comparison
+        return (
+            self.model.passed
+            and self.evidence is None
+            and cmp is not None
+            and cmp["speedup"] > 1.0
+            and bool(self.end_to_end and self.end_to_end.get("beyond_noise", True))
+        )
+
+    @property
+    def reason(self) -> str:
+        """Why the re-stitched model was not delivered (meaningful when not :attr:`faster`)."""
+        if not self.model.passed:
+            return self.model.reason
+        if self.evidence is not None:
+            return self.evidence.reason
+        return "no end-to-end speedup beyond noise"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model.to_dict()}
+        if self.end_to_end is not None:
+            out["end_to_end"] = self.end_to_end
+        if self.vs_eager is not None:
+            out["vs_eager"] = self.vs_eager
+        if self.evidence is not None:
+            out["evidence"] = self.evidence.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FinalCheck:
+        _missing("final check", data, ["model"])
+        evidence = data.get("evidence")
+        return cls(
+            Verdict.from_dict(data["model"]),
+            data.get("end_to_end"),
+            data.get("vs_eager"),
+            Verdict.from_dict(evidence) if evidence else None,
+        )

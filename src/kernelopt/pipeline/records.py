@@ -1,0 +1,82 @@
+"""The records an optimize run builds and reports: a winner, a kernel's result, the run's report.
+
+``OptimizeReport.to_dict`` is their one serialisation: it goes into the store
+(``report`` measurement), into the exported file's verification record, and to
+``--json``; the CLI's tables read the records themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Winner:
+    """A passed search node, as the kernel's chosen replacement."""
+
+    operator: str
+    note: str
+    source: str
+    verdicts: list[dict[str, Any]]
+    node: int | None = None  # the search node it came from (``kernelopt nodes RUN``)
+    config: dict[str, Any] | None = None  # the launch config, for a config candidate
+    kernel_time_us: float | None = None
+    search_speedup: float | None = None  # the search's measurement (the re-check's replaces ``speedup``)
+    address: dict[str, Any] | None = None  # graph, name and the original's sha256, set when re-stitched
+
+
+@dataclass
+class KernelResult:
+    name: str
+    before_us: float
+    after_us: float | None
+    speedup: float
+    evaluations: int
+    failures_by_gate: dict[str, int]
+    stop_reason: str
+    best: Winner | None = None
+    final_check: str = ""  # the winner's re-evaluation with every seed and no screen
+    inductor_tuned: dict[str, Any] | None = None  # Inductor's coordinate-descent config, the search's first proposal
+    stage_medians_s: dict[str, float] = field(default_factory=dict)  # where an evaluation's time went (throughput)
+
+
+@dataclass
+class OptimizeReport:
+    problem: str
+    run_id: int
+    device: str
+    eager_ms: float
+    compiled_ms: float
+    amdahl_bound: float
+    kernels: list[KernelResult] = field(default_factory=list)
+    gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
+    launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    speedup_vs_compile: float = 1.0
+    speedup_vs_compile_iqr: tuple[float, float] | None = None
+    speedup_vs_eager: float | None = None
+    optimized_ms: float | None = None
+    final_compiled_ms: float | None = None  # the baseline timed interleaved with the optimized model
+    final_reason: str = ""
+    exported: str | None = None
+    evaluations: int = 0
+    gpu_s: float = 0.0
+    wall_s: float = 0.0
+    llm_usage: dict[str, Any] | None = None  # calls, tokens, cost, cache hits of the LLM agents
+    options: dict[str, Any] | None = None  # Inductor options of the delivered model, when knobs won
+    knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
+    warnings: list[str] = field(default_factory=list)  # what the run could not do as asked (no counters, no tuning)
+
+    @property
+    def evaluations_per_gpu_minute(self) -> float | None:
+        return 60.0 * self.evaluations / self.gpu_s if self.gpu_s > 0 else None
+
+    @property
+    def winners(self) -> list[KernelResult]:
+        return [k for k in self.kernels if k.best is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["evaluations_per_gpu_minute"] = self.evaluations_per_gpu_minute
+        return d

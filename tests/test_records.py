@@ -1,0 +1,54 @@
+"""The records that cross from the evaluation worker to a run: one serialisation, shape checked on arrival."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
+from kernelopt.verify.verdict import Verdict
+from test_optimize_flow import analysis
+
+
+def test_an_analysis_round_trips_through_its_dict() -> None:
+    data = analysis()
+    record = ProblemAnalysis.from_dict(data)
+    assert record.report.launches[0].headroom_us == 270.0 and record.kernels
+    assert next(iter(record.kernels.values())).graph == 0
+    assert record.to_dict() == data
+
+
+def test_a_reply_missing_a_field_fails_where_it_arrives_by_name() -> None:
+    data = analysis()
+    del data["compiled_ms"]
+    with pytest.raises(ValueError, match="lacks compiled_ms"):
+        ProblemAnalysis.from_dict(data)
+    data = analysis()
+    del data["kernels"]
+    with pytest.raises(ValueError, match="lacks kernels"):
+        ProblemAnalysis.from_dict(data)
+
+
+def _cmp(speedup: float) -> dict:
+    return {"speedup": speedup, "speedup_q1": speedup, "speedup_q3": speedup}
+
+
+@pytest.mark.parametrize(
+    ("check", "faster", "reason"),
+    [
+        (FinalCheck(Verdict("model", False, "error 40x")), False, "error 40x"),
+        (
+            FinalCheck(Verdict("model", True, "ok"), evidence=Verdict("performance", False, "readings do not add up")),
+            False,
+            "readings do not add up",
+        ),
+        (FinalCheck(Verdict("model", True, "ok"), {"comparison": _cmp(1.2), "beyond_noise": False}), False, "noise"),
+        (FinalCheck(Verdict("model", True, "ok"), {"comparison": _cmp(0.99), "beyond_noise": True}), False, "noise"),
+        (FinalCheck(Verdict("model", True, "ok"), {"comparison": _cmp(1.2), "beyond_noise": True}), True, None),
+    ],
+)
+def test_a_final_check_is_delivered_only_when_right_borne_out_and_faster(check, faster, reason) -> None:
+    again = FinalCheck.from_dict(check.to_dict())
+    assert again == check
+    assert again.faster is faster
+    if reason is not None:
+        assert reason in again.reason
