@@ -124,6 +124,29 @@ def test_runs_lists_the_store(tmp_path) -> None:
     assert "relu" in only.stdout and "softmax" not in only.stdout
 
 
+@pytest.mark.parametrize("command", [["runs"], ["nodes", "1"], ["transcripts", "1"]])
+def test_reading_commands_refuse_a_missing_store_and_create_nothing(tmp_path, command) -> None:
+    from kernelopt.cli.main import app
+
+    typo = tmp_path / "typo" / "k.db"
+    result = _runner().invoke(app, [*command, "--store", str(typo)])
+    assert result.exit_code == 2, result.output
+    (line,) = _stderr_lines(result)
+    assert "no store at" in line and str(typo) in line
+    assert not typo.parent.exists()
+
+
+def test_runs_refuses_an_unknown_kind(tmp_path) -> None:
+    from kernelopt.cli.main import app
+    from kernelopt.store import Store
+
+    Store(tmp_path / "k.db").close()
+    result = _runner().invoke(app, ["runs", "--kind", "nosuchkind", "--store", str(tmp_path / "k.db")])
+    assert result.exit_code == 2, result.output
+    (line,) = _stderr_lines(result)
+    assert "no such run kind" in line and "optimize" in line
+
+
 def test_transcript_header_names_the_node() -> None:
     from kernelopt.cli.format import transcript_text
     from kernelopt.store.llm_records import Transcript

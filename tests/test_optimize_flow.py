@@ -316,3 +316,14 @@ def test_a_chunks_finished_results_are_ready_without_another_call() -> None:
     ready = results.ready()
     assert first[0].id == 0 and [node.id for node, _ in ready] == list(range(1, 8))
     assert worker.chunks == [8] and results.ready() == []
+
+
+def test_a_bad_llm_option_ends_the_recorded_run_failed(tmp_path, monkeypatch) -> None:
+    from kernelopt.errors import KerneloptError
+
+    monkeypatch.setattr(opt, "require_gpu", lambda: None)
+    store = Store(tmp_path / "k.db")
+    with pytest.raises(KerneloptError) as raised:
+        opt.optimize(EXAMPLES / "level1/12_softmax_wide.py", store, llm="no-such-provider:model")
+    (run,) = store.runs()
+    assert run.status == "failed" and run.error == str(raised.value).splitlines()[0]

@@ -48,14 +48,14 @@ def test_run_round_trip(store: Store) -> None:
     assert done.status == "done" and done.error is None
     assert done.finished_at is not None and done.finished_at >= done.started_at
 
-    other = store.start_run("bench", "suite", "cpu", {})
+    other = store.start_run("verify", "suite", "cpu", {})
     assert store.run(other).args == {}
     store.finish_run(other, "failed", "it broke")
     failed = store.run(other)
     assert failed.status == "failed" and failed.error == "it broke" and failed.finished_at is not None
 
     assert [r.id for r in store.runs()] == [run_id, other]
-    assert [r.id for r in store.runs("bench")] == [other]
+    assert [r.id for r in store.runs("verify")] == [other]
     assert store.runs("optimize") == []
 
 
@@ -166,3 +166,40 @@ def test_version_1_store_is_migrated_forward_keeping_its_runs(tmp_path) -> None:
         assert [r.problem for r in store.runs()] == ["p"]
         tables = {r[0] for r in store.connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert {"nodes", "transcripts", "llm_cache", "experiences"} <= tables
+
+
+def test_a_read_only_open_creates_and_changes_nothing(tmp_path) -> None:
+    missing = tmp_path / "typo" / "k.db"
+    with pytest.raises(StoreError, match="no store at"):
+        Store(missing, read_only=True)
+    assert not missing.parent.exists()  # no directory, no database
+    path = tmp_path / "k.db"
+    with Store(path) as db:
+        run_id = db.start_run("analyze", "p", "cpu", {})
+    before = path.read_bytes()
+    with Store(path, read_only=True) as db:
+        assert [r.id for r in db.runs()] == [run_id]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            db.start_run("analyze", "p", "cpu", {})
+    assert path.read_bytes() == before
+
+
+def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path) -> None:
+    path = tmp_path / "theirs.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE accounts(id INTEGER)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="not a kernelopt store .its tables: accounts"):
+            Store(path, read_only=read_only)
+    assert path.read_bytes() == before  # no kernelopt tables, still the rollback journal
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["accounts"]
+
+
+def test_an_unknown_run_kind_is_refused(tmp_path) -> None:
+    with Store(tmp_path / "k.db") as db, pytest.raises(ValueError, match="unknown run kind 'bench'"):
+        db.start_run("bench", "p", "cpu", {})

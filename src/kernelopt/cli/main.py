@@ -231,14 +231,19 @@ def optimize(
 @app.command()
 @user_errors
 def runs(
-    kind: str | None = typer.Option(None, help="Only runs of this kind: analyze, verify, optimize, bench."),
+    kind: str | None = typer.Option(
+        None, help="Only runs of this kind: analyze, verify or optimize (bench records an optimize run per problem)."
+    ),
     store: Path | None = STORE_OPTION,
 ) -> None:
     """The runs in the store (ids for --resume), newest last."""
     from kernelopt.cli.format import print_runs
     from kernelopt.store import Store
+    from kernelopt.store.db import RUN_KINDS
 
-    with Store(store) as db:
+    if kind is not None and kind not in RUN_KINDS:
+        raise KerneloptError(f"--kind {kind}: no such run kind; pass one of {', '.join(RUN_KINDS)}")
+    with Store(store, read_only=True) as db:
         print_runs(db.runs(kind), out)
 
 
@@ -258,7 +263,7 @@ def nodes(
     from kernelopt.search.nodes import NodeStore
     from kernelopt.store import Store
 
-    with Store(store) as db:
+    with Store(store, read_only=True) as db:
         db.run(run_id)  # an unknown run id is a clear error, not an empty listing
         graph = NodeStore(db, run_id)
         targets = graph.targets()
@@ -294,7 +299,7 @@ def transcripts(
     from kernelopt.store import Store
     from kernelopt.store.llm_records import transcripts as read_transcripts
 
-    with Store(store) as db:
+    with Store(store, read_only=True) as db:
         db.run(run_id)  # an unknown run id is a clear error, not an empty listing
         found = [t for t in read_transcripts(db.connection, run_id) if role is None or t.role == role]
     if not found:

@@ -134,57 +134,57 @@ def optimize(
                 "settings": config.values(),
             },
         )
-    emit("run", {"run_id": run_id, "problem": problem.name})
-    peak = store.device_bandwidth(label)
-    client = None
-    if llm is not None or llm_config is not None:
-        from kernelopt.agents.factory import make_client
-        from kernelopt.search.llm_operator import LLMOperator
-
-        client = make_client(llm, store=store, run_id=run_id, config=llm_config)  # a bad key or model stops here
-        ops = [*ops, LLMOperator(client, store, run_id, device=label)]
-    with PersistentWorker(env=compile_cache_env(config)) as worker:
+    with store.recording(run_id):  # a bad --llm, a failed search or export: the run ends failed
+        emit("run", {"run_id": run_id, "problem": problem.name})
+        peak = store.device_bandwidth(label)
+        client = None
         try:
-            report = _optimize(
-                RunContext(
-                    name=problem.name,
-                    store=store,
-                    run_id=run_id,
-                    worker=worker,
-                    spec=spec,
-                    peak=peak,
-                    label=label,
-                    ops=ops,
-                    selection=selection,
-                    budget=budget,
-                    settings=settings,
-                    max_targets=config.max_targets,
-                    timeout_s=config.eval_timeout_s,
-                    seed=seed,
-                    emit=emit,
-                    config=config,
+            if llm is not None or llm_config is not None:
+                from kernelopt.agents.factory import make_client
+                from kernelopt.search.llm_operator import LLMOperator
+
+                client = make_client(llm, store=store, run_id=run_id, config=llm_config)  # a bad key or model: here
+                ops = [*ops, LLMOperator(client, store, run_id, device=label)]
+            with PersistentWorker(env=compile_cache_env(config)) as worker:
+                report = _optimize(
+                    RunContext(
+                        name=problem.name,
+                        store=store,
+                        run_id=run_id,
+                        worker=worker,
+                        spec=spec,
+                        peak=peak,
+                        label=label,
+                        ops=ops,
+                        selection=selection,
+                        budget=budget,
+                        settings=settings,
+                        max_targets=config.max_targets,
+                        timeout_s=config.eval_timeout_s,
+                        seed=seed,
+                        emit=emit,
+                        config=config,
+                    )
                 )
-            )
-        except BaseException as exc:
-            store.finish_run(run_id, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            raise
         finally:
             usage = asdict(client.usage()) if client is not None else None
             if client is not None:
                 client.close()
-    report.llm_usage = usage
-    report.warnings = warnings
-    report.wall_s = time.monotonic() - started
-    if report.final_reason.startswith("verified"):
-        target = Path(export_path or f"{problem.path.stem}.kopt.json")
-        replacements = [
-            Replacement(KernelAddress.from_dict(k.best.address or {}), k.best.source)
-            for k in report.kernels
-            if k.best is not None
-        ]
-        options = report.options or {}
-        report.exported = str(export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options))
-    store.add_measurement(run_id, "report", report.to_dict())
+        report.llm_usage = usage
+        report.warnings = warnings
+        report.wall_s = time.monotonic() - started
+        if report.final_reason.startswith("verified"):
+            target = Path(export_path or f"{problem.path.stem}.kopt.json")
+            replacements = [
+                Replacement(KernelAddress.from_dict(k.best.address or {}), k.best.source)
+                for k in report.kernels
+                if k.best is not None
+            ]
+            options = report.options or {}
+            report.exported = str(
+                export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options)
+            )
+        store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     return report
 

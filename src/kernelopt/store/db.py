@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 from kernelopt.errors import StoreError
 
 SCHEMA_VERSION = 2
+RUN_KINDS = ("analyze", "verify", "optimize")  # bench records an optimize run per problem
 DEFAULT_PATH_ENV = "KERNELOPT_STORE"  # the ``store`` setting's variable (kernelopt.config)
 
 # Migration N brings a store from version N-1 to N. Never edit a shipped one: append.
@@ -134,16 +137,34 @@ class Run:
 class Store:
     """Runs, measurements and device facts in one SQLite file."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
+        """Open (a writing command: create or upgrade) the store at ``path``.
+
+        ``read_only`` is for commands that only read (``runs``, ``nodes``, ``transcripts``):
+        they never create a file or a directory, never switch the journal mode and never
+        migrate. Either way an SQLite file that is not a kernelopt store is refused before
+        anything in it changes."""
         self.path = Path(path) if path is not None else default_store_path()
+        self.read_only = read_only
+        if read_only and not self.path.is_file():
+            raise StoreError(
+                f"no store at {self.path}; check the path, or run analyze, verify, optimize or bench to make one"
+            )
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            if read_only:
+                self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
                 f"cannot open the store at {self.path} ({exc}); pass --store PATH to use another file"
             ) from exc
         try:
+            self._refuse_foreign()
+            if read_only:
+                self._check_readable()
+                return
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -161,6 +182,32 @@ class Store:
 
     def schema_version(self) -> int:
         return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _refuse_foreign(self) -> None:
+        """An SQLite file with tables of its own and no kernelopt schema is someone else's: leave it alone."""
+        tables = sorted(
+            row[0]
+            for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            if not str(row[0]).startswith("sqlite_")
+        )
+        if tables and (self.schema_version() == 0 or "runs" not in tables):
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(
+                f"{self.path} is an SQLite database but not a kernelopt store (its tables: {shown}); "
+                "pass --store PATH to use another file"
+            )
+
+    def _check_readable(self) -> None:
+        current = self.schema_version()
+        if current != SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {current}, this kernelopt reads {SCHEMA_VERSION}; "
+                + (
+                    "upgrade kernelopt"
+                    if current > SCHEMA_VERSION
+                    else "any command that writes to it (analyze, optimize) upgrades it first"
+                )
+            )
 
     def _migrate(self) -> None:
         try:
@@ -197,6 +244,8 @@ class Store:
     def start_run(
         self, kind: str, problem: str, device: str, versions: dict[str, Any], args: dict[str, Any] | None = None
     ) -> int:
+        if kind not in RUN_KINDS:
+            raise ValueError(f"unknown run kind {kind!r}; expected one of {', '.join(RUN_KINDS)}")
         cur = self._conn.execute(
             "INSERT INTO runs(kind, problem, device, versions, args, started_at) VALUES (?,?,?,?,?,?)",
             (
@@ -217,6 +266,18 @@ class Store:
         self._conn.execute(
             "UPDATE runs SET status=?, error=?, finished_at=? WHERE id=?", (status, error, time.time(), run_id)
         )
+
+    @contextmanager
+    def recording(self, run_id: int) -> Iterator[None]:
+        """Everything a run does after it is recorded: whatever escapes (an error, Ctrl-C, a bad
+        option found late) marks the run failed with its first line, so no run stays "running";
+        the caller finishes it as done."""
+        try:
+            yield
+        except BaseException as exc:
+            reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self.finish_run(run_id, "failed", reason[:500])
+            raise
 
     def run(self, run_id: int) -> Run:
         row = self._conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
