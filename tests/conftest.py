@@ -1,7 +1,11 @@
-"""Shared test configuration: ``gpu`` tests skip cleanly where torch sees no CUDA device."""
+"""Shared test configuration: ``gpu`` tests skip cleanly where torch sees no CUDA device, and no test
+writes into the user's own ``~/.cache/kernelopt`` (the store and caches live in a temporary folder)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,22 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "problems"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+_HOME: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Set in the environment so worker processes the tests start inherit it too.
+    home = Path(tempfile.mkdtemp(prefix="kernelopt-tests-"))
+    _HOME.append(home)
+    os.environ["KERNELOPT_STORE"] = str(home / "kernelopt.db")
+    os.environ["KERNELOPT_CACHE"] = str(home / "cache")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for home in _HOME:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

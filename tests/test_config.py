@@ -243,3 +243,4 @@ def test_help_names_the_setting_and_its_effective_default() -> None:
     assert result.exit_code == 0
     assert "KERNELOPT_BUDGET" in result.stdout and f"{_SHOWN.budget} from {_SHOWN.sources['budget']}" in result.stdout
     assert "--effort" in result.stdout
+

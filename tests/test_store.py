@@ -203,3 +203,12 @@ def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path) -> None:
 def test_an_unknown_run_kind_is_refused(tmp_path) -> None:
     with Store(tmp_path / "k.db") as db, pytest.raises(ValueError, match="unknown run kind 'bench'"):
         db.start_run("bench", "p", "cpu", {})
+
+
+def test_the_tests_never_touch_the_users_own_cache() -> None:
+    from kernelopt.config import load_settings
+
+    s = load_settings()
+    own = Path.home() / ".cache" / "kernelopt"
+    assert own not in s.store.parents and own not in (s.cache, *s.cache.parents)
+    assert s.sources["store"] == "env KERNELOPT_STORE"
