@@ -9,7 +9,7 @@ import torch
 
 from adversarial import CHEATS, GELU_CHEATS, HONEST
 from conftest import EXAMPLES
-from kernelopt.deliver.export import Replacement, export_model, load
+from kernelopt.deliver.export import Replacement, export_model, load, seal
 from kernelopt.capture import capture
 from kernelopt.capture.swap import KernelAddress, SwapError, check_swaps_live, find_kernel, restore, swap_kernel
 from kernelopt.errors import KerneloptError
@@ -115,13 +115,13 @@ def test_export_and_load_round_trip(rms, tmp_path) -> None:
     doc = json.loads(path.read_text())
     doc["torch"] = "1.0.0"
     bad = tmp_path / "old.kopt.json"
-    bad.write_text(json.dumps(doc))
+    bad.write_text(json.dumps(seal(doc)))
     with pytest.raises(KerneloptError, match="verified with torch 1.0.0"):
         load(bad)
     doc = json.loads(path.read_text())
     doc["replacements"][0]["sha256"] = "f" * 64
     stale = tmp_path / "stale.kopt.json"
-    stale.write_text(json.dumps(doc))
+    stale.write_text(json.dumps(seal(doc)))
     with pytest.raises(SwapError, match="differs from the one"):
         load(stale)
 

@@ -615,12 +615,12 @@ def test_load_refuses_an_artifact_whose_replacement_fails_the_gate(tmp_path: Pat
     import torch
 
     from kernelopt.measure.environment import triton_version
-    from kernelopt.deliver.export import load
+    from kernelopt.deliver.export import FORMAT_VERSION, load, seal
     from kernelopt.errors import KerneloptError
 
     marker = tmp_path / "problem_ran"
     doc = {
-        "format": "kernelopt-artifact", "format_version": 1, "torch": str(torch.__version__),
+        "format": "kernelopt-artifact", "format_version": FORMAT_VERSION, "torch": str(torch.__version__),
         "triton": triton_version(), "options": {}, "verification": {},
         "problem": {"name": "p", "file": "p.py", "source": f"open({str(marker)!r}, 'w')\n",
                     "overrides": {}, "seed": 0},
@@ -628,7 +628,7 @@ def test_load_refuses_an_artifact_whose_replacement_fails_the_gate(tmp_path: Pat
                           "source": (CANDIDATES / "cheat_import_time_file_write.py").read_text()}],
     }
     path = tmp_path / "m.kopt.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(seal(doc)))  # a well-formed file: the static gate is what must refuse it
     with pytest.raises(KerneloptError) as info:
         load(path)
     message = str(info.value)

@@ -94,3 +94,21 @@ def test_export_file_round_trip_and_version_refusal(tmp_path) -> None:
     with pytest.raises(KerneloptError, match="not a kernelopt artifact"):
         read_export(tmp_path / "junk.json")
     assert not list(tmp_path.glob("*.tmp"))  # written atomically
+
+
+def test_an_export_edited_after_the_fact_is_refused(tmp_path) -> None:
+    problem = load_problem(EXAMPLES / "level1/15_rmsnorm.py").small()
+    address = KernelAddress(0, "triton_per_x_0", "a" * 64)
+    path = export_model(tmp_path / "m.kopt.json", problem, [Replacement(address, "src")], {"passed": True})
+    doc = json.loads(path.read_text())
+    for edit in (
+        lambda d: d["replacements"][0].update(source="evil()"),
+        lambda d: d["verification"].update(passed=True, note="trust me"),
+        lambda d: d.pop("digest"),
+    ):
+        changed = json.loads(json.dumps(doc))
+        edit(changed)
+        (tmp_path / "edited.kopt.json").write_text(json.dumps(changed))
+        with pytest.raises(KerneloptError, match="does not match its digest"):
+            read_export(tmp_path / "edited.kopt.json")
+    assert read_export(path)["digest"] == doc["digest"]  # the untouched file still reads

@@ -34,7 +34,7 @@ from kernelopt.verify.static import check_static, check_static_candidate
 from kernelopt.verify.verdict import Verdict
 
 FORMAT = "kernelopt-artifact"  # the file format marker, kept so earlier exports still load
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the file carries a digest of everything in it
 
 
 @dataclass(frozen=True)
@@ -77,12 +77,30 @@ def export_model(
         "verification": verification,
     }
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    tmp.write_text(json.dumps(seal(doc), indent=1, sort_keys=True))
     tmp.replace(path)
     return path
 
 
+def content_digest(doc: dict[str, Any]) -> str:
+    """sha256 of the file's whole content but its digest: problem, replacements, verification record."""
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def seal(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with its digest set (what :func:`export_model` writes)."""
+    doc["digest"] = content_digest(doc)
+    return doc
+
+
 def read_export(path: str | Path) -> dict[str, Any]:
+    """The exported file's content, refused unless its format is this kernelopt's and its digest matches.
+
+    The digest catches a file edited or damaged after export (a replacement swapped,
+    the verification record rewritten); it is not a signature: whoever can write the
+    file can write a new digest. A ``.kopt`` file runs kernel code when loaded, so
+    trust one as you would trust any code you run."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -93,6 +111,11 @@ def read_export(path: str | Path) -> dict[str, Any]:
     if doc.get("format_version") != FORMAT_VERSION:
         raise KerneloptError(
             f"{path}: artifact format {doc.get('format_version')} is not {FORMAT_VERSION}; re-export it with this kernelopt"
+        )
+    if doc.get("digest") != content_digest(doc):
+        raise KerneloptError(
+            f"{path}: its content does not match its digest (changed after export); "
+            "a .kopt file runs kernel code when loaded: re-export it instead of editing it"
         )
     return doc
 
