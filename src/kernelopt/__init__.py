@@ -16,4 +16,18 @@ def load(path: Any, model: Any = None, device: Any = "cuda") -> Any:
     return _load(path, model=model, device=device)
 
 
-__all__ = ["KerneloptError", "ProblemError", "__version__", "load"]
+def optimize(model: Any, example_inputs: Any, **kwargs: Any) -> Any:
+    """Search faster kernels for a live model (see :func:`kernelopt.pipeline.live.optimize_model`)."""
+    from kernelopt.pipeline.live import optimize_model
+
+    return optimize_model(model, example_inputs, **kwargs)
+
+
+def analyze(model: Any, example_inputs: Any, **kwargs: Any) -> Any:
+    """Where a live model's compiled forward spends its GPU time (see :func:`kernelopt.pipeline.live.analyze_model`)."""
+    from kernelopt.pipeline.live import analyze_model
+
+    return analyze_model(model, example_inputs, **kwargs)
+
+
+__all__ = ["KerneloptError", "ProblemError", "__version__", "analyze", "load", "optimize"]

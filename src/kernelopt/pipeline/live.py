@@ -1,0 +1,100 @@
+"""``kernelopt.analyze(model, inputs)`` and ``kernelopt.optimize(model, inputs)``: the run kinds on live objects.
+
+The model and inputs are saved as a problem (:mod:`kernelopt.problem.saved`)
+that a worker then loads, to prove before any work that every process of the
+run can; the run itself is the file-based one, unchanged. The result keeps the
+user's own module: ``result.load()`` runs the verified replacements on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from kernelopt.evaluate.analysis import AnalysisReport
+from kernelopt.pipeline.records import OptimizeReport
+from kernelopt.problem.saved import check_movable, save_model_problem
+from kernelopt.store import Store
+
+
+@dataclass
+class Optimized:
+    """What ``kernelopt.optimize`` gives back: the run's report, the problem it saved, the exported file."""
+
+    report: OptimizeReport
+    problem_path: Path
+    model: nn.Module
+
+    @property
+    def exported(self) -> Path | None:
+        """The verified ``.kopt.json`` (None: nothing beat the compiler, keep ``torch.compile(model)``)."""
+        return Path(self.report.exported) if self.report.exported else None
+
+    def load(self, device: str = "cuda") -> Any:
+        """The user's model with the verified replacements swapped into its compiled graph."""
+        if self.exported is None:
+            raise ValueError(
+                f"nothing to load: {self.report.final_reason}; use torch.compile(model) as it is the fastest found"
+            )
+        from kernelopt.deliver.export import load
+
+        return load(self.exported, model=self.model, device=device)
+
+
+def _store(store: Store | str | Path | None) -> Store:
+    return store if isinstance(store, Store) else Store(store)
+
+
+def optimize_model(
+    model: nn.Module,
+    example_inputs: Sequence[Any],
+    *,
+    effort: str | None = None,
+    operators: Sequence[str] | None = None,
+    llm: str | None = None,
+    store: Store | str | Path | None = None,
+    workdir: str | Path | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Optimized:
+    """Search faster kernels for ``model`` on ``example_inputs``; verified, or the compiler's baseline kept.
+
+    The saved problem goes to ``workdir`` (default: a folder under the ``cache`` setting);
+    the exported file is written beside it."""
+    from kernelopt.pipeline.optimize import optimize, require_gpu
+    from kernelopt.search.operators import DEFAULT_OPERATORS
+
+    require_gpu()
+    path = save_model_problem(model, example_inputs, workdir)
+    check_movable(path)
+    report = optimize(
+        path,
+        _store(store),
+        operators=list(operators) if operators is not None else DEFAULT_OPERATORS,
+        effort=effort,
+        llm=llm,
+        export_path=path.parent / "model.kopt.json",
+        on_event=on_event,
+    )
+    return Optimized(report, path, model)
+
+
+def analyze_model(
+    model: nn.Module,
+    example_inputs: Sequence[Any],
+    *,
+    store: Store | str | Path | None = None,
+    workdir: str | Path | None = None,
+) -> AnalysisReport:
+    """Where the compiled ``model`` spends its GPU time on ``example_inputs``, launch by launch."""
+    from kernelopt.api.analyze import analyze
+    from kernelopt.pipeline.optimize import require_gpu
+    from kernelopt.problem import load_problem
+
+    require_gpu()
+    path = save_model_problem(model, example_inputs, workdir)
+    check_movable(path)
+    return analyze(load_problem(path), _store(store))

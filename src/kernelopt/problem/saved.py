@@ -1,0 +1,189 @@
+"""A live model and its example inputs, saved as a problem file every process can load.
+
+kernelopt never hands the user's objects to its workers by reference: the
+evaluation worker, the candidate's process and the reference process each load
+the problem from a file. ``kernelopt.optimize(model, inputs)`` therefore saves
+the model (``model.pt``) and the inputs (``inputs.pt``) in a folder beside a
+KernelBench-format ``problem.py`` whose ``Model(...)`` returns the saved module
+itself, so every process compiles the user's own module: same class, same
+parameter names, the user's weights.
+
+Classes are pickled by reference when they come from an installed package
+(torch, timm, transformers) and by value, through cloudpickle, when they come
+from the user's own code (a script's ``__main__``, a notebook, a module beside
+it): a worker does not see the user's working directory. Before anything else
+runs, a worker loads the saved problem and runs one forward
+(:func:`check_bundle`); a model that cannot be moved there (open files, locks,
+C++ objects held as attributes) is refused in one line. Limits: the folder
+holds a copy of the weights; random seeds change nothing in a saved problem
+(its weights and inputs are the saved ones), so the gates' seeds vary only what
+kernelopt generates itself (its random cases and edge cases).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+from kernelopt.errors import KerneloptError
+
+PROBLEM_FILE = "problem.py"
+MODEL_FILE = "model.pt"
+INPUTS_FILE = "inputs.pt"
+CHECK_TIMEOUT_S = 300.0
+
+PROBLEM_SOURCE = '''"""A saved model and its example inputs (written by kernelopt.problem.saved; do not edit)."""
+
+import pathlib
+
+import torch
+
+_HERE = pathlib.Path(__file__).resolve().parent
+
+
+class Model(torch.nn.Module):
+    def __new__(cls, *args, **kwargs):  # the saved module itself, not a wrapper around it
+        return torch.load(_HERE / "{model}", map_location="cpu", weights_only=False)
+
+
+def get_inputs():
+    return torch.load(_HERE / "{inputs}", map_location="cpu", weights_only=False)
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _installed_roots() -> list[Path]:
+    paths = sysconfig.get_paths()
+    return [Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
+
+
+def _user_modules(model: nn.Module) -> list[ModuleType]:
+    """The modules (other than ``__main__``) defining classes of ``model`` that no installed package holds."""
+    roots = _installed_roots()
+    found: dict[str, ModuleType] = {}
+    for sub in model.modules():
+        name = type(sub).__module__
+        module = sys.modules.get(name)
+        if name == "__main__" or module is None or name in found:
+            continue
+        file = getattr(module, "__file__", None)
+        if file is None:
+            continue
+        where = Path(file).resolve()
+        if not any(where.is_relative_to(root) for root in roots):
+            found[name] = module
+    return list(found.values())
+
+
+def _model_bytes(model: nn.Module) -> bytes:
+    import cloudpickle
+
+    by_value = _user_modules(model)
+    for module in by_value:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        buffer = io.BytesIO()
+        torch.save(model, buffer, pickle_module=cloudpickle)
+        return buffer.getvalue()
+    except Exception as exc:
+        raise KerneloptError(
+            f"the model cannot be saved for kernelopt's worker processes ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); move what cannot be pickled (open files, locks, "
+            "C++ handles) out of the module's attributes"
+        ) from exc
+    finally:
+        for module in by_value:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _check_inputs(example_inputs: Sequence[Any]) -> list[Any]:
+    if isinstance(example_inputs, torch.Tensor):
+        return [example_inputs]
+    if not isinstance(example_inputs, (list, tuple)):
+        raise KerneloptError(
+            f"example_inputs is a {type(example_inputs).__name__}; pass a list or tuple of the forward's arguments"
+        )
+    return [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in example_inputs]
+
+
+def save_model_problem(model: nn.Module, example_inputs: Sequence[Any], directory: str | Path | None = None) -> Path:
+    """Save ``model`` and ``example_inputs`` as a problem; returns the ``problem.py`` path.
+
+    ``directory`` None: a folder named by the content's digest under the ``cache``
+    setting, so saving the same model and inputs again reuses it."""
+    if not isinstance(model, nn.Module):
+        raise KerneloptError(f"model is a {type(model).__name__}; pass a torch.nn.Module")
+    inputs = _check_inputs(example_inputs)
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    was_training = model.training
+    model_cpu = model if device.type == "cpu" else _cpu_copy(model)
+    model_cpu.eval()
+    try:
+        blob = _model_bytes(model_cpu)
+    finally:
+        model.train(was_training)
+    buffer = io.BytesIO()
+    torch.save(inputs, buffer)
+    inputs_blob = buffer.getvalue()
+    if directory is None:
+        from kernelopt.config import load_settings
+
+        digest = hashlib.sha256(blob + inputs_blob).hexdigest()[:16]
+        directory = load_settings().cache / "models" / digest
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)  # workers may run as another user (kernelopt.workers)
+    for name, data in ((MODEL_FILE, blob), (INPUTS_FILE, inputs_blob)):
+        _write(folder / name, data)
+    _write(folder / PROBLEM_FILE, PROBLEM_SOURCE.format(model=MODEL_FILE, inputs=INPUTS_FILE).encode())
+    return folder / PROBLEM_FILE
+
+
+def _cpu_copy(model: nn.Module) -> nn.Module:
+    import copy
+
+    return copy.deepcopy(model).cpu()
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, 0o644)
+    tmp.replace(path)
+
+
+def check_bundle(problem_path: str) -> dict[str, Any]:
+    """In a worker: load the saved model and inputs as every process will (no forward: a model may
+    need the GPU to run, and its forward is the analysis's to judge)."""
+    from kernelopt.problem import load_problem
+
+    problem = load_problem(problem_path)
+    model = problem.build_model(0, "cpu")
+    inputs = problem.make_inputs(0, "cpu")
+    return {"parameters": sum(p.numel() for p in model.parameters()), "inputs": len(inputs)}
+
+
+def check_movable(problem_path: Path, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, Any]:
+    """Refuse, in one line, a saved model that a worker process cannot load and run."""
+    from kernelopt.workers import run_isolated
+
+    outcome = run_isolated("kernelopt.problem.saved:check_bundle", str(problem_path), timeout_s=timeout_s)
+    if not outcome.ok:
+        raise KerneloptError(
+            f"the model cannot be moved to kernelopt's worker processes: {outcome.status}: {outcome.reason}; "
+            "define its classes in an importable module or keep them picklable"
+        )
+    return dict(outcome.value)

@@ -1,0 +1,107 @@
+"""A live model and its inputs saved as a problem that worker processes load (kernelopt.optimize(model, inputs))."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import kernelopt
+from kernelopt.errors import KerneloptError
+from kernelopt.problem import load_problem
+from kernelopt.problem.saved import check_movable, save_model_problem
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+class Gated(nn.Module):  # defined in a test module, not an installed package: travels by value
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+        self.scale = nn.Parameter(torch.full((16,), 0.5))
+
+    def forward(self, x: torch.Tensor, bias: float) -> torch.Tensor:
+        return torch.sigmoid(self.proj(x)) * self.scale + bias
+
+
+def test_the_saved_problem_is_the_users_own_module_with_its_weights(tmp_path) -> None:
+    torch.manual_seed(3)
+    model, x = Gated(), torch.randn(4, 8)
+    expected = model(x, 0.25)
+    path = save_model_problem(model, [x, 0.25], tmp_path / "bundle")
+    facts = check_movable(path)  # a real worker process loads it
+    assert facts == {"parameters": sum(p.numel() for p in model.parameters()), "inputs": 2}
+    problem = load_problem(path)
+    again = problem.build_model(seed=99)  # the seed changes nothing: the weights are the saved ones
+    assert type(again).__name__ == "Gated" and list(again.state_dict()) == list(model.state_dict())
+    inputs = problem.make_inputs(seed=99)
+    torch.testing.assert_close(again(*inputs), expected, rtol=0, atol=0)
+    assert model.training  # the user's module is left as it was
+
+
+def test_a_class_defined_in_a_scripts_main_reaches_a_worker(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(SRC)!r})
+        from torch import nn
+        from kernelopt.problem.saved import save_model_problem
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.arange(6.0).reshape(2, 3))
+            def forward(self, x):
+                return x @ self.w
+
+        path = save_model_problem(Net(), [torch.ones(4, 2)], {str(tmp_path / 'bundle')!r})
+        print(path)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip().splitlines()[-1])
+    assert check_movable(path)["parameters"] == 6
+    problem = load_problem(path)
+    out = problem.build_model()(*problem.make_inputs())
+    torch.testing.assert_close(out, torch.ones(4, 2) @ torch.arange(6.0).reshape(2, 3))
+
+
+class HoldsALock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+def test_a_model_that_cannot_be_moved_is_refused_in_one_line(tmp_path) -> None:
+    with pytest.raises(KerneloptError) as raised:
+        save_model_problem(HoldsALock(), [torch.ones(1, 2)], tmp_path / "b")
+    message = str(raised.value)
+    assert "\n" not in message and "cannot be saved" in message and "lock" in message.lower()
+    with pytest.raises(KerneloptError, match="pass a torch.nn.Module"):
+        save_model_problem(lambda x: x, [torch.ones(1)], tmp_path / "c")  # type: ignore[arg-type]
+    with pytest.raises(KerneloptError, match="pass a list or tuple"):
+        save_model_problem(Gated(), {"x": torch.ones(1)}, tmp_path / "d")  # type: ignore[arg-type]
+
+
+def test_a_saved_model_that_a_worker_cannot_load_is_refused(tmp_path) -> None:
+    path = save_model_problem(Gated(), [torch.ones(1, 8), 0.0], tmp_path / "bundle")
+    (path.parent / "model.pt").write_bytes(b"not a pickle")
+    with pytest.raises(KerneloptError, match="cannot be moved to kernelopt's worker processes"):
+        check_movable(path)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_optimize_on_a_live_model_says_it_needs_a_gpu_before_any_work(tmp_path) -> None:
+    with pytest.raises(KerneloptError, match="needs an NVIDIA GPU"):
+        kernelopt.optimize(Gated(), [torch.ones(1, 8), 0.0], workdir=tmp_path / "bundle")
+    assert not (tmp_path / "bundle").exists()
