@@ -7,15 +7,18 @@ compile ahead in a pool of processes (:mod:`kernelopt.evaluate.compile_pool`)
 while earlier ones are measured on the GPU, one at a time; each result carries
 its stage timings so the throughput can be read, not guessed.
 
-Longer than most modules: the gate settings and the session's gate order are one
-contract (what the search runs light and the re-check runs in full).
+This module holds the session's trusted state and the order of the gates for one
+candidate (:meth:`EvaluationSession.evaluate`); how hard each gate looks is
+:mod:`kernelopt.evaluate.gate_settings` (re-exported here), and the judge's side of
+the re-stitched model (gate 3, the end-to-end timing) is
+:mod:`kernelopt.evaluate.restitched`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -23,20 +26,16 @@ import torch
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
-from kernelopt.config import Settings, default_of
-from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
+from kernelopt.evaluate.gate_settings import SEARCH_DISTRIBUTIONS, GateSettings, final_settings, search_settings
 from kernelopt.evaluate.remote import ReferenceRunner, RemoteRunner, RunnerDied
+from kernelopt.evaluate.restitched import RestitchedModel
 from kernelopt.measure import measure_copy_bandwidth
-from kernelopt.measure.timer import SplitComparison, compare_split
-from kernelopt.problem import DISTRIBUTIONS, load_problem, outputs_as_list
-from kernelopt.problem.edges import check_edge_names
+from kernelopt.measure.split_timer import SplitComparison
+from kernelopt.problem import load_problem
 from kernelopt.problem.layouts import clone_args, exact_clone
-from kernelopt.verify.cases import EDGE_CASES, param_roles
-from kernelopt.verify.correctness import nan_fill_
+from kernelopt.verify.cases import param_roles
 from kernelopt.verify.memcheck import run_memcheck
-from kernelopt.verify.model_gate import ModelGatePolicy
-from kernelopt.verify.model_level import ReferenceCache, run_model_gate
 from kernelopt.verify.perf_runner import min_time_us, run_performance_gate, screen
 from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_timing_evidence
 from kernelopt.verify.static import check_static
@@ -44,91 +43,6 @@ from kernelopt.verify.subkernel import as_launcher, run_subkernel_gate
 from kernelopt.verify.verdict import Verdict
 
 STAGE_MARK = "kernelopt-stage:"
-
-
-@dataclass
-class GateSettings:
-    """How hard the gates look. ``screen_trials`` > 0 times the candidate against the
-    original first, in a short interleaved run, and rejects it at the performance gate
-    when it is below ``screen_min_speedup`` there, before the costly correctness and
-    model gates: a search's many slower candidates cost a compile and a few launches.
-    A candidate that passes still goes through all four gates in order. The defaults are
-    the ``default`` effort profile's (:mod:`kernelopt.config`); a run passes its own."""
-
-    kernel_seeds: tuple[int, ...] = default_of("kernel_seeds")
-    model_seeds: tuple[int, ...] = default_of("model_seeds")
-    trials: int = default_of("trials")
-    margin: float = default_of("margin")
-    max_error_ratio: float = 10.0
-    end_to_end: bool = True
-    screen_trials: int = 0
-    screen_min_speedup: float = 1.0
-    kernel_distributions: tuple[str, ...] | None = None  # gate 2's random inputs; None: every distribution
-    kernel_edges: tuple[str, ...] | None = None  # gate 2's edge cases; None: every one (EDGE_CASES)
-    memcheck: bool = True  # a candidate that passed runs once more under compute-sanitizer's memcheck
-
-    def __post_init__(self) -> None:
-        unknown = [d for d in self.kernel_distributions or () if d not in DISTRIBUTIONS]
-        if unknown:
-            raise KerneloptError(
-                f"unknown input distribution(s) {', '.join(unknown)}; choose from {', '.join(DISTRIBUTIONS)}"
-            )
-        check_edge_names(self.kernel_edges or ())
-
-    @property
-    def edges(self) -> tuple[str, ...]:
-        return EDGE_CASES if self.kernel_edges is None else self.kernel_edges
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-SEARCH_DISTRIBUTIONS = ("neg",)  # beside the real-data snapshot: the signs flipped (a kernel assuming x >= 0 fails)
-
-
-def search_settings(config: Settings | None = None) -> GateSettings:
-    """The search's gates: a short timing screen (``screen_trials``), then gate 2 on the
-    recorded snapshot plus one random case per search seed (negated inputs) and gate 3
-    with the search's model seeds. Every winner is evaluated again with the full
-    :class:`GateSettings` (every seed x 4 distributions) before anything is delivered.
-    ``config`` None: the ``default`` effort profile's values.
-
-    The screen asks for half the performance margin: a candidate must beat 1 + margin
-    at gate 4, and on the H200 near-roofline kernels sent most ~1.00x candidates
-    through the costly gates only to fail the margin there. Gate 2 with every
-    distribution (5 cases of 3 launches) was the costliest stage on the H200: a
-    median 2.1-2.4 s per candidate reaching it on 1 GB kernels (softmax, cumsum),
-    15.5 s on row-L2's 8.6 GB, against 0.1-0.5 s for each other stage."""
-    config = config or Settings()
-    return GateSettings(
-        kernel_seeds=config.search_kernel_seeds,
-        model_seeds=config.search_model_seeds,
-        trials=config.trials,
-        margin=config.margin,
-        end_to_end=False,
-        screen_trials=config.screen_trials,
-        screen_min_speedup=1.0 + config.margin / 2,
-        kernel_distributions=SEARCH_DISTRIBUTIONS,
-        kernel_edges=(),
-        memcheck=False,
-    )
-
-
-def final_settings(search: GateSettings, config: Settings | None = None) -> GateSettings:
-    """The winners' re-evaluation: no screen, every distribution and edge case, memcheck, and at
-    least the full seeds of gates 2 and 3 (``kernel_seeds``, ``model_seeds`` of ``config``;
-    None: the ``default`` effort profile's)."""
-    full = config or Settings()
-    return replace(
-        search,
-        screen_trials=0,
-        end_to_end=False,
-        kernel_distributions=None,
-        kernel_edges=None,
-        memcheck=True,
-        kernel_seeds=tuple(dict.fromkeys(search.kernel_seeds + full.kernel_seeds)),
-        model_seeds=tuple(dict.fromkeys(search.model_seeds + full.model_seeds)),
-    )
 
 
 @dataclass
@@ -187,8 +101,9 @@ class EvaluationSession:
         self.reference = reference or ReferenceRunner(device="cuda", spec=asdict(spec))
         self._peak = peak_gbps
         self._snapshots: dict[str, list[list[Any]]] = {}
-        self._references = ReferenceCache()  # float64 references and baseline errors, per seed
-        self._layouts: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]] | None = None
+        self.restitched = RestitchedModel(
+            self.problem, self.model, self.artifact, self.inputs, self.device, self.runner, self.reference
+        )
 
     @property
     def peak_gbps(self) -> float:
@@ -232,72 +147,13 @@ class EvaluationSession:
         snaps = self.snapshots(name)
         return {"min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None}
 
-    # -- the re-stitched model, run in the candidate's process --------------------------------
-
-    def output_layouts(self) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
-        """Shape, strides and dtype of each output of the compiled model (read once, from the baseline)."""
-        if self._layouts is None:
-            outs = outputs_as_list(self.artifact(*self.inputs), self.problem.path)
-            self._layouts = [(tuple(o.shape), tuple(o.stride()), o.dtype) for o in outs]
-        return self._layouts
-
-    def remote_forward(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
-        """The candidate process's re-stitched model on ``inputs``, landed in fresh poisoned buffers of
-        this process's (which never held a baseline result)."""
-        outputs = [
-            nan_fill_(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
-            for shape, stride, dtype in self.output_layouts()
-        ]
-        layouts = self.runner.forward_into(inputs, outputs)
-        if len(layouts) != len(outputs):
-            raise ModelOutputMismatch(f"the re-stitched model returned {len(layouts)} outputs, expected {len(outputs)}")
-        for i, (layout, out) in enumerate(zip(layouts, outputs)):
-            if tuple(layout["shape"]) != tuple(out.shape) or layout["dtype"] != str(out.dtype).removeprefix("torch."):
-                raise ModelOutputMismatch(
-                    f"output {i} of the re-stitched model is {layout['dtype']}{list(layout['shape'])}, "
-                    f"expected {str(out.dtype).removeprefix('torch.')}{list(out.shape)}"
-                )
-        return outputs
-
-    def _capture_difference(self, kernel: Any) -> str | None:
-        """The first line where the candidate process's capture of ``kernel`` differs from this one's."""
-        try:
-            theirs = self.runner.call("kernel_source", kernel.name)["source"]
-        except RunnerDied:
-            return None
-        if theirs is None:
-            return "the candidate's process has no such kernel"
-        for i, (a, b) in enumerate(zip(kernel.source.splitlines(), theirs.splitlines())):
-            if a != b:
-                return f"line {i + 1}: judge {a.strip()[:300]!r} vs runner {b.strip()[:300]!r}"
-        return None if kernel.source == theirs else "the sources differ in length"
-
     def model_gate(self, seeds: Sequence[int], max_error_ratio: float) -> Verdict:
-        """Gate 3 against the swaps installed in the candidate's process."""
-
-        def run_baseline(xs: Sequence[Any]) -> Any:
-            return self.artifact(*xs)
-
-        try:
-            return run_model_gate(
-                self.problem,
-                self.model,
-                run_baseline,
-                self.remote_forward,
-                self.device,
-                seeds,
-                ModelGatePolicy(max_ratio=max_error_ratio),
-                cache=self._references,
-            )
-        except ModelOutputMismatch as exc:
-            return Verdict("model", False, str(exc), {"rule": "output_layout"})
+        """Gate 3 against the swaps installed in the candidate's process (:meth:`RestitchedModel.model_gate`)."""
+        return self.restitched.model_gate(seeds, max_error_ratio)
 
     def end_to_end(self, trials: int) -> SplitComparison:
-        """The compiled model (in the reference process) against the re-stitched one (in the candidate's),
-        interleaved, both timed the same way."""
-        return compare_split(
-            self.reference.timed_model(), self.runner.timed_model(), trials=trials, baseline_remote=True
-        )
+        """The compiled model against the re-stitched one, interleaved (:meth:`RestitchedModel.end_to_end`)."""
+        return self.restitched.end_to_end(trials)
 
     def evaluate(self, name: str, source: str, settings: GateSettings, static: Verdict | None = None) -> dict[str, Any]:
         """The four gates in order for one candidate of one kernel; stops at the first failure.
@@ -417,7 +273,7 @@ class EvaluationSession:
                     "model",
                     False,
                     f"the replacement cannot be stitched in: {exc.outcome.reason}",
-                    {"rule": "swap", "capture_difference": self._capture_difference(kernel)},
+                    {"rule": "swap", "capture_difference": self.restitched.capture_difference(kernel)},
                 )
             )
         model_verdict = self.model_gate(settings.model_seeds, settings.max_error_ratio)
@@ -507,5 +363,14 @@ class EvaluationSession:
         self.reference.close()
 
 
-class ModelOutputMismatch(Exception):
-    """The re-stitched model's outputs do not have the compiled model's layouts."""
+# How hard the gates look lives in gate_settings; callers import it from here too.
+__all__ = [
+    "SEARCH_DISTRIBUTIONS",
+    "STAGE_MARK",
+    "EvaluationSession",
+    "GateSettings",
+    "ProblemSpec",
+    "final_settings",
+    "search_settings",
+    "stage",
+]

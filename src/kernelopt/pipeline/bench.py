@@ -19,25 +19,22 @@ A suite is a directory of KernelBench-format files, searched recursively (our
 ``examples/problems`` or KernelBench's own ``level1``…``level4``); a KernelBench
 checkout's root is accepted too and means its ``KernelBench/`` folder.
 
-Longer than most modules: the runner, its GPU lanes, resume and the results files
-share one results document and one lock.
+The results folder (its files, their atomic writes, reading it back to resume,
+merging several) is :mod:`kernelopt.pipeline.bench_results`; this module runs the
+suite: selection, resume, the GPU lanes and one worker per problem.
 """
 
 from __future__ import annotations
 
-import csv
 import importlib.util
-import io
 import json
-import os
 import platform
 import shlex
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -46,8 +43,17 @@ from typing import Any
 from kernelopt.config import Settings, default_of, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
-from kernelopt.pipeline.bench_report import markdown_report
-from kernelopt.pipeline.metrics import ProblemOutcome, summarize
+from kernelopt.pipeline.bench_results import (
+    CSV_COLUMNS,
+    RESULTS_CSV,
+    RESULTS_JSON,
+    RESULTS_MD,
+    BenchReport,
+    merge_results,
+    read_results,
+    write_results,
+)
+from kernelopt.pipeline.metrics import ProblemOutcome
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
@@ -55,24 +61,7 @@ from kernelopt.workers import WorkerResult, run_isolated
 DEFAULT_TARGET = "kernelopt.pipeline.bench_problem:bench_problem"
 DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
 WORKER_TIMEOUT_MARGIN_S: float = default_of("bench_timeout_margin_s")  # with one: room for timing three baselines
-RESULTS_JSON = "results.json"
-RESULTS_CSV = "results.csv"
-RESULTS_MD = "results.md"
 STDERR_KEPT_CHARS = 1000
-CSV_COLUMNS = (
-    "name",
-    "status",
-    "correct",
-    "eager_ms",
-    "compiled_ms",
-    "max_autotune_ms",
-    "optimized_ms",
-    "speedup_vs_eager",
-    "speedup_vs_compile",
-    "speedup_vs_max_autotune",
-    "evaluations",
-    "reason",
-)
 _WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error": "run_error"}
 
 
@@ -85,39 +74,6 @@ class BenchEvent:
     index: int  # 1-based position in the selected problems
     total: int
     outcome: ProblemOutcome | None = None
-
-
-@dataclass
-class BenchReport:
-    """The scoreboard: one outcome per problem, the summary and where it was written."""
-
-    suite: Path
-    results_dir: Path
-    outcomes: list[ProblemOutcome]
-    summary: dict[str, Any]
-    meta: dict[str, Any]
-    resumed: list[str] = field(default_factory=list)  # names taken from an earlier run, not re-run
-
-    @property
-    def json_path(self) -> Path:
-        return self.results_dir / RESULTS_JSON
-
-    @property
-    def csv_path(self) -> Path:
-        return self.results_dir / RESULTS_CSV
-
-    @property
-    def markdown_path(self) -> Path:
-        return self.results_dir / RESULTS_MD
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "meta": self.meta,
-            "outcomes": [o.to_dict() for o in self.outcomes],
-            "summary": self.summary,
-            "resumed": list(self.resumed),
-            "files": {"json": str(self.json_path), "csv": str(self.csv_path), "markdown": str(self.markdown_path)},
-        }
 
 
 def suite_root(suite_dir: str | Path) -> Path:
@@ -228,7 +184,7 @@ def run_bench(
     def write() -> dict[str, Any]:
         ordered = _ordered(outcomes, order)
         meta["device"] = next((o.details["device"] for o in ordered if o.details.get("device")), None)
-        return _write_results(out_dir, meta, ordered)
+        return write_results(out_dir, meta, ordered)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write()  # the directory claims its suite at once, so a second bench without --resume refuses it
@@ -277,46 +233,6 @@ def run_bench(
     meta["finished"] = _timestamp()
     summary = write()
     return BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
-
-
-def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> BenchReport:
-    """Join the results of several benches of one suite (shards, or machines) into ``out_dir``.
-
-    A problem found in several keeps its ``ok`` outcome over a failed one, else the last
-    one given. Raises :class:`KerneloptError` for a missing results file or a different suite.
-    """
-    if not result_dirs:
-        raise KerneloptError("nothing to merge: name at least one results directory")
-    documents = []
-    for directory in result_dirs:
-        path = Path(directory) / RESULTS_JSON
-        if not path.exists():
-            raise KerneloptError(f"{path} does not exist: run kernelopt bench with --out {directory} first")
-        documents.append(_read_results(path))
-    suites = {Path(d["meta"]["suite"]).name for d in documents}
-    if len(suites) > 1:
-        raise KerneloptError(
-            f"these results are of different suites ({', '.join(sorted(suites))}); merge one suite at a time"
-        )
-    outcomes: dict[str, ProblemOutcome] = {}
-    for document in documents:
-        for outcome in document["outcomes"]:
-            kept = outcomes.get(outcome.name)
-            if kept is None or kept.status != "ok" or outcome.status == "ok":
-                outcomes[outcome.name] = outcome
-    ordered = sorted(outcomes.values(), key=lambda o: o.name)
-    meta = dict(documents[0]["meta"])
-    # Each part keeps its own command and resumes in merged_from; the merge itself has been resumed by nothing yet.
-    meta.update(
-        merged_from=[{"dir": str(d), "meta": doc["meta"]} for d, doc in zip(result_dirs, documents)],
-        shard=None,
-        resumed=[],
-    )
-    meta["finished"] = max((doc["meta"].get("finished") or "" for doc in documents), default=None) or None
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    summary = _write_results(out, meta, ordered)
-    return BenchReport(Path(meta["suite"]), out, ordered, summary, meta)
 
 
 # -- one problem -----------------------------------------------------------------------
@@ -423,27 +339,13 @@ def _check_target(target: str, extra_path: Sequence[str | Path]) -> None:
         raise KerneloptError(f"worker target {target!r}: module {module_name} cannot be imported")
 
 
-def _read_results(path: Path) -> dict[str, Any]:
-    """A results.json as ``{"meta", "outcomes"}``; a file that does not parse is a one-line error."""
-    try:
-        data = json.loads(path.read_text())
-        outcomes = [ProblemOutcome.from_dict(item) for item in data["outcomes"]]
-        meta = data["meta"]
-        meta["suite"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise KerneloptError(
-            f"{path} cannot be resumed ({type(exc).__name__}: {exc}); remove it or choose another --out"
-        ) from exc
-    return {"meta": meta, "outcomes": outcomes}
-
-
 def _previous_results(out_dir: Path, root: Path, resume: bool) -> dict[str, Any] | None:
     path = out_dir / RESULTS_JSON
     if not path.exists():
         return None
     if not resume:
         raise KerneloptError(f"{path} exists; pass --resume to continue it or choose another --out")
-    previous = _read_results(path)
+    previous = read_results(path)
     suite = previous["meta"]["suite"]
     if Path(suite).name != root.name:  # the same suite in a moved (or copied) checkout resumes
         raise KerneloptError(f"{path} holds results for the suite {suite}, not {root}; choose another --out")
@@ -455,52 +357,6 @@ def _ordered(outcomes: dict[str, ProblemOutcome], order: list[str]) -> list[Prob
     """Suite order; results of problems outside this selection (an earlier run's) keep theirs, last."""
     position = {name: i for i, name in enumerate(order)}
     return sorted(outcomes.values(), key=lambda o: position.get(o.name, len(order)))
-
-
-# -- files -----------------------------------------------------------------------------
-
-
-def _write_results(out_dir: Path, meta: dict[str, Any], outcomes: list[ProblemOutcome]) -> dict[str, Any]:
-    summary = summarize(outcomes)
-    document = {"meta": meta, "outcomes": [o.to_dict() for o in outcomes], "summary": summary}
-    _atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
-    _atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))
-    _atomic_write(out_dir / RESULTS_MD, markdown_report(meta, outcomes, summary))
-    return summary
-
-
-def _csv_text(outcomes: list[ProblemOutcome]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for o in outcomes:
-        row = o.to_dict()
-        writer.writerow([_csv_cell(row[column]) for column in CSV_COLUMNS])
-    return buffer.getvalue()
-
-
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write beside the target and rename over it: a reader or a kill never sees half a file."""
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _versions() -> dict[str, str | None]:
@@ -520,3 +376,21 @@ def _timestamp() -> str:
 def _emit(on_event: Callable[[BenchEvent], None] | None, event: BenchEvent) -> None:
     if on_event is not None:
         on_event(event)
+
+
+# The results folder's names, re-exported for callers that import them from here.
+__all__ = [
+    "CSV_COLUMNS",
+    "DEFAULT_TARGET",
+    "DEFAULT_WORKER_TIMEOUT_S",
+    "RESULTS_CSV",
+    "RESULTS_JSON",
+    "RESULTS_MD",
+    "WORKER_TIMEOUT_MARGIN_S",
+    "BenchEvent",
+    "BenchReport",
+    "default_worker_timeout",
+    "merge_results",
+    "run_bench",
+    "suite_root",
+]

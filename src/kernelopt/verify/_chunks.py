@@ -7,6 +7,8 @@ Instead the gates walk both tensors in the same blocks of at most
 ``CHUNK_ELEMENTS`` elements, in logical row-major order, and upcast one block
 at a time. The block plan depends on the shape only, never on the strides, so
 two tensors of the same shape yield matching blocks whatever their layouts.
+What a check learns per block stays on the device (:class:`BlockStats`) until the
+walk is over, and comes back in one transfer.
 """
 
 from __future__ import annotations
@@ -113,3 +115,38 @@ def as_bits(block: torch.Tensor) -> torch.Tensor:
 def first_true(mask: torch.Tensor) -> torch.Tensor:
     """Position of the first True in a 1-D mask (0 when there is none), without a host sync."""
     return torch.argmax(mask.to(torch.uint8))
+
+
+class BlockStats:
+    """Per-block statistics kept on the device and read back in one transfer (no host sync per block)."""
+
+    def __init__(self) -> None:
+        self.rows: list[torch.Tensor] = []
+        self.offsets: list[int] = []
+
+    def add(self, offset: int, *values: torch.Tensor) -> None:
+        self.offsets.append(offset)
+        self.rows.append(torch.stack([v.to(torch.float64) for v in values]))
+
+    def read(self) -> list[list[float]]:
+        return torch.stack(self.rows).cpu().tolist()
+
+    @staticmethod
+    def first(rows: list[list[float]], offsets: list[int], count: int, pos: int) -> tuple[int, int | None]:
+        """Total of column ``count`` and the global position of the first hit (column ``pos``)."""
+        total, first = 0, None
+        for row, offset in zip(rows, offsets):
+            if row[count] > 0:
+                total += int(row[count])
+                if first is None:
+                    first = offset + int(row[pos])
+        return total, first
+
+    @staticmethod
+    def worst(rows: list[list[float]], offsets: list[int], value: int, pos: int) -> tuple[float, int | None]:
+        """Largest column ``value`` over blocks and its global position (None when all are < 0)."""
+        best, where = -1.0, None
+        for row, offset in zip(rows, offsets):
+            if row[value] > best:
+                best, where = row[value], offset + int(row[pos])
+        return best, where

@@ -1,8 +1,10 @@
 """Shared pieces of the static gate: findings, import bindings and module-path resolution.
 
-Every checker of gate 1 (the walker in :mod:`kernelopt.verify.static`, the kernel-body
-and import-time checks in :mod:`kernelopt.verify.static_kernel`) reports
-:class:`Violation` objects and resolves dotted names the same way, so they live here.
+Every checker of gate 1 (the walker in :mod:`kernelopt.verify.static_walker`, the
+module-shape check in :mod:`kernelopt.verify.static_module`, the signature check in
+:mod:`kernelopt.verify.static_signature`, the kernel-body and import-time checks in
+:mod:`kernelopt.verify.static_kernel`) reports :class:`Violation` objects and resolves
+dotted names the same way, so they live here.
 """
 
 from __future__ import annotations
@@ -10,7 +12,15 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from kernelopt.verify.static_rules import ANY, DENIED_COMPONENTS, POLICIES, REEXPORTS, RULES, TORCH_DTYPES
+from kernelopt.verify.static_rules import (
+    ANY,
+    CONSTEXPR_PATHS,
+    DENIED_COMPONENTS,
+    POLICIES,
+    REEXPORTS,
+    RULES,
+    TORCH_DTYPES,
+)
 
 
 @dataclass(frozen=True)
@@ -113,3 +123,21 @@ def path_of(node: ast.expr, bound: dict[str, str]) -> str | None:
     if not parts or parts[0] not in bound:
         return None
     return resolve(".".join([bound[parts[0]], *parts[1:]]))
+
+
+def is_constexpr_annotation(node: ast.expr | None, bound: dict[str, str]) -> bool:
+    """``tl.constexpr``, written as a name or as the string ``"tl.constexpr"``."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return False
+    return path_of(node, bound) in CONSTEXPR_PATHS
+
+
+def short(text: str, limit: int = 80) -> str:
+    """``text`` on one line, cut to ``limit`` characters, for a finding's construct."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

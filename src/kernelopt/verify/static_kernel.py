@@ -26,9 +26,8 @@ import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kernelopt.verify.static_common import Violation, chain, check_path, path_of
+from kernelopt.verify.static_common import Violation, chain, check_path, is_constexpr_annotation, path_of, short
 from kernelopt.verify.static_rules import (
-    CONSTEXPR_PATHS,
     DEVICE_CLOCK_NAMES,
     DEVICE_CLOCK_REGISTERS,
     IMPORT_TIME_CALLS,
@@ -44,11 +43,6 @@ from kernelopt.verify.static_rules import (
 
 _MAX_EXPANSION_DEPTH = 12
 _MAX_EXPANDED_NAMES = 2000  # a crafted chain of names could otherwise blow the expansion up
-
-
-def _short(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _at(node: ast.AST) -> tuple[int, int]:
@@ -105,15 +99,6 @@ def _import_time_literal(node: ast.expr, bound: dict[str, str]) -> ast.expr | No
     return node
 
 
-def _is_constexpr_annotation(node: ast.expr, bound: dict[str, str]) -> bool:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return False
-    return path_of(node, bound) in CONSTEXPR_PATHS
-
-
 def import_time_violations(tree: ast.Module, bound: dict[str, str]) -> Iterable[Violation]:
     """Decorator arguments, defaults and annotations of top-level functions: literals only."""
     for fn in (s for s in tree.body if isinstance(s, ast.FunctionDef)):
@@ -126,7 +111,7 @@ def import_time_violations(tree: ast.Module, bound: dict[str, str]) -> Iterable[
                     yield Violation(
                         "import_time",
                         *_at(bad),
-                        f"decorator of {fn.name} evaluates {_short(ast.unparse(bad), 60)} at import",
+                        f"decorator of {fn.name} evaluates {short(ast.unparse(bad), 60)} at import",
                     )
             if any(isinstance(a, ast.Starred) for a in dec.args) or any(k.arg is None for k in dec.keywords):
                 yield Violation("import_time", *_at(dec), f"decorator of {fn.name} unpacks arguments at import")
@@ -135,18 +120,18 @@ def import_time_violations(tree: ast.Module, bound: dict[str, str]) -> Iterable[
             bad = _import_time_literal(default, bound)
             if bad is not None:
                 yield Violation(
-                    "import_time", *_at(bad), f"default of {fn.name} evaluates {_short(ast.unparse(bad), 60)} at import"
+                    "import_time", *_at(bad), f"default of {fn.name} evaluates {short(ast.unparse(bad), 60)} at import"
                 )
         for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
-            if arg.annotation is not None and not _is_constexpr_annotation(arg.annotation, bound):
+            if arg.annotation is not None and not is_constexpr_annotation(arg.annotation, bound):
                 yield Violation(
                     "import_time",
                     *_at(arg.annotation),
-                    f"annotation {_short(ast.unparse(arg.annotation), 60)} of {fn.name}.{arg.arg} is not tl.constexpr",
+                    f"annotation {short(ast.unparse(arg.annotation), 60)} of {fn.name}.{arg.arg} is not tl.constexpr",
                 )
         if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
             yield Violation(
-                "import_time", *_at(fn.returns), f"return annotation {_short(ast.unparse(fn.returns), 60)} of {fn.name}"
+                "import_time", *_at(fn.returns), f"return annotation {short(ast.unparse(fn.returns), 60)} of {fn.name}"
             )
 
 
@@ -186,7 +171,7 @@ def body_violations(tree: ast.Module, bound: dict[str, str], trusted_paths: set[
                         yield Violation(
                             "value_access",
                             *_at(node),
-                            f"{fn.name} reads .{node.attr} of {_short(ast.unparse(node.value), 50)}",
+                            f"{fn.name} reads .{node.attr} of {short(ast.unparse(node.value), 50)}",
                         )
                 elif isinstance(node, ast.Name) and node.id in DEVICE_CLOCK_NAMES and node.id in bound:
                     yield Violation("device_clock", *_at(node), f"{fn.name} uses {node.id} ({bound[node.id]})")
@@ -196,7 +181,7 @@ def _call_violation(
     node: ast.Call, where: str, bound: dict[str, str], local: set[str], jit_names: set[str], trusted: set[str]
 ) -> Iterable[Violation]:
     func = node.func
-    shown = _short(ast.unparse(func), 60)
+    shown = short(ast.unparse(func), 60)
     if isinstance(func, ast.Name):
         name = func.id
         if name in local:
@@ -334,7 +319,7 @@ def access_violations(tree: ast.Module, bound: dict[str, str], original: AccessF
                     yield Violation(
                         "mask",
                         *_at(node),
-                        f"{fn.name} has an unmasked {what} of {_short(ast.unparse(node.args[0]), 50)}",
+                        f"{fn.name} has an unmasked {what} of {short(ast.unparse(node.args[0]), 50)}",
                     )
             elif path in INLINE_ASM_PATHS and ast.dump(node) not in original.inline_asm:
                 yield Violation(
@@ -353,4 +338,4 @@ def clock_string_violations(tree: ast.Module) -> Iterable[Violation]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             hit = next((r for r in DEVICE_CLOCK_REGISTERS if r in node.value), None)
             if hit:
-                yield Violation("device_clock", *_at(node), f"string {_short(repr(node.value), 50)} reads {hit}")
+                yield Violation("device_clock", *_at(node), f"string {short(repr(node.value), 50)} reads {hit}")

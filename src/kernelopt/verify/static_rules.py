@@ -1,11 +1,13 @@
 """The static gate's rule set, as data.
 
-Tables of what a candidate kernel module may and may not contain; the walker in
-:mod:`kernelopt.verify.static` applies them. To forbid a new construct, add it to
-a table here; to explain a rule better, edit its line in :data:`RULES`.
+Tables of what a candidate kernel module may and may not contain, and nothing
+else: the walker in :mod:`kernelopt.verify.static_walker` and the checks beside it
+apply them. To forbid a new construct, add it to a table here; to explain a rule
+better, edit its line in :data:`RULES`.
 
-Long because it is the whole allow-list (every ``tl``, helper and libdevice name a
-kernel may use, the precision table): data, one entry a line, nothing to split.
+Long because it is a table: the whole allow-list (every ``tl``, helper and
+libdevice name a kernel may use, the precision table), one entry a line, nothing
+to split.
 """
 
 from __future__ import annotations
@@ -824,26 +826,3 @@ APPROXIMATE_LOWERINGS: dict[str, tuple[str, str]] = {
 APPROXIMATE_ASM_MARKERS = (".approx", "div.full", ".ftz")
 REDUCED_PRECISION_MODES = frozenset({"tf32", "tf32x3", "bf16x3", "bf16x6", "hf32"})
 CONSTEXPR_PATHS = frozenset({"triton.language.constexpr", "triton.constexpr"})
-
-
-def precision_token_for_name(name: str) -> str | None:
-    """The precision token an identifier names (``float16``, ``fast_expf``, ...), or None."""
-    if name in LOW_PRECISION_NAMES:
-        return LOW_PRECISION_NAMES[name]
-    if name.startswith(LOW_PRECISION_PREFIXES):
-        return name
-    if name.startswith("fast_") or name in APPROXIMATE_FUNCTIONS:
-        return name
-    return None
-
-
-def precision_token_for_string(value: str) -> str | None:
-    """The precision token a string literal names (``'*fp16'``, ``'tf32'``, ...), or None."""
-    text = value.strip().lstrip("*")
-    if text in REDUCED_PRECISION_MODES:
-        return text
-    if text in LOW_PRECISION_NAMES:
-        return LOW_PRECISION_NAMES[text]
-    if text.startswith(LOW_PRECISION_PREFIXES) and text.isidentifier():
-        return text
-    return None

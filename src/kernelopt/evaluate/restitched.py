@@ -1,0 +1,123 @@
+"""The judge's side of the re-stitched model, which runs in the candidate's process.
+
+Gate 3 and the end-to-end timing need the compiled model with a candidate in it;
+that model lives beside the candidate (:mod:`kernelopt.evaluate.runner_model`),
+never here. The judge keeps its own capture of the same problem for the baseline
+and the float64 references, lends the candidate's process inputs and fresh
+poisoned output buffers, checks the layouts of what comes back, and times its
+compiled model in the reference process against the re-stitched one in the
+candidate's, both read the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from kernelopt.capture import Artifact
+from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
+from kernelopt.measure.split_timer import SplitComparison, compare_split
+from kernelopt.problem import Problem, outputs_as_list
+from kernelopt.verify.correctness import nan_fill_
+from kernelopt.verify.model_gate import ModelGatePolicy
+from kernelopt.verify.model_level import ReferenceCache, run_model_gate
+from kernelopt.verify.verdict import Verdict
+
+
+class ModelOutputMismatch(Exception):
+    """The re-stitched model's outputs do not have the compiled model's layouts."""
+
+
+class RestitchedModel:
+    """Gate 3 and the end-to-end timing of the candidate process's re-stitched model.
+
+    Holds the float64 references and baseline errors per seed (:class:`ReferenceCache`)
+    and the compiled model's output layouts, both computed once and reused by every
+    candidate of the session."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        model: torch.nn.Module,
+        artifact: Artifact,
+        inputs: Sequence[Any],
+        device: torch.device,
+        runner: RemoteRunner,
+        reference: RemoteRunner,
+    ) -> None:
+        self.problem = problem
+        self.model = model
+        self.artifact = artifact
+        self.inputs = inputs
+        self.device = device
+        self.runner = runner
+        self.reference = reference
+        self._references = ReferenceCache()  # float64 references and baseline errors, per seed
+        self._layouts: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]] | None = None
+
+    def output_layouts(self) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
+        """Shape, strides and dtype of each output of the compiled model (read once, from the baseline)."""
+        if self._layouts is None:
+            outs = outputs_as_list(self.artifact(*self.inputs), self.problem.path)
+            self._layouts = [(tuple(o.shape), tuple(o.stride()), o.dtype) for o in outs]
+        return self._layouts
+
+    def remote_forward(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+        """The candidate process's re-stitched model on ``inputs``, landed in fresh poisoned buffers of
+        this process's (which never held a baseline result)."""
+        outputs = [
+            nan_fill_(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
+            for shape, stride, dtype in self.output_layouts()
+        ]
+        layouts = self.runner.forward_into(inputs, outputs)
+        if len(layouts) != len(outputs):
+            raise ModelOutputMismatch(f"the re-stitched model returned {len(layouts)} outputs, expected {len(outputs)}")
+        for i, (layout, out) in enumerate(zip(layouts, outputs)):
+            if tuple(layout["shape"]) != tuple(out.shape) or layout["dtype"] != str(out.dtype).removeprefix("torch."):
+                raise ModelOutputMismatch(
+                    f"output {i} of the re-stitched model is {layout['dtype']}{list(layout['shape'])}, "
+                    f"expected {str(out.dtype).removeprefix('torch.')}{list(out.shape)}"
+                )
+        return outputs
+
+    def capture_difference(self, kernel: Any) -> str | None:
+        """The first line where the candidate process's capture of ``kernel`` differs from this one's."""
+        try:
+            theirs = self.runner.call("kernel_source", kernel.name)["source"]
+        except RunnerDied:
+            return None
+        if theirs is None:
+            return "the candidate's process has no such kernel"
+        for i, (a, b) in enumerate(zip(kernel.source.splitlines(), theirs.splitlines())):
+            if a != b:
+                return f"line {i + 1}: judge {a.strip()[:300]!r} vs runner {b.strip()[:300]!r}"
+        return None if kernel.source == theirs else "the sources differ in length"
+
+    def model_gate(self, seeds: Sequence[int], max_error_ratio: float) -> Verdict:
+        """Gate 3 against the swaps installed in the candidate's process."""
+
+        def run_baseline(xs: Sequence[Any]) -> Any:
+            return self.artifact(*xs)
+
+        try:
+            return run_model_gate(
+                self.problem,
+                self.model,
+                run_baseline,
+                self.remote_forward,
+                self.device,
+                seeds,
+                ModelGatePolicy(max_ratio=max_error_ratio),
+                cache=self._references,
+            )
+        except ModelOutputMismatch as exc:
+            return Verdict("model", False, str(exc), {"rule": "output_layout"})
+
+    def end_to_end(self, trials: int) -> SplitComparison:
+        """The compiled model (in the reference process) against the re-stitched one (in the candidate's),
+        interleaved, both timed the same way."""
+        return compare_split(
+            self.reference.timed_model(), self.runner.timed_model(), trials=trials, baseline_remote=True
+        )

@@ -1,0 +1,160 @@
+"""The timing protocol when the two sides of a comparison live in two processes.
+
+The judge never runs a candidate in its own process, so gate 4 cannot hand both
+functions to :func:`kernelopt.measure.timer.compare`. Instead each side times its
+own call with :func:`time_call` (the per-call form of the protocol: L2 flushed,
+marks around the call, then a synchronize) and :func:`compare_split` interleaves
+those readings AB / BA as :func:`~kernelopt.measure.timer.compare` does. Because a
+reading that comes from another process could be forged, :class:`SplitComparison`
+keeps this process's own wall-clock view of every remote call beside it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernelopt.measure.clocks import (
+    METHOD_CPU,
+    METHOD_CUDA_EVENTS,
+    Backend,
+    CudaEventBackend,
+    DeviceLike,
+    Fn,
+    HostClockBackend,
+    resolve_device,
+)
+from kernelopt.measure.timing import Comparison, Timing
+
+_BACKENDS: dict[tuple[str, bool], Backend] = {}
+
+
+def _backend_for(target: torch.device, flush_l2: bool, clock: Callable[[], float] | None = None) -> Backend:
+    if target.type == "cpu":
+        return HostClockBackend(clock or time.perf_counter)
+    key = (str(target), flush_l2)
+    if key not in _BACKENDS:  # one flush buffer per device, not one per call
+        with torch.cuda.device(target):
+            _BACKENDS[key] = CudaEventBackend(target, flush_l2=flush_l2, cuda_graph=False)
+    return _BACKENDS[key]
+
+
+def time_call(
+    fn: Fn, *, device: DeviceLike = None, flush_l2: bool = True, _clock: Callable[[], float] | None = None
+) -> float:
+    """Milliseconds of one call of ``fn``: L2 flushed, marks around the call, then a synchronize.
+
+    The per-call form of the protocol, for a comparison whose two sides live in two
+    processes (:func:`compare_split`): each side times its own call and waits for it
+    before the other side runs."""
+    target = resolve_device(device)
+    backend = _backend_for(target, flush_l2, _clock)
+    backend.reserve(2)
+    backend.flush_l2()
+    start = backend.mark()
+    fn()
+    end = backend.mark()
+    backend.synchronize()
+    return backend.elapsed_ms(start, end)
+
+
+@dataclass(frozen=True)
+class SplitComparison:
+    """An interleaved A/B measurement whose candidate was timed by another process.
+
+    ``comparison`` pairs the baseline's own readings with the candidate's *reported*
+    readings; ``candidate_wall_ms`` is what this process's host clock saw for each
+    whole remote call (request to reply, the other process's flush and synchronize
+    included), the evidence a reported reading is checked against."""
+
+    comparison: Comparison
+    candidate_wall_ms: tuple[float, ...]
+
+    def unexplained_ms(self) -> tuple[float, ...]:
+        """Per call, the wall time the candidate's reported reading does not account for."""
+        return tuple(w - r for w, r in zip(self.candidate_wall_ms, self.comparison.candidate.samples_ms))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.comparison.to_dict(), "candidate_wall_ms": list(self.candidate_wall_ms)}
+
+
+def compare_split(
+    baseline: Fn,
+    remote_candidate: Callable[[], float],
+    *,
+    device: DeviceLike = None,
+    warmup: int = 3,
+    trials: int = 30,
+    flush_l2: bool = True,
+    prepare_baseline: Fn | None = None,
+    prepare_candidate: Fn | None = None,
+    after_candidate: Fn | None = None,
+    baseline_remote: bool = False,
+    _clock: Callable[[], float] | None = None,
+) -> SplitComparison:
+    """:func:`compare` when the candidate runs in another process.
+
+    ``baseline`` is timed here with :func:`time_call` or, with ``baseline_remote``,
+    is itself a remote call that returns its reading (a clean process no candidate
+    ran in: the two sides are then timed the same way, which on the H200 mattered
+    more than the kernels did); ``remote_candidate()`` asks the other process for
+    one timed call and returns its reading in ms. Rounds alternate
+    AB / BA as in :func:`compare`; ``prepare_*`` run before every call and
+    ``after_candidate`` after every candidate call, outside the timed region, and this
+    process synchronizes before each remote call so what it prepared is in memory
+    when the other side starts.
+    """
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
+    target = resolve_device(device)
+    clock = _clock or time.perf_counter
+
+    def sync() -> None:
+        if target.type == "cuda":
+            torch.cuda.synchronize(target)
+
+    def run_baseline() -> float:
+        if prepare_baseline is not None:
+            prepare_baseline()
+        if baseline_remote:
+            sync()
+            return float(baseline())  # type: ignore[arg-type]
+        return time_call(baseline, device=target, flush_l2=flush_l2, _clock=_clock)
+
+    def run_candidate() -> tuple[float, float]:
+        if prepare_candidate is not None:
+            prepare_candidate()
+        sync()
+        started = clock()
+        reported = float(remote_candidate())
+        seen = (clock() - started) * 1000.0
+        if after_candidate is not None:
+            after_candidate()
+        return reported, seen
+
+    for _ in range(warmup):
+        run_baseline()
+        run_candidate()
+    base: list[float] = []
+    cand: list[float] = []
+    wall: list[float] = []
+    for round_index in range(trials):
+        order = (0, 1) if round_index % 2 == 0 else (1, 0)
+        for side in order:
+            if side == 0:
+                base.append(run_baseline())
+            else:
+                reported, seen = run_candidate()
+                cand.append(reported)
+                wall.append(seen)
+    label = "cpu" if target.type == "cpu" else f"cuda:{target.index} {torch.cuda.get_device_name(target)}"
+    method = METHOD_CPU if target.type == "cpu" else METHOD_CUDA_EVENTS
+    flushed = flush_l2 and target.type == "cuda"
+    comparison = Comparison.from_timings(
+        Timing(tuple(base), label, method, flushed), Timing(tuple(max(c, 0.0) for c in cand), label, method, flushed)
+    )
+    return SplitComparison(comparison, tuple(wall))
