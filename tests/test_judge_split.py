@@ -60,7 +60,7 @@ def {NAME}(args):
 # Slow, but reports itself fast: patches its process's clock reading.
 FORGES_ITS_CLOCK = SLOW + """
 import kernelopt.measure.timer as timer
-timer.time_call = lambda fn, **kw: (fn(), 0.05)[1]
+timer.time_call = lambda fn, **kw: (fn(), 0.0001)[1]  # far below any real copy: it claims to be fast
 import kernelopt.evaluate.runner as runner
 runner.time_call = timer.time_call
 """
