@@ -16,6 +16,14 @@ def load(path: Any, model: Any = None, device: Any = "cuda") -> Any:
     return _load(path, model=model, device=device)
 
 
+def backend(path: Any = None) -> Any:
+    """A ``torch.compile`` backend running the verified kernels of an exported file (see
+    :func:`kernelopt.deliver.backend.backend`)."""
+    from kernelopt.deliver.backend import backend as _backend
+
+    return _backend(path)
+
+
 def optimize(model: Any, example_inputs: Any, **kwargs: Any) -> Any:
     """Search faster kernels for a live model (see :func:`kernelopt.pipeline.live.optimize_model`)."""
     from kernelopt.pipeline.live import optimize_model
@@ -30,4 +38,4 @@ def analyze(model: Any, example_inputs: Any, **kwargs: Any) -> Any:
     return analyze_model(model, example_inputs, **kwargs)
 
 
-__all__ = ["KerneloptError", "ProblemError", "__version__", "analyze", "load", "optimize"]
+__all__ = ["KerneloptError", "ProblemError", "__version__", "analyze", "backend", "load", "optimize"]

@@ -1,0 +1,152 @@
+"""``torch.compile(model, backend=kernelopt.backend("tuned.kopt.json"))``: Inductor, plus verified kernels.
+
+The backend compiles each graph with Inductor exactly as ``torch.compile``'s
+default does, then, in the module Inductor loaded for it, replaces every
+generated kernel whose source is byte for byte the one a replacement was
+verified against (its sha256 and name). Nothing else is matched: a graph
+compiled for other shapes, a recompile, another torch or Triton generate other
+kernel sources, and then Inductor's own kernels run. A recompiled graph
+therefore never runs a stale replacement. What went unused is said once per
+backend, in one line, when the process ends. With no replacements
+(``backend="kernelopt"``, which names no file) or none that match (on a CPU,
+Inductor writes C++ kernels) the backend is exactly Inductor. Not built yet:
+``backend="kernelopt"`` reading the verified kernels of the user's store.
+
+Every replacement passes the static gate before it is built, as in ``kernelopt.load``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelopt.capture import compat
+from kernelopt.capture.output_code import OutputCode, parse_output_code
+from kernelopt.deliver.export import Replacement, check_versions, read_export
+from kernelopt.errors import KerneloptError
+
+log = logging.getLogger("kernelopt.backend")
+
+
+@dataclass
+class BackendReport:
+    """What the backend did: which replacements ran where, and which never matched."""
+
+    used: dict[str, int] = field(default_factory=dict)  # kernel name -> graphs it was swapped into
+    graphs: int = 0
+
+    def unused(self, replacements: Iterable[Replacement]) -> list[Replacement]:
+        return [r for r in replacements if r.address.name not in self.used]
+
+
+def _key(name: str, sha256: str) -> tuple[str, str]:
+    return name, sha256
+
+
+def swap_matching(
+    namespace: MutableMapping[str, Any],
+    output: OutputCode,
+    replacements: Sequence[Replacement],
+    build: Callable[[str, str], Any],
+) -> list[str]:
+    """Install, in one output module's ``namespace``, the replacements whose original kernel it holds.
+
+    ``build(source, name)`` makes the launcher (Inductor's loader on a GPU). Returns
+    the names of the kernels replaced."""
+    wanted = {_key(r.address.name, r.address.sha256): r for r in replacements}
+    replaced = []
+    for var, kernel in output.kernels.items():
+        match = wanted.get(_key(kernel.name, kernel.sha256))
+        if match is None or var not in namespace:
+            continue
+        namespace[var] = build(match.source, kernel.name)
+        replaced.append(kernel.name)
+    return replaced
+
+
+def _static_check(replacements: Sequence[Replacement], origin: str) -> None:
+    from kernelopt.verify.static import check_static_candidate
+
+    for r in replacements:
+        verdict = check_static_candidate(r.source, kernel_name=r.address.name)
+        if not verdict.passed:
+            raise KerneloptError(
+                f"{origin}: the replacement for {r.address.name} fails the static gate: {verdict.reason}"
+            )
+
+
+class KerneloptBackend:
+    """A ``torch.compile`` backend: Inductor's compile, then the verified replacements that match."""
+
+    def __init__(
+        self,
+        replacements: Sequence[Replacement] = (),
+        options: dict[str, Any] | None = None,
+        origin: str = "kernelopt",
+    ) -> None:
+        _static_check(replacements, origin)
+        self.replacements = list(replacements)
+        self.options = dict(options or {})
+        self.origin = origin
+        self.report = BackendReport()
+        self._said = False
+        if self.replacements:
+            atexit.register(self.say_unused)  # once, when every graph that will compile has
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        if not self.replacements:
+            return compat.compile_fx_with_inner_hook(gm, example_inputs, lambda _cg: None, self.options)
+        graphs: list[Any] = []
+        # Inductor's caches would hand back a compiled graph without running the hook that sees its module.
+        with compat.fresh_compile():
+            compiled = compat.compile_fx_with_inner_hook(gm, example_inputs, graphs.append, self.options)
+        for cg in graphs:
+            self._swap_into(cg)
+        self.report.graphs += len(graphs)
+        return compiled
+
+    def _swap_into(self, compiled_graph: Any) -> None:
+        from kernelopt.capture.swap import build_kernel
+
+        output = parse_output_code(compat.graph_source_code(compiled_graph))
+        if not any(k.language == "triton" for k in output.kernels.values()):
+            return
+        module = compat.output_module(compiled_graph)
+        for name in swap_matching(vars(module), output, self.replacements, build_kernel):
+            self.report.used[name] = self.report.used.get(name, 0) + 1
+
+    def say_unused(self) -> str | None:
+        """One line naming the replacements no compiled graph matched (logged once), or None."""
+        unused = self.report.unused(self.replacements)
+        if not unused:
+            return None
+        line = (
+            f"{self.origin}: {len(unused)} of {len(self.replacements)} verified kernels not used "
+            f"({', '.join(r.address.name for r in unused)}): no compiled graph holds the kernel they were verified "
+            "against (other shapes, a recompile, another torch or Triton); Inductor's kernels run there"
+        )
+        if not self._said:
+            log.warning(line)
+            self._said = True
+        return line
+
+
+def backend(path: str | Path | None = None) -> KerneloptBackend:
+    """The backend for ``torch.compile``: the verified replacements of an exported file (or none)."""
+    if path is None:
+        return KerneloptBackend()
+    doc = read_export(path)
+    check_versions(doc, path)
+    replacements = [Replacement.from_dict(r) for r in doc["replacements"]]
+    return KerneloptBackend(replacements, doc.get("options") or {}, origin=str(path))
+
+
+def kernelopt_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    """``backend="kernelopt"`` (the ``torch_dynamo_backends`` entry point): no file, so exactly Inductor."""
+    return KerneloptBackend()(gm, example_inputs)

@@ -1,0 +1,84 @@
+"""``torch.compile(model, backend=kernelopt.backend(path))``: Inductor, plus the verified kernels that match."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import kernelopt
+from conftest import EXAMPLES, FIXTURES
+from kernelopt.capture import parse_output_code
+from kernelopt.capture.swap import KernelAddress
+from kernelopt.deliver.backend import KerneloptBackend, swap_matching
+from kernelopt.deliver.export import Replacement, export_model, seal
+from kernelopt.errors import KerneloptError
+from kernelopt.problem import load_problem
+
+OUTPUT = parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text())
+(VAR, KERNEL) = next(iter(OUTPUT.kernels.items()))
+HONEST = KERNEL.source.replace("tl.store(", "tl.store(", 1)  # the same kernel: a replacement the gate accepts
+
+
+def test_only_a_kernel_with_the_verified_source_is_replaced() -> None:
+    namespace = {var: f"inductor's {var}" for var in OUTPUT.kernels}
+    built: list[tuple[str, str]] = []
+
+    def build(source: str, name: str) -> str:
+        built.append((name, source))
+        return f"ours {name}"
+
+    stale = Replacement(KernelAddress(0, KERNEL.name, "0" * 64), HONEST)  # verified against another source
+    other = Replacement(KernelAddress(0, "triton_per_other_9", KERNEL.sha256), HONEST)  # another kernel's name
+    assert swap_matching(namespace, OUTPUT, [stale, other], build) == []
+    assert namespace[VAR] == f"inductor's {VAR}" and not built
+    exact = Replacement(KernelAddress(3, KERNEL.name, KERNEL.sha256), HONEST)  # any graph index: source decides
+    assert swap_matching(namespace, OUTPUT, [exact], build) == [KERNEL.name]
+    assert namespace[VAR] == f"ours {KERNEL.name}" and built == [(KERNEL.name, HONEST)]
+
+
+class Small(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.lin(x).relu(), dim=-1)
+
+
+def test_on_a_cpu_the_backend_is_exactly_inductor_and_says_what_went_unused(tmp_path, caplog) -> None:
+    torch.manual_seed(0)
+    model, x = Small().eval(), torch.randn(4, 16)
+    problem = load_problem(EXAMPLES / "level1/12_softmax_wide.py").small()
+    path = export_model(tmp_path / "m.kopt.json", problem, [Replacement(KernelAddress(0, KERNEL.name, KERNEL.sha256),
+                                                                        HONEST)], {"passed": True})
+    tuned = kernelopt.backend(path)
+    with torch.no_grad():
+        torch._dynamo.reset()
+        ours = torch.compile(model, backend=tuned)(x)
+        torch._dynamo.reset()
+        by_name = torch.compile(model, backend="kernelopt")(x)  # the registered entry point
+        torch._dynamo.reset()
+        inductor = torch.compile(model)(x)
+    torch.testing.assert_close(ours, inductor, rtol=0, atol=0)
+    torch.testing.assert_close(by_name, inductor, rtol=0, atol=0)
+    assert tuned.report.graphs >= 1 and tuned.report.used == {}  # C++ kernels on a CPU: nothing matches
+    line = tuned.say_unused()
+    assert line is not None and "\n" not in line and KERNEL.name in line and "1 of 1" in line
+    tuned.say_unused()
+    assert sum("not used" in r.message for r in caplog.records) == 1  # said once
+
+
+def test_a_file_whose_replacement_fails_the_static_gate_is_refused(tmp_path) -> None:
+    cheat = HONEST.replace("def triton", "import os\nos.system('true')\ndef triton", 1)
+    with pytest.raises(KerneloptError, match="fails the static gate"):
+        KerneloptBackend([Replacement(KernelAddress(0, KERNEL.name, KERNEL.sha256), cheat)])
+    problem = load_problem(EXAMPLES / "level1/12_softmax_wide.py").small()
+    path = export_model(tmp_path / "m.kopt.json", problem, [], {"passed": True})
+    doc = json.loads(path.read_text())
+    doc["triton"] = "0.0.1"
+    path.write_text(json.dumps(seal(doc)))
+    with pytest.raises(KerneloptError, match="verified with triton 0.0.1"):
+        kernelopt.backend(path)
