@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from kernelopt.errors import KerneloptError
 
 FORMATS = ("svg", "png")
+EXPORT_WIDTH = 1100  # px: kaleido's default (700) cuts kernel names; each figure keeps its own height
 
 
 def export_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, fmt: str = "svg") -> list[Path]:
@@ -34,12 +35,15 @@ def export_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, fmt: s
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{key}.{fmt}" for key in figures]
+    heights = [int(figure.layout.height or 500) for figure in figures.values()]
     try:
         if hasattr(pio, "write_images"):  # plotly >= 6.1: one browser for every figure
-            pio.write_images(list(figures.values()), paths, format=fmt)
+            pio.write_images(
+                list(figures.values()), paths, format=fmt, width=[EXPORT_WIDTH] * len(paths), height=heights
+            )
         else:
-            for figure, path in zip(figures.values(), paths):
-                figure.write_image(path, format=fmt)
+            for figure, path, height in zip(figures.values(), paths, heights):
+                figure.write_image(path, format=fmt, width=EXPORT_WIDTH, height=height)
     except Exception as exc:  # kaleido's own errors: no browser found, a browser that died
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise KerneloptError(

@@ -51,14 +51,14 @@ def label(text: object) -> str:
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra: object) -> go.Figure:
-    fig.update_layout(
-        template=TEMPLATE,
-        title={"text": label(title), "x": 0.01, "xanchor": "left"},
-        height=height,
-        margin={"l": 60, "r": 30, "t": 60, "b": 50},
-        font={"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13},
-        **extra,
-    )
+    settings: dict[str, object] = {
+        "template": TEMPLATE,
+        "title": {"text": label(title), "x": 0.01, "xanchor": "left"},
+        "height": height,
+        "margin": {"l": 60, "r": 30, "t": 60, "b": 50},
+        "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13},
+    }
+    fig.update_layout(**{**settings, **extra})
     return fig
 
 
@@ -454,5 +454,6 @@ def per_problem(data: BenchData) -> go.Figure:
         160 + 22 * len(rows),
         xaxis={"type": "log", "title": "speedup (×)"},
         yaxis={"autorange": "reversed", "automargin": True},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom"},
+        margin={"l": 60, "r": 30, "t": 100, "b": 50},  # room for the legend between the title and the plot
     )

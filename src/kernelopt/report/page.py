@@ -180,7 +180,7 @@ BOOT = """
     });
   }
   var charts = Array.prototype.slice.call(document.querySelectorAll(".chart"));
-  var drawn = charts.map(function (el) {
+  function draw(el) {
     var key = el.getAttribute("data-figure");
     var fig = JSON.parse(document.getElementById("figure-" + key).textContent);
     var config = {responsive: true, displaylogo: false, modeBarButtonsToAdd: [svgButton(key)],
@@ -196,6 +196,9 @@ BOOT = """
         if (record) { showRecord(panel, record); }
       });
     });
+  }
+  var drawn = charts.map(function (el) {
+    try { return draw(el); } catch (error) { return Promise.reject(error); }  // one bad chart, the others still drawn
   });
   Promise.all(drawn).then(function () {
     document.body.setAttribute("data-charts", "rendered");
