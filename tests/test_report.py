@@ -197,6 +197,34 @@ def test_an_analyze_run_shows_where_the_time_goes_without_a_search(tmp_path: Pat
     assert 'id="search"' not in page
 
 
+def test_a_compiler_knob_search_is_drawn_with_its_delivered_options(tmp_path: Path) -> None:
+    from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
+    from report_runs import _analysis
+
+    with Store(tmp_path / "k.db") as store:
+        run_id = store.start_run("optimize", "12_softmax_wide", "cpu", {})
+        store.add_measurement(run_id, "analysis", _analysis())
+        nodes = NodeStore(store, run_id)
+        root = nodes.add(Candidate(MODEL_TARGET, "root", options={}), None, 0)
+        won = nodes.add(Candidate(MODEL_TARGET, "compiler-knobs", options={"max_autotune": True}), root.id, 1)
+        lost = nodes.add(Candidate(MODEL_TARGET, "compiler-knobs", options={"epilogue_fusion": False}), root.id, 1)
+        nodes.record(root.id, EvaluationResult(True, 1.0, None, "baseline"))
+        nodes.record(won.id, EvaluationResult(True, 1.1, None, "faster end to end"))
+        nodes.record(lost.id, EvaluationResult.failure("model", "error 40x the compiled baseline's"))
+        knobs = {"used": True, "best_options": {"max_autotune": True}, "speedup": 1.1, "evaluations": 2}
+        store.add_measurement(run_id, "report", {"final_reason": "verified: Inductor options", "kernels": [],
+                                                 "knobs": knobs, "speedup_vs_compile": 1.1})
+        store.finish_run(run_id)
+        data = load_run(store, run_id)
+        page = write_run_report(store, run_id, tmp_path / "k.html").read_text()
+    (tree,) = data.trees
+    assert tree.target == MODEL_TARGET and tree.winner == won.id and tree.delivered
+    assert "<h3>the whole model (Inductor options)</h3>" in page
+    records = blobs(page, "records")["search-1"]
+    assert records[str(won.id)]["options"] == {"max_autotune": True} and records[str(lost.id)]["verdict"] == "model"
+    assert "best {&#x27;max_autotune&#x27;: True} at 1.100× (used; 2 evaluations)" in page
+
+
 def test_a_run_the_report_does_not_cover_is_a_one_line_error(recorded: RecordedRuns, tmp_path: Path) -> None:
     with Store(tmp_path / "k.db") as store:
         run_id = store.start_run("verify", "p", "cpu", {})
