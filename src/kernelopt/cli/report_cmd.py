@@ -45,7 +45,7 @@ def report(
 
     if figures is not None and fmt not in FORMATS:
         raise KerneloptError(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
-    if run.isdigit():
+    if run.isdigit() and not Path(run).exists():  # a results folder named like a number is still a folder
         with Store(store, read_only=True) as db:  # a report reads; it never creates or migrates a store
             written = write_run_report(db, int(run), output or default_run_report_path(int(run)))
             charts = _run_charts(db, int(run)) if figures is not None else None
