@@ -17,9 +17,8 @@ from typing import Any
 
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench_report import commands_of
+from kernelopt.pipeline.bench_results import RESULTS_JSON
 from kernelopt.pipeline.metrics import ProblemOutcome, summarize
-
-RESULTS_JSON = "results.json"  # kernelopt.pipeline.bench.RESULTS_JSON, the file a bench writes
 
 
 @dataclass(frozen=True)
