@@ -7,9 +7,10 @@ set -uo pipefail
 OUT=${OUT:-.device_out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 step=${1:-all}
-# Wheels from scripts/device/fetch_wheels.sh travel in .whl (name it in the device tool's carry);
-# only the LLM step needs them, so the other steps run on the image's own packages.
-if [[ $step == all || $step == llm ]] && compgen -G ".whl/*.whl" > /dev/null; then
+# Wheels from scripts/device/fetch_wheels.sh travel in .whl (name it in the device tool's carry): the LLM
+# step needs the SDKs, optimize and bench need plotly for their HTML report (without it they still run and
+# print one warning line instead of the report).
+if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site:$PYTHONPATH || exit 1
 fi

@@ -71,6 +71,7 @@ def bench(
         1, "--gpus", help="Problems run at once, one per GPU (each worker sees only its own GPU)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html beside the results."),
     store: Path | None = STORE_OPTION,
     worker_target: str | None = typer.Option(None, "--worker-target", hidden=True),
     worker_path: list[Path] | None = typer.Option(None, "--worker-path", hidden=True),
@@ -106,11 +107,9 @@ def bench(
         shard=_shard(shard),
         retry_failed=retry_failed,
         config=config,
+        write_report=not no_report,
     )
-    if as_json:
-        print_json(report.to_dict())
-    else:
-        print_bench(report, out)
+    _show(report, as_json)
 
 
 @app.command("bench-merge")
@@ -119,15 +118,22 @@ def bench_merge(
     out_dir: Path = typer.Argument(..., help="Where the joined results.json and results.csv go."),
     result_dirs: list[Path] = typer.Argument(..., help="Results directories of benches of the same suite (shards)."),
     as_json: bool = typer.Option(False, "--json", help="Print the joined results as JSON."),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html beside the joined results."),
 ) -> None:
     """Join the results of several benches of one suite (--shard runs, other machines) into one scoreboard."""
     from kernelopt.pipeline.bench import merge_results
 
-    report = merge_results(result_dirs, out_dir)
+    report = merge_results(result_dirs, out_dir, write_report=not no_report)
+    _show(report, as_json)
+
+
+def _show(report: BenchReport, as_json: bool) -> None:
     if as_json:
         print_json(report.to_dict())
     else:
         print_bench(report, out)
+    if report.report_error:  # on stderr in both forms: the results stand, the page is missing
+        err.print(f"warning: {report.report_error}", markup=False, highlight=False)
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
@@ -239,3 +245,5 @@ def print_bench(report: BenchReport, console: Console) -> None:
     console.print(
         f"results: {report.json_path}, {report.csv_path}, {report.markdown_path}", markup=False, highlight=False
     )
+    if report.report_path:
+        console.print(f"report: {report.report_path}", markup=False, highlight=False)

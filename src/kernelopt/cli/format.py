@@ -217,6 +217,8 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         lines.append(f"every candidate and its gate record: kernelopt nodes {report.run_id}")
     if report.exported:
         lines.append(f"exported {report.exported} (load with kernelopt.load)")
+    if report.report_path:
+        lines.append(f"report: {report.report_path}")
     for line in lines:
         console.print(line, markup=False, highlight=False)
 

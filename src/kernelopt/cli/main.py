@@ -192,6 +192,9 @@ def optimize(
         None, "--export", help="Where to write the verified model (default: <problem>.kopt.json)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
+    no_report: bool = typer.Option(
+        False, "--no-report", help="Do not write the HTML report (default: <problem>.report.html beside --export)."
+    ),
     store: Path | None = STORE_OPTION,
 ) -> None:
     """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
@@ -221,6 +224,7 @@ def optimize(
             llm_config=llm_config,
             on_event=progress.update,
             config=config,
+            write_report=not no_report,
         )
     if as_json:
         print_json(report.to_dict())
@@ -363,4 +367,4 @@ def main() -> None:  # pragma: no cover - console entry
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-from kernelopt.cli import bench_cmd  # noqa: E402,F401  registers the command
+from kernelopt.cli import bench_cmd, report_cmd  # noqa: E402,F401  register their commands

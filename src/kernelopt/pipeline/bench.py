@@ -111,6 +111,7 @@ def run_bench(
     shard: tuple[int, int] | None = None,
     retry_failed: bool = False,
     config: Settings | None = None,
+    write_report: bool = True,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
 
@@ -125,6 +126,8 @@ def run_bench(
     so n machines can split a suite; :func:`merge_results` joins their results.
     ``retry_failed`` with ``resume`` runs again the problems whose earlier outcome was
     not ``ok`` (a timeout, a crash, an out-of-memory caused by something else).
+    ``write_report`` writes the HTML report (``report.html``) beside the results at the end;
+    a report that cannot be written leaves ``report_error``, never a failed bench.
     ``config`` (default: :func:`~kernelopt.config.load_settings`) bounds the workers and,
     for the default target, travels to each problem as ``options["settings"]`` (a worker
     reads no settings itself).
@@ -232,7 +235,10 @@ def run_bench(
             pool.shutdown(wait=True, cancel_futures=True)
     meta["finished"] = _timestamp()
     summary = write()
-    return BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
+    report = BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
+    if write_report:
+        report.write_report()
+    return report
 
 
 # -- one problem -----------------------------------------------------------------------

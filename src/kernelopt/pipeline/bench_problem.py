@@ -122,6 +122,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
             on_event=clock,
             config=config,
+            write_report=False,  # the bench writes one report for the suite; each run's stays a command away
         )
     except KerneloptError as exc:
         return {

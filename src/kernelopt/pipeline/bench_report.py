@@ -37,10 +37,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _commands(meta: dict[str, Any]) -> list[str]:
+def commands_of(meta: dict[str, Any]) -> list[str]:
     """The command lines behind a results folder: a merged one's parts first (recursively,
     a merge can be resumed and merged again), then its own command and each resume's."""
-    out = [command for part in meta.get("merged_from") or [] for command in _commands(part["meta"])]
+    out = [command for part in meta.get("merged_from") or [] for command in commands_of(part["meta"])]
     if not meta.get("merged_from"):
         out.append(str(meta.get("command", "")))
     out += [f"{r.get('command', '')}   # resumed {r.get('at', '')}" for r in meta.get("resumed") or []]
@@ -65,7 +65,7 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
             "problem replaces an earlier one's); their commands:",
             "",
         ]
-    lines += [f"    {command}" for command in _commands(meta)] + [""]
+    lines += [f"    {command}" for command in commands_of(meta)] + [""]
     slower = summary["slower_than_baseline"]
     rate = summary["evaluations_per_gpu_minute"]
     lines += [

@@ -52,6 +52,8 @@ class BenchReport:
     summary: dict[str, Any]
     meta: dict[str, Any]
     resumed: list[str] = field(default_factory=list)  # names taken from an earlier run, not re-run
+    report_path: Path | None = None  # the HTML report beside the results (kernelopt.report), once written
+    report_error: str | None = None  # one line when it could not be written; the results stand
 
     @property
     def json_path(self) -> Path:
@@ -71,12 +73,30 @@ class BenchReport:
             "outcomes": [o.to_dict() for o in self.outcomes],
             "summary": self.summary,
             "resumed": list(self.resumed),
-            "files": {"json": str(self.json_path), "csv": str(self.csv_path), "markdown": str(self.markdown_path)},
+            "files": {
+                "json": str(self.json_path),
+                "csv": str(self.csv_path),
+                "markdown": str(self.markdown_path),
+                "report": str(self.report_path) if self.report_path else None,
+            },
+            "report_error": self.report_error,
         }
 
+    def write_report(self) -> None:
+        """The HTML report beside the results; a failure to render is kept as one line, not raised."""
+        from kernelopt.report import try_write, write_bench_report
 
-def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> BenchReport:
-    """Join the results of several benches of one suite (shards, or machines) into ``out_dir``.
+        path, self.report_error = try_write(
+            lambda: write_bench_report(self.json_path),
+            f"the bench in {self.results_dir}",
+            f"try again with kernelopt report {self.results_dir}",
+        )
+        self.report_path = path
+
+
+def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path, write_report: bool = True) -> BenchReport:
+    """Join the results of several benches of one suite (shards, or machines) into ``out_dir``
+    (with its HTML report, unless ``write_report`` is False).
 
     A problem found in several keeps its ``ok`` outcome over a failed one, else the last
     one given. Raises :class:`KerneloptError` for a missing results file or a different suite.
@@ -112,7 +132,10 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path) -> Ben
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = write_results(out, meta, ordered)
-    return BenchReport(Path(meta["suite"]), out, ordered, summary, meta)
+    report = BenchReport(Path(meta["suite"]), out, ordered, summary, meta)
+    if write_report:
+        report.write_report()
+    return report
 
 
 def read_results(path: Path) -> dict[str, Any]:

@@ -86,12 +86,16 @@ def optimize(
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     effort: str | None = None,
     config: Settings | None = None,
+    write_report: bool = True,
+    report_path: str | Path | None = None,
 ) -> OptimizeReport:
     """Search faster kernels for one problem; export the verified model, or keep the baseline.
 
     ``budget``, ``settings`` (the search's gates), ``max_targets`` and ``timeout_s`` left
     as None come from ``config`` (default: :func:`~kernelopt.config.load_settings`) with
-    ``effort`` and the explicit ones on top."""
+    ``effort`` and the explicit ones on top. With ``write_report`` the run's HTML report is
+    written to ``report_path`` (default: beside the exported model, ``<problem>.report.html``);
+    a report that cannot be written is a warning, never a failed run."""
     require_gpu()
     # A malformed setting (KERNELOPT_COMPILE_WORKERS=abc, a bad kernelopt.toml) stops the run here, in one line.
     config = resolve(config, effort=effort, max_targets=max_targets, eval_timeout_s=timeout_s)
@@ -173,8 +177,8 @@ def optimize(
         report.llm_usage = usage
         report.warnings = warnings
         report.wall_s = time.monotonic() - started
+        target = Path(export_path or f"{problem.path.stem}.kopt.json")
         if report.final_reason.startswith("verified"):
-            target = Path(export_path or f"{problem.path.stem}.kopt.json")
             replacements = [
                 Replacement(KernelAddress.from_dict(k.best.address or {}), k.best.source)
                 for k in report.kernels
@@ -186,7 +190,24 @@ def optimize(
             )
         store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
+    if write_report:
+        _write_report(report, store, Path(report_path) if report_path else None, target, emit)
     return report
+
+
+def _write_report(report: OptimizeReport, store: Store, path: Path | None, export: Path, emit) -> None:
+    """The run's HTML page (after the run is finished in the store, so the page shows it done);
+    a failure to render is one warning line, the run stands."""
+    from kernelopt.report import report_beside, try_write, write_run_report
+
+    written, error = try_write(
+        lambda: write_run_report(store, report.run_id, path or report_beside(export)),
+        f"run {report.run_id}",
+        f"try again with kernelopt report {report.run_id}",
+    )
+    if error is not None:
+        emit("warning", {"message": error})
+    report.report_path = str(written) if written else None
 
 
 @dataclass
@@ -554,6 +575,8 @@ def _finalize(
             report.final_compiled_ms = cmp["baseline"]["median_ms"]
             if final.vs_eager:
                 report.speedup_vs_eager = final.vs_eager["speedup"]
+                q1, q3 = final.vs_eager.get("speedup_q1"), final.vs_eager.get("speedup_q3")
+                report.speedup_vs_eager_iqr = (q1, q3) if q1 is not None and q3 is not None else None
             for k in report.kernels:
                 if k not in group:
                     k.best = None

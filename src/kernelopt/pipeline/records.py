@@ -56,6 +56,7 @@ class OptimizeReport:
     speedup_vs_compile: float = 1.0
     speedup_vs_compile_iqr: tuple[float, float] | None = None
     speedup_vs_eager: float | None = None
+    speedup_vs_eager_iqr: tuple[float, float] | None = None  # from the final verification's eager timing
     optimized_ms: float | None = None
     final_compiled_ms: float | None = None  # the baseline timed interleaved with the optimized model
     final_reason: str = ""
@@ -67,6 +68,7 @@ class OptimizeReport:
     options: dict[str, Any] | None = None  # Inductor options of the delivered model, when knobs won
     knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
     warnings: list[str] = field(default_factory=list)  # what the run could not do as asked (no counters, no tuning)
+    report_path: str | None = None  # the HTML report written beside the results (kernelopt.report)
 
     @property
     def evaluations_per_gpu_minute(self) -> float | None:

@@ -1,0 +1,67 @@
+"""What a bench report shows, read from a results folder's ``results.json``.
+
+A bench keeps its scoreboard in its results folder, not in the store (each
+problem's optimize run is in the store the bench was given), so the report reads
+the same document ``kernelopt bench`` writes and ``bench-merge`` joins. Outcomes
+go through :meth:`ProblemOutcome.from_dict`, the scoreboard's own validation, and
+the summary is recomputed with the scoreboard's arithmetic rather than trusted
+from the file, so the page and ``results.md`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelopt.errors import KerneloptError
+from kernelopt.pipeline.bench_report import commands_of
+from kernelopt.pipeline.bench_results import RESULTS_JSON
+from kernelopt.pipeline.metrics import ProblemOutcome, summarize
+
+
+@dataclass(frozen=True)
+class BenchData:
+    """A bench's scoreboard: where it came from, one outcome per problem, the suite summary."""
+
+    source: Path  # the results.json read
+    meta: dict[str, Any]
+    outcomes: list[ProblemOutcome]
+    summary: dict[str, Any]
+
+    @property
+    def suite(self) -> str:
+        return str(self.meta.get("suite") or self.source.parent)
+
+    @property
+    def commands(self) -> list[str]:
+        return commands_of(self.meta)
+
+
+def results_file(path: str | Path) -> Path:
+    """``path`` itself when it is a results.json, else the results.json inside the folder ``path``."""
+    candidate = Path(path)
+    found = candidate / RESULTS_JSON if candidate.is_dir() else candidate
+    if not found.is_file():
+        raise KerneloptError(
+            f"{candidate}: no bench results here (expected {RESULTS_JSON}); pass a run id or a results folder"
+        )
+    return found
+
+
+def load_bench(path: str | Path) -> BenchData:
+    """The bench results at ``path`` (a results folder or its results.json); a malformed file is a one-line error."""
+    source = results_file(path)
+    try:
+        document = json.loads(source.read_text())
+        meta = document["meta"]
+        outcomes = [ProblemOutcome.from_dict(item) for item in document["outcomes"]]
+        if not isinstance(meta, dict):
+            raise TypeError("meta is not an object")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KerneloptError(
+            f"{source} is not a readable bench results file ({type(exc).__name__}: {exc}); "
+            "write one with kernelopt bench or bench-merge"
+        ) from exc
+    return BenchData(source, meta, outcomes, summarize(outcomes))

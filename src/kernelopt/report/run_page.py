@@ -1,0 +1,309 @@
+"""The page of one optimize (or analyze) run: summary, time breakdown, roofline, search graphs,
+diffs of the replaced kernels, and for agent runs the plans, cost and transcripts.
+
+Only layout and wording live here: the numbers come from :mod:`kernelopt.report.run_data`,
+the charts from :mod:`kernelopt.report.figures`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+
+import plotly.graph_objects as go
+
+from kernelopt.pipeline.bench_report import fmt_ratio
+from kernelopt.report.diff import diff_html
+from kernelopt.report.page import card, chart, document, esc, table
+from kernelopt.report.run_data import RunData, record_of
+from kernelopt.search.candidate import MODEL_TARGET
+from kernelopt.store.llm_records import Transcript
+
+STOCK_MODE_NOTE = "not timed by optimize; kernelopt bench times max-autotune-no-cudagraphs beside it"
+
+
+def render_run(data: RunData, figures: Mapping[str, go.Figure]) -> str:
+    """The whole page of ``data``'s run, with ``figures`` (from :func:`~kernelopt.report.figures.run_figures`)."""
+    run, s = data.run, data.summary
+    sections = [("summary", "Summary", _summary(data))]
+    if "time-by-kind" in figures:
+        sections.append(("time", "Where the time goes", _time(data)))
+    if "roofline" in figures:
+        sections.append(("roofline", "Roofline", chart("roofline", _roofline_caption(data))))
+    if data.trees or data.kernels:
+        sections.append(("search", "Search", _search(data, figures)))
+    if data.kernels:
+        sections.append(("kernels", "Replaced kernels", _diffs(data)))
+    if data.transcripts or data.llm_usage:
+        sections.append(("agents", "LLM agents", _agents(data)))
+    sections.append(("provenance", "Provenance", _provenance(data)))
+    records = {key: _records(data, key) for key in figures if key.startswith("search-")}
+    subtitle = f"{run.kind} run {run.id} · {run.status} · {s.device} · started {_when(run.started_at)}"
+    return document(f"kernelopt: {s.problem}", subtitle, sections, figures, records)
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "—"
+    return datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g} ms"
+
+
+def _spread(value: float | None) -> str:
+    return "" if value is None else f"±{100 * value:.1f} % (IQR/median)"
+
+
+def _summary(data: RunData) -> str:
+    s = data.summary
+    cards = [
+        card(
+            "vs torch.compile",
+            fmt_ratio(s.vs_compile) or "—",
+            f"IQR {s.vs_compile_iqr[0]:.3f}–{s.vs_compile_iqr[1]:.3f}× (final verification)"
+            if s.vs_compile_iqr
+            else ("no spread: the baseline was kept" if s.vs_compile == 1.0 else ""),
+        ),
+        card(
+            "vs eager",
+            fmt_ratio(s.vs_eager) or "—",
+            f"IQR {s.vs_eager_iqr[0]:.3f}–{s.vs_eager_iqr[1]:.3f}×" if s.vs_eager_iqr else "no spread recorded",
+        ),
+        card("vs best stock mode", "—", STOCK_MODE_NOTE),
+        card(
+            "torch.compile vs eager",
+            fmt_ratio(s.compile_vs_eager) or "—",
+            f"eager {_spread(s.eager_spread)}, compiled {_spread(s.compiled_spread)}" if s.eager_spread else "",
+        ),
+        card("Amdahl bound", fmt_ratio(s.amdahl_bound, 2) or "—", "Triton kernels at the roofline, vendor calls kept"),
+        card(
+            "launch-overhead bound",
+            fmt_ratio(s.launch_overhead_bound, 2) or "—",
+            f"GPU busy {100 * s.gpu_busy:.0f} % of the forward" if s.gpu_busy is not None else "",
+        ),
+    ]
+    rows = [
+        ("outcome", s.final_reason or "—"),
+        ("eager", f"{_ms(s.eager_ms)} {_spread(s.eager_spread)}"),
+        ("torch.compile", f"{_ms(s.compiled_ms)} {_spread(s.compiled_spread)}"),
+        ("optimized", _ms(s.optimized_ms)),
+        ("torch.compile in the final verification", _ms(s.final_compiled_ms)),
+        ("evaluations", "—" if s.evaluations is None else str(s.evaluations)),
+        ("evaluation worker time", "—" if s.gpu_s is None else f"{s.gpu_s:.1f} s"),
+        ("wall time", "—" if s.wall_s is None else f"{s.wall_s:.0f} s"),
+        ("exported model", s.exported or "none (the compiler's baseline stays)"),
+    ]
+    if s.knobs:
+        knobs = s.knobs
+        rows.append(
+            (
+                "compiler knobs",
+                f"best {knobs.get('best_options')} at {fmt_ratio(knobs.get('speedup')) or '—'}"
+                f" ({'used' if knobs.get('used') else 'not used'}; {knobs.get('evaluations')} evaluations)",
+            )
+        )
+    rows += [("warning", w) for w in s.warnings]
+    rows += [(f"skipped {name}", reason) for name, reason in s.skipped]
+    unfinished = "" if s.finished else f'<p class="note fail">This run has not finished: {esc(s.final_reason)}</p>'
+    return (
+        f'{unfinished}<div class="cards">{"".join(cards)}</div>'
+        + table(("", ""), rows)
+        + '<p class="note">Speedups are medians of per-round ratios timed interleaved in one process with the L2 '
+        "flushed; in brackets their interquartile range. The bounds say what kernel work could buy at best.</p>"
+    )
+
+
+def _time(data: RunData) -> str:
+    s = data.summary
+    measured = (
+        f"Measured end to end in the final verification: torch.compile {_ms(s.final_compiled_ms)} → kernelopt "
+        f"{_ms(s.optimized_ms)}."
+        if data.replaced and s.optimized_ms
+        else "No kernel was replaced: one column."
+    )
+    return (
+        chart(
+            "time-by-kind",
+            "GPU time per forward attributed to each launch by the profiler; 'outside kernels' is "
+            "the rest of the compiled forward's measured time (launch gaps, host work).",
+        )
+        + chart("time-by-kernel")
+        + f'<p class="note">The second column is derived: each replaced kernel at its analysed time divided by the '
+        f"speedup its gates verified, every other launch as analysed. {esc(measured)}</p>"
+    )
+
+
+def _roofline_caption(data: RunData) -> str:
+    return (
+        f"Achieved bandwidth of each generated Triton kernel against its ideal traffic (each tensor argument read or "
+        f"written once) and the device's measured copy peak ({data.summary.peak_gbps or 0:.0f} GB/s). "
+        "The analysis records bytes, not flops, so there is no compute roof; arrows lead to the replaced kernels."
+    )
+
+
+def _search(data: RunData, figures: Mapping[str, go.Figure]) -> str:
+    rows = [
+        (
+            k.name,
+            f"{k.before_us:.1f}",
+            "—" if k.after_us is None else f"{k.after_us:.1f}",
+            fmt_ratio(k.speedup) if k.replaced else "baseline kept",
+            str(k.evaluations),
+            ", ".join(f"{gate} {n}" for gate, n in sorted(k.failures_by_gate.items())) or "—",
+            f"{k.operator}: {k.note}" if k.replaced else "—",
+            k.stop_reason,
+            k.final_check or "—",
+        )
+        for k in data.kernels
+    ]
+    parts = []
+    if rows:
+        parts.append(
+            table(
+                (
+                    "kernel",
+                    "before µs",
+                    "after µs",
+                    "speedup",
+                    "evaluations",
+                    "failures by gate",
+                    "winner",
+                    "stopped because",
+                    "final re-check",
+                ),
+                rows,
+                numeric=(1, 2, 3, 4),
+            )
+        )
+    for number, tree in enumerate(data.trees, start=1):
+        key = f"search-{number}"
+        name = "the whole model (Inductor options)" if tree.target == MODEL_TARGET else tree.target
+        parts.append(f"<h3>{esc(name)}</h3>")
+        if key in figures:
+            parts.append(chart(key))
+            parts.append(
+                f'<div class="record" id="record-{key}"><p class="note">Click a node to see its gate record.</p></div>'
+            )
+    return "".join(parts)
+
+
+def _records(data: RunData, key: str) -> dict[str, object]:
+    tree = data.trees[int(key.split("-")[1]) - 1]
+    return {str(node.id): record_of(node) for node in tree.nodes}
+
+
+def _diffs(data: RunData) -> str:
+    replaced = data.replaced
+    if not replaced:
+        return '<p class="note">No kernel was replaced: the delivered model is the compiler\'s.</p>'
+    parts = []
+    for k in replaced:
+        parts.append(f"<h3>{esc(k.name)} ({esc(fmt_ratio(k.speedup))}, {esc(k.operator)}: {esc(k.note)})</h3>")
+        if k.inductor_source is None or k.replacement_source is None:
+            parts.append('<p class="note">The store holds no source for one side of this kernel.</p>')
+        else:
+            parts.append(diff_html(k.inductor_source, k.replacement_source, k.name))
+    return "".join(parts)
+
+
+def _agents(data: RunData) -> str:
+    parts = []
+    usage = data.llm_usage or {}
+    if usage:
+        parts.append("<h3>Cost</h3>")
+        parts.append(
+            table(
+                ("calls", "cache hits", "errors", "input tokens", "output tokens", "cost"),
+                [
+                    (
+                        usage.get("calls", 0),
+                        usage.get("cache_hits", 0),
+                        usage.get("errors", 0),
+                        usage.get("input_tokens", 0),
+                        usage.get("output_tokens", 0),
+                        f"${float(usage.get('cost_usd') or 0.0):.4f}",
+                    )
+                ],
+                numeric=range(6),
+            )
+        )
+        if usage.get("unpriced_models"):
+            parts.append(
+                f'<p class="note">No price known for {esc(", ".join(usage["unpriced_models"]))}: counted as $0.</p>'
+            )
+    by_role: dict[str, list[Transcript]] = {}
+    for t in data.transcripts:
+        by_role.setdefault(t.role, []).append(t)
+    if by_role:
+        parts.append(
+            table(
+                ("role", "exchanges", "input tokens", "output tokens", "cost", "errors"),
+                [
+                    (
+                        role,
+                        len(ts),
+                        sum(t.input_tokens or 0 for t in ts),
+                        sum(t.output_tokens or 0 for t in ts),
+                        f"${sum(t.cost_usd or 0.0 for t in ts):.4f}",
+                        sum(1 for t in ts if t.error),
+                    )
+                    for role, ts in by_role.items()
+                ],
+                numeric=range(1, 6),
+            )
+        )
+    plans = [(tree.target, node) for tree in data.trees for node in tree.nodes if node.plan]
+    if plans:
+        parts.append("<h3>Plans</h3>")
+        parts.append(
+            table(
+                ("node", "verdict", "strategy", "change", "expected effect", "evidence", "risks"),
+                [
+                    (
+                        f"#{node.id}",
+                        node.verdict,
+                        node.plan.get("strategy", ""),
+                        node.plan.get("change", ""),
+                        node.plan.get("expected_effect", ""),
+                        "; ".join(map(str, node.plan.get("evidence") or [])),
+                        "; ".join(map(str, node.plan.get("risks") or [])),
+                    )
+                    for _, node in plans
+                    if node.plan is not None
+                ],
+            )
+        )
+    if data.transcripts:
+        parts.append("<h3>Transcripts</h3>")
+        parts.extend(_transcript(t) for t in data.transcripts)
+    return "".join(parts)
+
+
+def _transcript(t: Transcript) -> str:
+    node = f", node #{t.node_id}" if t.node_id is not None else ""
+    cost = f", ${t.cost_usd:.4f}" if t.cost_usd else ""
+    error = f" — ERROR: {t.error}" if t.error else ""
+    head = (
+        f"#{t.id} {t.role} ({t.provider}:{t.model}{node}, {t.input_tokens or 0} in / "
+        f"{t.output_tokens or 0} out tokens{cost}){error}"
+    )
+    messages = "".join(f"<h3>{esc(m.get('role', '?'))}</h3><pre>{esc(m.get('content', ''))}</pre>" for m in t.messages)
+    return f"<details><summary>{esc(head)}</summary>{messages}<h3>response</h3><pre>{esc(t.response or '')}</pre></details>"
+
+
+def _provenance(data: RunData) -> str:
+    run = data.run
+    rows = [
+        ("run", f"{run.kind} run {run.id}, {run.status}" + (f": {run.error}" if run.error else "")),
+        ("problem", run.problem),
+        ("device", run.device),
+        ("started", _when(run.started_at)),
+        ("finished", _when(run.finished_at)),
+    ]
+    rows += [(f"version: {name}", str(value)) for name, value in sorted(run.versions.items())]
+    return (
+        table(("", ""), rows) + "<h3>Options</h3><pre>" + esc(json.dumps(run.args, indent=2, sort_keys=True)) + "</pre>"
+    )
