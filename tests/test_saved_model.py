@@ -105,3 +105,33 @@ def test_optimize_on_a_live_model_says_it_needs_a_gpu_before_any_work(tmp_path) 
     with pytest.raises(KerneloptError, match="needs an NVIDIA GPU"):
         kernelopt.optimize(Gated(), [torch.ones(1, 8), 0.0], workdir=tmp_path / "bundle")
     assert not (tmp_path / "bundle").exists()
+
+
+def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels(tmp_path) -> None:
+    from kernelopt.capture.swap import KernelAddress
+    from kernelopt.deliver.export import Replacement, export_model
+    from kernelopt.pipeline.live import Optimized
+    from kernelopt.pipeline.records import OptimizeReport
+    from test_backend import HONEST, KERNEL
+    from conftest import EXAMPLES
+
+    torch.manual_seed(1)
+    model, x = Gated().eval(), torch.randn(3, 8)
+    path = save_model_problem(model, [x, 0.5], tmp_path / "bundle")
+    report = OptimizeReport("gated", 1, "cpu", 1.0, 1.0, 1.0, final_reason="no candidate passed")
+    kept = Optimized(report, path, model)
+    assert kept.exported is None
+    with pytest.raises(ValueError, match="nothing to load: no candidate passed"):
+        kept.load()
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.testing.assert_close(kept.module(x, 0.5), model(x, 0.5))
+    problem = load_problem(EXAMPLES / "level1/12_softmax_wide.py").small()
+    exported = export_model(tmp_path / "m.kopt.json", problem,
+                            [Replacement(KernelAddress(0, KERNEL.name, KERNEL.sha256), HONEST)], {"passed": True})
+    report.exported = str(exported)
+    tuned = Optimized(report, path, model).module
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.testing.assert_close(tuned(x, 0.5), model(x, 0.5))
+    assert tuned is model and list(tuned.state_dict()) == ["scale", "proj.weight", "proj.bias"]  # compiled in place

@@ -134,7 +134,9 @@ def check_versions(doc: dict[str, Any], path: str | Path) -> None:
 class LoadedModel:
     """A compiled model running verified replacement kernels; call it like the original."""
 
-    def __init__(self, artifact: Artifact, swaps: list[Swap], problem: Problem, example_inputs: list[Any]) -> None:
+    def __init__(
+        self, artifact: Artifact, swaps: list[Swap], problem: Problem | None, example_inputs: list[Any]
+    ) -> None:
         self.artifact = artifact
         self.swaps = swaps
         self.problem = problem
@@ -180,20 +182,32 @@ def check_replacements_static(
         _refuse_unless_passed(verdict, path, r.address.name)
 
 
-def load(path: str | Path, model: torch.nn.Module | None = None, device: str | torch.device = "cuda") -> LoadedModel:
+def load(
+    path: str | Path,
+    model: torch.nn.Module | None = None,
+    device: str | torch.device = "cuda",
+    example_inputs: Sequence[Any] | None = None,
+) -> LoadedModel:
     """Rebuild a verified model from an exported artifact.
 
     Without ``model``, the weights are rebuilt from the problem's seed (as they were
     when verified); pass your own ``nn.Module`` to run the replacements on its weights.
-    """
+    Without ``example_inputs`` (inputs of the verified shapes), the problem's own are
+    made; with both, the problem file in the export is never executed."""
     doc = read_export(path)
     check_versions(doc, path)
     replacements = [Replacement.from_dict(r) for r in doc["replacements"]]
     check_replacements_static(path, replacements)
-    problem = _materialise_problem(doc)
     seed = int(doc["problem"]["seed"])
-    model = model if model is not None else problem.build_model(seed, device)
-    inputs = problem.make_inputs(seed, device)
+    problem = _materialise_problem(doc) if model is None or example_inputs is None else None
+    if model is None:
+        assert problem is not None
+        model = problem.build_model(seed, device)
+    if example_inputs is None:
+        assert problem is not None
+        inputs = problem.make_inputs(seed, device)
+    else:
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in example_inputs]
     artifact = capture(model, inputs, doc.get("options") or {})
     check_replacements_static(path, replacements, artifact)
     swaps = [swap_kernel(artifact, r.address, r.source) for r in replacements]

@@ -17,7 +17,7 @@ from torch import nn
 
 from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.pipeline.records import OptimizeReport
-from kernelopt.problem.saved import check_movable, save_model_problem
+from kernelopt.problem.saved import INPUTS_FILE, check_movable, save_model_problem
 from kernelopt.store import Store
 
 
@@ -34,15 +34,32 @@ class Optimized:
         """The verified ``.kopt.json`` (None: nothing beat the compiler, keep ``torch.compile(model)``)."""
         return Path(self.report.exported) if self.report.exported else None
 
+    @property
+    def module(self) -> nn.Module:
+        """The user's own module, compiled in place (``nn.Module.compile``) with the verified kernels
+        where they match: ``state_dict``, ``.eval()`` and devices are the module's own; a new shape
+        recompiles with Inductor's kernels. With nothing exported, plain ``torch.compile``."""
+        from kernelopt.deliver.backend import backend
+
+        if self.exported is None:
+            self.model.compile(dynamic=False)
+        else:
+            self.model.compile(backend=backend(self.exported), dynamic=False)
+        return self.model
+
     def load(self, device: str = "cuda") -> Any:
-        """The user's model with the verified replacements swapped into its compiled graph."""
+        """The user's model captured on its example inputs with the verified replacements swapped in, each
+        proven to run (``kernelopt.load``); :attr:`module` is the everyday form."""
         if self.exported is None:
             raise ValueError(
                 f"nothing to load: {self.report.final_reason}; use torch.compile(model) as it is the fastest found"
             )
+        import torch
+
         from kernelopt.deliver.export import load
 
-        return load(self.exported, model=self.model, device=device)
+        inputs = torch.load(self.problem_path.parent / INPUTS_FILE, map_location="cpu", weights_only=False)
+        return load(self.exported, model=self.model, device=device, example_inputs=inputs)
 
 
 def _store(store: Store | str | Path | None) -> Store:
