@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernelopt.workers.hardening import die_with_parent_from_env
+from kernelopt.workers.hardening import die_with_parent_from_env, no_new_privileges
 from kernelopt.workers.protocol import CALL_FILE, RESULT_FILE
 
 MESSAGE_LIMIT = 300
@@ -121,6 +121,7 @@ def main(argv: list[str]) -> None:
     processes are known to hang or crash after the work is already done.
     """
     faulthandler.enable()  # a Python traceback in the log when the target segfaults
+    no_new_privileges()
     die_with_parent_from_env()
     workdir = Path(argv[1])
     if len(argv) > 2:

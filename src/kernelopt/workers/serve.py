@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from kernelopt.workers.entry import _error_payload, _load_target
-from kernelopt.workers.hardening import die_with_parent_from_env
+from kernelopt.workers.hardening import die_with_parent_from_env, no_new_privileges
 
 HEADER = struct.Struct("<Q")
 
@@ -66,6 +66,7 @@ def _serve_one(call: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     faulthandler.enable()
+    no_new_privileges()
     die_with_parent_from_env()
     request_fd, response_fd = int(argv[1]), int(argv[2])
     while True:
