@@ -1,7 +1,10 @@
-"""Shared test configuration: ``gpu`` tests skip cleanly where torch sees no CUDA device."""
+"""Shared test configuration: ``gpu`` tests skip cleanly where torch sees no CUDA device; ``worker_tmp``."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +22,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def worker_tmp() -> Iterator[Path]:
+    """A fresh folder a test's worker processes may write in. ``tmp_path`` lies under pytest's
+    private folder (mode 700), which a worker that runs as a user of its own (the tests run as
+    root) cannot enter."""
+    from kernelopt.workers.identity import hand_over, worker_identity
+
+    directory = Path(tempfile.mkdtemp(prefix="kernelopt-test-"))
+    hand_over(directory, worker_identity())
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
