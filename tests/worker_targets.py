@@ -227,3 +227,30 @@ def read_from_a_nested_worker(key_file: str, tests_dir: str) -> dict[str, Any]:
     if not outcome.ok:
         raise RuntimeError(f"the nested worker failed: {outcome.status}: {outcome.reason}")
     return {**outcome.value, "outer_uid": os.getuid()}
+
+
+ESCAPEE = "cd /; exec env -i sleep 300"  # a daemon that clears its environment and leaves the worker's folder
+
+
+def start_escapee(then_hang: bool = False) -> dict[str, Any]:
+    """Start :data:`ESCAPEE` in a session of its own, through a shell that exits at once (so it is
+    orphaned, as a double-forked daemon is): its pid, and whether it was seen to clear its
+    environment and leave the folder. ``then_hang``: print the pid, then wait to be killed."""
+    started = subprocess.run(
+        ["sh", "-c", f"setsid sh -c '{ESCAPEE}' </dev/null >/dev/null 2>&1 & echo $!"],
+        capture_output=True, text=True, check=True,
+    )
+    pid = int(started.stdout.strip())
+    escaped = False
+    deadline = time.monotonic() + 10
+    while not escaped and time.monotonic() < deadline:
+        try:
+            escaped = os.readlink(f"/proc/{pid}/cwd") == "/" and Path(f"/proc/{pid}/environ").read_bytes() == b""
+        except OSError:
+            pass
+        time.sleep(0.01)
+    if then_hang:
+        print(f"escapee {pid} {escaped}", flush=True)
+        while True:
+            time.sleep(1)
+    return {"pid": pid, "escaped": escaped}

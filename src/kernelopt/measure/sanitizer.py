@@ -246,8 +246,8 @@ def run_command(
     """Run ``command`` in its own session with stdout and stderr merged into ``output_path``,
     as ``identity`` (None: this process's user).
 
-    On timeout the whole process group gets SIGTERM, then SIGKILL; after any exit the
-    group is killed so nothing the program started outlives it. Output goes to a file,
+    On timeout the program and every process it started are stopped and killed; after any
+    exit its group is killed too, so nothing the program started outlives it. Output goes to a file,
     not a pipe, so a grandchild holding the pipe open cannot block the wait.
     """
     if timeout_s <= 0:

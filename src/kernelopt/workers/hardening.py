@@ -19,6 +19,7 @@ import sys
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_GET_NO_NEW_PRIVS = 39
 _done = False
@@ -73,6 +74,19 @@ def no_new_privileges() -> bool:
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return False
     return libc.prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1
+
+
+def adopt_orphans() -> bool:
+    """Become the reaper of this process's orphaned descendants (Linux); returns whether set.
+
+    A daemon a worker starts (``setsid``, a double fork) is orphaned when its parent exits;
+    without this it is re-parented to init and its ancestry is lost. With it, it is
+    re-parented to the worker, so while the worker lives every process it started, at any
+    depth, whatever its session, environment or directory, descends from it and
+    :func:`kernelopt.workers.reaper.kill_tree` finds it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def die_with_parent_from_env() -> bool:

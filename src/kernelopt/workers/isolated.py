@@ -36,13 +36,12 @@ from kernelopt.workers.environment import worker_env
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.identity import WorkerIdentity, can_reach, hand_over, worker_identity
 from kernelopt.workers.protocol import CALL_FILE, ENTRY_MODULE, OUTPUT_FILE, RESULT_FILE
-from kernelopt.workers.reaper import kill_left_behind
+from kernelopt.workers.reaper import kill_left_behind, kill_tree
 from kernelopt.workers.safe_pickle import safe_loads
 from kernelopt.workers.workdirs import make_workdir
 
 WorkerStatus = Literal["ok", "error", "crash", "timeout", "oom", "cancelled"]
 
-TERM_GRACE_S = 1.0  # after the timeout: SIGTERM, this long to exit, then SIGKILL
 REAP_TIMEOUT_S = 30.0  # a process in uninterruptible sleep (a GPU driver call) may take a while
 STDERR_TAIL_CHARS = 2000
 _OOM_PATTERN = re.compile(r"MemoryError|out of memory|cannot allocate memory|std::bad_alloc", re.IGNORECASE)
@@ -159,7 +158,8 @@ def run_in_session(
     identity: WorkerIdentity | None = None,
 ) -> tuple[int | None, bool, float]:
     """Run ``command`` in its own session, stdout and stderr into ``output_path``; wait at most
-    ``timeout_s`` (SIGTERM, a grace, then SIGKILL) and leave nothing of its group alive.
+    ``timeout_s``, then stop and kill it and every descendant (:func:`~kernelopt.workers.reaper.kill_tree`),
+    and leave nothing of its group alive.
     Returns (exit code or None, timed out, seconds). Output goes to a file, not a pipe, so a
     grandchild holding the pipe open cannot block the wait. ``identity``: the user it runs as
     (None: ours). It inherits no descriptor of ours but its output (``close_fds``). The one
@@ -181,12 +181,12 @@ def run_in_session(
     try:
         if not _wait_exited(process, start + timeout_s, cancel):
             timed_out = cancel is None or not cancel.is_set()
-            _signal_group(process.pid, signal.SIGTERM)
-            _wait_exited(process, time.monotonic() + TERM_GRACE_S)
         duration_s = time.monotonic() - start
     finally:
         # Always, even after a clean exit: grandchildren it left behind go too. The
         # worker is not reaped yet, so its pid (the group id) cannot have been reused.
+        # Its tree first, while the process lives: it has adopted its orphans (entry, serve).
+        kill_tree(process.pid)
         _signal_group(process.pid, signal.SIGKILL)
         try:
             returncode: int | None = process.wait(timeout=REAP_TIMEOUT_S)

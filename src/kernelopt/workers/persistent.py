@@ -28,7 +28,7 @@ from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.identity import hand_over, worker_identity
 from kernelopt.workers.isolated import REAP_TIMEOUT_S, WorkerResult, _classify, _read_tail, _signal_group
 from kernelopt.workers.protocol import OUTPUT_FILE
-from kernelopt.workers.reaper import kill_left_behind
+from kernelopt.workers.reaper import kill_left_behind, kill_tree
 from kernelopt.workers.safe_pickle import safe_loads
 from kernelopt.workers.serve import HEADER, write_frame
 from kernelopt.workers.workdirs import make_workdir
@@ -146,6 +146,8 @@ class PersistentWorker:
     def _stop(self, keep_dir: bool = False) -> int | None:
         returncode = None
         if self._process is not None:
+            if self._process.returncode is None:  # not reaped: its pid is still its own
+                kill_tree(self._process.pid)  # all it started, adopted orphans included
             _signal_group(self._process.pid, signal.SIGKILL)
             try:
                 returncode = self._process.wait(timeout=REAP_TIMEOUT_S)
