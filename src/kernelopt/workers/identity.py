@@ -6,9 +6,9 @@ read another's ``/proc/<pid>/environ`` only if both have the same uid and the ta
 dumpable, or if the reader has CAP_SYS_PTRACE; a root worker has that capability, so it can read
 the environment kernelopt started with and that of the shell that launched it, API keys
 included. Popping the key from ``os.environ`` would not hide it (the file shows the environment
-block a process started with), so kernelopt leaves ``os.environ`` alone (through the Python API it
-is the user's own process) and relies on the uid: when kernelopt runs as root (GPU servers, containers), every
-worker drops to an unprivileged user before it execs: the ``worker_user`` setting
+block a process started with), so kernelopt leaves ``os.environ`` alone (through the Python API
+it is the user's own process) and relies on the uid: when kernelopt runs as root (GPU servers,
+containers), every worker drops to an unprivileged user before it execs: the ``worker_user`` setting
 (``KERNELOPT_WORKER_USER``, ``nobody`` by default). :mod:`subprocess` does it in the child
 (``extra_groups=[]``, ``group=``, ``user=``: setgroups, setgid, setuid, in that order, safe with
 threads where a ``preexec_fn`` is not); the worker then sets no_new_privs on itself
