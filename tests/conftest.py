@@ -1,11 +1,12 @@
-"""Shared test configuration: ``gpu`` tests skip cleanly where torch sees no CUDA device, and no test
-writes into the user's own ``~/.cache/kernelopt`` (the store and caches live in a temporary folder)."""
+"""Shared test configuration: ``gpu`` tests skip cleanly where torch sees no CUDA device; no test writes
+into the user's own ``~/.cache/kernelopt`` (the store and caches live in a temporary folder); ``worker_tmp``."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ _HOME: list[Path] = []
 def pytest_configure(config: pytest.Config) -> None:
     # Set in the environment so worker processes the tests start inherit it too.
     home = Path(tempfile.mkdtemp(prefix="kernelopt-tests-"))
+    home.chmod(0o755)  # workers may run as a user of their own (kernelopt.workers.identity)
     _HOME.append(home)
     os.environ["KERNELOPT_STORE"] = str(home / "kernelopt.db")
     os.environ["KERNELOPT_CACHE"] = str(home / "cache")
@@ -39,3 +41,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def worker_tmp() -> Iterator[Path]:
+    """A fresh folder a test's worker processes may write in. ``tmp_path`` lies under pytest's
+    private folder (mode 700), which a worker that runs as a user of its own (the tests run as
+    root) cannot enter."""
+    from kernelopt.workers.identity import hand_over, worker_identity
+
+    directory = Path(tempfile.mkdtemp(prefix="kernelopt-test-"))
+    hand_over(directory, worker_identity())
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)

@@ -29,6 +29,13 @@ from kernelopt.errors import KerneloptError
 TESTS_DIR = Path(__file__).resolve().parent
 TARGET = "bench_targets:scripted"
 
+
+@pytest.fixture
+def tmp_path(worker_tmp: Path) -> Path:
+    """Here a test's files (suites, tools) are read by workers, which may run as another user:
+    ``worker_tmp`` (conftest) is a folder they can enter, where pytest's own is closed to them."""
+    return worker_tmp
+
 PROBLEM = '''import torch
 from torch import nn
 

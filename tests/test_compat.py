@@ -177,3 +177,19 @@ def test_coordinate_descent_hooks_exist() -> None:
         inductor_meta: dict = {}
 
     assert compat.coordinate_descent_config(OlderTorchFixed(), []) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="torch's file-based CPU sharing lives in /dev/shm")
+def test_a_shared_cpu_storage_names_the_files_a_borrower_opens() -> None:
+    """A worker of another user is lent these: if torch moves them, lending fails here, not in a worker."""
+    import os
+    import stat
+
+    storage = torch.arange(8, dtype=torch.float32).untyped_storage()
+    kind, handle = compat.share_storage(storage)
+    files, sockets = compat.shared_storage_paths(kind, handle)
+    assert kind == "cpu" and len(files) == 1 and len(sockets) == 1
+    assert stat.S_ISREG(os.stat(files[0]).st_mode) and os.stat(files[0]).st_size >= storage.nbytes()
+    assert stat.S_ISSOCK(os.stat(sockets[0]).st_mode)
+    with pytest.raises(ValueError, match="unknown shared storage kind"):
+        compat.shared_storage_paths("xpu", ())

@@ -22,10 +22,18 @@ from kernelopt.config import (
     setting_fields,
 )
 from kernelopt.errors import KerneloptError
+from kernelopt.workers.identity import worker_identity
 
 TESTS_DIR = Path(__file__).resolve().parent
 TARGET = "bench_targets:scripted"
-PROCESS_SETTINGS = {"effort", "store", "cache", "compile_workers"}  # not budgets: no profile sets them
+PROCESS_SETTINGS = {"effort", "store", "cache", "compile_workers", "worker_user"}  # not budgets: no profile sets them
+
+
+@pytest.fixture
+def tmp_path(worker_tmp: Path) -> Path:
+    """Here a test's files (suites, tools) are read by workers, which may run as another user:
+    ``worker_tmp`` (conftest) is a folder they can enter, where pytest's own is closed to them."""
+    return worker_tmp
 
 
 def _runner() -> CliRunner:
@@ -171,7 +179,9 @@ def test_store_cache_and_compile_workers_are_read_from_the_settings(tmp_path: Pa
     monkeypatch.setenv("KERNELOPT_CACHE", str(tmp_path / "cache"))
     assert default_store_path() == tmp_path / "from-env.db"
     env = compile_cache_env()
-    assert env == {"TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"), "KERNELOPT_COMPILE_WORKERS": "2"}
+    workers = worker_identity()  # a worker of another user keeps a cache folder of its own beside ours
+    triton = tmp_path / "cache" / ("triton" if workers is None else f"triton-{workers.user}")
+    assert env == {"TRITON_CACHE_DIR": str(triton), "KERNELOPT_COMPILE_WORKERS": "2"}
 
 
 # -- command line ------------------------------------------------------------------------

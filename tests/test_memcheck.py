@@ -36,6 +36,13 @@ from kernelopt.verify.memcheck_replay import ARGS_FILE, DONE_MARKER, READY_MARKE
 
 from conftest import FIXTURES
 
+
+@pytest.fixture
+def tmp_path(worker_tmp: Path) -> Path:
+    """Here a test's files (suites, tools) are read by workers, which may run as another user:
+    ``worker_tmp`` (conftest) is a folder they can enter, where pytest's own is closed to them."""
+    return worker_tmp
+
 KERNEL = "triton_poi_fused_gelu_0"
 
 CLEAN = """\
@@ -290,7 +297,7 @@ def test_write_replay_files_load_with_weights_only(tmp_path: Path) -> None:
 def _executable(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)  # workers may run as another user
     return path
 
 

@@ -40,9 +40,9 @@ def test_crash_costs_one_call_and_restarts(worker: PersistentWorker) -> None:
     assert worker.starts == 2
 
 
-def test_hang_times_out_and_restarts(worker: PersistentWorker, tmp_path: Path) -> None:
+def test_hang_times_out_and_restarts(worker: PersistentWorker, worker_tmp: Path) -> None:
     start = time.monotonic()
-    hung = worker.call("worker_targets:hang_with_grandchild", str(tmp_path / "pid"), timeout_s=2)
+    hung = worker.call("worker_targets:hang_with_grandchild", str(worker_tmp / "pid"), timeout_s=2)
     assert hung.status == "timeout" and time.monotonic() - start < 10
     assert worker.call("worker_targets:count").value == 1
 
@@ -70,11 +70,11 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux /proc")
-def test_a_nested_worker_dies_with_its_parent(tmp_path: Path) -> None:
+def test_a_nested_worker_dies_with_its_parent(worker_tmp: Path) -> None:
     """A bench problem that times out takes its optimize's evaluation worker with it (no GPU memory left held)."""
     from kernelopt.workers import run_isolated
 
-    pid_file = tmp_path / "inner.pid"
+    pid_file = worker_tmp / "inner.pid"
     outer = run_isolated("worker_targets:start_persistent_worker_and_hang", str(pid_file), str(TESTS),
                          timeout_s=20, extra_path=[TESTS])
     assert outer.status == "timeout"

@@ -30,11 +30,11 @@ class Gated(nn.Module):  # defined in a test module, not an installed package: t
         return torch.sigmoid(self.proj(x)) * self.scale + bias
 
 
-def test_the_saved_problem_is_the_users_own_module_with_its_weights(tmp_path) -> None:
+def test_the_saved_problem_is_the_users_own_module_with_its_weights(tmp_path, worker_tmp) -> None:
     torch.manual_seed(3)
     model, x = Gated(), torch.randn(4, 8)
     expected = model(x, 0.25)
-    path = save_model_problem(model, [x, 0.25], tmp_path / "bundle")
+    path = save_model_problem(model, [x, 0.25], worker_tmp / "bundle")
     facts = check_movable(path)  # a real worker process loads it
     assert facts == {"parameters": sum(p.numel() for p in model.parameters()), "inputs": 2}
     problem = load_problem(path)
@@ -45,7 +45,7 @@ def test_the_saved_problem_is_the_users_own_module_with_its_weights(tmp_path) ->
     assert model.training  # the user's module is left as it was
 
 
-def test_a_class_defined_in_a_scripts_main_reaches_a_worker(tmp_path) -> None:
+def test_a_class_defined_in_a_scripts_main_reaches_a_worker(tmp_path, worker_tmp) -> None:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(f"""
         import sys, torch
@@ -60,7 +60,7 @@ def test_a_class_defined_in_a_scripts_main_reaches_a_worker(tmp_path) -> None:
             def forward(self, x):
                 return x @ self.w
 
-        path = save_model_problem(Net(), [torch.ones(4, 2)], {str(tmp_path / 'bundle')!r})
+        path = save_model_problem(Net(), [torch.ones(4, 2)], {str(worker_tmp / "bundle")!r})
         print(path)
     """))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
@@ -93,21 +93,21 @@ def test_a_model_that_cannot_be_moved_is_refused_in_one_line(tmp_path) -> None:
         save_model_problem(Gated(), {"x": torch.ones(1)}, tmp_path / "d")  # type: ignore[arg-type]
 
 
-def test_a_saved_model_that_a_worker_cannot_load_is_refused(tmp_path) -> None:
-    path = save_model_problem(Gated(), [torch.ones(1, 8), 0.0], tmp_path / "bundle")
+def test_a_saved_model_that_a_worker_cannot_load_is_refused(tmp_path, worker_tmp) -> None:
+    path = save_model_problem(Gated(), [torch.ones(1, 8), 0.0], worker_tmp / "bundle")
     (path.parent / "model.pt").write_bytes(b"not a pickle")
     with pytest.raises(KerneloptError, match="cannot be moved to kernelopt's worker processes"):
         check_movable(path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
-def test_optimize_on_a_live_model_says_it_needs_a_gpu_before_any_work(tmp_path) -> None:
+def test_optimize_on_a_live_model_says_it_needs_a_gpu_before_any_work(tmp_path, worker_tmp) -> None:
     with pytest.raises(KerneloptError, match="needs an NVIDIA GPU"):
-        kernelopt.optimize(Gated(), [torch.ones(1, 8), 0.0], workdir=tmp_path / "bundle")
-    assert not (tmp_path / "bundle").exists()
+        kernelopt.optimize(Gated(), [torch.ones(1, 8), 0.0], workdir=worker_tmp / "bundle")
+    assert not (worker_tmp / "bundle").exists()
 
 
-def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels(tmp_path) -> None:
+def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels(tmp_path, worker_tmp) -> None:
     from kernelopt.capture.swap import KernelAddress
     from kernelopt.deliver.export import Replacement, export_model
     from kernelopt.pipeline.live import Optimized
@@ -117,7 +117,7 @@ def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels
 
     torch.manual_seed(1)
     model, x = Gated().eval(), torch.randn(3, 8)
-    path = save_model_problem(model, [x, 0.5], tmp_path / "bundle")
+    path = save_model_problem(model, [x, 0.5], worker_tmp / "bundle")
     report = OptimizeReport("gated", 1, "cpu", 1.0, 1.0, 1.0, final_reason="no candidate passed")
     kept = Optimized(report, path, model)
     assert kept.exported is None

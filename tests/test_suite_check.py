@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kernelopt.pipeline.suite_check import check_suite
+
+
+@pytest.fixture
+def tmp_path(worker_tmp: Path) -> Path:
+    """Here a test's files (suites, tools) are read by workers, which may run as another user:
+    ``worker_tmp`` (conftest) is a folder they can enter, where pytest's own is closed to them."""
+    return worker_tmp
 
 GOOD = '''import torch
 from torch import nn

@@ -11,6 +11,7 @@ import pytest
 
 from kernelopt.workers import WorkerResult, run_isolated, worker_env
 from kernelopt.workers.environment import visible_device
+from kernelopt.workers.identity import worker_identity
 
 TESTS_DIR = Path(__file__).resolve().parent
 TARGETS = "worker_targets"
@@ -63,8 +64,8 @@ def test_exit_without_result_is_a_crash() -> None:
     assert "exited with code 3" in result.reason
 
 
-def test_hang_times_out_and_kills_grandchildren(tmp_path: Path) -> None:
-    pid_file = tmp_path / "grandchild.pid"
+def test_hang_times_out_and_kills_grandchildren(worker_tmp: Path) -> None:
+    pid_file = worker_tmp / "grandchild.pid"
     start = time.monotonic()
     result = run("hang_with_grandchild", str(pid_file), timeout_s=2)
     elapsed = time.monotonic() - start
@@ -91,6 +92,7 @@ def test_secrets_do_not_reach_the_worker(monkeypatch: pytest.MonkeyPatch) -> Non
     for name in SECRETS:
         monkeypatch.setenv(name, "sk-do-not-leak")
     monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/triton-cache")
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
     monkeypatch.setenv("TRITON_AUTH_HEADER", "Bearer sk-do-not-leak")
     monkeypatch.setenv("SOME_UNLISTED_VARIABLE", "x")
     result = run("environment")
@@ -99,7 +101,9 @@ def test_secrets_do_not_reach_the_worker(monkeypatch: pytest.MonkeyPatch) -> Non
     for name in (*SECRETS, "TRITON_AUTH_HEADER", "SOME_UNLISTED_VARIABLE"):
         assert name not in environ
     assert "sk-do-not-leak" not in repr(environ)
-    assert environ["TRITON_CACHE_DIR"] == "/tmp/triton-cache"
+    assert environ["TRITON_PRINT_AUTOTUNING"] == "1"  # the allow-list lets Triton's settings through
+    # ... and our cache folder too, unless the worker runs as another user, who could not write it
+    assert environ.get("TRITON_CACHE_DIR") == ("/tmp/triton-cache" if worker_identity() is None else None)
     assert environ["HOME"] == environ["TMPDIR"] == cwd
     assert Path(cwd).name.startswith("kernelopt-worker-")
     assert environ["PYTHONUNBUFFERED"] == "1" and environ["PYTHONDONTWRITEBYTECODE"] == "1"
@@ -123,8 +127,8 @@ def test_explicit_env_and_gpu_pinning() -> None:
         visible_device(2, {"CUDA_VISIBLE_DEVICES": "2,3"})
 
 
-def test_caller_workdir_is_kept(tmp_path: Path) -> None:
-    workdir = tmp_path / "work"
+def test_caller_workdir_is_kept(worker_tmp: Path) -> None:
+    workdir = worker_tmp / "work"
     result = run("environment", workdir=workdir)
     assert result.ok, result
     assert result.value["cwd"] == str(workdir.resolve())
@@ -184,15 +188,15 @@ def test_parent_is_made_non_dumpable_before_a_worker_starts() -> None:
     assert out == ["1", "True", "0"]
 
 
-def test_a_cancelled_worker_ends_at_once(tmp_path: Path) -> None:
+def test_a_cancelled_worker_ends_at_once(worker_tmp: Path) -> None:
     import threading
 
     cancel = threading.Event()
     threading.Timer(1.0, cancel.set).start()
     started = time.monotonic()
-    result = run_isolated("worker_targets:write_pid_and_sleep", str(tmp_path / "pid"), timeout_s=120,
+    result = run_isolated("worker_targets:write_pid_and_sleep", str(worker_tmp / "pid"), timeout_s=120,
                           extra_path=[TESTS_DIR], cancel=cancel)
     assert result.status == "cancelled" and result.reason == "cancelled by the caller"
     assert time.monotonic() - started < 30
-    pid = int((tmp_path / "pid").read_text())
+    pid = int((worker_tmp / "pid").read_text())
     assert not Path(f"/proc/{pid}").exists()  # ended and reaped

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -159,3 +160,97 @@ def start_daemon(seconds: int = 60) -> int:
     child = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"], start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return child.pid
+
+
+def what_a_worker_can_read(key_file: str) -> dict[str, Any]:
+    """Everything a worker can read that might hold its parent's keys, by where it came from: its
+    environment, its parent's ``/proc`` files and descriptors, every process's environ and cmdline,
+    every descriptor it inherited (read through the descriptor itself, so a leaked one counts even
+    where the file's mode would refuse a fresh open), and ``key_file`` by its path. What was
+    refused is listed too, with the error's name."""
+    limit = 1 << 16
+    found: dict[str, str] = {"os.environ": repr(dict(os.environ))}
+    refused: dict[str, str] = {}
+
+    def grab(label: str, path: str) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                found[label] = os.read(fd, limit).decode(errors="replace")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            refused[label] = type(exc).__name__
+
+    parent = os.getppid()
+    grab("parent environ", f"/proc/{parent}/environ")
+    grab("parent cmdline", f"/proc/{parent}/cmdline")
+    try:
+        for fd in os.listdir(f"/proc/{parent}/fd"):
+            grab(f"parent fd {fd}", f"/proc/{parent}/fd/{fd}")
+    except OSError as exc:
+        refused["parent fd listing"] = type(exc).__name__
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            grab(f"/proc/{entry}/environ", f"/proc/{entry}/environ")
+            grab(f"/proc/{entry}/cmdline", f"/proc/{entry}/cmdline")
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+            if stat.S_ISREG(os.fstat(fd).st_mode):  # never a pipe: a read would take the worker's own frames
+                found[f"fd {fd} ({target})"] = os.pread(fd, limit, 0).decode(errors="replace")
+        except OSError as exc:
+            refused[f"fd {fd}"] = type(exc).__name__
+    grab("key file", key_file)
+    status = Path("/proc/self/status").read_text()
+    no_new_privs = next((line.split()[1] for line in status.splitlines() if line.startswith("NoNewPrivs:")), None)
+    return {
+        "uid": os.getuid(),
+        "euid": os.geteuid(),
+        "gid": os.getgid(),
+        "groups": os.getgroups(),
+        "no_new_privs": no_new_privs,
+        "parent": parent,
+        "found": found,
+        "refused": refused,
+    }
+
+
+def read_from_a_nested_worker(key_file: str, tests_dir: str) -> dict[str, Any]:
+    """:func:`what_a_worker_can_read` from a persistent worker this worker starts (as a bench problem starts its
+    evaluation worker), with this worker's own uid beside it."""
+    from kernelopt.workers.persistent import PersistentWorker
+
+    with PersistentWorker(extra_path=[tests_dir]) as worker:
+        outcome = worker.call("worker_targets:what_a_worker_can_read", key_file, timeout_s=120)
+    if not outcome.ok:
+        raise RuntimeError(f"the nested worker failed: {outcome.status}: {outcome.reason}")
+    return {**outcome.value, "outer_uid": os.getuid()}
+
+
+ESCAPEE = "cd /; exec env -i sleep 300"  # a daemon that clears its environment and leaves the worker's folder
+
+
+def start_escapee(then_hang: bool = False) -> dict[str, Any]:
+    """Start :data:`ESCAPEE` in a session of its own, through a shell that exits at once (so it is
+    orphaned, as a double-forked daemon is): its pid, and whether it was seen to clear its
+    environment and leave the folder. ``then_hang``: print the pid, then wait to be killed."""
+    started = subprocess.run(
+        ["sh", "-c", f"setsid sh -c '{ESCAPEE}' </dev/null >/dev/null 2>&1 & echo $!"],
+        capture_output=True, text=True, check=True,
+    )
+    pid = int(started.stdout.strip())
+    escaped = False
+    deadline = time.monotonic() + 10
+    while not escaped and time.monotonic() < deadline:
+        try:
+            escaped = os.readlink(f"/proc/{pid}/cwd") == "/" and Path(f"/proc/{pid}/environ").read_bytes() == b""
+        except OSError:
+            pass
+        time.sleep(0.01)
+    if then_hang:
+        print(f"escapee {pid} {escaped}", flush=True)
+        while True:
+            time.sleep(1)
+    return {"pid": pid, "escaped": escaped}

@@ -175,6 +175,14 @@ class Settings:
         minimum=0,
         expect="a whole number of processes (0 for none)",
     )
+    worker_user: str = _setting(
+        "The user workers run as when kernelopt runs as root (Linux), so that no candidate can read "
+        "the API keys of kernelopt or of the shell that started it; root keeps them root.",
+        env="KERNELOPT_WORKER_USER",
+        default="nobody",
+        kind=str,
+        expect="a user name (root: workers stay root)",
+    )
     budget: int = _profiled(
         "budget", "Search budget: candidate evaluations per kernel (each one through the four gates).", minimum=1
     )

@@ -8,10 +8,12 @@ from typing import Any
 import torch
 
 from kernelopt.capture.compat import MIN_TORCH, torch_version
+from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.ncu import ncu_status
 from kernelopt.measure.peak import peak_bandwidth
 from kernelopt.store import Store
+from kernelopt.workers.identity import decide
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Diagnosis:
     ncu_path: str | None
     ncu_counters: bool
     ncu_reason: str
+    workers: str  # which user workers run as, and why: one line
     problems: list[str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,6 +51,14 @@ def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
         problems.append(
             f"Nsight Compute counters unavailable ({ncu.reason}); agents will work from roofline numbers only"
         )
+    try:
+        decision = decide()
+        workers = decision.reason
+        if decision.problem:
+            problems.append(decision.reason)
+    except KerneloptError as exc:  # an explicit worker_user that cannot work
+        workers = str(exc)
+        problems.append(workers)
     return Diagnosis(
         device=device_label(),
         gpu=gpu,
@@ -57,5 +68,6 @@ def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
         ncu_path=ncu.path if ncu else None,
         ncu_counters=bool(ncu and ncu.counters),
         ncu_reason=ncu.reason if ncu else "not probed: no GPU",
+        workers=workers,
         problems=problems,
     )

@@ -31,6 +31,7 @@ from kernelopt.problem import load_problem
 from kernelopt.store import Store
 from kernelopt.verify.static import check_static_candidate
 from kernelopt.verify.verdict import Verdict
+from kernelopt.workers.identity import require_readable
 
 
 @dataclass
@@ -91,6 +92,7 @@ def verify(
     if not torch.cuda.is_available():
         raise KerneloptError("kernelopt verify needs an NVIDIA GPU with CUDA; torch sees none")
     problem = load_problem(problem_path)
+    require_readable(problem.path, "the problem file")
     request = EvaluationRequest(
         problem_path=str(problem.path.resolve()),
         kernel=kernel,

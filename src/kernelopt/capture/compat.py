@@ -185,6 +185,27 @@ def share_storage(storage: torch.UntypedStorage) -> tuple[str, tuple[Any, ...]]:
     raise UnsupportedEnvironment(f"cannot share a {storage.device.type} tensor between processes; use CUDA or the CPU")
 
 
+SHARED_MEMORY_DIR = "/dev/shm"  # where shm_open(3) puts the names torch's handles carry (Linux)
+
+
+def shared_storage_paths(kind: str, handle: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """The files and sockets a process must open to use a :func:`share_storage` handle: a CPU
+    storage's shared-memory file and torch's manager socket; a CUDA storage's reference-counter
+    file (the memory itself travels by CUDA IPC, opened through the driver). Each is the lender's,
+    mode 600: a worker of another user needs them handed over."""
+
+    def shm(name: Any) -> str:
+        text = name.decode() if isinstance(name, bytes) else str(name)
+        return SHARED_MEMORY_DIR + text
+
+    if kind == "cpu":
+        manager, name, _size = handle
+        return [shm(name)], [manager.decode() if isinstance(manager, bytes) else str(manager)]
+    if kind == "cuda":
+        return [shm(handle[4])], []
+    raise ValueError(f"unknown shared storage kind {kind!r}")
+
+
 def open_shared_storage(kind: str, handle: Sequence[Any]) -> torch.UntypedStorage:
     """The storage a :func:`share_storage` handle names, opened in this process."""
     if kind == "cuda":

@@ -81,6 +81,7 @@ def print_doctor(diag: Diagnosis, console: Console) -> None:
         f"torch         {v.get('torch')} ({'supported' if diag.torch_supported else 'UNSUPPORTED'})   triton {v.get('triton') or 'not installed'}",
         f"copy b/w      {f'{diag.peak_copy_gbps:.0f} GB/s (read + write, measured)' if diag.peak_copy_gbps else 'n/a'}",
         f"nsight        {diag.ncu_path or 'not found'}: counters {'readable' if diag.ncu_counters else 'NOT readable'} ({diag.ncu_reason})",
+        f"workers       {diag.workers}",
     ]
     for line in lines:
         console.print(line, markup=False, highlight=False)

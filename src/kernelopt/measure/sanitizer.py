@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.measure.ncu import find_ncu
+from kernelopt.workers.identity import WorkerIdentity
 from kernelopt.workers.isolated import run_in_session
 
 SANITIZER_NAME = "compute-sanitizer"
@@ -240,17 +241,19 @@ def run_command(
     env: Mapping[str, str],
     timeout_s: float,
     output_path: str | Path,
+    identity: WorkerIdentity | None = None,
 ) -> SanitizerRun:
-    """Run ``command`` in its own session with stdout and stderr merged into ``output_path``.
+    """Run ``command`` in its own session with stdout and stderr merged into ``output_path``,
+    as ``identity`` (None: this process's user).
 
-    On timeout the whole process group gets SIGTERM, then SIGKILL; after any exit the
-    group is killed so nothing the program started outlives it. Output goes to a file,
+    On timeout the program and every process it started are stopped and killed; after any
+    exit its group is killed too, so nothing the program started outlives it. Output goes to a file,
     not a pipe, so a grandchild holding the pipe open cannot block the wait.
     """
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     output_path = Path(output_path)
-    returncode, timed_out, duration_s = run_in_session(command, cwd, env, timeout_s, output_path)
+    returncode, timed_out, duration_s = run_in_session(command, cwd, env, timeout_s, output_path, identity=identity)
     return SanitizerRun(returncode, timed_out, duration_s, _read_text(output_path))
 
 

@@ -57,6 +57,7 @@ from kernelopt.pipeline.metrics import ProblemOutcome
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry
 from kernelopt.workers import WorkerResult, run_isolated
+from kernelopt.workers.identity import require_readable
 
 DEFAULT_TARGET = "kernelopt.pipeline.bench_problem:bench_problem"
 DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
@@ -150,6 +151,7 @@ def run_bench(
     if target == DEFAULT_TARGET:
         _require_gpus(gpus)
     root = suite_root(suite_dir).resolve()
+    require_readable(root, "the suite")
     out_dir = Path(results_dir)
     previous = _previous_results(out_dir, root, resume)
 
@@ -257,8 +259,17 @@ def _bench_one(
     if entry.error is not None:  # no worker for a file that does not even load
         return _failed(entry, "load_error", entry.error or "failed to load", {"kernelopt_source": source_digest()})
     options = {**extra_options, "name": entry.name, "time_limit_s": time_limit_s}
+    # A problem's worker is kernelopt's own orchestration, which writes the store and the exports, so it
+    # keeps our user; the workers it starts for candidates run as the worker user (workers.identity).
     result = run_isolated(
-        target, str(entry.path), options, timeout_s=timeout_s, extra_path=extra_path, gpu=gpu, cancel=cancel
+        target,
+        str(entry.path),
+        options,
+        timeout_s=timeout_s,
+        extra_path=extra_path,
+        gpu=gpu,
+        cancel=cancel,
+        drop_identity=False,
     )
     outcome = _outcome_of(entry, result)
     outcome.details["kernelopt_source"] = source_digest()  # which code ran it, in a bench resumed across changes

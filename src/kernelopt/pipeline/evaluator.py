@@ -20,6 +20,7 @@ from kernelopt.evaluate.session import GateSettings, ProblemSpec
 from kernelopt.search.candidate import EvaluationResult
 from kernelopt.search.nodes import Node
 from kernelopt.workers import WorkerResult
+from kernelopt.workers.identity import worker_cache, worker_identity
 from kernelopt.workers.persistent import PersistentWorker
 
 SESSION = "kernelopt.evaluate.worker_targets"
@@ -177,10 +178,10 @@ def compile_cache_env(config: Settings | None = None) -> dict[str, str]:
     do not recompile the kernels already built. Candidates cannot write files (the static
     gate refuses any I/O), so sharing it does not let one candidate tamper with another.
 
-    The cache root is the ``cache`` setting; the worker also gets the ``compile_workers``
-    setting as ``KERNELOPT_COMPILE_WORKERS``, wherever it was set (a worker reads no
-    settings file of its own)."""
+    The cache root is the ``cache`` setting (workers that run as a user of their own keep
+    a folder of their own: :func:`~kernelopt.workers.identity.worker_cache`); the worker also
+    gets the ``compile_workers`` setting as ``KERNELOPT_COMPILE_WORKERS``, wherever it was set
+    (a worker reads no settings file of its own)."""
     config = config or load_settings()
-    root = config.cache
-    (root / "triton").mkdir(parents=True, exist_ok=True)
-    return {"TRITON_CACHE_DIR": str(root / "triton"), "KERNELOPT_COMPILE_WORKERS": str(config.compile_workers)}
+    triton = worker_cache(config.cache / "triton", worker_identity())
+    return {"TRITON_CACHE_DIR": str(triton), "KERNELOPT_COMPILE_WORKERS": str(config.compile_workers)}

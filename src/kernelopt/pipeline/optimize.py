@@ -50,6 +50,7 @@ from kernelopt.search.policy import SelectionPolicy, make_policy
 from kernelopt.search.targets import Target, select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
+from kernelopt.workers.identity import require_readable
 from kernelopt.workers.persistent import PersistentWorker
 
 KNOB_OPERATOR = "compiler-knobs"
@@ -109,6 +110,7 @@ def optimize(
         notify(kind, data)
 
     problem = load_problem(problem_path, overrides=sizes)
+    require_readable(problem.path, "the problem file")
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     # The search screens and uses one seed per gate; winners are evaluated again in full
     # (final_settings) and timed end to end once, together, in the final verification.

@@ -5,9 +5,9 @@ values away passes it. Memcheck sees the read itself. A candidate that has passe
 the gates is replayed once on one recorded launch: its source and arguments are
 written to a private directory, and ``compute-sanitizer --tool memcheck ...
 python -m kernelopt.verify.memcheck_replay DIR`` runs in its own session with a
-worker's allow-listed environment (:func:`kernelopt.workers.environment.worker_env`)
-and a timeout. The sanitizer slows kernels by one to two orders of magnitude,
-hence the generous default.
+worker's allow-listed environment (:func:`kernelopt.workers.environment.worker_env`),
+as the user workers run as (:mod:`kernelopt.workers.identity`), and a timeout. The
+sanitizer slows kernels by one to two orders of magnitude, hence the generous default.
 
 The verdict is one of four, and only ``clean`` means checked and clean:
 
@@ -55,6 +55,7 @@ from kernelopt.problem.layouts import span_elements
 from kernelopt.verify.memcheck_replay import ARGS_FILE, DONE_MARKER, READY_MARKER, SOURCE_FILE
 from kernelopt.workers.environment import worker_env
 from kernelopt.workers.hardening import protect_parent_environment
+from kernelopt.workers.identity import hand_over, worker_identity
 from kernelopt.workers.workdirs import make_workdir
 
 MemcheckStatus = Literal["clean", "errors", "unavailable", "failed"]
@@ -166,18 +167,22 @@ def run_memcheck(
     if tool is None:
         return MemcheckResult("unavailable", not_found_reason())
     protect_parent_environment()
+    identity = worker_identity()
     keep = workdir is not None
     directory = Path(workdir) if workdir is not None else make_workdir("kernelopt-memcheck-")
     try:
         directory = write_replay(directory.resolve(), source, kernel_name, args)
-        env = worker_env(directory, gpu=gpu, env=REPLAY_ENV)
+        hand_over(directory, identity)
+        env = worker_env(directory, gpu=gpu, env=REPLAY_ENV, other_user=identity is not None)
         command = memcheck_command(
             tool,
             [sys.executable, "-m", REPLAY_MODULE, str(directory)],
             error_exitcode=error_exitcode,
             print_limit=print_limit,
         )
-        run = run_command(command, cwd=directory, env=env, timeout_s=timeout_s, output_path=directory / OUTPUT_FILE)
+        run = run_command(
+            command, cwd=directory, env=env, timeout_s=timeout_s, output_path=directory / OUTPUT_FILE, identity=identity
+        )
         return classify(run, command, error_exitcode, timeout_s)
     finally:
         if not keep:

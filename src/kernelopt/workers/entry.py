@@ -17,8 +17,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernelopt.workers.hardening import die_with_parent_from_env
+from kernelopt.workers.hardening import adopt_orphans, die_with_parent_from_env, no_new_privileges
 from kernelopt.workers.protocol import CALL_FILE, RESULT_FILE
+from kernelopt.workers.reaper import kill_tree
 
 MESSAGE_LIMIT = 300
 
@@ -118,14 +119,19 @@ def main(argv: list[str]) -> None:
     """Run the call, write the result, and exit without interpreter teardown.
 
     ``os._exit`` skips atexit handlers and module teardown, where CUDA and Triton
-    processes are known to hang or crash after the work is already done.
+    processes are known to hang or crash after the work is already done. Before it, every
+    process the call started is killed: the worker adopted them all, daemons included
+    (:func:`~kernelopt.workers.hardening.adopt_orphans`).
     """
     faulthandler.enable()  # a Python traceback in the log when the target segfaults
+    no_new_privileges()
     die_with_parent_from_env()
+    adopt_orphans()
     workdir = Path(argv[1])
     if len(argv) > 2:
         apply_memory_limit(int(argv[2]))
     _write_result(workdir, _run(workdir))
+    kill_tree(os.getpid(), include_root=False)  # nothing the call started outlives it, daemons included
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

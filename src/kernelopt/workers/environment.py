@@ -5,9 +5,10 @@ code and must not find the user's API keys in its environment. Only what Python,
 CUDA, Triton and Inductor need passes, and no name that looks like a secret passes
 at all, not even when a caller asks for it explicitly.
 
-This hides secrets from the environment only. A worker runs as the same user, so it
-can still read files the user can read, including ``/proc/<pid>/environ`` of other
-processes of that user; keeping those out needs a separate user or a sandbox.
+This hides secrets from the environment only. A worker of the same user could still
+read files that user can read, including ``/proc/<pid>/environ`` of that user's other
+processes; as root, workers therefore run as a user of their own
+(:mod:`kernelopt.workers.identity`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ INHERITED_NAMES = frozenset(
         "CUDA_PATH",
         "CUDA_MODULE_LOADING",
         "KERNELOPT_COMPILE_WORKERS",
+        "KERNELOPT_WORKER_USER",  # a worker kept root (a bench problem) drops its own workers the same way
     }
 )
 INHERITED_PREFIXES = ("NVIDIA_", "TRITON_", "TORCHINDUCTOR_", "TORCH_")
+# Folders of ours a worker of another user could not write (Inductor sets the first in our own
+# os.environ on its first compile here); such a worker makes its own in its directory.
+OUR_FOLDERS = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR"})
 
 
 def looks_secret(name: str) -> bool:
@@ -85,10 +90,13 @@ def worker_env(
     env: Mapping[str, str] | None = None,
     extra_path: Sequence[str | Path] = (),
     parent_env: Mapping[str, str] | None = None,
+    other_user: bool = False,
 ) -> dict[str, str]:
     """The full environment for a worker whose home, temp and working directory is ``workdir``.
 
-    ``env`` overrides everything except ``PYTHONPATH``, which it is prepended to.
+    ``env`` overrides everything except ``PYTHONPATH``, which it is prepended to. ``other_user``:
+    the worker runs as another user (:mod:`kernelopt.workers.identity`), so our cache folders
+    (:data:`OUR_FOLDERS`) are not inherited; ``env`` may still name folders made for it.
     """
     parent = os.environ if parent_env is None else parent_env
     explicit = dict(env or {})
@@ -96,7 +104,9 @@ def worker_env(
     result = {
         name: value
         for name, value in parent.items()
-        if (name in INHERITED_NAMES or name.startswith(INHERITED_PREFIXES)) and not looks_secret(name)
+        if (name in INHERITED_NAMES or name.startswith(INHERITED_PREFIXES))
+        and not looks_secret(name)
+        and not (other_user and name in OUR_FOLDERS)
     }
     if gpu is not None:
         result["CUDA_VISIBLE_DEVICES"] = visible_device(gpu, parent)

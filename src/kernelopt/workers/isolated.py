@@ -3,8 +3,10 @@
 A candidate kernel is untrusted code: it may raise, segfault, hang, exhaust memory
 or spawn processes of its own. ``run_isolated`` runs it in a new
 ``python -m kernelopt.workers.entry`` process in its own session, with a scrubbed
-environment (see :mod:`kernelopt.workers.environment`) and a fresh temporary
-directory as its home and working directory. Whatever happens costs one
+environment (see :mod:`kernelopt.workers.environment`), as a user of its own when
+we are root (see :mod:`kernelopt.workers.identity`), with no descriptor of ours
+but its output file, and a fresh temporary directory as its home and working
+directory. Whatever happens costs one
 :class:`WorkerResult`, never the caller. Arguments and the return value travel by
 pickle through files; the return value is unpickled through an allow-list
 (:mod:`kernelopt.workers.safe_pickle`).
@@ -22,6 +24,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -31,14 +34,14 @@ from typing import Any, Literal
 
 from kernelopt.workers.environment import worker_env
 from kernelopt.workers.hardening import protect_parent_environment
+from kernelopt.workers.identity import WorkerIdentity, can_reach, hand_over, worker_identity
 from kernelopt.workers.protocol import CALL_FILE, ENTRY_MODULE, OUTPUT_FILE, RESULT_FILE
-from kernelopt.workers.reaper import kill_left_behind
+from kernelopt.workers.reaper import kill_left_behind, kill_tree
 from kernelopt.workers.safe_pickle import safe_loads
 from kernelopt.workers.workdirs import make_workdir
 
 WorkerStatus = Literal["ok", "error", "crash", "timeout", "oom", "cancelled"]
 
-TERM_GRACE_S = 1.0  # after the timeout: SIGTERM, this long to exit, then SIGKILL
 REAP_TIMEOUT_S = 30.0  # a process in uninterruptible sleep (a GPU driver call) may take a while
 STDERR_TAIL_CHARS = 2000
 _OOM_PATTERN = re.compile(r"MemoryError|out of memory|cannot allocate memory|std::bad_alloc", re.IGNORECASE)
@@ -80,6 +83,7 @@ def run_isolated(
     workdir: str | Path | None = None,
     extra_path: Sequence[str | Path] = (),
     cancel: threading.Event | None = None,
+    drop_identity: bool = True,
 ) -> WorkerResult:
     """Call ``target`` (``"package.module:function"``) with ``args``/``kwargs`` in a worker process.
 
@@ -92,6 +96,9 @@ def run_isolated(
     ValueError). ``workdir`` is used instead of a fresh temporary directory and is
     then kept; ``extra_path`` entries go first on the worker's ``sys.path``. Setting
     ``cancel`` (from another thread) ends the worker's group at once: status ``cancelled``.
+    ``drop_identity=False`` keeps this process's user even as root: only for kernelopt's own
+    orchestration that must write the caller's files (a bench problem writes the store), never
+    for a worker that builds or runs a candidate.
 
     Mistakes of the caller (a malformed target, unpicklable arguments, a secret
     in ``env``) raise; everything the target does is reported in the result.
@@ -106,12 +113,19 @@ def run_isolated(
         {"target": target, "args": args, "kwargs": dict(kwargs or {})},
         protocol=pickle.HIGHEST_PROTOCOL,
     )
+    identity = worker_identity() if drop_identity else None
     keep = workdir is not None
     directory = Path(workdir) if workdir is not None else make_workdir("kernelopt-worker-")
     try:
         directory = directory.resolve()
         directory.mkdir(parents=True, exist_ok=True)
-        child_env = worker_env(directory, gpu=gpu, env=env, extra_path=extra_path)
+        if identity is not None and not can_reach(directory.parent, identity):
+            raise ValueError(
+                f"workdir {directory}: {identity.user}, the user workers run as, cannot reach it; "
+                f"choose a folder under {tempfile.gettempdir()} or one every user may enter"
+            )
+        hand_over(directory, identity)
+        child_env = worker_env(directory, gpu=gpu, env=env, extra_path=extra_path, other_user=identity is not None)
         for stale in (CALL_FILE, RESULT_FILE, OUTPUT_FILE):  # never follow a planted link
             (directory / stale).unlink(missing_ok=True)
         (directory / CALL_FILE).write_bytes(call)
@@ -120,7 +134,7 @@ def run_isolated(
             command.append(str(int(memory_limit_bytes)))
         try:
             returncode, timed_out, duration_s = run_in_session(
-                command, directory, child_env, timeout_s, directory / OUTPUT_FILE, cancel
+                command, directory, child_env, timeout_s, directory / OUTPUT_FILE, cancel, identity
             )
         finally:
             kill_left_behind(directory)  # children it started in a session of their own
@@ -141,12 +155,15 @@ def run_in_session(
     timeout_s: float,
     output_path: str | Path,
     cancel: threading.Event | None = None,
+    identity: WorkerIdentity | None = None,
 ) -> tuple[int | None, bool, float]:
     """Run ``command`` in its own session, stdout and stderr into ``output_path``; wait at most
-    ``timeout_s`` (SIGTERM, a grace, then SIGKILL) and leave nothing of its group alive.
+    ``timeout_s``, then stop and kill it and every descendant (:func:`~kernelopt.workers.reaper.kill_tree`),
+    and leave nothing of its group alive.
     Returns (exit code or None, timed out, seconds). Output goes to a file, not a pipe, so a
-    grandchild holding the pipe open cannot block the wait. The one process runner of
-    workers, memcheck and whoever else runs code we did not write."""
+    grandchild holding the pipe open cannot block the wait. ``identity``: the user it runs as
+    (None: ours). It inherits no descriptor of ours but its output (``close_fds``). The one
+    process runner of workers, memcheck and whoever else runs code we did not write."""
     with open(output_path, "wb") as output:
         start = time.monotonic()
         process = subprocess.Popen(
@@ -156,18 +173,20 @@ def run_in_session(
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=output,
+            close_fds=True,  # the default, said: no descriptor of ours (a key file, a socket) reaches it
             start_new_session=True,  # its own process group, apart from our terminal's
+            **(identity.popen_kwargs() if identity is not None else {}),
         )
     timed_out = False
     try:
         if not _wait_exited(process, start + timeout_s, cancel):
             timed_out = cancel is None or not cancel.is_set()
-            _signal_group(process.pid, signal.SIGTERM)
-            _wait_exited(process, time.monotonic() + TERM_GRACE_S)
         duration_s = time.monotonic() - start
     finally:
         # Always, even after a clean exit: grandchildren it left behind go too. The
         # worker is not reaped yet, so its pid (the group id) cannot have been reused.
+        # Its tree first, while the process lives: it has adopted its orphans (entry, serve).
+        kill_tree(process.pid)
         _signal_group(process.pid, signal.SIGKILL)
         try:
             returncode: int | None = process.wait(timeout=REAP_TIMEOUT_S)

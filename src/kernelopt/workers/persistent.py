@@ -3,7 +3,8 @@
 Evaluating a candidate kernel needs the captured model; capturing takes seconds
 and evaluating a launch config a fraction of one. A persistent worker captures
 once and serves many evaluations, with the same isolation as ``run_isolated``
-(own session, allow-listed environment, private working directory). A call that
+(own session, allow-listed environment, a user of its own when we are root, no
+descriptor of ours but its two pipes, private working directory). A call that
 crashes, hangs or exhausts memory ends the process: that call gets its
 :class:`WorkerResult`, and the next call starts a fresh process.
 """
@@ -24,9 +25,10 @@ from typing import Any
 
 from kernelopt.workers.environment import worker_env
 from kernelopt.workers.hardening import protect_parent_environment
+from kernelopt.workers.identity import hand_over, worker_identity
 from kernelopt.workers.isolated import REAP_TIMEOUT_S, WorkerResult, _classify, _read_tail, _signal_group
 from kernelopt.workers.protocol import OUTPUT_FILE
-from kernelopt.workers.reaper import kill_left_behind
+from kernelopt.workers.reaper import kill_left_behind, kill_tree
 from kernelopt.workers.safe_pickle import safe_loads
 from kernelopt.workers.serve import HEADER, write_frame
 from kernelopt.workers.workdirs import make_workdir
@@ -54,10 +56,14 @@ class PersistentWorker:
 
     def _start(self) -> None:
         protect_parent_environment()
+        identity = worker_identity()
         self._dir = make_workdir("kernelopt-pworker-")
+        hand_over(self._dir, identity)
         request_r, self._request_w = os.pipe()
         self._response_r, response_w = os.pipe()
-        env = worker_env(self._dir, gpu=self._gpu, env=self._env, extra_path=self._extra_path)
+        env = worker_env(
+            self._dir, gpu=self._gpu, env=self._env, extra_path=self._extra_path, other_user=identity is not None
+        )
         with open(self._dir / OUTPUT_FILE, "wb") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "kernelopt.workers.serve", str(request_r), str(response_w)],
@@ -66,8 +72,10 @@ class PersistentWorker:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                close_fds=True,
                 pass_fds=(request_r, response_w),
                 start_new_session=True,
+                **(identity.popen_kwargs() if identity is not None else {}),
             )
         os.close(request_r)
         os.close(response_w)
@@ -138,6 +146,8 @@ class PersistentWorker:
     def _stop(self, keep_dir: bool = False) -> int | None:
         returncode = None
         if self._process is not None:
+            if self._process.returncode is None:  # not reaped: its pid is still its own
+                kill_tree(self._process.pid)  # all it started, adopted orphans included
             _signal_group(self._process.pid, signal.SIGKILL)
             try:
                 returncode = self._process.wait(timeout=REAP_TIMEOUT_S)

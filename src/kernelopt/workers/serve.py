@@ -16,7 +16,8 @@ import sys
 from typing import Any
 
 from kernelopt.workers.entry import _error_payload, _load_target
-from kernelopt.workers.hardening import die_with_parent_from_env
+from kernelopt.workers.hardening import adopt_orphans, die_with_parent_from_env, no_new_privileges
+from kernelopt.workers.reaper import kill_tree
 
 HEADER = struct.Struct("<Q")
 
@@ -66,7 +67,9 @@ def _serve_one(call: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     faulthandler.enable()
+    no_new_privileges()
     die_with_parent_from_env()
+    adopt_orphans()  # so the parent finds every process the calls start, daemons included
     request_fd, response_fd = int(argv[1]), int(argv[2])
     while True:
         frame = read_frame(request_fd)
@@ -80,6 +83,7 @@ def main(argv: list[str]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         write_frame(response_fd, data)
+    kill_tree(os.getpid(), include_root=False)
     os._exit(0)
 
 

@@ -5,7 +5,10 @@ the candidate's process a :class:`SharedTensor` (a storage handle plus the
 view's layout), never a copy: the candidate writes where the judge reads, the
 judge's references never leave the judge, and gigabyte tensors cost no transfer.
 On CUDA the handle is a CUDA IPC handle; on the CPU (tests) a shared-memory file.
-The private torch calls behind it live in :mod:`kernelopt.capture.compat`.
+The private torch calls behind it live in :mod:`kernelopt.capture.compat`. A root
+lender hands the files behind a handle to the user its workers run as
+(:func:`kernelopt.workers.identity.lend`); a judge that is itself a worker lends to
+a worker of its own user and hands over nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
+from kernelopt.workers.identity import lend, worker_identity
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ def share(t: torch.Tensor) -> SharedTensor:
         kind, handle = "empty", (str(t.device),)
     else:
         kind, handle = compat.share_storage(t.untyped_storage())
+        lend(*compat.shared_storage_paths(kind, handle), worker_identity())
     return SharedTensor(
         kind, handle, str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), int(t.storage_offset())
     )

@@ -1,0 +1,212 @@
+"""As root, no worker can read a key: not by environment, /proc or an inherited descriptor (issue 15, item 3).
+
+Each scenario starts a real parent (``identity_parent.py``) whose initial environment holds the
+keys and which holds a key file open on an inheritable descriptor; the worker it starts looks
+everywhere it can (``worker_targets.what_a_worker_can_read``) and the secret must be nowhere in
+what it read. Keys come from the environment only (``agents/providers/keys.py``): there is no
+key-file setting to read, so the key file here stands for any file a parent holds a key in.
+Where this Python lies under a private home, so that ``nobody`` cannot start it, the parent runs
+in a mount namespace that opens that home (``open_home.py``). A control with
+``KERNELOPT_WORKER_USER=root`` proves the search finds a key that is within reach.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelopt.errors import KerneloptError
+from kernelopt.workers import identity
+from kernelopt.workers.identity import WorkerIdentity, can_reach, lend, worker_cache
+
+TESTS = Path(__file__).resolve().parent
+SRC = TESTS.parent / "src"
+IS_ROOT = sys.platform.startswith("linux") and os.geteuid() == 0
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="workers change user only when kernelopt runs as root on Linux")
+NOBODY = WorkerIdentity("nobody", 65534, 65534)
+
+
+def _secret() -> str:
+    return f"sk-test-secret-{secrets.token_hex(8)}"  # made here, so no file or command line holds it
+
+
+def _parent_command(kind: str, key_file: Path, open_home: bool) -> list[str]:
+    command = [sys.executable, str(TESTS / "identity_parent.py"), kind, str(key_file)]
+    if not open_home or identity.worker_identity() is not None:
+        return command
+    if shutil.which("unshare") is None:
+        pytest.skip(f"{identity.decide().reason}; and no unshare(1) to open this Python's folders to nobody")
+    return ["unshare", "--mount", sys.executable, str(TESTS / "open_home.py"), *command]
+
+
+def _run_parent(kind: str, tmp_path: Path, secret: str, worker_user: str | None = None) -> dict[str, Any]:
+    key_file = tmp_path / "key"
+    key_file.write_text(secret)
+    key_file.chmod(0o600)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("KERNELOPT_")}
+    env.update(
+        OPENAI_API_KEY=secret,
+        ANTHROPIC_API_KEY=secret,
+        PYTHONPATH=os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]),
+    )
+    if worker_user is not None:
+        env["KERNELOPT_WORKER_USER"] = worker_user
+    command = _parent_command(kind, key_file, open_home=worker_user is None)
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["ok"], report["status"]
+    return report
+
+
+def _where(secret: str, seen: dict[str, str]) -> list[str]:
+    return sorted(label for label, text in seen.items() if secret in text)
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["isolated", "persistent", "nested"])
+def test_a_worker_of_a_root_parent_reads_no_key(kind: str, tmp_path: Path) -> None:
+    secret = _secret()
+    report = _run_parent(kind, tmp_path, secret)
+    if report["identity"] is None:
+        pytest.skip(report["reason"])
+    seen = report["value"]
+    assert _where(secret, seen["found"]) == [], "the worker read a key"
+    assert seen["uid"] != 0 and seen["euid"] != 0 and seen["gid"] != 0 and seen["groups"] == []
+    assert seen["no_new_privs"] == "1"
+    assert "parent environ" in seen["refused"] and "parent fd listing" in seen["refused"]
+    assert f"/proc/{report['pid']}/environ" in seen["refused"]  # the parent, seen from any depth
+    assert any(label.endswith("/environ") for label in seen["found"])  # the search itself reads /proc
+    assert "key file" in seen["refused"]
+    if kind == "nested":
+        assert seen["outer_uid"] == 0  # kept at our user, yet its own worker dropped
+
+
+@needs_root
+def test_the_search_finds_a_key_a_root_worker_can_reach(tmp_path: Path) -> None:
+    """The control: with workers kept root, the same search finds the key in the parent's environ."""
+    secret = _secret()
+    report = _run_parent("isolated", tmp_path, secret, worker_user="root")
+    assert report["identity"] is None
+    seen = report["value"]
+    assert seen["uid"] == 0
+    assert "parent environ" in _where(secret, seen["found"])
+    assert "os.environ" not in _where(secret, seen["found"])  # the allow-list still holds
+    assert not any(label.startswith("fd ") for label in _where(secret, seen["found"]))  # close_fds still holds
+
+
+@needs_root
+def test_a_worker_of_this_process_reads_no_key_set_in_os_environ(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, worker_tmp: Path
+) -> None:
+    """A key set in ``os.environ`` after start-up (never in /proc/<pid>/environ) reaches no worker either."""
+    from kernelopt.workers import run_isolated
+    from kernelopt.workers.persistent import PersistentWorker
+
+    if identity.worker_identity() is None:
+        pytest.skip(identity.decide().reason)
+    secret = _secret()
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    key_file = worker_tmp / "key"
+    key_file.write_text(secret)
+    key_file.chmod(0o600)
+    one_shot = run_isolated("worker_targets:what_a_worker_can_read", str(key_file), timeout_s=120, extra_path=[TESTS])
+    with PersistentWorker(extra_path=[TESTS]) as worker:
+        persistent = worker.call("worker_targets:what_a_worker_can_read", str(key_file), timeout_s=120)
+    for outcome in (one_shot, persistent):
+        assert outcome.ok, outcome.reason
+        assert _where(secret, outcome.value["found"]) == []
+        assert outcome.value["uid"] == identity.worker_identity().uid  # type: ignore[union-attr]
+
+
+@needs_root
+def test_an_unknown_worker_user_named_explicitly_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELOPT_WORKER_USER", "no-such-user-for-kernelopt")
+    with pytest.raises(KerneloptError, match=r"worker_user='no-such-user-for-kernelopt' \(env KERNELOPT_WORKER_USER\): no such user"):
+        identity.decide()
+
+
+@needs_root
+def test_doctor_says_who_workers_run_as() -> None:
+    from kernelopt.api.doctor import diagnose
+
+    diagnosis = diagnose(None)
+    decision = identity.decide()
+    assert diagnosis.workers == decision.reason
+    assert (decision.reason in diagnosis.problems) == decision.problem
+    assert diagnosis.workers.startswith("workers run as")
+
+
+def test_reach_is_read_off_every_folder_on_the_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    stranger = WorkerIdentity("stranger", os.getuid() + 12345, os.getgid() + 12345)
+    if not can_reach(tempfile.gettempdir(), stranger):
+        pytest.skip(f"the temp directory {tempfile.gettempdir()} is closed to other users")
+    base = Path(tempfile.mkdtemp())
+    try:
+        base.chmod(0o755)
+        closed = base / "closed"
+        inner = closed / "inner"
+        inner.mkdir(parents=True, mode=0o755)
+        closed.chmod(0o700)
+        assert can_reach(base, stranger)
+        assert not can_reach(inner, stranger)  # closed on the way
+        assert can_reach(inner, WorkerIdentity("owner", os.getuid(), os.getgid()))
+        closed.chmod(0o710)
+        assert not can_reach(inner, stranger)  # the group may pass, the stranger is not in it
+        closed.chmod(0o701)
+        assert can_reach(inner, stranger)  # others may search it, without listing it
+    finally:
+        shutil.rmtree(base)
+
+
+@needs_root
+def test_a_workers_cache_is_a_folder_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if not can_reach(tempfile.gettempdir(), NOBODY):
+        pytest.skip(f"the temp directory {tempfile.gettempdir()} is closed to nobody")
+    base = Path(tempfile.mkdtemp())
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the fallback goes
+    try:
+        base.chmod(0o755)
+        own = worker_cache(base / "cache" / "triton", NOBODY)
+        assert own == base / "cache" / "triton-nobody" and own.stat().st_uid == NOBODY.uid
+        assert worker_cache(base / "cache" / "triton", None) == base / "cache" / "triton"  # our user shares ours
+        base.chmod(0o700)  # as root's home is: the workers' cache moves to the temp directory
+        own = worker_cache(base / "cache" / "triton", NOBODY)
+        assert own == tmp_path / "kernelopt-triton-nobody" and own.stat().st_uid == NOBODY.uid
+    finally:
+        shutil.rmtree(base)
+
+
+@needs_root
+def test_a_planted_cache_folder_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    planted = tmp_path / "kernelopt-triton-nobody"
+    planted.symlink_to(private)
+    with pytest.raises(KerneloptError, match="not a folder kernelopt made for nobody's cache"):
+        worker_cache(private / "cache" / "triton", NOBODY)
+
+
+@needs_root
+def test_lending_opens_a_file_to_the_workers_group_only(tmp_path: Path) -> None:
+    file = tmp_path / "shm"
+    file.write_bytes(b"x")
+    file.chmod(0o600)
+    lend([str(file)], [], NOBODY)
+    info = file.stat()
+    assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, NOBODY.gid, 0o660)
+    lend([str(file)], [], None)  # nothing to lend to our own user
+    link = tmp_path / "link"
+    link.symlink_to(file)
+    with pytest.raises(OSError, match="is a link"):
+        lend([str(link)], [], NOBODY)
