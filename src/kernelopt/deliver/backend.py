@@ -8,9 +8,10 @@ compiled for other shapes, a recompile, another torch or Triton generate other
 kernel sources, and then Inductor's own kernels run. A recompiled graph
 therefore never runs a stale replacement. What went unused is said once per
 backend, in one line, when the process ends. With no replacements
-(``backend="kernelopt"``, which names no file) or none that match (on a CPU,
-Inductor writes C++ kernels) the backend is exactly Inductor. Not built yet:
-``backend="kernelopt"`` reading the verified kernels of the user's store.
+or none that match (on a CPU,
+Inductor writes C++ kernels) the backend is exactly Inductor.
+``backend="kernelopt"`` takes the verified kernels of the user's store (every
+``optimize`` that delivers adds its winners: :mod:`kernelopt.store.tuned`).
 
 Every replacement passes the static gate before it is built, as in ``kernelopt.load``.
 """
@@ -28,6 +29,7 @@ import torch
 
 from kernelopt.capture import compat
 from kernelopt.capture.output_code import OutputCode, parse_output_code
+from kernelopt.capture.swap import KernelAddress
 from kernelopt.deliver.export import Replacement, check_versions, read_export
 from kernelopt.errors import KerneloptError
 
@@ -147,6 +149,31 @@ def backend(path: str | Path | None = None) -> KerneloptBackend:
     return KerneloptBackend(replacements, doc.get("options") or {}, origin=str(path))
 
 
+def store_backend(store_path: str | Path | None = None) -> KerneloptBackend:
+    """The backend over the store's cache of verified kernels (this device, this torch and Triton).
+
+    No store (``store_path`` None: the ``store`` setting) or nothing verified here: exactly Inductor."""
+    from kernelopt.measure.environment import device_label, triton_version
+    from kernelopt.store import Store
+    from kernelopt.store.db import default_store_path
+    from kernelopt.store.tuned import tuned_for
+
+    path = Path(store_path) if store_path is not None else default_store_path()
+    if not path.is_file():
+        return KerneloptBackend()
+    with Store(path, read_only=True) as store:
+        tuned = tuned_for(
+            store, device=device_label(), torch_version=str(torch.__version__), triton_version=triton_version()
+        )
+    replacements = [Replacement(KernelAddress(0, t.name, t.original_sha256), t.source) for t in tuned]
+    return KerneloptBackend(replacements, origin=f"the store {path}")
+
+
+_STORE_BACKEND: list[KerneloptBackend] = []  # one per process: the store is read at the first compile
+
+
 def kernelopt_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-    """``backend="kernelopt"`` (the ``torch_dynamo_backends`` entry point): no file, so exactly Inductor."""
-    return KerneloptBackend()(gm, example_inputs)
+    """``backend="kernelopt"`` (the ``torch_dynamo_backends`` entry point): the store's verified kernels."""
+    if not _STORE_BACKEND:
+        _STORE_BACKEND.append(store_backend())
+    return _STORE_BACKEND[0](gm, example_inputs)

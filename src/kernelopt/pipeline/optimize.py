@@ -190,6 +190,7 @@ def optimize(
             report.exported = str(
                 export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options)
             )
+            _keep_tuned(store, run_id, label, report)
         store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     if write_report:
@@ -210,6 +211,24 @@ def _write_report(report: OptimizeReport, store: Store, path: Path | None, expor
     if error is not None:
         emit("warning", {"message": error})
     report.report_path = str(written) if written else None
+
+
+def _keep_tuned(store: Store, run_id: int, label: str, report: OptimizeReport) -> None:
+    """The delivered kernels into the store's cache, for ``torch.compile(backend="kernelopt")``."""
+    import torch
+
+    from kernelopt.measure.environment import triton_version
+    from kernelopt.store.tuned import TunedKernel, add_tuned
+
+    for k in report.winners:
+        assert k.best is not None and k.best.address is not None
+        add_tuned(
+            store,
+            TunedKernel(k.best.address["sha256"], k.name, k.best.source, k.speedup, run_id),
+            device=label,
+            torch_version=str(torch.__version__),
+            triton_version=triton_version(),
+        )
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 
 from kernelopt.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RUN_KINDS = ("analyze", "verify", "optimize")  # bench records an optimize run per problem
 DEFAULT_PATH_ENV = "KERNELOPT_STORE"  # the ``store`` setting's variable (kernelopt.config)
 
@@ -110,6 +110,22 @@ MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX experiences_lookup ON experiences(bottleneck, kernel_kind, strategy);
     """,
+    3: """
+    -- Verified replacement kernels, keyed by the original kernel Inductor generated: what
+    -- torch.compile(backend="kernelopt") swaps in where a compiled graph holds that kernel.
+    CREATE TABLE tuned_kernels (
+        original_sha256 TEXT NOT NULL,   -- sha256 of Inductor's kernel source the replacement was verified against
+        name TEXT NOT NULL,              -- the kernel's name in that source
+        device TEXT NOT NULL,            -- measure.environment.device_label() where it was verified
+        torch TEXT NOT NULL,
+        triton TEXT NOT NULL,
+        source TEXT NOT NULL,            -- the replacement kernel module
+        speedup REAL,                    -- its verified kernel speedup
+        run_id INTEGER REFERENCES runs(id),
+        created_at REAL NOT NULL,
+        PRIMARY KEY (original_sha256, name, device, torch, triton)
+    );
+    """,
 }
 
 
@@ -198,15 +214,12 @@ class Store:
             )
 
     def _check_readable(self) -> None:
+        """An older store reads as it is (what it lacks reads as empty); a newer one is refused."""
         current = self.schema_version()
-        if current != SCHEMA_VERSION:
+        if current > SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} has schema version {current}, this kernelopt reads {SCHEMA_VERSION}; "
-                + (
-                    "upgrade kernelopt"
-                    if current > SCHEMA_VERSION
-                    else "any command that writes to it (analyze, optimize) upgrades it first"
-                )
+                f"{self.path} has schema version {current}, newer than this kernelopt's {SCHEMA_VERSION}; "
+                "upgrade kernelopt or pass --store PATH"
             )
 
     def _migrate(self) -> None:
