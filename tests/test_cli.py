@@ -49,7 +49,7 @@ def test_analyze_without_gpu(tmp_path: Path) -> None:
     lines = _stderr_lines(result)
     assert len(lines) == 1, lines
     assert lines[0].startswith("kernelopt: error:")
-    assert "needs an NVIDIA GPU with CUDA" in lines[0]
+    assert "kernelopt analyze needs an NVIDIA GPU with CUDA" in lines[0]
 
 
 @needs_no_gpu

@@ -111,14 +111,12 @@ def analyze(
     store: Path | None = STORE_OPTION,
 ) -> None:
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
-    from kernelopt.api.analyze import analyze as run_analyze
     from kernelopt.cli.format import print_analysis
-    from kernelopt.problem import load_problem
+    from kernelopt.pipeline.analyze import analyze_file
     from kernelopt.store import Store
 
-    loaded = load_problem(problem)
-    with Store(store) as db:
-        report = run_analyze(loaded, db, seed=seed, trials=trials)
+    with Store(store) as db:  # the problem file runs in a worker, never in this process
+        report = analyze_file(problem, db, seed=seed, trials=trials)
     if as_json:
         print_json(report.to_dict())
     else:

@@ -84,7 +84,7 @@ def optimize_model(
     from kernelopt.pipeline.optimize import optimize, require_gpu
     from kernelopt.search.operators import DEFAULT_OPERATORS
 
-    require_gpu()
+    require_gpu("kernelopt.optimize")
     path = save_model_problem(model, example_inputs, workdir)
     check_movable(path)
     report = optimize(
@@ -111,7 +111,7 @@ def analyze_model(
     from kernelopt.pipeline.optimize import require_gpu
     from kernelopt.problem import load_problem
 
-    require_gpu()
+    require_gpu("kernelopt.analyze")
     path = save_model_problem(model, example_inputs, workdir)
     check_movable(path)
     return analyze(load_problem(path), _store(store))

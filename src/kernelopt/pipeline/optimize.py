@@ -61,11 +61,11 @@ KNOB_EVALUATIONS: int = default_of(
 )  # each is two full compiles in a fresh process (a run's config overrides it)
 
 
-def require_gpu() -> None:
+def require_gpu(command: str = "kernelopt optimize") -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise KerneloptError("kernelopt optimize needs an NVIDIA GPU with CUDA; torch sees none")
+        raise KerneloptError(f"{command} needs an NVIDIA GPU with CUDA; torch sees none")
 
 
 def optimize(
