@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
@@ -63,3 +64,17 @@ def test_progress_counts_evaluations_best_and_failures() -> None:
     assert row == {"round": 2, "evaluations": 2, "best": 1.12, "failures": {"model": 1}, "state": "patience"}
     progress.update("warning", {"message": "no hardware counters for k: ncu not found"})
     assert "warning: no hardware counters for k: ncu not found" in progress.console.export_text()
+
+
+def test_without_a_terminal_an_error_after_the_progress_table_starts_on_its_own_line() -> None:
+    import io
+
+    from kernelopt.cli.format import OptimizeProgress
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=False, width=100)
+    with pytest.raises(RuntimeError), OptimizeProgress(console) as progress:
+        progress.update("evaluated", {"kernel": "triton_k_0", "passed": False, "failed_gate": "correctness"})
+        raise RuntimeError("boom")
+    console.print("kernelopt: error: boom")
+    assert "\nkernelopt: error: boom\n" in buffer.getvalue()

@@ -132,6 +132,8 @@ class OptimizeProgress:
     def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
+            if not self.console.is_terminal:  # Live leaves its last table without a newline there
+                self.console.line()
 
     def update(self, kind: str, data: dict) -> None:
         kernel = data.get("kernel")
