@@ -3,6 +3,7 @@ is :mod:`kernelopt.evaluate.analysis`'s); the run is recorded in the store."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -43,12 +44,8 @@ def analyze(
     run_id = None
     if store is not None:
         run_id = store.start_run("analyze", problem.name, label, versions(), {"seed": seed, "options": options or {}})
-    try:
+    with store.recording(run_id) if store is not None and run_id is not None else contextlib.nullcontext():
         report = _analyze(problem, store, device, label, seed, trials, profile_iterations, options)
-    except BaseException as exc:
-        if store is not None and run_id is not None:
-            store.finish_run(run_id, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        raise
     report.versions = versions()
     if store is not None and run_id is not None:
         report.run_id = run_id

@@ -30,8 +30,7 @@ import torch
 from kernelopt.capture import compat
 from kernelopt.capture.output_code import OutputCode, parse_output_code
 from kernelopt.capture.swap import KernelAddress
-from kernelopt.deliver.export import Replacement, check_versions, read_export
-from kernelopt.errors import KerneloptError
+from kernelopt.deliver.export import Replacement, check_replacements_static, check_versions, read_export
 
 log = logging.getLogger("kernelopt.backend")
 
@@ -72,17 +71,6 @@ def swap_matching(
     return replaced
 
 
-def _static_check(replacements: Sequence[Replacement], origin: str) -> None:
-    from kernelopt.verify.static import check_static_candidate
-
-    for r in replacements:
-        verdict = check_static_candidate(r.source, kernel_name=r.address.name)
-        if not verdict.passed:
-            raise KerneloptError(
-                f"{origin}: the replacement for {r.address.name} fails the static gate: {verdict.reason}"
-            )
-
-
 class KerneloptBackend:
     """A ``torch.compile`` backend: Inductor's compile, then the verified replacements that match."""
 
@@ -92,7 +80,7 @@ class KerneloptBackend:
         options: dict[str, Any] | None = None,
         origin: str = "kernelopt",
     ) -> None:
-        _static_check(replacements, origin)
+        check_replacements_static(origin, replacements)  # as kernelopt.load does, before anything is built
         self.replacements = list(replacements)
         self.options = dict(options or {})
         self.origin = origin

@@ -40,26 +40,26 @@ def random_like_layout(t: torch.Tensor, generator: torch.Generator, scale: float
     return flat.as_strided(t.shape, t.stride(), 0)
 
 
+def _flat_span(t: torch.Tensor) -> torch.Tensor:
+    """The whole memory span ``t`` can address, as one flat view (overlapping views included)."""
+    return torch.as_strided(t, (span_elements(t),), (1,), t.storage_offset())
+
+
 def perturbed_copy_(dst: torch.Tensor, src: torch.Tensor, rel: float = 1e-3) -> None:
     """Write ``src * (1 + rel * noise)`` into ``dst`` over the whole span (same layouts assumed).
 
     New values with the same distribution as the real data, for timing runs that
     must not see the same inputs twice. Works for overlapping (stride-0) views.
     """
-    span = span_elements(src)
-    if span == 0:
-        return
-    s = torch.as_strided(src, (span,), (1,), src.storage_offset())
-    torch.as_strided(dst, (span,), (1,), dst.storage_offset()).copy_(s * (1 + rel * torch.randn_like(s)))
+    if span_elements(src):
+        s = _flat_span(src)
+        _flat_span(dst).copy_(s * (1 + rel * torch.randn_like(s)))
 
 
 def exact_copy_(dst: torch.Tensor, src: torch.Tensor) -> None:
     """Copy ``src``'s whole addressable span into ``dst``'s (same layouts assumed; overlapping views too)."""
-    span = span_elements(src)
-    if span == 0:
-        return
-    s = torch.as_strided(src, (span,), (1,), src.storage_offset())
-    torch.as_strided(dst, (span,), (1,), dst.storage_offset()).copy_(s)
+    if span_elements(src):
+        _flat_span(dst).copy_(_flat_span(src))
 
 
 class RotatingInputs:
