@@ -10,7 +10,8 @@ cd "$(dirname "$0")/../.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 specs=("$@")
 if [ ${#specs[@]} -eq 0 ]; then
-  mapfile -t specs < <(grep -vE '^\s*(#|$)' scripts/device/wheels.txt || true)
+  # one spec per line; a '#' starts a comment, also after a spec
+  mapfile -t specs < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' scripts/device/wheels.txt | grep -v '^[[:space:]]*$' || true)
 fi
 if [ ${#specs[@]} -eq 0 ]; then
   echo "nothing to fetch: every dependency is already in the device image (scripts/device/wheels.txt)"
