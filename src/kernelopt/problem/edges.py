@@ -227,8 +227,28 @@ def _fill_layout(t: Tensor, make: Callable[[int, int], Tensor]) -> Tensor:
     order = [d for d in range(target.dim()) if d != dim] + [dim]
     rows_last = target.permute(order)
     n = rows_last.shape[-1]
-    rows_last.copy_(make(target.numel() // n, n).reshape(rows_last.shape))
+    rows = target.numel() // n
+    if rows_last.is_contiguous():  # the common case: rows are the flat span, written in place
+        _fill_rows(rows_last.view(rows, n), make)
+    else:
+        rows_last.copy_(_fill_rows(torch.empty(rows, n, dtype=t.dtype, device=t.device), make).view(rows_last.shape))
     return view
+
+
+FILL_BLOCK_ELEMENTS = 1 << 24
+"""Rows are made about this many elements at a time: an edge distribution's temporaries
+(float64 and masks of the whole tensor) would otherwise be several times a gigabyte input."""
+
+
+def _fill_rows(out: Tensor, make: Callable[[int, int], Tensor]) -> Tensor:
+    """``out`` (rows x n) filled with ``make``'s rows, a block of rows at a time; returns ``out``.
+    A tensor of at most :data:`FILL_BLOCK_ELEMENTS` elements is made in one call."""
+    rows, n = out.shape
+    step = max(1, FILL_BLOCK_ELEMENTS // max(n, 1))
+    for start in range(0, rows, step):
+        stop = min(rows, start + step)
+        out[start:stop].copy_(make(stop - start, n))
+    return out
 
 
 def _exact_copy(t: Tensor) -> Tensor:

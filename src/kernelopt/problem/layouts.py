@@ -35,9 +35,17 @@ def exact_clone(t: torch.Tensor) -> torch.Tensor:
 
 def random_like_layout(t: torch.Tensor, generator: torch.Generator, scale: float) -> torch.Tensor:
     """Fresh values in ``t``'s exact layout: standard normal × ``scale`` for floating tensors."""
-    span = span_elements(t)
-    flat = torch.randn(max(span, 1), generator=generator, device=t.device, dtype=torch.float32).to(t.dtype) * scale
-    return flat.as_strided(t.shape, t.stride(), 0)
+    span = max(span_elements(t), 1)
+    flat = torch.empty(span, dtype=t.dtype, device=t.device)
+    for start in range(0, span, BLOCK_ELEMENTS):  # float32 draws a block at a time: no whole-size temporary
+        stop = min(span, start + BLOCK_ELEMENTS)
+        flat[start:stop] = torch.randn(stop - start, generator=generator, device=t.device, dtype=torch.float32)
+    return flat.mul_(scale).as_strided(t.shape, t.stride(), 0)
+
+
+BLOCK_ELEMENTS = 1 << 24
+"""Fresh and perturbed values are made this many elements at a time, so making them costs the
+tensor and a bounded temporary, never several copies of a gigabyte input."""
 
 
 def _flat_span(t: torch.Tensor) -> torch.Tensor:
@@ -51,9 +59,15 @@ def perturbed_copy_(dst: torch.Tensor, src: torch.Tensor, rel: float = 1e-3) -> 
     New values with the same distribution as the real data, for timing runs that
     must not see the same inputs twice. Works for overlapping (stride-0) views.
     """
-    if span_elements(src):
-        s = _flat_span(src)
-        _flat_span(dst).copy_(s * (1 + rel * torch.randn_like(s)))
+    span = span_elements(src)
+    if not span:
+        return
+    s, d = _flat_span(src), _flat_span(dst)
+    compute = torch.promote_types(src.dtype, torch.float32)  # 1 + 1e-3 noise would round to 1 in bf16
+    for start in range(0, span, BLOCK_ELEMENTS):
+        stop = min(span, start + BLOCK_ELEMENTS)
+        noise = torch.randn(stop - start, device=src.device, dtype=compute)
+        d[start:stop] = noise.mul_(rel).add_(1).mul_(s[start:stop])
 
 
 def exact_copy_(dst: torch.Tensor, src: torch.Tensor) -> None:

@@ -82,26 +82,35 @@ def _cases(
     base = snapshots[0]
     for seed in seeds:
         for dist, scale in chosen.items():
-            gen = None
-            args: list[Any] = []
-            for (_name, reads, _writes), value in zip(roles, base):
-                if isinstance(value, torch.Tensor) and reads and value.is_floating_point():
-                    if gen is None:
-                        gen = torch.Generator(device=value.device).manual_seed(seed)
-                    args.append(random_like_layout(value, gen, scale))
-                elif isinstance(value, torch.Tensor):
-                    args.append(exact_clone(value))
-                else:
-                    args.append(value)
-            yield (f"seed {seed}, distribution {dist}", args)
+            # built by a helper so this frame keeps no reference to a case once it is handed out
+            yield (f"seed {seed}, distribution {dist}", _seed_args(roles, base, seed, scale))
     for seed in edge_seeds:
         for edge in edges:
             yield (f"edge {edge}, seed {seed}", _edge_args(roles, base, edge, seed))
 
 
+def _seed_args(roles: list[tuple[str, bool, bool]], base: Sequence[Any], seed: int, scale: float) -> list[Any]:
+    """One seeded case: every floating tensor the kernel reads gets fresh values, the rest exact copies."""
+    gen = None
+    args: list[Any] = []
+    for (_name, reads, _writes), value in zip(roles, base):
+        if isinstance(value, torch.Tensor) and reads and value.is_floating_point():
+            if gen is None:
+                gen = torch.Generator(device=value.device).manual_seed(seed)
+            args.append(random_like_layout(value, gen, scale))
+        elif isinstance(value, torch.Tensor) and not reads:
+            args.append(value)  # a write-only output is only a layout here: the runner poisons copies
+        elif isinstance(value, torch.Tensor):
+            args.append(exact_clone(value))
+        else:
+            args.append(value)
+    return args
+
+
 def _edge_args(roles: list[tuple[str, bool, bool]], base: Sequence[Any], edge: str, seed: int) -> list[Any]:
     """One edge case: every tensor the kernel reads gets edge values (integers within the
-    snapshot's range), write-only tensors are exact copies (the runner poisons them)."""
+    snapshot's range); write-only tensors are the snapshot's own, only a layout: the runner
+    poisons copies of them and never writes them."""
     generators: dict[torch.device, torch.Generator] = {}
     args: list[Any] = []
     for (_name, reads, _writes), value in zip(roles, base):
@@ -111,7 +120,7 @@ def _edge_args(roles: list[tuple[str, bool, bool]], base: Sequence[Any], edge: s
                 gen = generators[value.device] = torch.Generator(device=value.device).manual_seed(seed)
             args.append(edge_like_layout(value, edge, gen))
         elif isinstance(value, torch.Tensor):
-            args.append(exact_clone(value))
+            args.append(value)  # write-only: a layout for the runner's poisoned copies
         else:
             args.append(value)
     return args

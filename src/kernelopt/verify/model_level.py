@@ -23,8 +23,13 @@ from kernelopt.verify.verdict import Verdict
 DEFAULT_SEEDS: tuple[int, ...] = default_of("model_seeds")  # gate 3's seeds (kernelopt.config)
 
 
-def _to_double(values: Sequence[Any]) -> list[Any]:
-    return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+def _double_copy(values: Sequence[Any]) -> list[Any]:
+    """Copies of ``values`` with floating tensors in float64 (always copies: the eager model may write
+    to its inputs, and the baseline and the candidate run on these inputs afterwards)."""
+    return [
+        (v.to(torch.float64, copy=True) if v.is_floating_point() else v.clone()) if isinstance(v, torch.Tensor) else v
+        for v in values
+    ]
 
 
 @dataclass
@@ -80,16 +85,18 @@ def _reference(
     if cache is not None and seed in cache.entries:
         return cache.entries[seed]
     model64 = copy.deepcopy(model).double()
-    with torch.no_grad():
-        refs = [r.detach() for r in outputs_as_list(model64(*_to_double(inputs)), problem.path)]
-        base = [o.detach().clone() for o in outputs_as_list(run_baseline(inputs), problem.path)]
-    del model64
+    with torch.no_grad():  # one pass at a time: the float64 inputs are gone before the baseline runs
+        refs = [r.detach() for r in outputs_as_list(model64(*_double_copy(inputs)), problem.path)]
+        del model64
+        base = [o.detach().clone() for o in outputs_as_list(run_baseline(_fresh(inputs)), problem.path)]
     entry = (
         refs,
         [relative_error(b, r) for b, r in zip(base, refs)],
-        [relative_error(torch.zeros_like(r), r) for r in refs],
+        # an all-zero output as a broadcast view: no float64 tensor of the output's size
+        [relative_error(torch.zeros((), dtype=r.dtype, device=r.device).expand(r.shape), r) for r in refs],
         [output_stats(r) for r in refs],
     )
+    del base
     if cache is not None and cache.keep(_tensor_bytes(refs)):
         cache.entries[seed] = entry
     return entry
@@ -110,9 +117,7 @@ def run_model_gate(
     results = []
     for seed in seeds:
         inputs = seed_inputs(problem, seed, device, cache)
-        refs, base_errors, zero_errors, stats = _reference(
-            problem, model, run_baseline, device, seed, _fresh(inputs), cache
-        )
+        refs, base_errors, zero_errors, stats = _reference(problem, model, run_baseline, device, seed, inputs, cache)
         with torch.no_grad():
             cand = [o.detach().clone() for o in outputs_as_list(run_candidate(inputs), problem.path)]
         if len(cand) != len(refs):

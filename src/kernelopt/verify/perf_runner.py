@@ -80,6 +80,7 @@ def time_kernels(
     args: Sequence[Any],
     trials: int = 50,
     reference: Any | None = None,
+    keep_last: bool = True,
 ) -> tuple[SplitComparison, list[Any], list[Any]]:
     """Interleaved timing of the original against the candidate ``key`` (in ``runner``'s process).
 
@@ -88,7 +89,8 @@ def time_kernels(
 
     Returns the comparison, the arguments the last timed candidate call started from
     (a copy taken just before it) and the arguments it ended with (a copy taken right
-    after it, before the original's next call reuses the set)."""
+    after it, before the original's next call reuses the set); both empty when ``keep_last`` is
+    False (the screen, which checks no outputs, holds no copies)."""
     baseline = _PoisonedRotation(kernel, args)
     candidate = baseline.fork()
     total = WARMUP + trials
@@ -97,11 +99,11 @@ def time_kernels(
 
     def prepare_candidate() -> None:
         candidate.prepare()
-        if candidate.calls == total:
+        if keep_last and candidate.calls == total:
             before_last[:] = clone_args(candidate.current)
 
     def after_candidate() -> None:
-        if candidate.calls == total:
+        if keep_last and candidate.calls == total:
             after_last[:] = clone_args(candidate.current)
 
     timed_baseline: Callable[[], object] = (
@@ -171,5 +173,5 @@ def screen(
     reference: Any | None = None,
 ) -> SplitComparison:
     """The short interleaved run that screens slow candidates out before the costly gates."""
-    split, _, _ = time_kernels(kernel, original, runner, key, args, trials, reference)
+    split, _, _ = time_kernels(kernel, original, runner, key, args, trials, reference, keep_last=False)
     return split

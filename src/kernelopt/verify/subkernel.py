@@ -36,13 +36,27 @@ def as_launcher(kernel: Any) -> Launcher:
     return lambda args: launch(kernel, args)
 
 
-def _prepared(kernel: KernelDef, args: Sequence[Any], alternate: bool = False, guarded: bool = False) -> list[Any]:
+def _prepared(
+    kernel: KernelDef,
+    args: Sequence[Any],
+    alternate: bool = False,
+    guarded: bool = False,
+    read_only: Sequence[Any] | None = None,
+) -> list[Any]:
     """A copy of ``args`` with write-only outputs poisoned; ``guarded`` puts every tensor inside
-    poisoned guard regions (:mod:`kernelopt.capture.guards`), for the candidate's runs."""
-    copy = [guarded_clone(a) if isinstance(a, torch.Tensor) else a for a in args] if guarded else clone_args(args)
-    for (_name, reads, writes), value in zip(param_roles(kernel), copy):
-        if writes and not reads and isinstance(value, torch.Tensor):
-            nan_fill_(value, alternate=alternate)
+    poisoned guard regions (:mod:`kernelopt.capture.guards`), for the candidate's runs.
+    ``read_only``: an argument list whose tensors the kernel only reads are used as they are
+    instead of copied (each copy of a gigabyte input is a gigabyte the gate holds)."""
+    copy = []
+    for i, ((_name, reads, writes), value) in enumerate(zip(param_roles(kernel), args)):
+        if not isinstance(value, torch.Tensor):
+            copy.append(value)
+        elif read_only is not None and reads and not writes:
+            copy.append(read_only[i])
+        else:
+            copy.append(guarded_clone(value) if guarded else clone_args([value])[0])
+            if writes and not reads:
+                nan_fill_(copy[-1], alternate=alternate)
     return copy
 
 
@@ -68,11 +82,13 @@ def run_case(
     outputs differ; see :func:`nan_fill_`): alternating it across cases catches an
     element left unwritten where the original happens to write the first sentinel."""
     roles = param_roles(kernel)
-    reference = _prepared(kernel, args, alternate)
+    # The original (trusted) reads the case's inputs themselves; the candidate gets guarded copies,
+    # one set for both runs: the inputs are compared bit for bit with the case's after both.
+    reference = _prepared(kernel, args, alternate, read_only=args)
     original(reference)
     first = _prepared(kernel, args, alternate, guarded=True)
     candidate(first)
-    second = _prepared(kernel, args, alternate, guarded=True)
+    second = _prepared(kernel, args, alternate, guarded=True, read_only=first)
     candidate(second)
     _synchronize(args)
     outside = _guard_failures(kernel, label, [first, second])
@@ -99,10 +115,11 @@ def check_launch(
     kernel: KernelDef, original: Launcher, before: Sequence[Any], after: Sequence[Any], label: str
 ) -> Verdict:
     """Did one candidate call that started from ``before`` and left ``after`` write what the original
-    writes from ``before``? (The timed calls of gate 4 are checked so.) ``before`` is consumed."""
+    writes from ``before``? (The timed calls of gate 4 are checked so.) ``before`` is consumed: the
+    original (trusted) runs on it in place, so a gigabyte launch costs no further copy here."""
     if not before:
         return Verdict("correctness", False, f"{label}: no record of its inputs was kept")
-    reference = clone_args(before)
+    reference = list(before)
     original(reference)
     _synchronize(reference)
     written, inputs = {}, {}
@@ -131,7 +148,10 @@ def run_subkernel_gate(
     one-signed rows, NaN and +-inf, subnormals and zeros, constant rows)."""
     if not snapshots:
         return Verdict("correctness", False, f"{kernel.name} never launched in the model run: nothing to compare")
-    verdicts = []
-    for index, (label, args) in enumerate(kernel_cases(kernel, snapshots, seeds, distributions, edges=edges)):
-        verdicts.append(run_case(kernel, original, candidate, label, args, alternate=index % 2 == 1))
+    verdicts: list[Verdict] = []
+    # One case's tensors at a time: each is dropped before the next is made (no enumerate, whose
+    # cached result tuple would keep the last case alive meanwhile).
+    for label, args in kernel_cases(kernel, snapshots, seeds, distributions, edges=edges):
+        verdicts.append(run_case(kernel, original, candidate, label, args, alternate=len(verdicts) % 2 == 1))
+        del args
     return combine_cases(verdicts)
