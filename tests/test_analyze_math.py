@@ -86,3 +86,51 @@ def test_a_launch_bound_forward_reports_how_busy_the_gpu_is() -> None:
     assert report.launch_overhead_bound == pytest.approx(1.0 / 0.3)
     busy = summarize_analysis("p", "dev", 4000.0, timing(2.0), timing(1.0), rows, device_total_us=1000.0)
     assert busy.gpu_busy == pytest.approx(1.0) and busy.launch_overhead_bound == pytest.approx(1.0)
+
+
+def test_the_traffic_floor_counts_each_piece_of_memory_once() -> None:
+    import torch
+
+    from kernelopt.evaluate.analysis import graph_floor_bytes
+
+    model = torch.nn.Linear(8, 4)  # 32 + 4 floats of weights
+    model.register_buffer("scale", torch.ones(4))
+    model.tied = model.weight  # one weight under two names is read once
+    x = torch.randn(2, 8)
+    out = torch.randn(2, 4)
+    assert graph_floor_bytes(model, [x, 3], [out, out[0]]) == 4 * (16 + 32 + 4 + 4 + 8 + 4)
+    # out[0] is a view of out with its own extent: counted as the bytes it names (4 floats)
+
+
+def test_the_fusion_bound_is_the_compiled_time_over_the_floor_and_only_without_vendor_calls() -> None:
+    # Two 1 ms Triton kernels, each moving 4 GB (2 GB in, 2 GB out at 4000 GB/s: 1 ms each at
+    # roofline): no kernel has headroom, but the graph itself only moves 4 GB (0.5 ms each way).
+    a = Launch(0, 0, "triton", "triton_poi_a_0", args=[
+        tensor(0, "in_ptr0", "read", (500_000_000,), (1,)),
+        tensor(1, "out_ptr0", "write", (500_000_000,), (1,)),
+    ])
+    b = Launch(1, 0, "triton", "triton_poi_b_0", args=[
+        tensor(0, "in_ptr0", "read", (500_000_000,), (1,)),
+        tensor(1, "out_ptr0", "write", (500_000_000,), (1,)),
+    ])
+    rows = build_launch_reports([a, b], {0: 1000.0, 1: 1000.0}, peak_gbps=4000.0)
+    report = summarize_analysis("p", "dev", 4000.0, timing(2.0), timing(2.0), rows, 2000.0, floor_bytes=4_000_000_000)
+    assert report.amdahl_bound == pytest.approx(1.0)  # every kernel already at its roofline
+    assert report.floor_ms == pytest.approx(1.0)
+    assert report.fusion_bound == pytest.approx(2.0)  # the intermediate's write and read are the other half
+    gemm = Launch(2, 0, "vendor", "extern_kernels.mm")
+    rows = build_launch_reports([gemm, a], {2: 1000.0, 0: 1000.0}, peak_gbps=4000.0)
+    mixed = summarize_analysis("p", "dev", 4000.0, timing(2.0), timing(2.0), rows, 2000.0, floor_bytes=4_000_000_000)
+    assert mixed.floor_ms == pytest.approx(1.0) and mixed.fusion_bound is None
+    assert summarize_analysis("p", "dev", 4000.0, timing(2.0), timing(2.0), rows, 2000.0).floor_ms is None
+
+
+def test_the_floor_line_says_why_a_mixed_graph_has_no_fusion_bound() -> None:
+    from kernelopt.cli.format import floor_lines
+
+    a = Launch(0, 0, "triton", "triton_poi_a_0", args=[tensor(0, "in_ptr0", "read", (1000,), (1,))])
+    rows = build_launch_reports([a, Launch(1, 0, "vendor", "extern_kernels.mm")], {0: 10.0, 1: 10.0}, 4000.0)
+    mixed = summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(1.0), rows, 20.0, floor_bytes=8000)
+    (line,) = floor_lines(mixed)
+    assert "0.000 ms" not in line and "no fusion bound: vendor calls run" in line
+    assert floor_lines(summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(1.0), rows, 20.0)) == []

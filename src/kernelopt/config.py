@@ -17,6 +17,9 @@ present; top-level keys named as the fields), the effort profile
 one :class:`~kernelopt.errors.KerneloptError` line naming where it came from and
 what to write instead; nothing falls back silently.
 
+Longer than most modules because it is two tables, every setting and every profile, kept in
+one place on purpose: one file to read every default in.
+
 This is the bottom layer: it imports nothing of kernelopt but ``errors``. The
 settings are read where a run starts, in the parent process, and what a worker
 needs crosses to it explicitly (as arguments, or ``KERNELOPT_COMPILE_WORKERS`` in

@@ -61,10 +61,23 @@ def summary_lines(report: AnalysisReport) -> list[str]:
         f"Amdahl bound (Triton kernels at roofline, vendor calls unchanged): {report.amdahl_bound:.2f}x over compiled",
         f"GPU busy {100 * report.gpu_busy:.0f}% of the compiled forward; launch-overhead bound "
         f"(no gaps between launches) {report.launch_overhead_bound:.2f}x",
+        *floor_lines(report),
         f"peak copy bandwidth {report.peak_gbps:.0f} GB/s; "
         f"torch {report.versions.get('torch')}, triton {report.versions.get('triton')}"
         + (f"; run {report.run_id}" if report.run_id is not None else ""),
     ]
+
+
+def floor_lines(report: AnalysisReport) -> list[str]:
+    """The traffic floor, and the fusion bound where only generated kernels run (one line; none
+    for a report made before the floor was measured)."""
+    if report.floor_ms is None or report.floor_bytes is None:
+        return []
+    floor = f"{report.floor_ms:.3f} ms" if report.floor_ms >= 1 else f"{report.floor_ms * 1e3:.3g} us"
+    line = f"traffic floor (inputs, weights and outputs moved once at peak): {floor} for {report.floor_bytes / 1e6:.3g} MB; "
+    if report.fusion_bound is not None:
+        return [line + f"fusion bound {report.fusion_bound:.2f}x over compiled"]
+    return [line + "no fusion bound: vendor calls run, and their time is not only traffic"]
 
 
 def print_analysis(report: AnalysisReport, console: Console) -> None:

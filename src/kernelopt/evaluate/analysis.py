@@ -6,12 +6,18 @@ the profiler; each generated Triton launch gets its ideal traffic (each tensor
 argument read or written once), achieved bandwidth against the measured peak,
 and headroom. The Amdahl bound is the best end-to-end speedup reachable by
 bringing every Triton launch to the roofline while vendor calls stay as they are.
+Beside it, the *traffic floor*: the time the whole forward would take if it moved
+its inputs, weights and outputs once at the peak (what a graph fused into one
+memory-bound kernel could reach); where only generated kernels run, the compiled
+time over that floor is the *fusion bound*, headroom no single kernel's roofline
+shows, since every intermediate tensor's round trip through memory counts against it.
 It runs wherever the captured model lives: in ``kernelopt analyze``'s process,
 or in an evaluation worker for ``optimize``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +28,7 @@ from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
 from kernelopt.config import default_of
 from kernelopt.measure import Roofline, amdahl_bound, compare
 from kernelopt.measure.attribution import attribute
+from kernelopt.problem import outputs_as_list
 
 
 @dataclass
@@ -60,6 +67,9 @@ class AnalysisReport:
     amdahl_bound: float
     gpu_busy: float = 1.0  # kernel time over the compiled forward's measured time
     launch_overhead_bound: float = 1.0  # the speedup if the GPU never waited between launches (CUDA graphs' ceiling)
+    floor_bytes: int | None = None  # inputs, weights and outputs, each read or written once
+    floor_ms: float | None = None  # floor_bytes at the peak copy bandwidth
+    fusion_bound: float | None = None  # compiled over floor_ms; None where vendor calls run (their work is not traffic)
     launches: list[LaunchReport] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
@@ -98,6 +108,23 @@ def build_launch_reports(launches: list[Launch], times_us: dict[int, float], pea
     return rows
 
 
+def graph_floor_bytes(model: torch.nn.Module, inputs: Sequence[Any], outputs: Sequence[Any]) -> int:
+    """Bytes the forward must move at least: every tensor input, parameter and buffer read once and
+    every output written once, each distinct piece of memory counted once (a weight tied to two
+    names, an output that is a view of an input)."""
+    seen: set[tuple[int, int, int]] = set()
+    total = 0
+    tensors = [*inputs, *model.parameters(), *model.buffers(), *outputs]
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            continue
+        key = (t.data_ptr(), t.numel(), t.element_size())
+        if key not in seen:
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total
+
+
 def summarize_analysis(
     problem: str,
     device: str,
@@ -106,6 +133,7 @@ def summarize_analysis(
     compiled: Any,
     rows: list[LaunchReport],
     device_total_us: float,
+    floor_bytes: int | None = None,
 ) -> AnalysisReport:
     """The model-level numbers: speedup over eager, the Amdahl bound of Triton-only work, and how busy
     the GPU is. The compiled forward's time (device events around the whole call) includes the gaps in
@@ -119,6 +147,9 @@ def summarize_analysis(
     # Triton headroom from it is the best that Triton-only work can do.
     compiled_us = compiled.median_ms * 1000.0
     bound = amdahl_bound(max(compiled_us, attributed_us), min(headroom_us, max(compiled_us, attributed_us)))
+    floor_us = floor_bytes / (peak_gbps * 1e3) if floor_bytes and peak_gbps > 0 else None
+    only_generated = bool(rows) and all(r.kind == "triton" for r in rows)
+    fusion = max(1.0, compiled_us / floor_us) if floor_us and only_generated else None
     return AnalysisReport(
         problem=problem,
         device=device,
@@ -135,6 +166,9 @@ def summarize_analysis(
         amdahl_bound=bound,
         gpu_busy=min(1.0, device_total_us / compiled_us) if compiled_us > 0 else 1.0,
         launch_overhead_bound=max(1.0, compiled_us / device_total_us) if device_total_us > 0 else 1.0,
+        floor_bytes=floor_bytes,
+        floor_ms=floor_us / 1000.0 if floor_us is not None else None,
+        fusion_bound=fusion,
         launches=rows,
     )
 
@@ -159,6 +193,8 @@ def analyze_artifact(
         return artifact(*inputs)
 
     comparison = compare(run_eager, run_compiled, trials=trials)
+    with torch.no_grad():
+        floor = graph_floor_bytes(model, inputs, outputs_as_list(run_compiled(), name))
     sink = LaunchSink(record_args=False, label=True)
     with artifact.instrumented(sink):
 
@@ -170,5 +206,5 @@ def analyze_artifact(
     times = {int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()}
     rows = build_launch_reports(artifact.launches, times, peak)
     return summarize_analysis(
-        name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us
+        name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us, floor
     )

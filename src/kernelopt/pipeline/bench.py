@@ -1,11 +1,12 @@
 """``kernelopt bench``: optimize every problem of a suite and keep the scoreboard.
 
 Each problem runs in its own isolated worker (``target``, by default
-:func:`kernelopt.pipeline.optimize.bench_problem`), so a problem that hangs, segfaults or
+:func:`kernelopt.pipeline.bench_problem.bench_problem`), so a problem that hangs, segfaults or
 exhausts memory costs one row of the table, never the suite. After every problem
 the whole result is rewritten atomically to ``results.json`` and ``results.csv``,
 so a bench killed at any moment resumes (``resume=True``) from the last finished
-problem.
+problem. (About 400 lines: the run's stages, GPU lanes and resume are one loop; the result
+files and the per-problem worker live in ``bench_results`` and ``bench_problem``.)
 
 The worker target is called as ``target(problem_path: str, options: dict) -> dict``
 where ``options`` holds ``name`` and ``time_limit_s`` (the per-problem budget, None

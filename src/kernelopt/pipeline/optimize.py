@@ -289,6 +289,7 @@ def _optimize(run: RunContext) -> OptimizeReport:
         amdahl_bound=measured.amdahl_bound,
         gpu_busy=measured.gpu_busy,
         launch_overhead_bound=measured.launch_overhead_bound,
+        fusion_bound=measured.fusion_bound,
         skipped=[(s.name, s.reason) for s in skipped],
     )
     for extra in targets[run.max_targets :]:

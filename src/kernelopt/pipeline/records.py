@@ -52,6 +52,7 @@ class OptimizeReport:
     kernels: list[KernelResult] = field(default_factory=list)
     gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
     launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
+    fusion_bound: float | None = None  # compiled over the traffic floor, for graphs of generated kernels only
     skipped: list[tuple[str, str]] = field(default_factory=list)
     speedup_vs_compile: float = 1.0
     speedup_vs_compile_iqr: tuple[float, float] | None = None

@@ -123,6 +123,7 @@ class Summary:
     compile_vs_eager: float | None
     amdahl_bound: float | None
     launch_overhead_bound: float | None
+    fusion_bound: float | None
     gpu_busy: float | None
     peak_gbps: float | None
     final_reason: str
@@ -225,6 +226,7 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         compile_vs_eager=eager / compiled if eager and compiled else None,
         amdahl_bound=_number(a.get("amdahl_bound", r.get("amdahl_bound"))),
         launch_overhead_bound=_number(a.get("launch_overhead_bound", r.get("launch_overhead_bound"))),
+        fusion_bound=_number(a.get("fusion_bound", r.get("fusion_bound"))),
         gpu_busy=_number(a.get("gpu_busy", r.get("gpu_busy"))),
         peak_gbps=_number(a.get("peak_gbps")),
         final_reason=reason,

@@ -84,6 +84,13 @@ def _summary(data: RunData) -> str:
             fmt_ratio(s.launch_overhead_bound, 2) or "—",
             f"GPU busy {100 * s.gpu_busy:.0f} % of the forward" if s.gpu_busy is not None else "",
         ),
+        card(
+            "fusion bound",
+            fmt_ratio(s.fusion_bound, 2) or "—",
+            "compiled over the traffic floor (inputs, weights, outputs moved once)"
+            if s.fusion_bound is not None
+            else "only for graphs of generated kernels",
+        ),
     ]
     rows = [
         ("outcome", s.final_reason or "—"),
