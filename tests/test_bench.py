@@ -124,7 +124,7 @@ def test_summarize_hand_computed() -> None:
     summary = summarize(_hand_case())
     assert summary["problems"] == 4 and summary["correct"] == 3
     assert summary["fast_p"]["compile"] == {"0": 0.75, "1": 0.5, "1.5": 0.25, "2": 0.25}
-    assert set(summary["fast_p"]) == {"eager", "compile", "max_autotune"}
+    assert set(summary["fast_p"]) == {"eager", "compile", "max_autotune", "best_stock"}
     assert summary["geomean_speedup"]["compile"] == pytest.approx(2.7 ** (1 / 3))
     assert summary["slower_than_baseline"] == ["c"]
     assert summary["status_counts"]["ok"] == 4
@@ -465,7 +465,7 @@ def test_the_results_folder_holds_a_markdown_scoreboard(tmp_path: Path) -> None:
     assert "Device: Fake GPU 141GB" in text and "kernelopt_source" in text
     assert "4 problems, 1 correct; slower than torch.compile (beyond 1 %): 0" in text
     assert "| torch.compile | 25 % | 25 % | 25 % | 0 % | 2.000× |" in text  # fast_0, 1, 1.5, 2 and the geomean
-    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× | 1.600× | 12 |" in text
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× | 1.600× |  |  | 12 |" in text
     assert "- level1/03_segfault: crash:" in text and "- level1/04_broken: load_error:" in text
     assert json.loads(report.json_path.read_text())["summary"] == report.summary  # the same data as the JSON
 
@@ -489,7 +489,7 @@ def test_speedups_timed_interleaved_carry_their_spread(tmp_path: Path) -> None:
                           "max_autotune": {"vs_optimized": {"comparison": {"speedup_q1": 1.5, "speedup_q3": 1.61}}}}}
     report = _bench(_suite(tmp_path / "suite", {"01_fast": spread}), tmp_path / "out")
     text = report.markdown_path.read_text()
-    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) | 12 |" in text
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) |  |  | 12 |" in text
 
 
 def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
@@ -518,3 +518,33 @@ def test_the_real_bench_says_it_needs_a_gpu_before_any_work(tmp_path, monkeypatc
     with pytest.raises(KerneloptError, match="bench needs an NVIDIA GPU with CUDA; torch sees none"):
         run_bench(Path(__file__).resolve().parents[1] / "examples/problems", results_dir=out)
     assert not out.exists()
+
+
+def test_the_best_stock_mode_is_the_one_kernelopt_is_least_faster_than() -> None:
+    from kernelopt.pipeline.metrics import choose_best_stock
+
+    interleaved = {"speedup_q1": 1.02, "speedup_q3": 1.05}
+    stock = {
+        "max-autotune-no-cudagraphs": {"compiled_ms": 0.9, "vs_optimized": {"speedup": 1.3, "comparison": {}}},
+        "reduce-overhead": {"compiled_ms": 0.7, "vs_optimized": {"speedup": 1.04, "comparison": interleaved}},
+        "max-autotune": "timeout: compile took too long",  # a mode that failed has no number
+    }
+    assert choose_best_stock(1.0, 2.0, 0.5, stock) == ("reduce-overhead", 0.7, 1.04)
+    # the default wins where kernelopt is least faster than it; a mode without its in-process ratio
+    # falls back to the ratio of medians (0.45 / 0.5: kernelopt slower than that mode)
+    crossed = {"max-autotune": {"compiled_ms": 0.45, "vs_optimized_error": "RuntimeError: x"}}
+    assert choose_best_stock(1.0, 2.0, 0.5, crossed) == ("max-autotune", 0.45, 0.9)
+    assert choose_best_stock(1.0, 1.01, 0.99, stock) == ("default", 1.0, 1.01)
+    assert choose_best_stock(None, None, None, {"reduce-overhead": "crash"}) is None
+    outcome = ProblemOutcome(
+        "p", "p.py", "ok", "", True, 2.0, 1.0, 0.9, 0.5,
+        details={"stock": stock, "speedup_vs_compile_iqr": [1.9, 2.1]},
+        best_stock_mode="reduce-overhead", best_stock_ms=0.7, best_stock_speedup=1.04,
+    )
+    assert outcome.speedup_vs_best_stock == 1.04 and outcome.speedup_spread("best_stock") == (1.02, 1.05)
+    default = ProblemOutcome.from_dict({**outcome.to_dict(), "best_stock_mode": "default", "best_stock_ms": 1.0,
+                                        "best_stock_speedup": 2.0})
+    assert default.speedup_spread("best_stock") == (1.9, 2.1)  # the final verification's, as for compile
+    assert summarize([outcome])["geomean_speedup"]["best_stock"] == pytest.approx(1.04)
+    with pytest.raises(ValueError, match="best_stock_mode must be"):
+        ProblemOutcome.from_dict({**outcome.to_dict(), "best_stock_mode": 3})

@@ -94,7 +94,9 @@ def test_every_profile_sets_the_same_known_budgets_and_default_is_what_optimize_
     today = {"budget": 48, "patience": 3, "max_targets": 3, "knob_budget": 8, "search_kernel_seeds": (1,),
              "search_model_seeds": (0,), "kernel_seeds": (1, 2, 3), "model_seeds": (0, 1, 2), "trials": 50,
              "screen_trials": 10, "margin": 0.03, "analyze_trials": 30, "eval_timeout_s": 600.0,
-             "verify_timeout_s": 900.0, "bench_timeout_s": 3600.0, "bench_timeout_margin_s": 900.0}
+             "verify_timeout_s": 900.0, "bench_timeout_s": 3600.0, "bench_timeout_margin_s": 900.0,
+             # since 2026-12-01 bench also times the CUDA-graph modes: the baseline is the best stock mode
+             "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune"}
     assert PROFILES["default"] == today
     for f in setting_fields():  # each field documented and bound to its variable
         assert f.metadata["help"] and f.metadata["env"] == f"KERNELOPT_{f.name.upper()}"
@@ -254,3 +256,19 @@ def test_help_names_the_setting_and_its_effective_default() -> None:
     assert "KERNELOPT_BUDGET" in result.stdout and f"{_SHOWN.budget} from {_SHOWN.sources['budget']}" in result.stdout
     assert "--effort" in result.stdout
 
+
+
+def test_stock_modes_are_torch_compile_modes_each_named_once() -> None:
+    from kernelopt.pipeline.bench import EXTRA_STOCK_MODE_S, default_worker_timeout
+
+    assert load_settings({"stock_modes": " reduce-overhead , max-autotune"}, env={}).stock_modes == (
+        "reduce-overhead,max-autotune"
+    )
+    for bad in ("max-autotune,max-autotune", "default", "reduce_overhead", ""):
+        with pytest.raises(KerneloptError, match="torch.compile modes separated by commas, each once"):
+            load_settings({"stock_modes": bad}, env={})
+    quick = load_settings({"effort": "quick"}, env={})
+    assert quick.stock_modes == "max-autotune-no-cudagraphs"
+    three = load_settings(env={})
+    # each mode beyond the first is one more compile and two timed comparisons in the problem's worker
+    assert default_worker_timeout(20.0, three) - default_worker_timeout(20.0, quick) == 2 * EXTRA_STOCK_MODE_S

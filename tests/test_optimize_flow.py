@@ -327,3 +327,34 @@ def test_a_bad_llm_option_ends_the_recorded_run_failed(tmp_path, monkeypatch) ->
         opt.optimize(EXAMPLES / "level1/12_softmax_wide.py", store, llm="no-such-provider:model")
     (run,) = store.runs()
     assert run.status == "failed" and run.error == str(raised.value).splitlines()[0]
+
+
+def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, tmp_path) -> None:
+    """Each mode of the stock_modes setting in a process of its own; a mode that fails keeps its reason
+    and the others still count; the row's best stock mode is the one kernelopt is least faster than."""
+    from kernelopt.config import load_settings
+    from kernelopt.pipeline.metrics import ProblemOutcome
+    from kernelopt.pipeline.records import OptimizeReport
+
+    report = OptimizeReport("p", 1, "fake H200", 2.0, 1.0, 1.0, speedup_vs_compile=2.0, optimized_ms=0.5,
+                            final_compiled_ms=1.0, final_reason="kernels replaced")
+    monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
+    timed: list[str] = []
+
+    def run_isolated(target, path, mode, seed, trials, exported, timeout_s):
+        timed.append(mode)
+        if mode == "max-autotune":
+            return WorkerResult("timeout", None, "ran past 1800 s", None, 1800.0, "")
+        speedup = {"max-autotune-no-cudagraphs": 1.4, "reduce-overhead": 1.1}[mode]
+        value = {"compiled_ms": 0.5 * speedup, "vs_optimized": {"speedup": speedup, "comparison": {}}}
+        return WorkerResult("ok", value, "", None, 1.0, "")
+
+    monkeypatch.setattr(bench_problem, "run_isolated", run_isolated)
+    settings = load_settings({"store": str(tmp_path / "k.db")}, env={})
+    row = bench_problem.bench_problem(str(tmp_path / "p.py"), {"settings": settings.values(), "name": "p"})
+    assert timed == ["max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
+    assert (row["best_stock_mode"], row["best_stock_speedup"]) == ("reduce-overhead", 1.1)
+    assert row["details"]["stock"]["max-autotune"] == "timeout: ran past 1800 s"
+    assert row["max_autotune_speedup"] == 1.4 and row["max_autotune_ms"] == pytest.approx(0.7)
+    outcome = ProblemOutcome.from_dict(row)
+    assert outcome.speedup_vs_best_stock == 1.1 and outcome.speedup_vs_compile == 2.0

@@ -53,6 +53,8 @@ else:  # pragma: no cover - Python 3.10
 CONFIG_ENV = "KERNELOPT_CONFIG"
 CONFIG_FILE = "kernelopt.toml"
 EFFORTS = ("quick", "default", "full")
+STOCK_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
+"""The torch.compile modes besides the default a user could have picked (CUDA graphs in the last two)."""
 
 # The one table of effort budgets. Every profile sets every key (a test holds it so);
 # ``default`` is what ``kernelopt optimize`` did before the table existed. ``quick`` buys
@@ -77,6 +79,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "verify_timeout_s": 900.0,
         "bench_timeout_s": 3600.0,
         "bench_timeout_margin_s": 900.0,
+        "stock_modes": "max-autotune-no-cudagraphs",
     },
     "default": {
         "budget": 48,
@@ -95,6 +98,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "verify_timeout_s": 900.0,
         "bench_timeout_s": 3600.0,
         "bench_timeout_margin_s": 900.0,
+        "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
     },
     "full": {
         "budget": 100,
@@ -113,6 +117,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "verify_timeout_s": 1800.0,
         "bench_timeout_s": 7200.0,
         "bench_timeout_margin_s": 1800.0,
+        "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
     },
 }
 
@@ -241,6 +246,12 @@ class Settings:
         kind=float,
         minimum=0.0,
     )
+    stock_modes: str = _profiled(
+        "stock_modes",
+        "torch.compile modes bench times beside the default, each in its own process, for the best stock baseline.",
+        kind=str,
+        expect="torch.compile modes separated by commas, each once: " + ", ".join(STOCK_MODES),
+    )
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False, metadata={"help": None})
 
     def values(self) -> dict[str, Any]:
@@ -362,6 +373,11 @@ def _parse(f: dataclasses.Field, raw: object, where: str, fix: str) -> Any:
         raise bad
     if f.name == "effort" and value not in PROFILES:
         raise bad
+    if f.name == "stock_modes":
+        modes = [m.strip() for m in value.split(",")]
+        if any(m not in STOCK_MODES for m in modes) or len(set(modes)) != len(modes):
+            raise bad
+        value = ",".join(modes)
     return value
 
 

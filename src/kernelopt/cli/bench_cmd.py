@@ -192,6 +192,8 @@ def _problem_row(o: ProblemOutcome) -> list[Text | str]:
         _ratio(o.speedup_vs_eager),
         _ratio(o.speedup_vs_compile),
         _ratio(o.speedup_vs_max_autotune),
+        Text(o.best_stock_mode or "—"),
+        _ratio(o.speedup_vs_best_stock),
     ]
 
 
@@ -200,15 +202,18 @@ def print_bench(report: BenchReport, console: Console) -> None:
     from kernelopt.pipeline.metrics import BASELINE_LABELS
 
     table = Table(title=f"kernelopt bench: {report.suite}", title_justify="left")
-    for header in ("problem", "status", "correct", "eager ms", "compile ms", "max-autotune ms", "optimized ms"):
-        table.add_column(header, justify="left" if header in ("problem", "status") else "right")
-    for header in ("vs eager", "vs compile", "vs max-autotune"):
+    longest = max((len(o.name) for o in report.outcomes), default=7)
+    table.add_column("problem", no_wrap=True, min_width=longest)  # narrow terminals squeeze the numbers, not names
+    for header in ("status", "correct", "eager ms", "compile ms", "max-autotune ms", "optimized ms"):
+        table.add_column(header, justify="left" if header == "status" else "right")
+    for header in ("vs eager", "vs compile", "vs max-autotune", "best stock mode", "vs best stock"):
         table.add_column(header, justify="right")
     for outcome in report.outcomes:
         table.add_row(*_problem_row(outcome))
     table.caption = (
         "vs max-autotune: measured interleaved in the max-autotune process where that worked "
-        "(then not the ratio of the two ms columns, which come from different processes)"
+        "(then not the ratio of the two ms columns, which come from different processes); best stock mode: "
+        "of the default and the stock_modes setting's, the one kernelopt is least faster than"
     )
     table.caption_justify = "left"
     console.print(table)

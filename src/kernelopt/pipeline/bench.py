@@ -63,6 +63,7 @@ from kernelopt.workers.identity import require_readable
 DEFAULT_TARGET = "kernelopt.pipeline.bench_problem:bench_problem"
 DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
 WORKER_TIMEOUT_MARGIN_S: float = default_of("bench_timeout_margin_s")  # with one: room for timing three baselines
+EXTRA_STOCK_MODE_S = 600.0
 STDERR_KEPT_CHARS = 1000
 _WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error": "run_error"}
 
@@ -89,11 +90,13 @@ def suite_root(suite_dir: str | Path) -> Path:
 
 def default_worker_timeout(time_limit_s: float | None, config: Settings | None = None) -> float:
     """How long a problem's worker may live: its search budget plus room for the baselines
-    (the ``bench_timeout_s`` and ``bench_timeout_margin_s`` settings of ``config``)."""
+    (the ``bench_timeout_s`` and ``bench_timeout_margin_s`` settings of ``config``); each stock
+    mode beyond the first adds :data:`EXTRA_STOCK_MODE_S` (a compile and two timed comparisons)."""
     config = config or load_settings()
+    extra = EXTRA_STOCK_MODE_S * max(0, len(config.stock_modes.split(",")) - 1)
     if time_limit_s is None:
-        return config.bench_timeout_s
-    return time_limit_s + config.bench_timeout_margin_s
+        return config.bench_timeout_s + extra
+    return time_limit_s + config.bench_timeout_margin_s + extra
 
 
 def run_bench(

@@ -88,20 +88,24 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         "fast_p counts every problem (failed ones too); geometric means are over the correct problems. "
         "Times are medians in ms. The max-autotune column comes from a process of its own; where that process "
         "also timed kernelopt's model interleaved with it, *vs max-autotune* is that ratio. In brackets: the "
-        "interquartile range of a speedup timed interleaved in one process (*vs compile*: the final verification).",
+        "interquartile range of a speedup timed interleaved in one process (*vs compile*: the final verification). "
+        "*Best stock mode*: of torch.compile's default and each mode of the stock_modes setting (each timed in "
+        "its own process beside kernelopt's model), the one kernelopt's model is least faster than.",
         "",
         "## Per problem",
         "",
         "| problem | status | correct | eager | compile | max-autotune | optimized | vs eager | vs compile "
-        "| vs max-autotune | evaluations |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| vs max-autotune | best stock mode | vs best stock | evaluations |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         lines.append(
             f"| {_cell(o.name)} | {o.status} | {'yes' if o.correct else 'no'} | {fmt_ms(o.eager_ms)} | {fmt_ms(o.compiled_ms)} "
             f"| {fmt_ms(o.max_autotune_ms)} | {fmt_ms(o.optimized_ms)} | {fmt_ratio(o.speedup_vs_eager)} "
             f"| {fmt_ratio_spread(o.speedup_vs_compile, o.speedup_spread('compile'))} "
-            f"| {fmt_ratio_spread(o.speedup_vs_max_autotune, o.speedup_spread('max_autotune'))} | {o.evaluations} |"
+            f"| {fmt_ratio_spread(o.speedup_vs_max_autotune, o.speedup_spread('max_autotune'))} "
+            f"| {o.best_stock_mode or ''} "
+            f"| {fmt_ratio_spread(o.speedup_vs_best_stock, o.speedup_spread('best_stock'))} | {o.evaluations} |"
         )
     failed = [o for o in outcomes if o.status != "ok"]
     if failed:

@@ -37,6 +37,9 @@ CSV_COLUMNS = (
     "speedup_vs_eager",
     "speedup_vs_compile",
     "speedup_vs_max_autotune",
+    "best_stock_mode",
+    "best_stock_ms",
+    "speedup_vs_best_stock",
     "evaluations",
     "reason",
 )

@@ -41,7 +41,7 @@ VERDICT_COLORS = {
 }
 OTHER_VERDICT_COLOR = "#7f7f7f"
 WINNER_COLOR = "#d4a017"
-BASELINE_COLORS = {"eager": "#72b7b2", "compile": "#4c78a8", "max_autotune": "#e45756"}
+BASELINE_COLORS = {"eager": "#72b7b2", "compile": "#4c78a8", "max_autotune": "#e45756", "best_stock": "#b279a2"}
 TOP_KERNELS = 15  # the time-by-kernel chart names this many launches' kernels; the rest are summed
 
 
@@ -422,10 +422,11 @@ def speedup_distribution(data: BenchData) -> go.Figure:
 
 
 def per_problem(data: BenchData) -> go.Figure:
-    """Each correct problem's speedup over torch.compile and max-autotune, with its interquartile range."""
+    """Each correct problem's speedup over torch.compile, max-autotune and the best stock mode, with its
+    interquartile range."""
     rows = [o for o in data.outcomes if o.passed and o.speedup_vs_compile is not None]
     fig = go.Figure()
-    for baseline in ("compile", "max_autotune"):
+    for baseline in ("compile", "max_autotune", "best_stock"):
         xs, names, low, high = [], [], [], []
         for o in rows:
             value = o.speedup(baseline)
