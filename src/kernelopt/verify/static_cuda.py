@@ -1,0 +1,549 @@
+"""Gate 1 for a CUDA C++ candidate: what a kernel written in C++ may contain, and the slot it must fill.
+
+A CUDA C++ candidate stands in for one Triton kernel of the captured graph: it is built with
+``torch.utils.cpp_extension.load_inline`` and called from the wrapper in the Triton kernel's place,
+with the same arguments. Its source is untrusted text, so before anything compiles it this gate
+reads it, after blanking comments and string literals (so neither can hide a construct or fake
+one), and refuses every construct a kernel has no business containing:
+
+* work off the current stream: streams, events, graphs, device-wide synchronisation, a launch
+  whose fourth ``<<< >>>`` argument is not the current stream, the launch APIs that bypass
+  ``<<< >>>``;
+* clocks and timers: ``clock64``, ``%globaltimer``, ``std::chrono`` and the like;
+* host allocation and copies: ``cudaMalloc``, ``malloc``, ``new``, ``torch::empty``, ``cudaMemcpy``;
+* files, processes, the network and the environment;
+* state kept across calls (the way to hand back a cached result): ``static``, ``__device__`` and
+  ``__managed__`` variables, ``thread_local``, ``extern`` (but ``extern __shared__``);
+* PyTorch compute: any ``torch::`` or ``at::`` name outside a short allow-list, and any method
+  of a tensor argument but the few that read its layout (``data_ptr``, ``size``, ``stride``...);
+* preprocessor tricks: includes outside an allow-list, token pasting and stringising, other
+  directives than ``include``, ``define``, ``pragma unroll`` and ``pragma once``;
+* inline PTX beyond a small allow-list of instructions, and every special register that reads a
+  clock or where a thread runs.
+
+The slot contract: at least one ``__global__`` kernel and exactly one host function
+``void launch(...)`` whose parameters are the Triton kernel's runtime parameters in order: a
+``torch::Tensor`` for each pointer, an integer (or floating) scalar for each other one.
+
+What text cannot show (partial writes, wrong values, shape shortcuts) is left to gates 2-4,
+as for Triton candidates; the verdict has the same shape as :func:`kernelopt.verify.static.check_static`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
+from kernelopt.verify.static_signature import kernel_signature
+from kernelopt.verify.verdict import Verdict
+
+CUDA_RULES: dict[str, str] = {
+    "size": "the source is too large to check",
+    "preprocessor": "only #include of the allowed headers, #define without # or ##, #pragma unroll and #pragma once",
+    "stream": "a kernel runs on the current stream only: no streams, events, graphs or synchronisation",
+    "launch": "every <<< >>> launch names four arguments, the last the current stream",
+    "timer": "no clocks or timers: the judge times the kernel",
+    "allocation": "no host-side allocation or copies: the kernel writes into the buffers it is given",
+    "io": "no files, printing, processes, network or environment",
+    "state": "no state kept across calls (static, __device__ or __managed__ variables, thread_local, extern)",
+    "torch_op": "no PyTorch compute: only the layout of the tensor arguments may be read",
+    "inline_asm": "inline PTX only from the allowed instructions, and no special registers",
+    "entry": "exactly one host function `void launch(...)` and at least one __global__ kernel",
+    "signature": "launch(...) takes the Triton kernel's runtime parameters, in order",
+}
+PRIORITY = {rule: i for i, rule in enumerate(CUDA_RULES)}
+
+ALLOWED_INCLUDES = frozenset(
+    {
+        "torch/extension.h",
+        "ATen/cuda/CUDAContext.h",
+        "c10/cuda/CUDAStream.h",
+        "c10/cuda/CUDAException.h",
+        "cuda.h",
+        "cuda_runtime.h",
+        "cuda_fp16.h",
+        "cuda_bf16.h",
+        "cstdint",
+        "stdint.h",
+        "cmath",
+        "math.h",
+        "climits",
+        "cfloat",
+        "type_traits",
+    }
+)
+_DENIED: dict[str, tuple[str, ...]] = {
+    "stream": (
+        r"cudaStream\w*",
+        r"cuStream\w*",
+        r"cudaEvent\w*",
+        r"cuEvent\w*",
+        r"cudaGraph\w*",
+        r"cudaDeviceSynchronize",
+        r"cudaThreadSynchronize",
+        r"cudaDeviceReset",
+        r"cudaSetDevice",
+        r"getStreamFromPool",
+        r"getStreamFromExternal",
+        r"setCurrentCUDAStream",
+        r"CUDAStreamGuard",
+        r"OptionalCUDAStreamGuard",
+        r"CUDAMultiStreamGuard",
+        r"__syncgrid",
+        r"grid_group",
+        r"this_grid",
+    ),
+    "launch": (r"cudaLaunch\w*", r"cuLaunch\w*", r"cudaConfigureCall"),
+    "timer": (
+        r"clock",
+        r"clock64",
+        r"__globaltimer",
+        r"globaltimer\w*",
+        r"chrono",
+        r"gettimeofday",
+        r"clock_gettime",
+        r"time",
+        r"__nanosleep",
+        r"rdtsc\w*",
+    ),
+    "allocation": (
+        r"cudaMalloc\w*",
+        r"cudaFree\w*",
+        r"cudaHostAlloc",
+        r"cudaMemcpy\w*",
+        r"cudaMemset\w*",
+        r"cudaMemPool\w*",
+        r"cuMem\w*",
+        r"malloc",
+        r"calloc",
+        r"realloc",
+        r"free",
+        r"new",
+        r"delete",
+        r"alloca",
+    ),
+    "io": (
+        r"f?open\w*",
+        r"fread",
+        r"fwrite",
+        r"f?printf",
+        r"sprintf",
+        r"snprintf",
+        r"puts",
+        r"cout",
+        r"cerr",
+        r"clog",
+        r"\w*fstream",
+        r"FILE",
+        r"socket",
+        r"connect",
+        r"system",
+        r"popen",
+        r"getenv",
+        r"setenv",
+        r"putenv",
+        r"dlopen",
+        r"dlsym",
+        r"fork",
+        r"exec\w*",
+        r"thread",
+        r"pthread\w*",
+        r"async",
+        r"syscall",
+    ),
+    "state": (r"static", r"thread_local", r"__managed__", r"mutable"),
+}
+_DENIED_PATTERNS = {rule: re.compile(r"\b(?:" + "|".join(words) + r")\b") for rule, words in _DENIED.items()}
+
+# Qualified torch / ATen / c10 names a launcher may use: types, dtype tags, the current stream, checks.
+ALLOWED_QUALIFIED = frozenset(
+    {
+        "torch::Tensor",
+        "at::Tensor",
+        "torch::ScalarType",
+        "at::ScalarType",
+        "torch::kFloat",
+        "torch::kFloat32",
+        "torch::kHalf",
+        "torch::kFloat16",
+        "torch::kBFloat16",
+        "torch::kFloat64",
+        "torch::kDouble",
+        "torch::kInt",
+        "torch::kInt32",
+        "torch::kInt64",
+        "torch::kLong",
+        "torch::kBool",
+        "at::kFloat",
+        "at::kHalf",
+        "at::kBFloat16",
+        "at::kDouble",
+        "at::kInt",
+        "at::kLong",
+        "at::kBool",
+        "at::Half",
+        "at::BFloat16",
+        "c10::Half",
+        "c10::BFloat16",
+        "at::cuda::getCurrentCUDAStream",
+        "c10::cuda::getCurrentCUDAStream",
+        "at::cuda::CUDAStream",
+        "c10::cuda::CUDAStream",
+    }
+)
+ALLOWED_TENSOR_METHODS = frozenset(
+    {
+        "data_ptr",
+        "const_data_ptr",
+        "mutable_data_ptr",
+        "numel",
+        "size",
+        "sizes",
+        "stride",
+        "strides",
+        "dim",
+        "scalar_type",
+        "dtype",
+        "is_contiguous",
+        "is_cuda",
+        "device",
+        "get_device",
+        "element_size",
+        "storage_offset",
+    }
+)
+# PTX a kernel may write by hand: loads and stores with cache hints, async copies, warp
+# shuffles and matrix instructions, conversions, arithmetic. Nothing that reads a clock,
+# where a thread runs, or talks to the host.
+ALLOWED_PTX = frozenset(
+    {
+        "ld",
+        "st",
+        "ldu",
+        "prefetch",
+        "cp",
+        "ldmatrix",
+        "stmatrix",
+        "mma",
+        "wgmma",
+        "shfl",
+        "cvt",
+        "mov",
+        "add",
+        "sub",
+        "mul",
+        "mad",
+        "fma",
+        "max",
+        "min",
+        "ex2",
+        "lg2",
+        "rcp",
+        "rsqrt",
+        "sqrt",
+        "tanh",
+        "and",
+        "or",
+        "xor",
+        "not",
+        "shl",
+        "shr",
+        "selp",
+        "setp",
+        "bar",
+        "barrier",
+        "fence",
+        "red",
+        "atom",
+        "prmt",
+        "lop3",
+    }
+)
+SPECIAL_REGISTERS = re.compile(r"%(?:globaltimer\w*|clock\w*|smid|nsmid|warpid|nwarpid|gridid|pm\d+|envreg\d+)")
+SCALAR_TYPES = re.compile(
+    r"^(?:const\s+)?(?:int64_t|int32_t|int|long|long long|unsigned|uint32_t|uint64_t|size_t|double|float|bool)$"
+)
+TENSOR_TYPE = re.compile(r"^(?:const\s+)?(?:torch|at)::Tensor\s*&?$")
+
+
+@dataclass(frozen=True)
+class CudaFinding:
+    """One broken rule of a CUDA C++ candidate, at one line."""
+
+    rule: str
+    line: int
+    construct: str
+
+    @property
+    def message(self) -> str:
+        return f"line {self.line}: {self.construct}; {CUDA_RULES[self.rule]}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rule": self.rule, "line": self.line, "construct": self.construct, "message": self.message}
+
+
+@dataclass(frozen=True)
+class _Scrubbed:
+    code: str  # comments and literals blanked, newlines kept: line numbers hold
+    strings: list[tuple[int, str]]  # (offset, contents) of every string literal
+
+
+_LITERAL = re.compile(
+    r'//[^\n]*|/\*.*?\*/|R"(?P<delim>[^(\s]{0,16})\((?P<raw>.*?)\)(?P=delim)"|"(?P<str>(?:\\.|[^"\\\n])*)"|\'(?:\\.|[^\'\\\n])*\'',
+    re.S,
+)
+
+
+def _scrub(source: str) -> _Scrubbed:
+    strings: list[tuple[int, str]] = []
+
+    def blank(match: re.Match[str]) -> str:
+        # every replacement keeps the match's length and newlines: offsets and lines hold
+        text = match.group(0)
+        if text.startswith(("//", "/*")):
+            return re.sub(r"[^\n]", " ", text)
+        contents = match.group("raw") if match.group("raw") is not None else match.group("str")
+        if contents is not None:
+            strings.append((match.start(), contents))
+        return text[0] + re.sub(r"[^\n]", " ", text[1:-1]) + text[-1] if len(text) > 1 else text
+
+    return _Scrubbed(_LITERAL.sub(blank, source), strings)
+
+
+def _line(code: str, index: int) -> int:
+    return code.count("\n", 0, index) + 1
+
+
+def _preprocessor(code: str, source: str) -> list[CudaFinding]:
+    found = []
+    raw_lines = source.splitlines()
+    for number, text in enumerate(code.splitlines(), start=1):
+        stripped = text.strip()
+        if not stripped.startswith("#"):
+            continue
+        directive = stripped[1:].strip()
+        word = directive.split(maxsplit=1)[0] if directive else ""
+        original = raw_lines[number - 1].strip() if number <= len(raw_lines) else stripped
+        if word == "include":
+            header = re.match(r'#\s*include\s*[<"]([^>"]+)[>"]', original)
+            if header is None or header.group(1).strip() not in ALLOWED_INCLUDES:
+                found.append(CudaFinding("preprocessor", number, original))
+        elif word == "define":
+            if "#" in directive[len("define") :]:
+                found.append(CudaFinding("preprocessor", number, f"{original} (token pasting or stringising)"))
+        elif word == "pragma":
+            if directive.split()[1:2] not in (["unroll"], ["once"]):
+                found.append(CudaFinding("preprocessor", number, original))
+        else:
+            found.append(CudaFinding("preprocessor", number, original))
+    return found
+
+
+def _denied_words(code: str) -> list[CudaFinding]:
+    found = []
+    for rule, pattern in _DENIED_PATTERNS.items():
+        for match in pattern.finditer(code):
+            found.append(CudaFinding(rule, _line(code, match.start()), match.group(0)))
+    for match in re.finditer(r"\bextern\b(?!\s+__shared__)", code):
+        found.append(CudaFinding("state", _line(code, match.start()), "extern"))
+    # __device__ / __constant__ variables at file scope: a qualifier followed by a declarator, not a function
+    for match in re.finditer(r"\b(__device__|__constant__)\b(?P<rest>[^;{(]*?)(?P<end>[;=\[])", code):
+        if "(" not in match.group("rest"):
+            found.append(CudaFinding("state", _line(code, match.start()), f"{match.group(1)} variable"))
+    return found
+
+
+def _qualified(code: str) -> list[CudaFinding]:
+    found = []
+    for match in re.finditer(r"\busing\s+namespace\b[^;]*|\bnamespace\s+\w+\s*=[^;]*", code):
+        found.append(CudaFinding("torch_op", _line(code, match.start()), match.group(0).strip()))
+    for match in re.finditer(r"\b(?:torch|at|c10)(?:::\w+)+", code):
+        if match.group(0) not in ALLOWED_QUALIFIED:
+            found.append(CudaFinding("torch_op", _line(code, match.start()), match.group(0)))
+    return found
+
+
+def _inline_asm(code: str, source: str, strings: list[tuple[int, str]]) -> list[CudaFinding]:
+    found = []
+    for match in re.finditer(r"\b(?:asm|__asm__|__asm)\b", code):
+        line = _line(code, match.start())
+        # the template: the string literals between the asm's "(" and its first ":" (operands follow)
+        opened = code.find("(", match.end())
+        colon = code.find(":", opened)
+        closed = code.find(";", opened)
+        stop = min(i for i in (colon, closed, len(code)) if i >= 0)
+        template = " ".join(text for offset, text in strings if opened <= offset < stop)
+        for register in SPECIAL_REGISTERS.findall(template):
+            found.append(CudaFinding("inline_asm", line, f"asm reads {register}"))
+        for instruction in re.split(r"[;\n]|\\n", template):
+            mnemonic = instruction.strip().split(" ", 1)[0].split(".", 1)[0].lstrip("@!{}").strip()
+            if mnemonic and not mnemonic.startswith(("%", "{", "}")) and mnemonic not in ALLOWED_PTX:
+                found.append(CudaFinding("inline_asm", line, f"asm instruction {mnemonic!r}"))
+    for offset, text in strings:
+        register = SPECIAL_REGISTERS.search(text)
+        line = _line(code, offset)
+        if register and not any(f.line == line for f in found):
+            found.append(CudaFinding("inline_asm", line, f"a string naming {register.group(0)}"))
+    return found
+
+
+def _launches(code: str) -> list[CudaFinding]:
+    found = []
+    bound = {
+        m.group(1)
+        for m in re.finditer(
+            r"\b(\w+)\s*=\s*(?:at|c10)::cuda::getCurrentCUDAStream\s*\(\s*\)(?:\s*\.\s*stream\s*\(\s*\))?\s*;", code
+        )
+    }
+    assigned = {m.group(1) for m in re.finditer(r"\b(\w+)\s*=[^=]", code)}
+    reassigned = {name for name in bound if len(re.findall(rf"\b{name}\s*=[^=]", code)) > 1}
+    current = re.compile(r"^(?:(?:at|c10)::cuda::getCurrentCUDAStream\s*\(\s*\)(?:\s*\.\s*stream\s*\(\s*\))?)$")
+    for match in re.finditer(r"<<<(.*?)>>>", code, re.S):
+        line = _line(code, match.start())
+        parts = [p.strip() for p in _split_arguments(match.group(1))]
+        if len(parts) != 4:
+            found.append(CudaFinding("launch", line, f"<<<{match.group(1).strip()}>>> names {len(parts)} arguments"))
+            continue
+        stream = parts[3]
+        if current.match(stream):
+            continue
+        if stream in bound and stream not in reassigned:
+            continue
+        why = "is assigned more than once" if stream in reassigned else "is not the current stream"
+        if stream not in bound and stream in assigned:
+            why = "is not bound to at::cuda::getCurrentCUDAStream()"
+        found.append(CudaFinding("launch", line, f"the launch's stream {stream!r} {why}"))
+    return found
+
+
+def _split_arguments(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _entry(code: str, runtime: tuple[str, ...] | None) -> list[CudaFinding]:
+    found = []
+    kernels = re.findall(r"\b__global__\b", code)
+    entries = list(re.finditer(r"(?<![\w:])(\w[\w:\s\*&<>]*?)\s+launch\s*\(([^)]*)\)\s*\{", code))
+    if not kernels:
+        found.append(CudaFinding("entry", 1, "no __global__ kernel"))
+    if len(entries) != 1:
+        found.append(CudaFinding("entry", 1, f"{len(entries)} definitions of launch(...)"))
+        return found
+    entry = entries[0]
+    line = _line(code, entry.start())
+    if entry.group(1).split()[-1] != "void" or "__global__" in entry.group(1):
+        found.append(
+            CudaFinding("entry", line, f"launch is declared `{entry.group(1).strip()}`, not a void host function")
+        )
+    params = [p.strip() for p in _split_arguments(entry.group(2)) if p.strip()]
+    typed = []
+    for param in params:
+        bits = re.match(r"^(.*?)(\w+)$", param)
+        typed.append((bits.group(1).strip(), bits.group(2)) if bits else (param, ""))
+    tensors = {name for kind, name in typed if TENSOR_TYPE.match(kind)}
+    for kind, name in typed:
+        if not (TENSOR_TYPE.match(kind) or SCALAR_TYPES.match(kind)):
+            found.append(CudaFinding("signature", line, f"parameter {name or kind!r} of type {kind!r}"))
+    if runtime is not None:
+        if len(typed) != len(runtime):
+            found.append(
+                CudaFinding(
+                    "signature",
+                    line,
+                    f"launch takes {len(typed)} parameters, the Triton kernel {len(runtime)} ({', '.join(runtime)})",
+                )
+            )
+        else:
+            for (kind, name), expected in zip(typed, runtime):
+                pointer = "ptr" in expected
+                if pointer != bool(TENSOR_TYPE.match(kind)):
+                    want = "a torch::Tensor" if pointer else "a scalar"
+                    found.append(CudaFinding("signature", line, f"parameter {name!r} stands for {expected}, {want}"))
+    start, body = _body(code, entry.end())  # the launcher's own body: where its tensors are used
+    for name in tensors:
+        for match in re.finditer(rf"\b{re.escape(name)}\s*(?:\.|->)\s*(\w+)", body):
+            if match.group(1) not in ALLOWED_TENSOR_METHODS:
+                found.append(CudaFinding("torch_op", _line(code, start + match.start()), f"{name}.{match.group(1)}"))
+        # tensor arithmetic, indexing or assignment on the host: PyTorch compute (or a new tensor)
+        for match in re.finditer(rf"(?<![\w.>])\b{re.escape(name)}\b\s*(?:[-+*/%^&|]=?(?![-+>])|\[|=(?!=))", body):
+            found.append(
+                CudaFinding(
+                    "torch_op", _line(code, start + match.start()), f"{match.group(0).strip()} (host tensor arithmetic)"
+                )
+            )
+        for match in re.finditer(rf"(?:[-+*/%^&|]|==?)\s*\b{re.escape(name)}\b(?!\s*(?:\.|->))", body):
+            found.append(
+                CudaFinding(
+                    "torch_op", _line(code, start + match.start()), f"{match.group(0).strip()} (host tensor arithmetic)"
+                )
+            )
+    return found
+
+
+def _body(code: str, opened: int) -> tuple[int, str]:
+    """(offset, text) of the block whose ``{`` ends just before ``opened``, to its matching ``}``."""
+    depth = 1
+    for i in range(opened, len(code)):
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return opened, code[opened:i]
+    return opened, code[opened:]
+
+
+def cuda_findings(source: str, runtime: tuple[str, ...] | None = None) -> list[CudaFinding]:
+    """Every broken rule of ``source``; ``runtime`` (the Triton kernel's runtime parameters) checks the slot."""
+    if len(source) > MAX_SOURCE_CHARS:
+        return [CudaFinding("size", 1, f"source is {len(source):,} characters (limit {MAX_SOURCE_CHARS:,})")]
+    scrubbed = _scrub(source)
+    code = scrubbed.code
+    return [
+        *_preprocessor(code, source),
+        *_denied_words(code),
+        *_qualified(code),
+        *_inline_asm(code, source, scrubbed.strings),
+        *_launches(code),
+        *_entry(code, runtime),
+    ]
+
+
+def check_static_cuda(candidate_source: str, *, kernel_name: str, original_source: str) -> Verdict:
+    """Gate 1 for a CUDA C++ candidate of the Triton kernel ``kernel_name`` of ``original_source``.
+    Reads the text only; nothing is compiled. Raises ``ValueError`` only when the *original*
+    (trusted) source is unusable."""
+    runtime = kernel_signature(original_source, kernel_name).runtime
+    found = sorted(set(cuda_findings(candidate_source, runtime)), key=lambda f: (PRIORITY[f.rule], f.line, f.construct))
+    if found:
+        reason = found[0].message
+        if len(found) > 1:
+            reason += f" (and {len(found) - 1} more finding{'s' if len(found) > 2 else ''})"
+        return Verdict(
+            "static",
+            False,
+            reason,
+            {
+                "rule": found[0].rule,
+                "language": "cuda",
+                "kernel": kernel_name,
+                "violations": [f.to_dict() for f in found],
+            },
+        )
+    return Verdict(
+        "static",
+        True,
+        f"static checks passed for a CUDA C++ {kernel_name}; {len(CUDA_RULES)} rules, launch(...) fills its slot",
+        {"language": "cuda", "kernel": kernel_name, "rules": list(CUDA_RULES), "runtime": list(runtime)},
+    )
