@@ -20,6 +20,13 @@ and every process it starts inherits it unless it clears its environment on
 purpose; so stopping a worker also kills every process whose environment names
 that directory or one inside it (a nested worker's), or whose working directory
 lies there. Linux only (``/proc``); elsewhere nothing more than the group is ended.
+
+Why not a PID namespace, which would contain every descendant for free: the judge lends
+its buffers to candidate workers by CUDA IPC, and legacy CUDA IPC handles do not open
+across PID namespaces (openucx/ucx#11513; vllm-project/vllm#55906 measured the fallback),
+just as they do not across users (``benchmarks/h200-2026-12-01-gate-memory``). A cgroup
+would need a delegated hierarchy, which containers (where kernelopt runs as root most
+often) rarely give. So processes are tracked and killed, by ancestry and by marks.
 """
 
 from __future__ import annotations
