@@ -32,3 +32,17 @@ def test_repeated_launches_of_one_kernel_add_up() -> None:
     rows = [row("triton", "k", 60.0, 30.0, 50.0), row("triton", "k", 60.0, 30.0, 50.0)]
     targets, _ = select_targets(rows, total_us=1000.0)
     assert targets[0].time_us == 120.0 and targets[0].headroom_us == 60.0 and targets[0].share == pytest.approx(0.12)
+
+
+def test_headroom_the_kernel_search_cannot_reach_is_named() -> None:
+    from kernelopt.search.targets import headroom_elsewhere
+
+    # kernels at their rooflines (1.02x) in a graph at twice its traffic floor, GPU busy throughout
+    (fusion,) = headroom_elsewhere(amdahl=1.02, fusion=2.0, launch_overhead=1.0, gpu_busy=1.0)
+    assert "2.00x its traffic floor" in fusion and "only fusion can buy" in fusion
+    # a launch-bound forward: the GPU idles two thirds of the time
+    (launch,) = headroom_elsewhere(amdahl=1.0, fusion=None, launch_overhead=3.0, gpu_busy=1 / 3)
+    assert "busy 33%" in launch and "3.00x" in launch
+    # nothing worth a line: the kernels' own headroom explains the floor, and the GPU is busy
+    assert headroom_elsewhere(amdahl=1.95, fusion=2.0, launch_overhead=1.05, gpu_busy=0.95) == []
+    assert headroom_elsewhere(amdahl=1.0, fusion=1.05, launch_overhead=1.0, gpu_busy=1.0) == []

@@ -47,7 +47,7 @@ from kernelopt.search.engine import SearchEngine
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import DEFAULT_OPERATORS, Operator, SearchContext, make_operators
 from kernelopt.search.policy import SelectionPolicy, make_policy
-from kernelopt.search.targets import Target, select_targets
+from kernelopt.search.targets import Target, headroom_elsewhere, select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers.identity import require_readable
@@ -294,6 +294,10 @@ def _optimize(run: RunContext) -> OptimizeReport:
     )
     for extra in targets[run.max_targets :]:
         report.skipped.append((extra.name, f"beyond --max-targets {run.max_targets}"))
+    for note in headroom_elsewhere(
+        measured.amdahl_bound, measured.fusion_bound, measured.launch_overhead_bound, measured.gpu_busy
+    ):
+        run.emit("warning", {"message": note})
     run.emit("targets", {"targets": [t.name for t in targets[: run.max_targets]], "skipped": report.skipped})
     nodes = NodeStore(run.store, run.run_id)
     runners_up: dict[str, list[Winner]] = {}  # per kernel: the next-best passed candidates

@@ -16,6 +16,7 @@ from kernelopt.measure.roofline import amdahl_bound
 
 MIN_SHARE = 0.01
 ROOFLINE_DONE = 90.0  # percent of peak
+WORTH_SAYING = 1.10  # a bound beyond the kernels' own that is worth a line to the user
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,24 @@ def select_targets(
         targets.append(Target(name, agg["time_us"], headroom, share, agg["pct"], bound))
     targets.sort(key=lambda t: t.headroom_us, reverse=True)
     return targets, skipped
+
+
+def headroom_elsewhere(amdahl: float, fusion: float | None, launch_overhead: float, gpu_busy: float) -> list[str]:
+    """One line for each kind of headroom the kernel search cannot reach, where it is worth
+    saying: a graph far above its traffic floor while its kernels sit near their rooflines
+    (the time is in intermediate tensors' round trips: fusion), and a forward whose GPU waits
+    between launches (launch overhead: CUDA graphs)."""
+    notes = []
+    if fusion is not None and fusion >= WORTH_SAYING and fusion > amdahl * 1.05:
+        notes.append(
+            f"the compiled graph takes {fusion:.2f}x its traffic floor while its kernels can buy at most "
+            f"{amdahl:.2f}x at their rooflines: the rest is intermediate tensors through memory, headroom only "
+            "fusion can buy, and no operator fuses kernels yet"
+        )
+    if launch_overhead >= WORTH_SAYING:
+        notes.append(
+            f"the GPU is busy {100 * gpu_busy:.0f}% of the compiled forward: removing the gaps between launches "
+            f"could buy up to {launch_overhead:.2f}x (torch.compile's CUDA-graph modes; kernelopt's replacements "
+            "are not captured under CUDA graphs yet)"
+        )
+    return notes
