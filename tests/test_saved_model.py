@@ -135,3 +135,19 @@ def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels
         torch._dynamo.reset()
         torch.testing.assert_close(tuned(x, 0.5), model(x, 0.5))
     assert tuned is model and list(tuned.state_dict()) == ["scale", "proj.weight", "proj.bias"]  # compiled in place
+
+
+def test_a_model_in_training_mode_is_saved_in_eval_mode_and_says_so(worker_tmp) -> None:
+    import warnings
+
+    from kernelopt.problem.saved import TRAINING_MODE_WARNING
+
+    model = Gated()  # a new module is in training mode
+    with pytest.warns(UserWarning, match="the model is in training mode; kernelopt .* in eval mode") as caught:
+        path = save_model_problem(model, [torch.ones(1, 8), 0.0], worker_tmp / "a")
+    assert str(caught[0].message) == TRAINING_MODE_WARNING
+    assert model.training  # the user's module is left as it was
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # in eval mode: nothing to say
+        save_model_problem(model.eval(), [torch.ones(1, 8), 0.0], worker_tmp / "b")
+    assert path.exists()

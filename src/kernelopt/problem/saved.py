@@ -27,6 +27,7 @@ import io
 import os
 import sys
 import sysconfig
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -38,6 +39,11 @@ from torch import nn
 from kernelopt.errors import KerneloptError
 
 PROBLEM_FILE = "problem.py"
+TRAINING_MODE_WARNING = (
+    "the model is in training mode; kernelopt captures, verifies and optimizes it in eval mode (dropout off, "
+    "batch norm on its running statistics), as inference: call model.eval() first to say so (training is not "
+    "supported yet)"
+)
 MODEL_FILE = "model.pt"
 INPUTS_FILE = "inputs.pt"
 CHECK_TIMEOUT_S = 300.0
@@ -129,6 +135,8 @@ def save_model_problem(model: nn.Module, example_inputs: Sequence[Any], director
     inputs = _check_inputs(example_inputs)
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     was_training = model.training
+    if was_training:  # said, not silently switched: dropout and batch norm behave differently there
+        warnings.warn(TRAINING_MODE_WARNING, UserWarning, stacklevel=3)
     model_cpu = model if device.type == "cpu" else _cpu_copy(model)
     model_cpu.eval()
     try:
