@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kernelopt.verify.static_findings import Finding, findings_verdict
 from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
 from kernelopt.verify.static_signature import kernel_signature
 from kernelopt.verify.verdict import Verdict
@@ -267,20 +268,9 @@ SCALAR_TYPES = re.compile(
 TENSOR_TYPE = re.compile(r"^(?:const\s+)?(?:torch|at)::Tensor\s*&?$")
 
 
-@dataclass(frozen=True)
-class CudaFinding:
-    """One broken rule of a CUDA C++ candidate, at one line."""
-
-    rule: str
-    line: int
-    construct: str
-
-    @property
-    def message(self) -> str:
-        return f"line {self.line}: {self.construct}; {CUDA_RULES[self.rule]}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"rule": self.rule, "line": self.line, "construct": self.construct, "message": self.message}
+def _found(rule: str, line: int, construct: str) -> Finding:
+    """A :class:`Finding` of one of :data:`CUDA_RULES`."""
+    return Finding(rule, line, construct, CUDA_RULES[rule])
 
 
 @dataclass(frozen=True)
@@ -315,7 +305,7 @@ def _line(code: str, index: int) -> int:
     return code.count("\n", 0, index) + 1
 
 
-def _preprocessor(code: str, source: str) -> list[CudaFinding]:
+def _preprocessor(code: str, source: str) -> list[Finding]:
     found = []
     raw_lines = source.splitlines()
     for number, text in enumerate(code.splitlines(), start=1):
@@ -328,43 +318,43 @@ def _preprocessor(code: str, source: str) -> list[CudaFinding]:
         if word == "include":
             header = re.match(r'#\s*include\s*[<"]([^>"]+)[>"]', original)
             if header is None or header.group(1).strip() not in ALLOWED_INCLUDES:
-                found.append(CudaFinding("preprocessor", number, original))
+                found.append(_found("preprocessor", number, original))
         elif word == "define":
             if "#" in directive[len("define") :]:
-                found.append(CudaFinding("preprocessor", number, f"{original} (token pasting or stringising)"))
+                found.append(_found("preprocessor", number, f"{original} (token pasting or stringising)"))
         elif word == "pragma":
             if directive.split()[1:2] not in (["unroll"], ["once"]):
-                found.append(CudaFinding("preprocessor", number, original))
+                found.append(_found("preprocessor", number, original))
         else:
-            found.append(CudaFinding("preprocessor", number, original))
+            found.append(_found("preprocessor", number, original))
     return found
 
 
-def _denied_words(code: str) -> list[CudaFinding]:
+def _denied_words(code: str) -> list[Finding]:
     found = []
     for rule, pattern in _DENIED_PATTERNS.items():
         for match in pattern.finditer(code):
-            found.append(CudaFinding(rule, _line(code, match.start()), match.group(0)))
+            found.append(_found(rule, _line(code, match.start()), match.group(0)))
     for match in re.finditer(r"\bextern\b(?!\s+__shared__)", code):
-        found.append(CudaFinding("state", _line(code, match.start()), "extern"))
+        found.append(_found("state", _line(code, match.start()), "extern"))
     # __device__ / __constant__ variables at file scope: a qualifier followed by a declarator, not a function
     for match in re.finditer(r"\b(__device__|__constant__)\b(?P<rest>[^;{(]*?)(?P<end>[;=\[])", code):
         if "(" not in match.group("rest"):
-            found.append(CudaFinding("state", _line(code, match.start()), f"{match.group(1)} variable"))
+            found.append(_found("state", _line(code, match.start()), f"{match.group(1)} variable"))
     return found
 
 
-def _qualified(code: str) -> list[CudaFinding]:
+def _qualified(code: str) -> list[Finding]:
     found = []
     for match in re.finditer(r"\busing\s+namespace\b[^;]*|\bnamespace\s+\w+\s*=[^;]*", code):
-        found.append(CudaFinding("torch_op", _line(code, match.start()), match.group(0).strip()))
+        found.append(_found("torch_op", _line(code, match.start()), match.group(0).strip()))
     for match in re.finditer(r"\b(?:torch|at|c10)(?:::\w+)+", code):
         if match.group(0) not in ALLOWED_QUALIFIED:
-            found.append(CudaFinding("torch_op", _line(code, match.start()), match.group(0)))
+            found.append(_found("torch_op", _line(code, match.start()), match.group(0)))
     return found
 
 
-def _inline_asm(code: str, source: str, strings: list[tuple[int, str]]) -> list[CudaFinding]:
+def _inline_asm(code: str, source: str, strings: list[tuple[int, str]]) -> list[Finding]:
     found = []
     for match in re.finditer(r"\b(?:asm|__asm__|__asm)\b", code):
         line = _line(code, match.start())
@@ -375,20 +365,20 @@ def _inline_asm(code: str, source: str, strings: list[tuple[int, str]]) -> list[
         stop = min(i for i in (colon, closed, len(code)) if i >= 0)
         template = " ".join(text for offset, text in strings if opened <= offset < stop)
         for register in SPECIAL_REGISTERS.findall(template):
-            found.append(CudaFinding("inline_asm", line, f"asm reads {register}"))
+            found.append(_found("inline_asm", line, f"asm reads {register}"))
         for instruction in re.split(r"[;\n]|\\n", template):
             mnemonic = instruction.strip().split(" ", 1)[0].split(".", 1)[0].lstrip("@!{}").strip()
             if mnemonic and not mnemonic.startswith(("%", "{", "}")) and mnemonic not in ALLOWED_PTX:
-                found.append(CudaFinding("inline_asm", line, f"asm instruction {mnemonic!r}"))
+                found.append(_found("inline_asm", line, f"asm instruction {mnemonic!r}"))
     for offset, text in strings:
         register = SPECIAL_REGISTERS.search(text)
         line = _line(code, offset)
         if register and not any(f.line == line for f in found):
-            found.append(CudaFinding("inline_asm", line, f"a string naming {register.group(0)}"))
+            found.append(_found("inline_asm", line, f"a string naming {register.group(0)}"))
     return found
 
 
-def _launches(code: str) -> list[CudaFinding]:
+def _launches(code: str) -> list[Finding]:
     found = []
     bound = {
         m.group(1)
@@ -403,7 +393,7 @@ def _launches(code: str) -> list[CudaFinding]:
         line = _line(code, match.start())
         parts = [p.strip() for p in _split_arguments(match.group(1))]
         if len(parts) != 4:
-            found.append(CudaFinding("launch", line, f"<<<{match.group(1).strip()}>>> names {len(parts)} arguments"))
+            found.append(_found("launch", line, f"<<<{match.group(1).strip()}>>> names {len(parts)} arguments"))
             continue
         stream = parts[3]
         if current.match(stream):
@@ -413,7 +403,7 @@ def _launches(code: str) -> list[CudaFinding]:
         why = "is assigned more than once" if stream in reassigned else "is not the current stream"
         if stream not in bound and stream in assigned:
             why = "is not bound to at::cuda::getCurrentCUDAStream()"
-        found.append(CudaFinding("launch", line, f"the launch's stream {stream!r} {why}"))
+        found.append(_found("launch", line, f"the launch's stream {stream!r} {why}"))
     return found
 
 
@@ -431,21 +421,19 @@ def _split_arguments(text: str) -> list[str]:
     return parts
 
 
-def _entry(code: str, runtime: tuple[str, ...] | None) -> list[CudaFinding]:
+def _entry(code: str, runtime: tuple[str, ...] | None) -> list[Finding]:
     found = []
     kernels = re.findall(r"\b__global__\b", code)
     entries = list(re.finditer(r"(?<![\w:])(\w[\w:\s\*&<>]*?)\s+launch\s*\(([^)]*)\)\s*\{", code))
     if not kernels:
-        found.append(CudaFinding("entry", 1, "no __global__ kernel"))
+        found.append(_found("entry", 1, "no __global__ kernel"))
     if len(entries) != 1:
-        found.append(CudaFinding("entry", 1, f"{len(entries)} definitions of launch(...)"))
+        found.append(_found("entry", 1, f"{len(entries)} definitions of launch(...)"))
         return found
     entry = entries[0]
     line = _line(code, entry.start())
     if entry.group(1).split()[-1] != "void" or "__global__" in entry.group(1):
-        found.append(
-            CudaFinding("entry", line, f"launch is declared `{entry.group(1).strip()}`, not a void host function")
-        )
+        found.append(_found("entry", line, f"launch is declared `{entry.group(1).strip()}`, not a void host function"))
     params = [p.strip() for p in _split_arguments(entry.group(2)) if p.strip()]
     typed = []
     for param in params:
@@ -454,11 +442,11 @@ def _entry(code: str, runtime: tuple[str, ...] | None) -> list[CudaFinding]:
     tensors = {name for kind, name in typed if TENSOR_TYPE.match(kind)}
     for kind, name in typed:
         if not (TENSOR_TYPE.match(kind) or SCALAR_TYPES.match(kind)):
-            found.append(CudaFinding("signature", line, f"parameter {name or kind!r} of type {kind!r}"))
+            found.append(_found("signature", line, f"parameter {name or kind!r} of type {kind!r}"))
     if runtime is not None:
         if len(typed) != len(runtime):
             found.append(
-                CudaFinding(
+                _found(
                     "signature",
                     line,
                     f"launch takes {len(typed)} parameters, the Triton kernel {len(runtime)} ({', '.join(runtime)})",
@@ -469,22 +457,22 @@ def _entry(code: str, runtime: tuple[str, ...] | None) -> list[CudaFinding]:
                 pointer = "ptr" in expected
                 if pointer != bool(TENSOR_TYPE.match(kind)):
                     want = "a torch::Tensor" if pointer else "a scalar"
-                    found.append(CudaFinding("signature", line, f"parameter {name!r} stands for {expected}, {want}"))
+                    found.append(_found("signature", line, f"parameter {name!r} stands for {expected}, {want}"))
     start, body = _body(code, entry.end())  # the launcher's own body: where its tensors are used
     for name in tensors:
         for match in re.finditer(rf"\b{re.escape(name)}\s*(?:\.|->)\s*(\w+)", body):
             if match.group(1) not in ALLOWED_TENSOR_METHODS:
-                found.append(CudaFinding("torch_op", _line(code, start + match.start()), f"{name}.{match.group(1)}"))
+                found.append(_found("torch_op", _line(code, start + match.start()), f"{name}.{match.group(1)}"))
         # tensor arithmetic, indexing or assignment on the host: PyTorch compute (or a new tensor)
         for match in re.finditer(rf"(?<![\w.>])\b{re.escape(name)}\b\s*(?:[-+*/%^&|]=?(?![-+>])|\[|=(?!=))", body):
             found.append(
-                CudaFinding(
+                _found(
                     "torch_op", _line(code, start + match.start()), f"{match.group(0).strip()} (host tensor arithmetic)"
                 )
             )
         for match in re.finditer(rf"(?:[-+*/%^&|]|==?)\s*\b{re.escape(name)}\b(?!\s*(?:\.|->))", body):
             found.append(
-                CudaFinding(
+                _found(
                     "torch_op", _line(code, start + match.start()), f"{match.group(0).strip()} (host tensor arithmetic)"
                 )
             )
@@ -504,10 +492,10 @@ def _body(code: str, opened: int) -> tuple[int, str]:
     return opened, code[opened:]
 
 
-def cuda_findings(source: str, runtime: tuple[str, ...] | None = None) -> list[CudaFinding]:
+def cuda_findings(source: str, runtime: tuple[str, ...] | None = None) -> list[Finding]:
     """Every broken rule of ``source``; ``runtime`` (the Triton kernel's runtime parameters) checks the slot."""
     if len(source) > MAX_SOURCE_CHARS:
-        return [CudaFinding("size", 1, f"source is {len(source):,} characters (limit {MAX_SOURCE_CHARS:,})")]
+        return [_found("size", 1, f"source is {len(source):,} characters (limit {MAX_SOURCE_CHARS:,})")]
     scrubbed = _scrub(source)
     code = scrubbed.code
     return [
@@ -525,25 +513,9 @@ def check_static_cuda(candidate_source: str, *, kernel_name: str, original_sourc
     Reads the text only; nothing is compiled. Raises ``ValueError`` only when the *original*
     (trusted) source is unusable."""
     runtime = kernel_signature(original_source, kernel_name).runtime
-    found = sorted(set(cuda_findings(candidate_source, runtime)), key=lambda f: (PRIORITY[f.rule], f.line, f.construct))
-    if found:
-        reason = found[0].message
-        if len(found) > 1:
-            reason += f" (and {len(found) - 1} more finding{'s' if len(found) > 2 else ''})"
-        return Verdict(
-            "static",
-            False,
-            reason,
-            {
-                "rule": found[0].rule,
-                "language": "cuda",
-                "kernel": kernel_name,
-                "violations": [f.to_dict() for f in found],
-            },
-        )
-    return Verdict(
-        "static",
-        True,
+    return findings_verdict(
+        cuda_findings(candidate_source, runtime),
+        PRIORITY,
         f"static checks passed for a CUDA C++ {kernel_name}; {len(CUDA_RULES)} rules, launch(...) fills its slot",
         {"language": "cuda", "kernel": kernel_name, "rules": list(CUDA_RULES), "runtime": list(runtime)},
     )

@@ -1,0 +1,89 @@
+"""Gate 1 for a wrapper-level candidate (a changed call sequence of one graph), on a real capture:
+Inductor's own call passes, each cheat is refused by its rule, and new kernels only when named."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+from conftest import FIXTURES
+
+from kernelopt.verify.static_wrapper import WRAPPER_RULES, check_static_wrapper, wrapper_facts
+
+ORIGINAL = (FIXTURES / "inductor" / "03_transformer_block.graph0.py").read_text()
+
+
+def _call_source() -> str:
+    tree = ast.parse(ORIGINAL)
+    runner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Runner")
+    call = next(n for n in runner.body if isinstance(n, ast.FunctionDef) and n.name == "call")
+    lines = ORIGINAL.splitlines()[call.lineno - 1 : call.end_lineno]
+    return "\n".join(line[4:] for line in lines) + "\n"  # dedented out of the class
+
+
+HONEST = _call_source()
+GELU = "        triton_poi_fused_addmm_gelu_view_7.run(buf20, arg10_1, 4096, stream=stream0)\n"
+RETURN = "    return (buf22, )\n"
+
+
+def _verdict(source: str, kernels=()):
+    return check_static_wrapper(source, original_source=ORIGINAL, candidate_kernels=kernels)
+
+
+def test_the_original_call_sequence_passes_and_its_facts_are_read() -> None:
+    facts = wrapper_facts(ORIGINAL)
+    assert facts.params == ("self", "args") and facts.outputs == 1
+    assert facts.vendor_ops == {"mm", "bmm"} and len(facts.kernels) == 9
+    verdict = _verdict(HONEST)
+    assert verdict.passed, verdict.details.get("violations")
+
+
+def test_a_new_kernel_runs_only_when_the_candidate_names_it() -> None:
+    fused = HONEST.replace(GELU, GELU.replace("triton_poi_fused_addmm_gelu_view_7", "triton_cand_fused_gelu_0"))
+    assert _verdict(fused, kernels=["triton_cand_fused_gelu_0"]).passed
+    refused = _verdict(fused)
+    assert not refused.passed and refused.details["rule"] == "kernel"
+
+
+CHEATS = {
+    # work hidden in the call sequence instead of a kernel
+    "aten_call": ("torch_op", GELU, "        buf20 = torch.ops.aten.gelu(buf20)\n"),
+    "tensor_arithmetic": ("torch_op", GELU, "        buf20 = buf20 * 0.5\n"),
+    "in_place_method": ("torch_op", GELU, "        buf20.copy_(arg10_1)\n"),
+    "indexing": ("torch_op", GELU, "        buf23 = buf20[0]\n" + GELU),
+    # a cached result kept outside the call
+    "global_result": ("name", RETURN, "    return (CACHED, )\n"),
+    "module_attribute": ("name", GELU, "        buf20 = torch.cached_gelu\n"),
+    # launches the original never makes
+    "vendor_call": ("vendor", GELU, "        extern_kernels.addmm(arg10_1, buf20, buf20, out=buf20)\n"),
+    "foreign_stream": ("statement", GELU, GELU.replace("stream=stream0", "stream=torch.cuda.current_stream()")),
+    # statements no wrapper is made of
+    "loop": ("statement", GELU, "        for _ in range(2):\n    " + GELU),
+    "branch": ("statement", GELU, "        if arg10_1 is None:\n    " + GELU),
+    "import": ("statement", GELU, "        import os\n" + GELU),
+    "global_state": ("statement", GELU, "        torch.backends.cudnn.benchmark = True\n" + GELU),
+    "computed_layout": ("statement", "buf19 = empty_strided_cuda((32, 128)", "buf19 = empty_strided_cuda((32, 64 * 2)"),
+    # the graph's contract
+    "extra_output": ("return", RETURN, "    return (buf22, arg2_1)\n"),
+    "other_parameters": ("shape", "def call(self, args):", "def call(self, args, cache):"),
+    "second_function": ("shape", "def call(self, args):", "def helper():\n    pass\ndef call(self, args):"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHEATS))
+def test_each_cheat_is_refused_by_its_rule(name: str) -> None:
+    rule, old, new = CHEATS[name]
+    assert old in HONEST, name
+    verdict = _verdict(HONEST.replace(old, new, 1))
+    assert not verdict.passed
+    rules = {v["rule"] for v in verdict.details["violations"]}
+    assert rule in rules, (name, verdict.reason, rules)
+    assert WRAPPER_RULES[verdict.details["rule"]] in verdict.reason
+
+
+def test_every_rule_has_a_cheat_and_bad_text_is_refused_not_raised() -> None:
+    assert {rule for rule, _, _ in CHEATS.values()} | {"size", "syntax", "kernel"} == set(WRAPPER_RULES)
+    assert _verdict("def call(self, args:\n").details["rule"] == "syntax"
+    assert _verdict("x" * 2_000_000).details["rule"] == "size"
+    with pytest.raises(ValueError, match="defines no call function"):
+        check_static_wrapper(HONEST, original_source="x = 1\n")
