@@ -126,8 +126,9 @@ class _Runner:
 
 def test_gate_4_holds_its_two_sets_and_one_record_of_the_last_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two argument sets shared by both sides (4 tensors), the last timed call's inputs and outputs
-    before and after it (2 + 2), the original checked in place on the first record; the screen keeps
-    no record at all."""
+    before it (2) and its outputs after it (1: the input it left unchanged is the copy from before),
+    the original checked in place on that record; the screen keeps no record at all. A set above
+    ROTATION_MAX_BYTES rotates alone (2 tensors fewer)."""
     from kernelopt.verify import perf_runner
 
     monkeypatch.setattr(perf_runner, "launch", lambda kernel, args: kernel(args))
@@ -138,6 +139,13 @@ def test_gate_4_holds_its_two_sets_and_one_record_of_the_last_call(monkeypatch: 
         lambda: perf_runner.run_performance_gate(kernel, double, runner, "k", args, 1000.0, trials=4, reference=runner)
     )
     assert verdict.details.get("rule") != "timed_outputs", verdict.reason  # the timed outputs were checked, and right
-    assert peak <= 8.5 * UNIT, f"gate 4 held {peak / UNIT:.2f} tensors at once"
+    assert peak <= 7.5 * UNIT, f"gate 4 held {peak / UNIT:.2f} tensors at once"
     peak, _ = peak_bytes(lambda: perf_runner.screen(kernel, double, runner, "k", args, 4, reference=runner))
     assert peak <= 4.5 * UNIT, f"the screen held {peak / UNIT:.2f} tensors at once"
+    monkeypatch.setattr(perf_runner, "ROTATION_MAX_BYTES", UNIT)  # this set (2 tensors) is now "large"
+    assert perf_runner.rotating_sets(args) == 1
+    peak, (verdict, _split) = peak_bytes(
+        lambda: perf_runner.run_performance_gate(kernel, double, runner, "k", args, 1000.0, trials=4, reference=runner)
+    )
+    assert verdict.details.get("rule") != "timed_outputs", verdict.reason
+    assert peak <= 5.5 * UNIT, f"gate 4 on one large set held {peak / UNIT:.2f} tensors at once"

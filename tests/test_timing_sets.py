@@ -117,3 +117,32 @@ def test_with_a_reference_process_the_original_is_timed_there_not_here() -> None
     assert not local  # the judge launched nothing itself
     assert Counter(ref_seen) == Counter(cand_seen) and len(ref_seen) == perf_runner.WARMUP + 6
     assert split.comparison.baseline.samples_ms == (0.01,) * 6
+
+
+def test_a_large_set_rotates_alone_and_a_timed_call_that_wrote_its_input_is_still_seen(monkeypatch) -> None:
+    """One set above ROTATION_MAX_BYTES; and the record after the last timed call keeps a copy of a
+    read-only input the candidate changed, so check_launch names the mutation."""
+    kernel = triton_kernel_def(NAME, SOURCE)
+    args = [torch.randn(64), torch.randperm(64), torch.empty(64), 64]
+    assert perf_runner.rotating_sets(args) == perf_runner.ROTATING_SETS
+    monkeypatch.setattr(perf_runner, "ROTATION_MAX_BYTES", 64)
+    assert perf_runner.rotating_sets(args) == 1
+
+    class Mutating(_InProcessRunner):
+        def timed(self, name, key, args_of):
+            def run() -> float:
+                a = args_of()
+                a[2].copy_(a[0][a[1]])
+                a[0].add_(1.0)  # writes its read-only input
+                return 0.01
+
+            return run
+
+    monkeypatch.setattr(perf_runner, "launch", lambda k, a: k(a))
+
+    def original(a):
+        a[2].copy_(a[0][a[1]])
+
+    verdict, _ = perf_runner.run_performance_gate(kernel, original, Mutating([]), "k", args, 1000.0, trials=4)
+    assert not verdict.passed and verdict.details["rule"] == "timed_outputs"
+    assert "in_ptr0 was modified by the candidate" in verdict.reason
