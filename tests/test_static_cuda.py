@@ -124,3 +124,23 @@ def test_strings_and_comments_neither_hide_nor_fake_a_construct() -> None:
     assert _verdict(faked).passed  # words in a string are not code
     hidden = HONEST.replace("    C10_CUDA_KERNEL_LAUNCH_CHECK();", "    /* a comment */ cudaDeviceSynchronize(); // here")
     assert {v["rule"] for v in _verdict(hidden).details["violations"]} == {"stream"}
+
+
+def test_literals_and_comments_are_blanked_in_place() -> None:
+    from kernelopt.verify.static_cuda import _scrub
+
+    source = 'a "x\\"y" b // c\n/* d\n e */ f R"DL(raw "q")DL" \'c\' "open\nnext'
+    scrubbed = _scrub(source)
+    assert len(scrubbed.code) == len(source) and scrubbed.code.count("\n") == source.count("\n")
+    assert scrubbed.code.split() == ['a', '"', '"', 'b', 'f', 'R"', '"', "'", "'", '"', "next"]
+    assert [text for _, text in scrubbed.strings] == ['x\\"y', 'raw "q"', "open"]
+
+
+@pytest.mark.timeout(120)  # a guard that the check ends, not a speed target: several took from 20 s to minutes before
+@pytest.mark.parametrize("unit", ['"a" asm(', 'asm("a"', "/*", 'R"(', '"', "int a b c ", "<<<", "__device__ "])
+def test_a_megabyte_of_unterminated_constructs_is_checked_in_one_pass(unit: str) -> None:
+    from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
+
+    blob = (unit * (MAX_SOURCE_CHARS // len(unit)))[:MAX_SOURCE_CHARS]
+    findings = cuda_findings(blob)
+    assert findings and all(f.rule in CUDA_RULES for f in findings)

@@ -32,7 +32,9 @@ as for Triton candidates; the verdict has the same shape as :func:`kernelopt.ver
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kernelopt.verify.static_findings import Finding, findings_verdict
 from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
@@ -279,30 +281,68 @@ class _Scrubbed:
     strings: list[tuple[int, str]]  # (offset, contents) of every string literal
 
 
-_LITERAL = re.compile(
-    r'//[^\n]*|/\*.*?\*/|R"(?P<delim>[^(\s]{0,16})\((?P<raw>.*?)\)(?P=delim)"|"(?P<str>(?:\\.|[^"\\\n])*)"|\'(?:\\.|[^\'\\\n])*\'',
-    re.S,
-)
+_SPECIAL = re.compile(r"[/\"'R]")
 
 
 def _scrub(source: str) -> _Scrubbed:
+    """Comments blanked and string and character literals emptied, in one left-to-right scan (no
+    regex backtracking, so a megabyte of unterminated literals costs a linear pass). Every blank
+    keeps its newlines: offsets and line numbers of the code are the source's."""
+    out = list(source)
     strings: list[tuple[int, str]] = []
+    n = len(source)
 
-    def blank(match: re.Match[str]) -> str:
-        # every replacement keeps the match's length and newlines: offsets and lines hold
-        text = match.group(0)
-        if text.startswith(("//", "/*")):
-            return re.sub(r"[^\n]", " ", text)
-        contents = match.group("raw") if match.group("raw") is not None else match.group("str")
-        if contents is not None:
-            strings.append((match.start(), contents))
-        return text[0] + re.sub(r"[^\n]", " ", text[1:-1]) + text[-1] if len(text) > 1 else text
+    def blank(start: int, stop: int) -> None:
+        for k in range(start, stop):
+            if out[k] != "\n":
+                out[k] = " "
 
-    return _Scrubbed(_LITERAL.sub(blank, source), strings)
+    def quoted(start: int, quote: str) -> int:
+        """The end of a literal opened at ``start`` (escapes skipped; a newline ends it too)."""
+        k = start + 1
+        while k < n and source[k] != quote and source[k] != "\n":
+            k += 2 if source[k] == "\\" else 1
+        return min(k, n)
+
+    found = _SPECIAL.search(source)
+    while found is not None:
+        i, ch = found.start(), found.group(0)
+        nxt = i + 1
+        if ch == "/" and source.startswith("//", i):
+            end = source.find("\n", i)
+            nxt = n if end < 0 else end
+            blank(i, nxt)
+        elif ch == "/" and source.startswith("/*", i):
+            end = source.find("*/", i + 2)
+            nxt = n if end < 0 else end + 2
+            blank(i, nxt)
+        elif ch == "R" and source.startswith('R"', i) and not (i and (source[i - 1].isalnum() or source[i - 1] == "_")):
+            paren = source.find("(", i + 2, i + 19)
+            delimiter = source[i + 2 : paren] if paren >= 0 else None
+            if delimiter is not None and not any(c in delimiter for c in ' \t\n\\)"'):
+                close = source.find(")" + delimiter + '"', paren + 1)
+                stop = n if close < 0 else close
+                strings.append((i, source[paren + 1 : stop]))
+                nxt = n if close < 0 else close + len(delimiter) + 2
+                blank(i + 2, max(i + 2, nxt - 1))
+        elif ch in "\"'":
+            end = quoted(i, ch)
+            if ch == '"':
+                strings.append((i, source[i + 1 : end]))
+            blank(i + 1, end)
+            nxt = end + 1
+        found = _SPECIAL.search(source, nxt) if nxt < n else None
+    return _Scrubbed("".join(out), strings)
+
+
+@lru_cache(maxsize=4)
+def _newlines(code: str) -> list[int]:
+    return [i for i, ch in enumerate(code) if ch == "\n"]
 
 
 def _line(code: str, index: int) -> int:
-    return code.count("\n", 0, index) + 1
+    """The 1-based line of ``index`` (a bisection: a megabyte of findings stays linear)."""
+    return bisect_left(_newlines(code), index) + 1
 
 
 def _preprocessor(code: str, source: str) -> list[Finding]:
@@ -338,8 +378,9 @@ def _denied_words(code: str) -> list[Finding]:
     for match in re.finditer(r"\bextern\b(?!\s+__shared__)", code):
         found.append(_found("state", _line(code, match.start()), "extern"))
     # __device__ / __constant__ variables at file scope: a qualifier followed by a declarator, not a function
-    for match in re.finditer(r"\b(__device__|__constant__)\b(?P<rest>[^;{(]*?)(?P<end>[;=\[])", code):
-        if "(" not in match.group("rest"):
+    # greedy over a class that excludes its own terminators: one pass, whatever the text
+    for match in re.finditer(r"\b(__device__|__constant__)\b[^;{(=\[]*(?P<end>[;=\[]?)", code):
+        if match.group("end"):
             found.append(_found("state", _line(code, match.start()), f"{match.group(1)} variable"))
     return found
 
@@ -356,14 +397,23 @@ def _qualified(code: str) -> list[Finding]:
 
 def _inline_asm(code: str, source: str, strings: list[tuple[int, str]]) -> list[Finding]:
     found = []
-    for match in re.finditer(r"\b(?:asm|__asm__|__asm)\b", code):
+    offsets = [offset for offset, _ in strings]  # in source order: found by one left-to-right pass
+    marks = {ch: [i for i, c in enumerate(code) if c == ch] for ch in "():;"}
+
+    def next_mark(ch: str, after: int) -> int:
+        at = bisect_left(marks[ch], after)
+        return marks[ch][at] if at < len(marks[ch]) else len(code)
+
+    keywords = list(re.finditer(r"\b(?:asm|__asm__|__asm)\b", code))
+    for index, match in enumerate(keywords):
         line = _line(code, match.start())
-        # the template: the string literals between the asm's "(" and its first ":" (operands follow)
-        opened = code.find("(", match.end())
-        colon = code.find(":", opened)
-        closed = code.find(";", opened)
-        stop = min(i for i in (colon, closed, len(code)) if i >= 0)
-        template = " ".join(text for offset, text in strings if opened <= offset < stop)
+        following = keywords[index + 1].start() if index + 1 < len(keywords) else len(code)
+        # the template: the string literals between the asm's "(" and its first ":" (operands follow),
+        # or its ")" (literals are blanked, so the first ")" closes a template without operands)
+        opened = next_mark("(", match.end())
+        stop = min(next_mark(":", opened), next_mark(";", opened), next_mark(")", opened), following)
+        first, last = bisect_left(offsets, opened), bisect_left(offsets, stop)
+        template = " ".join(text for _, text in strings[first:last])
         for register in SPECIAL_REGISTERS.findall(template):
             found.append(_found("inline_asm", line, f"asm reads {register}"))
         for instruction in re.split(r"[;\n]|\\n", template):
@@ -389,11 +439,11 @@ def _launches(code: str) -> list[Finding]:
     assigned = {m.group(1) for m in re.finditer(r"\b(\w+)\s*=[^=]", code)}
     reassigned = {name for name in bound if len(re.findall(rf"\b{name}\s*=[^=]", code)) > 1}
     current = re.compile(r"^(?:(?:at|c10)::cuda::getCurrentCUDAStream\s*\(\s*\)(?:\s*\.\s*stream\s*\(\s*\))?)$")
-    for match in re.finditer(r"<<<(.*?)>>>", code, re.S):
-        line = _line(code, match.start())
-        parts = [p.strip() for p in _split_arguments(match.group(1))]
+    for start, config in _launch_configs(code):
+        line = _line(code, start)
+        parts = [p.strip() for p in _split_arguments(config)]
         if len(parts) != 4:
-            found.append(_found("launch", line, f"<<<{match.group(1).strip()}>>> names {len(parts)} arguments"))
+            found.append(_found("launch", line, f"<<<{config.strip()}>>> names {len(parts)} arguments"))
             continue
         stream = parts[3]
         if current.match(stream):
@@ -405,6 +455,18 @@ def _launches(code: str) -> list[Finding]:
             why = "is not bound to at::cuda::getCurrentCUDAStream()"
         found.append(_found("launch", line, f"the launch's stream {stream!r} {why}"))
     return found
+
+
+def _launch_configs(code: str) -> list[tuple[int, str]]:
+    """(offset, text between ``<<<`` and ``>>>``) of every launch, in one pass (no regex rescans)."""
+    configs, at = [], code.find("<<<")
+    while at >= 0:
+        end = code.find(">>>", at + 3)
+        if end < 0:
+            break
+        configs.append((at, code[at + 3 : end]))
+        at = code.find("<<<", end + 3)
+    return configs
 
 
 def _split_arguments(text: str) -> list[str]:
@@ -424,7 +486,7 @@ def _split_arguments(text: str) -> list[str]:
 def _entry(code: str, runtime: tuple[str, ...] | None) -> list[Finding]:
     found = []
     kernels = re.findall(r"\b__global__\b", code)
-    entries = list(re.finditer(r"(?<![\w:])(\w[\w:\s\*&<>]*?)\s+launch\s*\(([^)]*)\)\s*\{", code))
+    entries = list(re.finditer(r"\blaunch\s*\(([^)]*)\)\s*\{", code))
     if not kernels:
         found.append(_found("entry", 1, "no __global__ kernel"))
     if len(entries) != 1:
@@ -432,9 +494,12 @@ def _entry(code: str, runtime: tuple[str, ...] | None) -> list[Finding]:
         return found
     entry = entries[0]
     line = _line(code, entry.start())
-    if entry.group(1).split()[-1] != "void" or "__global__" in entry.group(1):
-        found.append(_found("entry", line, f"launch is declared `{entry.group(1).strip()}`, not a void host function"))
-    params = [p.strip() for p in _split_arguments(entry.group(2)) if p.strip()]
+    # the declaration's words before the name: back to the statement or block before it
+    before = code[max(0, entry.start() - 300) : entry.start()]
+    declared = re.split(r"[;{}]|^\s*#.*$", before, flags=re.M)[-1].strip()
+    if not declared or declared.split()[-1] != "void" or "__global__" in declared:
+        found.append(_found("entry", line, f"launch is declared `{declared}`, not a void host function"))
+    params = [p.strip() for p in _split_arguments(entry.group(1)) if p.strip()]
     typed = []
     for param in params:
         bits = re.match(r"^(.*?)(\w+)$", param)

@@ -312,6 +312,8 @@ def wrapper_findings(
         tree = ast.parse(candidate_source)
     except (SyntaxError, ValueError) as exc:
         return [Finding("syntax", getattr(exc, "lineno", None) or 1, f"syntax error: {exc}", WRAPPER_RULES["syntax"])]
+    except (RecursionError, MemoryError):
+        return [_found("size", None, "source nests too deeply to analyse")]
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     others = [n for n in tree.body if not isinstance(n, ast.FunctionDef)]
     if len(functions) != 1 or functions[0].name != "call" or others:
