@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelopt.evaluate.analysis import build_launch_reports, launch_traffic, summarize_analysis
+from kernelopt.evaluate.analysis import LaunchReport, build_launch_reports, launch_traffic, summarize_analysis
 from kernelopt.capture import ArgInfo, Launch
 from kernelopt.measure import Timing
 
@@ -134,3 +134,36 @@ def test_the_floor_line_says_why_a_mixed_graph_has_no_fusion_bound() -> None:
     (line,) = floor_lines(mixed)
     assert "0.000 ms" not in line and "no fusion bound: vendor calls run" in line
     assert floor_lines(summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(1.0), rows, 20.0)) == []
+
+
+def test_stock_modes_are_timed_each_in_its_own_process_and_the_best_is_named() -> None:
+    from kernelopt.cli.format import stock_lines
+    from kernelopt.pipeline.stock_modes import speedup_over_default, time_stock_modes
+    from kernelopt.workers import WorkerResult
+
+    calls = []
+
+    def run(target, path, mode, seed, trials, exported, timeout_s):
+        calls.append((target, mode, exported))
+        if mode == "max-autotune":
+            return WorkerResult("crash", None, "segfault in autotuning", None, 1.0, "")
+        ratio = {"max-autotune-no-cudagraphs": 1.05, "reduce-overhead": 0.8}[mode]  # mode's time over the default's
+        value = {"compiled_ms": ratio, "vs_optimized": {"speedup": ratio, "optimized": "torch.compile"}}
+        return WorkerResult("ok", value, "", None, 1.0, "")
+
+    modes = ["max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
+    stock = time_stock_modes("p.py", modes, run=run)
+    assert [c[1] for c in calls] == modes and {c[0] for c in calls} == {"kernelopt.pipeline.stock_modes:time_mode"}
+    assert all(c[2] is None for c in calls)  # against the default, not an exported result
+    assert speedup_over_default(stock["reduce-overhead"]) == pytest.approx(1.25)
+    assert speedup_over_default(stock["max-autotune"]) is None  # "crash: segfault in autotuning"
+    rows = [LaunchReport(0, 0, "triton", "k", 10.0, 1.0)]
+    report = summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(1.0), rows, 10.0)
+    assert stock_lines(report) == []  # not asked for
+    report.stock = stock
+    lines = stock_lines(report)
+    assert "  reduce-overhead: 1.250x over the default (0.800 ms in its own process)" in lines
+    assert "  max-autotune: not timed against the default (crash: segfault in autotuning)" in lines
+    assert lines[-1] == "best stock mode: reduce-overhead (1.250x over the default)"
+    report.stock = {"reduce-overhead": {"compiled_ms": 1.2, "vs_optimized": {"speedup": 1.2, "optimized": "torch.compile"}}}
+    assert stock_lines(report)[-1] == "best stock mode: the default"

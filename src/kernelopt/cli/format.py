@@ -62,6 +62,7 @@ def summary_lines(report: AnalysisReport) -> list[str]:
         f"GPU busy {100 * report.gpu_busy:.0f}% of the compiled forward; launch-overhead bound "
         f"(no gaps between launches) {report.launch_overhead_bound:.2f}x",
         *floor_lines(report),
+        *stock_lines(report),
         f"peak copy bandwidth {report.peak_gbps:.0f} GB/s; "
         f"torch {report.versions.get('torch')}, triton {report.versions.get('triton')}"
         + (f"; run {report.run_id}" if report.run_id is not None else ""),
@@ -78,6 +79,29 @@ def floor_lines(report: AnalysisReport) -> list[str]:
     if report.fusion_bound is not None:
         return [line + f"fusion bound {report.fusion_bound:.2f}x over compiled"]
     return [line + "no fusion bound: vendor calls run, and their time is not only traffic"]
+
+
+def stock_lines(report: AnalysisReport) -> list[str]:
+    """Each stock mode's speedup over the default (timed interleaved in the mode's own process), and
+    the best; nothing when they were not timed."""
+    from kernelopt.pipeline.stock_modes import speedup_over_default
+
+    if not report.stock:
+        return []
+    lines, best = [], ("the default", 1.0)
+    for mode, record in report.stock.items():
+        speedup = speedup_over_default(record)
+        if speedup is None:
+            reason = record if isinstance(record, str) else record.get("vs_optimized_error", "no comparison")
+            lines.append(f"  {mode}: not timed against the default ({reason})")
+            continue
+        lines.append(f"  {mode}: {speedup:.3f}x over the default ({record['compiled_ms']:.3f} ms in its own process)")
+        best = max(best, (mode, speedup), key=lambda pair: pair[1])
+    return [
+        "stock torch.compile modes, each interleaved with the default in a process of its own:",
+        *lines,
+        f"best stock mode: {best[0]}" + (f" ({best[1]:.3f}x over the default)" if best[0] != "the default" else ""),
+    ]
 
 
 def print_analysis(report: AnalysisReport, console: Console) -> None:

@@ -109,6 +109,11 @@ def analyze(
         "analyze_trials", "--trials", help="Timed trials for eager and compiled models (interleaved)."
     ),
     store: Path | None = STORE_OPTION,
+    stock_modes: bool = typer.Option(
+        False,
+        "--stock-modes",
+        help="Also time each stock torch.compile mode (the stock_modes setting) against the default.",
+    ),
 ) -> None:
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
     from kernelopt.cli.format import print_analysis
@@ -116,7 +121,7 @@ def analyze(
     from kernelopt.store import Store
 
     with Store(store) as db:  # the problem file runs in a worker, never in this process
-        report = analyze_file(problem, db, seed=seed, trials=trials)
+        report = analyze_file(problem, db, seed=seed, trials=trials, stock_modes=stock_modes)
     if as_json:
         print_json(report.to_dict())
     else:

@@ -70,6 +70,7 @@ class AnalysisReport:
     floor_bytes: int | None = None  # inputs, weights and outputs, each read or written once
     floor_ms: float | None = None  # floor_bytes at the peak copy bandwidth
     fusion_bound: float | None = None  # compiled over floor_ms; None where vendor calls run (their work is not traffic)
+    stock: dict[str, Any] = field(default_factory=dict)  # analyze --stock-modes: mode -> its process's record
     launches: list[LaunchReport] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None

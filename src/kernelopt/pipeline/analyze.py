@@ -20,6 +20,7 @@ from kernelopt.evaluate.session import ProblemSpec
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import SESSION, compile_cache_env
 from kernelopt.pipeline.optimize import require_gpu
+from kernelopt.pipeline.stock_modes import time_stock_modes
 from kernelopt.store import Store
 from kernelopt.workers import run_isolated
 from kernelopt.workers.identity import require_readable
@@ -32,8 +33,11 @@ def analyze_file(
     seed: int = 0,
     trials: int | None = None,
     config: Settings | None = None,
+    stock_modes: bool = False,
 ) -> AnalysisReport:
-    """Capture, time and attribute one problem file in a worker; the run is recorded in ``store``."""
+    """Capture, time and attribute one problem file in a worker; the run is recorded in ``store``.
+    ``stock_modes``: also time each mode of the ``stock_modes`` setting against the default, each in
+    a process of its own (:mod:`kernelopt.pipeline.stock_modes`)."""
     path = Path(problem_path).resolve()
     if not path.is_file():
         raise KerneloptError(f"{problem_path}: no such problem file")
@@ -57,6 +61,8 @@ def analyze_file(
         if store.device_bandwidth(label) is None:
             store.set_device_bandwidth(label, report.peak_gbps, {"source": "analyze"})
         report.run_id = run_id
+        if stock_modes:
+            report.stock = time_stock_modes(str(path), config.stock_modes.split(","), seed=seed, run=run_isolated)
         store.add_measurement(run_id, "analysis", report.to_dict())
     store.finish_run(run_id)
     return report

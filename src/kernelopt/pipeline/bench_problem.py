@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -16,60 +15,11 @@ from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.metrics import choose_best_stock
 from kernelopt.pipeline.optimize import optimize
-from kernelopt.problem import load_problem
+from kernelopt.pipeline.stock_modes import time_stock_modes
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers import run_isolated
-
-
-def _time_mode(problem_path: str, mode: str, seed: int, trials: int, exported: str | None = None) -> dict[str, Any]:
-    """Eager against ``torch.compile(mode=...)``, interleaved, in this (fresh) process; then
-    that compiled model against kernelopt's (``exported``, or torch.compile's default when
-    nothing was delivered), interleaved too, so the scoreboard's ratio against this mode
-    is measured in one process rather than read off two processes' medians."""
-    import torch
-
-    from kernelopt.deliver.export import load
-    from kernelopt.measure import compare
-
-    problem = load_problem(problem_path)
-    model = problem.build_model(seed, "cuda")
-    inputs = problem.make_inputs(seed, "cuda")
-    compiled = torch.compile(model, mode=mode)
-    with torch.no_grad():
-        compiled(*inputs)
-
-    def run(m: Any) -> Callable[[], Any]:
-        def call() -> Any:
-            with torch.no_grad():
-                return m(*inputs)
-
-        return call
-
-    cmp = compare(run(model), run(compiled), trials=trials)
-    out: dict[str, Any] = {
-        "eager_ms": cmp.baseline.median_ms,
-        "compiled_ms": cmp.candidate.median_ms,
-        "comparison": cmp.to_dict(),
-    }
-    try:
-        ours = load(exported) if exported else torch.compile(problem.build_model(seed, "cuda"))
-        with torch.no_grad():
-            ours(*inputs)
-        vs = compare(run(compiled), run(ours), trials=trials)
-    except Exception as exc:
-        out["vs_optimized_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        return out
-    out["vs_optimized"] = {
-        "speedup": vs.speedup,
-        "noise": vs.noise,
-        "mode_ms": vs.baseline.median_ms,
-        "optimized_ms": vs.candidate.median_ms,
-        "optimized": "kernelopt" if exported else "torch.compile",
-        "comparison": vs.to_dict(),
-    }
-    return out
 
 
 def _log_event(kind: str, data: dict[str, Any]) -> None:
@@ -140,11 +90,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "optimized_ms": None,
         }
     exported = str(Path(report.exported).resolve()) if report.exported else None
-    stock: dict[str, Any] = {}  # mode -> its process's record, or the one line saying why it has none
-    for mode in config.stock_modes.split(","):
-        clock("stage", {"stage": f"{mode} baseline"})
-        timed = run_isolated(f"{__name__}:_time_mode", problem_path, mode, 0, 20, exported, timeout_s=1800)
-        stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
+    stock = time_stock_modes(problem_path, config.stock_modes.split(","), exported, clock, run=run_isolated)
     clock.enter(None)
     ma = stock.get("max-autotune-no-cudagraphs")
     ma = ma if isinstance(ma, dict) else None

@@ -1,0 +1,97 @@
+"""The stock ``torch.compile`` modes a user could have picked, each timed in a fresh process of its own.
+
+``kernelopt bench`` times every mode of the ``stock_modes`` setting against kernelopt's result
+and scores against the best (:func:`~kernelopt.pipeline.metrics.choose_best_stock`);
+``kernelopt analyze --stock-modes`` times them against the default, so a user sees before any
+search whether a stock mode already beats it. One process per mode: CUDA-graph trees and
+max-autotune's caches must not meet another mode's compile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kernelopt.problem import load_problem
+from kernelopt.workers import WorkerResult, run_isolated
+
+MODE_TIMEOUT_S = 1800.0
+MODE_TRIALS = 20
+
+
+def time_mode(problem_path: str, mode: str, seed: int, trials: int, exported: str | None = None) -> dict[str, Any]:
+    """Eager against ``torch.compile(mode=...)``, interleaved, in this (fresh) process; then
+    that compiled model against kernelopt's (``exported``, or torch.compile's default when
+    nothing was delivered), interleaved too, so the scoreboard's ratio against this mode
+    is measured in one process rather than read off two processes' medians."""
+    import torch
+
+    from kernelopt.deliver.export import load
+    from kernelopt.measure import compare
+
+    problem = load_problem(problem_path)
+    model = problem.build_model(seed, "cuda")
+    inputs = problem.make_inputs(seed, "cuda")
+    compiled = torch.compile(model, mode=mode)
+    with torch.no_grad():
+        compiled(*inputs)
+
+    def run(m: Any) -> Callable[[], Any]:
+        def call() -> Any:
+            with torch.no_grad():
+                return m(*inputs)
+
+        return call
+
+    cmp = compare(run(model), run(compiled), trials=trials)
+    out: dict[str, Any] = {
+        "eager_ms": cmp.baseline.median_ms,
+        "compiled_ms": cmp.candidate.median_ms,
+        "comparison": cmp.to_dict(),
+    }
+    try:
+        ours = load(exported) if exported else torch.compile(problem.build_model(seed, "cuda"))
+        with torch.no_grad():
+            ours(*inputs)
+        vs = compare(run(compiled), run(ours), trials=trials)
+    except Exception as exc:
+        out["vs_optimized_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return out
+    out["vs_optimized"] = {
+        "speedup": vs.speedup,
+        "noise": vs.noise,
+        "mode_ms": vs.baseline.median_ms,
+        "optimized_ms": vs.candidate.median_ms,
+        "optimized": "kernelopt" if exported else "torch.compile",
+        "comparison": vs.to_dict(),
+    }
+    return out
+
+
+def time_stock_modes(
+    problem_path: str,
+    modes: Sequence[str],
+    exported: str | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    *,
+    seed: int = 0,
+    trials: int = MODE_TRIALS,
+    run: Callable[..., WorkerResult] = run_isolated,
+) -> dict[str, Any]:
+    """mode -> the record of its own process (:func:`time_mode`), or the one line saying why it has none."""
+    stock: dict[str, Any] = {}
+    for mode in modes:
+        if on_event is not None:
+            on_event("stage", {"stage": f"{mode} baseline"})
+        timed = run(f"{__name__}:time_mode", problem_path, mode, seed, trials, exported, timeout_s=MODE_TIMEOUT_S)
+        stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
+    return stock
+
+
+def speedup_over_default(record: Any) -> float | None:
+    """How much faster a mode ran than the default, timed interleaved in its process, where it was
+    timed against the default (``exported`` None); None for a failed mode."""
+    if not isinstance(record, dict) or record.get("vs_optimized", {}).get("optimized") != "torch.compile":
+        return None
+    ratio = record["vs_optimized"].get("speedup")  # the mode's time over the default's
+    return 1.0 / ratio if ratio else None
