@@ -341,7 +341,7 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
     timed: list[str] = []
 
-    def run_isolated(target, path, mode, seed, trials, exported, timeout_s):
+    def run_isolated(target, path, mode, seed, trials, exported, overrides, timeout_s):
         timed.append(mode)
         if mode == "max-autotune":
             return WorkerResult("timeout", None, "ran past 1800 s", None, 1800.0, "")
@@ -358,3 +358,24 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     assert row["max_autotune_speedup"] == 1.4 and row["max_autotune_ms"] == pytest.approx(0.7)
     outcome = ProblemOutcome.from_dict(row)
     assert outcome.speedup_vs_best_stock == 1.1 and outcome.speedup_vs_compile == 2.0
+
+
+def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch, tmp_path) -> None:
+    from kernelopt.config import load_settings
+    from kernelopt.pipeline.records import OptimizeReport
+
+    report = OptimizeReport("p", 1, "fake H200", 2.0, 1.0, 1.0, speedup_vs_compile=1.3, optimized_ms=0.77,
+                            final_compiled_ms=1.0, exported=str(tmp_path / "p.kopt.json"))
+    seen = {}
+
+    def fake(path, modes, exported, emit, *, seed, overrides):
+        seen.update(path=path, modes=modes, exported=exported, overrides=overrides)
+        return {"reduce-overhead": {"compiled_ms": 0.8, "vs_optimized": {"speedup": 1.04}}, "max-autotune": "crash: x"}
+
+    monkeypatch.setattr(opt, "time_stock_modes", fake)
+    config = load_settings({"stock_modes": "reduce-overhead,max-autotune"}, env={})
+    opt._time_stock_modes(report, "p.py", config, 0, {"batch_size": 8}, lambda *a: None)
+    assert seen == {"path": "p.py", "modes": ["reduce-overhead", "max-autotune"], "exported": report.exported,
+                    "overrides": {"batch_size": 8}}
+    assert (report.best_stock_mode, report.best_stock_speedup) == ("reduce-overhead", 1.04)
+    assert report.stock["max-autotune"] == "crash: x"

@@ -74,7 +74,7 @@ def test_the_summary_has_every_speedup_with_its_spread_and_both_bounds(recorded:
         "IQR 1.180–1.200× (final verification)",
         "1.490×",  # over eager
         "IQR 1.470–1.510×",
-        "not timed by optimize; kernelopt bench times max-autotune-no-cudagraphs beside it",
+        "not timed: kernelopt optimize --stock-modes (or kernelopt bench) times every stock mode beside it",
         "1.250×",  # torch.compile over eager in the analysis, with each side's spread
         "eager ±0.4 % (IQR/median), compiled ±0.3 % (IQR/median)",
         "1.50×",  # Amdahl
@@ -425,3 +425,18 @@ def test_figures_export_as_svg_for_slides(recorded: RecordedRuns, tmp_path: Path
     assert [line.removeprefix("figure: ") for line in result.stdout.splitlines()[1:]] == [str(out / f"{n}.svg") for n in names]
     tree = (out / "search-1.svg").read_text()
     assert tree.startswith("<svg") and 'width="1100"' in tree and "Search graph of" in tree
+
+
+def test_an_optimize_run_timed_against_the_stock_modes_shows_the_best(recorded: RecordedRuns) -> None:
+    """A report with the stock modes timed (optimize --stock-modes) fills the card with the measured ratio."""
+    from dataclasses import replace
+
+    from kernelopt.report.run_data import load_run
+    from kernelopt.report.run_page import render_run
+
+    with Store(recorded.store) as store:
+        data = load_run(store, recorded.agent)
+    data = replace(data, summary=replace(data.summary, best_stock_mode="reduce-overhead", best_stock_speedup=1.07))
+    page = render_run(data, {})
+    assert "1.070×" in page and "reduce-overhead, timed in its own process" in page
+    assert "not timed: kernelopt optimize --stock-modes" not in page

@@ -252,6 +252,11 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         + (f" ({report.evaluations_per_gpu_minute:.0f} per GPU-minute)" if report.evaluations_per_gpu_minute else "")
         + f", {report.wall_s:.0f} s wall",
     ]
+    if report.best_stock_mode is not None and report.best_stock_speedup is not None:
+        lines.append(
+            f"{report.best_stock_speedup:.3f}x over the best stock mode, {report.best_stock_mode} "
+            f"(of the default and {', '.join(report.stock)}, each timed in its own process)"
+        )
     lines.extend(f"warning: {w}" for w in report.warnings)
     if report.kernels or report.knobs:
         lines.append(f"every candidate and its gate record: kernelopt nodes {report.run_id}")

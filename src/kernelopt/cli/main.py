@@ -199,6 +199,11 @@ def optimize(
         False, "--no-report", help="Do not write the HTML report (default: <problem>.report.html beside --export)."
     ),
     store: Path | None = STORE_OPTION,
+    stock_modes: bool = typer.Option(
+        False,
+        "--stock-modes",
+        help="Also time the result against each stock torch.compile mode (the stock_modes setting).",
+    ),
 ) -> None:
     """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
     from kernelopt.cli.format import OptimizeProgress, print_optimize
@@ -228,6 +233,7 @@ def optimize(
             on_event=progress.update,
             config=config,
             write_report=not no_report,
+            stock_modes=stock_modes,
         )
     if as_json:
         print_json(report.to_dict())

@@ -40,7 +40,9 @@ from kernelopt.pipeline.evaluator import (
     result_of,
     stage_medians,
 )
+from kernelopt.pipeline.metrics import choose_best_stock
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
+from kernelopt.pipeline.stock_modes import time_stock_modes
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
@@ -89,6 +91,7 @@ def optimize(
     config: Settings | None = None,
     write_report: bool = True,
     report_path: str | Path | None = None,
+    stock_modes: bool = False,
 ) -> OptimizeReport:
     """Search faster kernels for one problem; export the verified model, or keep the baseline.
 
@@ -96,7 +99,9 @@ def optimize(
     as None come from ``config`` (default: :func:`~kernelopt.config.load_settings`) with
     ``effort`` and the explicit ones on top. With ``write_report`` the run's HTML report is
     written to ``report_path`` (default: beside the exported model, ``<problem>.report.html``);
-    a report that cannot be written is a warning, never a failed run."""
+    a report that cannot be written is a warning, never a failed run. ``stock_modes``: time the
+    result against each mode of the ``stock_modes`` setting too, each in a process of its own,
+    and name the best (:mod:`kernelopt.pipeline.stock_modes`)."""
     require_gpu()
     # A malformed setting (KERNELOPT_COMPILE_WORKERS=abc, a bad kernelopt.toml) stops the run here, in one line.
     config = resolve(config, effort=effort, max_targets=max_targets, eval_timeout_s=timeout_s)
@@ -191,6 +196,8 @@ def optimize(
                 export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options)
             )
             _keep_tuned(store, run_id, label, report)
+        if stock_modes:
+            _time_stock_modes(report, str(problem.path), config, seed, dict(problem.overrides), emit)
         store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     if write_report:
@@ -312,6 +319,23 @@ def _optimize(run: RunContext) -> OptimizeReport:
     if run.uses(KNOB_OPERATOR):
         _search_knobs(report, run, nodes, total_us)
     return report
+
+
+def _time_stock_modes(
+    report: OptimizeReport, path: str, config: Settings, seed: int, overrides: dict[str, Any], emit: Any
+) -> None:
+    """Each stock mode against the delivered result (or the default compile), and the best of them."""
+    report.stock = time_stock_modes(
+        path, config.stock_modes.split(","), report.exported, emit, seed=seed, overrides=overrides
+    )
+    best = choose_best_stock(
+        report.final_compiled_ms or report.compiled_ms,
+        report.speedup_vs_compile,
+        report.optimized_ms or report.compiled_ms,
+        report.stock,
+    )
+    if best is not None:
+        report.best_stock_mode, _ms, report.best_stock_speedup = best
 
 
 def _search_kernel(

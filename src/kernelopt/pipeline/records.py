@@ -53,6 +53,9 @@ class OptimizeReport:
     gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
     launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
     fusion_bound: float | None = None  # compiled over the traffic floor, for graphs of generated kernels only
+    stock: dict[str, Any] = field(default_factory=dict)  # optimize --stock-modes: mode -> its process's record
+    best_stock_mode: str | None = None  # the stock mode the result is least faster than (metrics.choose_best_stock)
+    best_stock_speedup: float | None = None  # the result over that mode, interleaved in the mode's process
     skipped: list[tuple[str, str]] = field(default_factory=list)
     speedup_vs_compile: float = 1.0
     speedup_vs_compile_iqr: tuple[float, float] | None = None

@@ -19,7 +19,14 @@ MODE_TIMEOUT_S = 1800.0
 MODE_TRIALS = 20
 
 
-def time_mode(problem_path: str, mode: str, seed: int, trials: int, exported: str | None = None) -> dict[str, Any]:
+def time_mode(
+    problem_path: str,
+    mode: str,
+    seed: int,
+    trials: int,
+    exported: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Eager against ``torch.compile(mode=...)``, interleaved, in this (fresh) process; then
     that compiled model against kernelopt's (``exported``, or torch.compile's default when
     nothing was delivered), interleaved too, so the scoreboard's ratio against this mode
@@ -29,7 +36,7 @@ def time_mode(problem_path: str, mode: str, seed: int, trials: int, exported: st
     from kernelopt.deliver.export import load
     from kernelopt.measure import compare
 
-    problem = load_problem(problem_path)
+    problem = load_problem(problem_path, overrides=overrides or None)
     model = problem.build_model(seed, "cuda")
     inputs = problem.make_inputs(seed, "cuda")
     compiled = torch.compile(model, mode=mode)
@@ -76,6 +83,7 @@ def time_stock_modes(
     *,
     seed: int = 0,
     trials: int = MODE_TRIALS,
+    overrides: dict[str, Any] | None = None,
     run: Callable[..., WorkerResult] = run_isolated,
 ) -> dict[str, Any]:
     """mode -> the record of its own process (:func:`time_mode`), or the one line saying why it has none."""
@@ -83,7 +91,16 @@ def time_stock_modes(
     for mode in modes:
         if on_event is not None:
             on_event("stage", {"stage": f"{mode} baseline"})
-        timed = run(f"{__name__}:time_mode", problem_path, mode, seed, trials, exported, timeout_s=MODE_TIMEOUT_S)
+        timed = run(
+            f"{__name__}:time_mode",
+            problem_path,
+            mode,
+            seed,
+            trials,
+            exported,
+            overrides or {},
+            timeout_s=MODE_TIMEOUT_S,
+        )
         stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
     return stock
 

@@ -124,6 +124,8 @@ class Summary:
     amdahl_bound: float | None
     launch_overhead_bound: float | None
     fusion_bound: float | None
+    best_stock_mode: str | None
+    best_stock_speedup: float | None
     gpu_busy: float | None
     peak_gbps: float | None
     final_reason: str
@@ -227,6 +229,8 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         amdahl_bound=_number(a.get("amdahl_bound", r.get("amdahl_bound"))),
         launch_overhead_bound=_number(a.get("launch_overhead_bound", r.get("launch_overhead_bound"))),
         fusion_bound=_number(a.get("fusion_bound", r.get("fusion_bound"))),
+        best_stock_mode=r.get("best_stock_mode") if isinstance(r.get("best_stock_mode"), str) else None,
+        best_stock_speedup=_number(r.get("best_stock_speedup")),
         gpu_busy=_number(a.get("gpu_busy", r.get("gpu_busy"))),
         peak_gbps=_number(a.get("peak_gbps")),
         final_reason=reason,
