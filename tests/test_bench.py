@@ -548,3 +548,15 @@ def test_the_best_stock_mode_is_the_one_kernelopt_is_least_faster_than() -> None
     assert summarize([outcome])["geomean_speedup"]["best_stock"] == pytest.approx(1.04)
     with pytest.raises(ValueError, match="best_stock_mode must be"):
         ProblemOutcome.from_dict({**outcome.to_dict(), "best_stock_mode": 3})
+
+
+def test_cli_bench_passes_the_stock_modes_to_each_problem_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST})
+    args = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]
+    result = _runner().invoke(app, [*args, "--out", str(tmp_path / "a"), "--stock-modes", "reduce-overhead", "--json"])
+    assert result.exit_code == 0, result.output
+    (outcome,) = json.loads(result.stdout)["outcomes"]
+    assert outcome["details"]["options"]["settings"]["stock_modes"] == "reduce-overhead"
+    bad = _runner().invoke(app, [*args, "--out", str(tmp_path / "b"), "--stock-modes", "reduce-overhead,eager"])
+    assert bad.exit_code == 2 and "expected torch.compile modes separated by commas, each once" in bad.stderr
+    assert _calls(suite) == ["01_fast.py"]  # the bad value ran nothing

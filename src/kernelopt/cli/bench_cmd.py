@@ -57,6 +57,11 @@ def bench(
         "max_targets", "--max-targets", help="Kernels searched per problem, by what they can buy end to end."
     ),
     effort: str | None = EFFORT_OPTION,
+    stock_modes: str | None = setting_option(
+        "stock_modes",
+        "--stock-modes",
+        help="Stock torch.compile modes timed beside the default, each in its own process, for the best stock mode.",
+    ),
     operators: str = typer.Option(
         ",".join(DEFAULT_OPERATORS),
         "--operators",
@@ -81,7 +86,7 @@ def bench(
     from kernelopt.pipeline.bench import DEFAULT_TARGET, run_bench
     from kernelopt.search.operators import make_operators
 
-    config = load_settings({"effort": effort, "budget": budget, "max_targets": max_targets})
+    config = load_settings({"effort": effort, "budget": budget, "max_targets": max_targets, "stock_modes": stock_modes})
     selected = [name.strip() for name in problems.split(",") if name.strip()] if problems else None
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
