@@ -62,7 +62,7 @@ def analyze_file(
             store.set_device_bandwidth(label, report.peak_gbps, {"source": "analyze"})
         report.run_id = run_id
         if stock_modes:
-            report.stock = time_stock_modes(str(path), config.stock_modes.split(","), seed=seed, run=run_isolated)
+            report.stock = time_stock_modes(str(path), config.stock_modes.split(","), seed=seed)
         store.add_measurement(run_id, "analysis", report.to_dict())
     store.finish_run(run_id)
     return report

@@ -1,6 +1,6 @@
 """One bench problem, run in a worker of ``kernelopt bench``: optimize it, then time every stock
 ``torch.compile`` mode of the ``stock_modes`` setting against kernelopt's result, each in a fresh
-process of its own, pick the best stock mode (:func:`~kernelopt.pipeline.metrics.choose_best_stock`),
+process of its own, pick the best stock mode (:func:`~kernelopt.pipeline.stock_modes.best_stock_for`),
 and say where the time went."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from typing import Any
 
 from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
-from kernelopt.pipeline.metrics import choose_best_stock
 from kernelopt.pipeline.optimize import optimize
-from kernelopt.pipeline.stock_modes import time_stock_modes
+from kernelopt.pipeline.stock_modes import best_stock_for, time_stock_modes
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
@@ -95,10 +94,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     ma = stock.get("max-autotune-no-cudagraphs")
     ma = ma if isinstance(ma, dict) else None
     vs_ma = (ma.get("vs_optimized") or {}).get("speedup") if ma else None
-    optimized_ms = report.optimized_ms or report.compiled_ms
-    best = choose_best_stock(
-        report.final_compiled_ms or report.compiled_ms, report.speedup_vs_compile, optimized_ms, stock
-    )
+    best = best_stock_for(report, stock)
     return {
         "name": name,
         "path": problem_path,
@@ -108,7 +104,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "eager_ms": report.eager_ms,
         "compiled_ms": report.final_compiled_ms or report.compiled_ms,
         "max_autotune_ms": ma["compiled_ms"] if ma else None,
-        "optimized_ms": optimized_ms,
+        "optimized_ms": report.optimized_ms or report.compiled_ms,
         "max_autotune_speedup": vs_ma if vs_ma and vs_ma > 0 else None,
         "best_stock_mode": best[0] if best else None,
         "best_stock_ms": best[1] if best else None,

@@ -40,9 +40,8 @@ from kernelopt.pipeline.evaluator import (
     result_of,
     stage_medians,
 )
-from kernelopt.pipeline.metrics import choose_best_stock
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
-from kernelopt.pipeline.stock_modes import time_stock_modes
+from kernelopt.pipeline.stock_modes import best_stock_for, time_stock_modes
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
@@ -328,12 +327,7 @@ def _time_stock_modes(
     report.stock = time_stock_modes(
         path, config.stock_modes.split(","), report.exported, emit, seed=seed, overrides=overrides
     )
-    best = choose_best_stock(
-        report.final_compiled_ms or report.compiled_ms,
-        report.speedup_vs_compile,
-        report.optimized_ms or report.compiled_ms,
-        report.stock,
-    )
+    best = best_stock_for(report, report.stock)
     if best is not None:
         report.best_stock_mode, _ms, report.best_stock_speedup = best
 

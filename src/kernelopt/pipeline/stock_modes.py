@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kernelopt.pipeline.metrics import choose_best_stock
+from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.problem import load_problem
 from kernelopt.workers import WorkerResult, run_isolated
 
@@ -112,3 +114,14 @@ def speedup_over_default(record: Any) -> float | None:
         return None
     ratio = record["vs_optimized"].get("speedup")  # the mode's time over the default's
     return 1.0 / ratio if ratio else None
+
+
+def best_stock_for(report: OptimizeReport, stock: dict[str, Any]) -> tuple[str, float, float] | None:
+    """(mode, ms, speedup) of the best stock mode against an optimize run's result: the default as the
+    final verification timed it, and every mode of ``stock``."""
+    return choose_best_stock(
+        report.final_compiled_ms or report.compiled_ms,
+        report.speedup_vs_compile,
+        report.optimized_ms or report.compiled_ms,
+        stock,
+    )
