@@ -259,6 +259,29 @@ def test_verdict_crash_and_timeout_and_missing_summary() -> None:
     assert no_summary.status == "failed" and "ERROR SUMMARY" in no_summary.reason
 
 
+def test_verdict_names_the_exception_behind_a_cuda_error_s_advice_lines() -> None:
+    """A CUDA error ends in advice lines; the reason names the error itself, and an out-of-memory
+    replay says what to do (seen on an H200: row-L2's 17 GB launch beside the judge's cached blocks)."""
+    oom = (
+        "========= COMPUTE-SANITIZER\n"
+        "Traceback (most recent call last):\n"
+        '  File "memcheck_replay.py", line 71, in main\n'
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 139 GiB\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be\n"
+        "incorrect. For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+        "========= Target application returned an error\n========= ERROR SUMMARY: 0 errors\n"
+    )
+    result = _verdict(oom, returncode=1)
+    assert result.status == "failed"
+    assert "torch.OutOfMemoryError: CUDA out of memory" in result.reason
+    assert "no room for the replay's arguments" in result.reason and "free GPU memory" in result.reason
+    other = _verdict(oom.replace("torch.OutOfMemoryError: CUDA out of memory.", "RuntimeError: CUDA error: misaligned."),
+                     returncode=1)
+    assert "RuntimeError: CUDA error: misaligned." in other.reason and "no room" not in other.reason
+    assert "\n" not in result.reason and "\n" not in other.reason
+
+
 # ---------------------------------------------------------------- arguments keep their layout
 
 

@@ -310,6 +310,9 @@ class EvaluationSession:
         lap("performance")
         if perf.passed and settings.memcheck:
             enter("memcheck")
+            # The replay is a process of its own that needs the launch's arguments on this GPU again:
+            # hand the blocks the gates freed back to the driver (at full size they are tens of GB).
+            torch.cuda.empty_cache()
             memcheck = run_memcheck(source, kernel.name, snapshots[0])
             lap("memcheck")
             result["memcheck"] = memcheck.to_dict()

@@ -31,6 +31,7 @@ exit code, which it does not control, is what decides ``errors``.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -214,10 +215,17 @@ def classify(run: SanitizerRun, command: list[str], error_exitcode: int, timeout
             return result("unavailable", unsupported)
         if run.timed_out:
             return result("failed", f"timed out after {timeout_s:.0f} s before the arguments were on the GPU")
+        cause = _exception_line(run.output)
+        if cause and "out of memory" in cause.lower():
+            return result(
+                "failed",
+                f"the GPU had no room for the replay's arguments beside what the judge and its workers hold "
+                f"(exit {run.returncode}): {cause}; free GPU memory (fewer jobs on this GPU) and evaluate again",
+            )
         return result(
             "failed",
             "the replay stopped before its arguments were on the GPU "
-            f"(exit {run.returncode}): {_last_lines(run.output)}",
+            f"(exit {run.returncode}): {cause or _last_lines(run.output)}",
         )
     found = report.error_count or len(report.records)
     if run.returncode == error_exitcode or found:
@@ -244,6 +252,16 @@ def classify(run: SanitizerRun, command: list[str], error_exitcode: int, timeout
             f"the replay completed its launch but exited with code {run.returncode}: {_last_lines(run.output)}",
         )
     return result("clean", "memcheck found no errors in the candidate's launch")
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): .+")
+
+
+def _exception_line(text: str) -> str:
+    """The last ``SomethingError: message`` line: what stopped the replay, which a CUDA error's
+    advice lines ("might be asynchronously reported ...") would otherwise push out of the tail."""
+    lines = [line.strip() for line in text.splitlines() if _EXCEPTION_LINE.match(line)]
+    return lines[-1][:REASON_TAIL_CHARS] if lines else ""
 
 
 def _last_lines(text: str) -> str:
