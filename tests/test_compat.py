@@ -193,3 +193,16 @@ def test_a_shared_cpu_storage_names_the_files_a_borrower_opens() -> None:
     assert stat.S_ISSOCK(os.stat(sockets[0]).st_mode)
     with pytest.raises(ValueError, match="unknown shared storage kind"):
         compat.shared_storage_paths("xpu", ())
+
+
+def test_mode_options_come_from_torch_s_own_table() -> None:
+    """A search based on a stock mode captures with exactly what that mode sets; the table moving or
+    changing shape fails here, not as a silently different baseline."""
+    assert compat.mode_options("default") == {}
+    tuned = compat.mode_options("max-autotune-no-cudagraphs")
+    assert tuned.get("max_autotune") is True and not tuned.get("triton.cudagraphs")
+    assert compat.mode_options("reduce-overhead").get("triton.cudagraphs") is True
+    import torch._inductor.config as inductor_config
+
+    for name in tuned:  # every option is one Inductor's config knows
+        assert hasattr(inductor_config, name.split(".")[0]), name

@@ -96,7 +96,9 @@ def test_every_profile_sets_the_same_known_budgets_and_default_is_what_optimize_
              "screen_trials": 10, "margin": 0.03, "analyze_trials": 30, "eval_timeout_s": 600.0,
              "verify_timeout_s": 900.0, "bench_timeout_s": 3600.0, "bench_timeout_margin_s": 900.0,
              # since 2026-12-01 bench also times the CUDA-graph modes: the baseline is the best stock mode
-             "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune"}
+             "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
+             # and optimize builds on max-autotune-no-cudagraphs where it beats the default
+             "base_mode": "auto"}
     assert PROFILES["default"] == today
     for f in setting_fields():  # each field documented and bound to its variable
         assert f.metadata["help"] and f.metadata["env"] == f"KERNELOPT_{f.name.upper()}"
@@ -272,3 +274,11 @@ def test_stock_modes_are_torch_compile_modes_each_named_once() -> None:
     three = load_settings(env={})
     # each mode beyond the first is one more compile and two timed comparisons in the problem's worker
     assert default_worker_timeout(20.0, three) - default_worker_timeout(20.0, quick) == 2 * EXTRA_STOCK_MODE_S
+
+
+def test_base_mode_is_a_mode_a_search_can_build_on() -> None:
+    assert load_settings({"base_mode": "max-autotune-no-cudagraphs"}, env={}).base_mode == "max-autotune-no-cudagraphs"
+    assert load_settings(env={"KERNELOPT_BASE_MODE": "default"}).base_mode == "default"
+    for bad in ("reduce-overhead", "max-autotune", "fast"):  # CUDA-graph modes are baselines only, for now
+        with pytest.raises(KerneloptError, match="base_mode.*auto, default, max-autotune-no-cudagraphs"):
+            load_settings({"base_mode": bad}, env={})

@@ -55,6 +55,8 @@ CONFIG_FILE = "kernelopt.toml"
 EFFORTS = ("quick", "default", "full")
 STOCK_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 """The torch.compile modes besides the default a user could have picked (CUDA graphs in the last two)."""
+BASE_MODES = ("auto", "default", "max-autotune-no-cudagraphs")
+"""What an optimize run may start from: the faster of the modes it can build on, timed first (auto), or one of them."""
 
 # The one table of effort budgets. Every profile sets every key (a test holds it so);
 # ``default`` is what ``kernelopt optimize`` did before the table existed. ``quick`` buys
@@ -80,6 +82,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_s": 3600.0,
         "bench_timeout_margin_s": 900.0,
         "stock_modes": "max-autotune-no-cudagraphs",
+        "base_mode": "auto",
     },
     "default": {
         "budget": 48,
@@ -99,6 +102,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_s": 3600.0,
         "bench_timeout_margin_s": 900.0,
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
+        "base_mode": "auto",
     },
     "full": {
         "budget": 100,
@@ -118,6 +122,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_s": 7200.0,
         "bench_timeout_margin_s": 1800.0,
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
+        "base_mode": "auto",
     },
 }
 
@@ -252,6 +257,13 @@ class Settings:
         kind=str,
         expect="torch.compile modes separated by commas, each once: " + ", ".join(STOCK_MODES),
     )
+    base_mode: str = _profiled(
+        "base_mode",
+        "The stock mode optimize builds on: auto (times max-autotune-no-cudagraphs against the default first "
+        "and starts from the faster), default, or max-autotune-no-cudagraphs.",
+        kind=str,
+        expect="one of " + ", ".join(BASE_MODES),
+    )
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False, metadata={"help": None})
 
     def values(self) -> dict[str, Any]:
@@ -372,6 +384,8 @@ def _parse(f: dataclasses.Field, raw: object, where: str, fix: str) -> Any:
     if meta["minimum"] is not None and any(v < meta["minimum"] for v in (value if kind is tuple else (value,))):
         raise bad
     if f.name == "effort" and value not in PROFILES:
+        raise bad
+    if f.name == "base_mode" and value not in BASE_MODES:
         raise bad
     if f.name == "stock_modes":
         modes = [m.strip() for m in value.split(",")]

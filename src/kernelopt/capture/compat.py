@@ -96,6 +96,14 @@ def inductor_config_patch(options: dict[str, Any]) -> contextlib.AbstractContext
     return inductor_config.patch(options)
 
 
+def mode_options(mode: str) -> dict[str, Any]:
+    """The Inductor options a ``torch.compile(mode=...)`` sets (``{}`` for the default), so a
+    capture with them compiles what that mode compiles (torch's own table, not a copy of it)."""
+    if mode == "default":
+        return {}
+    return dict(torch._inductor.list_mode_options(mode))
+
+
 def reset_dynamo() -> None:
     torch._dynamo.reset()
 

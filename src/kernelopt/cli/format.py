@@ -241,11 +241,13 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         if report.speedup_vs_compile_iqr
         else ""
     )
+    compiled = "torch.compile" if report.base_mode == "default" else f"torch.compile mode={report.base_mode}"
     lines = [
+        f"base: {report.base_mode} ({report.base_mode_reason})" if report.base_mode_reason else "",
         f"compiled {report.compiled_ms:.3f} ms -> optimized {report.optimized_ms or report.compiled_ms:.3f} ms: "
-        f"{report.speedup_vs_compile:.3f}x over torch.compile{iqr}, "
+        f"{report.speedup_vs_compile:.3f}x over {compiled}{iqr}, "
         f"{report.speedup_vs_eager or report.eager_ms / report.compiled_ms:.3f}x over eager ({report.eager_ms:.3f} ms)",
-        f"Amdahl bound of Triton-only work: {report.amdahl_bound:.2f}x over torch.compile; launch-overhead bound "
+        f"Amdahl bound of Triton-only work: {report.amdahl_bound:.2f}x over {compiled}; launch-overhead bound "
         f"{report.launch_overhead_bound:.2f}x (GPU busy {100 * report.gpu_busy:.0f}%)",
         f"{report.final_reason}",
         f"{report.evaluations} evaluations, {report.gpu_s:.1f} s in the evaluation worker"
@@ -255,7 +257,7 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
     if report.best_stock_mode is not None and report.best_stock_speedup is not None:
         lines.append(
             f"{report.best_stock_speedup:.3f}x over the best stock mode, {report.best_stock_mode} "
-            f"(of the default and {', '.join(report.stock)}, each timed in its own process)"
+            f"(of the {report.base_mode} compile and {', '.join(report.stock)}, each timed in its own process)"
         )
     lines.extend(f"warning: {w}" for w in report.warnings)
     if report.kernels or report.knobs:
@@ -264,7 +266,7 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         lines.append(f"exported {report.exported} (load with kernelopt.load)")
     if report.report_path:
         lines.append(f"report: {report.report_path}")
-    for line in lines:
+    for line in filter(None, lines):
         console.print(line, markup=False, highlight=False)
 
 

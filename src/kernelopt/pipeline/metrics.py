@@ -49,7 +49,7 @@ _BASELINE_FIELD = {
     "best_stock": "best_stock_ms",
 }
 _TIME_FIELDS = ("eager_ms", "compiled_ms", "max_autotune_ms", "optimized_ms", "best_stock_ms")
-_RATIO_FIELDS = ("max_autotune_speedup", "best_stock_speedup")
+_RATIO_FIELDS = ("max_autotune_speedup", "best_stock_speedup", "compile_speedup")
 
 
 def _check_baseline(baseline: str) -> str:
@@ -95,6 +95,9 @@ class ProblemOutcome:
     best_stock_mode: str | None = None  # the torch.compile mode kernelopt's result is least faster than
     best_stock_ms: float | None = None  # that mode's median, in its own process
     best_stock_speedup: float | None = None  # optimized over that mode, interleaved in one process
+    compile_speedup: float | None = None  # optimized over the default, interleaved in the default's own
+    # process: set where the search built on another mode (its final verification timed that mode)
+    base_mode: str = "default"  # the stock mode the search built on
 
     @property
     def passed(self) -> bool:
@@ -108,6 +111,8 @@ class ProblemOutcome:
             return self.max_autotune_speedup
         if baseline == "best_stock" and self.best_stock_speedup is not None:
             return self.best_stock_speedup
+        if baseline == "compile" and self.compile_speedup is not None:
+            return self.compile_speedup
         if reference is None or self.optimized_ms is None:
             return None
         return reference / self.optimized_ms
@@ -213,6 +218,7 @@ class ProblemOutcome:
             gpu_s=float(gpu_s),
             details=dict(details),
             best_stock_mode=mode,
+            base_mode=str(data.get("base_mode") or "default"),
             **{name: _time(name, data.get(name), "a ratio") for name in _RATIO_FIELDS},
             **{name: _time(name, data.get(name)) for name in _TIME_FIELDS},
         )
@@ -223,15 +229,17 @@ def choose_best_stock(
     speedup_vs_compile: float | None,
     optimized_ms: float | None,
     stock: dict[str, Any],
+    base: str = "default",
 ) -> tuple[str, float, float] | None:
     """(mode, its median ms, kernelopt's speedup over it) for the stock mode kernelopt's result is
     least faster than: the default (timed beside the result in the final verification) and each
     mode of ``stock`` (mode -> the record of its own process, or the one-line reason it failed).
+    ``base`` names the mode the first three numbers are of (the mode the search built on).
     A mode's speedup is the one timed interleaved in its process; where that failed, its median
     over the optimized median (two processes). None when no mode has a number."""
     options: list[tuple[float, str, float]] = []
     if compiled_ms is not None and speedup_vs_compile is not None:
-        options.append((speedup_vs_compile, "default", compiled_ms))
+        options.append((speedup_vs_compile, base, compiled_ms))
     for mode, record in stock.items():
         if not isinstance(record, dict) or record.get("compiled_ms") is None:
             continue

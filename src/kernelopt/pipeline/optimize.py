@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelopt.capture.compat import mode_options
 from kernelopt.capture.output_code import source_hash, triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, default_of, resolve
@@ -41,7 +42,7 @@ from kernelopt.pipeline.evaluator import (
     stage_medians,
 )
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
-from kernelopt.pipeline.stock_modes import best_stock_for, time_stock_modes
+from kernelopt.pipeline.stock_modes import SEARCH_BASES, best_stock_for, choose_base_mode, time_stock_modes
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
@@ -121,7 +122,6 @@ def optimize(
     settings = settings or search_settings(config)
     ops = make_operators(list(operators))
     selection = make_policy(policy)
-    spec = ProblemSpec(str(Path(problem_path).resolve()), dict(problem.overrides), seed, {})
     label = device_label()
     if resume_run is not None:
         run = store.run(resume_run)
@@ -146,6 +146,8 @@ def optimize(
         )
     with store.recording(run_id):  # a bad --llm, a failed search or export: the run ends failed
         emit("run", {"run_id": run_id, "problem": problem.name})
+        base = _base_mode(store, run_id, config, str(problem.path), seed, dict(problem.overrides), emit)
+        spec = ProblemSpec(str(Path(problem_path).resolve()), dict(problem.overrides), seed, mode_options(base["mode"]))
         peak = store.device_bandwidth(label)
         client = None
         try:
@@ -174,12 +176,15 @@ def optimize(
                         seed=seed,
                         emit=emit,
                         config=config,
+                        base_mode=base["mode"],
                     )
                 )
         finally:
             usage = asdict(client.usage()) if client is not None else None
             if client is not None:
                 client.close()
+        report.base_mode_reason = base["reason"]
+        report.options = report.options or (dict(spec.options) or None)
         report.llm_usage = usage
         report.warnings = warnings
         report.wall_s = time.monotonic() - started
@@ -202,6 +207,27 @@ def optimize(
     if write_report:
         _write_report(report, store, Path(report_path) if report_path else None, target, emit)
     return report
+
+
+def _base_mode(
+    store: Store, run_id: int, config: Settings, path: str, seed: int, overrides: dict[str, Any], emit: Any
+) -> dict[str, Any]:
+    """The stock mode the search builds on, chosen once per run (a resumed run reads it back, so
+    its capture is the one its nodes were judged on): with ``base_mode`` auto, every mode a search
+    can start from is timed against the default first, each in its own process."""
+    known = store.measurements(run_id, "base_mode").get("base_mode")
+    if known is None:
+        stock: dict[str, Any] = {}
+        if config.base_mode == "auto":
+            candidates = [m for m in SEARCH_BASES if m != "default"]
+            stock = time_stock_modes(path, candidates, None, emit, seed=seed, overrides=overrides)
+            mode, why = choose_base_mode(stock)
+        else:
+            mode, why = config.base_mode, f"the base_mode setting names {config.base_mode}"
+        known = {"mode": mode, "reason": why, "stock": stock}
+        store.add_measurement(run_id, "base_mode", known)
+    emit("base_mode", {"mode": known["mode"], "reason": known["reason"]})
+    return known
 
 
 def _write_report(report: OptimizeReport, store: Store, path: Path | None, export: Path, emit) -> None:
@@ -257,6 +283,7 @@ class RunContext:
     seed: int = 0
     emit: Callable[[str, dict[str, Any]], None] = lambda kind, data: None
     config: Settings | None = None
+    base_mode: str = "default"  # the stock mode the capture compiles (spec.options are its options)
 
     def uses(self, operator: str) -> bool:
         return any(op.name == operator for op in self.ops)
@@ -297,6 +324,7 @@ def _optimize(run: RunContext) -> OptimizeReport:
         launch_overhead_bound=measured.launch_overhead_bound,
         fusion_bound=measured.fusion_bound,
         skipped=[(s.name, s.reason) for s in skipped],
+        base_mode=run.base_mode,
     )
     for extra in targets[run.max_targets :]:
         report.skipped.append((extra.name, f"beyond --max-targets {run.max_targets}"))
@@ -323,10 +351,12 @@ def _optimize(run: RunContext) -> OptimizeReport:
 def _time_stock_modes(
     report: OptimizeReport, path: str, config: Settings, seed: int, overrides: dict[str, Any], emit: Any
 ) -> None:
-    """Each stock mode against the delivered result (or the default compile), and the best of them."""
-    report.stock = time_stock_modes(
-        path, config.stock_modes.split(","), report.exported, emit, seed=seed, overrides=overrides
-    )
+    """Each stock mode against the delivered result (or the default compile), and the best of them;
+    the default among them where the search built on another mode (the run itself timed that one)."""
+    modes = config.stock_modes.split(",")
+    if report.base_mode != "default":
+        modes = ["default", *modes]
+    report.stock = time_stock_modes(path, modes, report.exported, emit, seed=seed, overrides=overrides)
     best = best_stock_for(report, report.stock)
     if best is not None:
         report.best_stock_mode, _ms, report.best_stock_speedup = best
@@ -464,13 +494,15 @@ def _search_knobs(report: OptimizeReport, run: RunContext, nodes: NodeStore, tot
         cmp = best.result.measurements["kernel_comparison"]
         for k in report.kernels:
             k.best = None  # kernel replacements address the default artifact; the options make another one
-        report.options = best.candidate.options
+        report.options = {**run.spec.options, **(best.candidate.options or {})}
         report.speedup_vs_compile = cmp["speedup"]
         report.speedup_vs_compile_iqr = (cmp["speedup_q1"], cmp["speedup_q3"])
         report.optimized_ms = cmp["candidate"]["median_ms"]
         report.final_compiled_ms = cmp["baseline"]["median_ms"]
         report.speedup_vs_eager = report.eager_ms / report.optimized_ms
-        report.final_reason = f"verified: Inductor options {best.candidate.options} beat the default end to end"
+        report.final_reason = (
+            f"verified: Inductor options {best.candidate.options} beat the {report.base_mode} compile end to end"
+        )
 
 
 def _inductor_tuned(

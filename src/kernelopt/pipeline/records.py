@@ -53,6 +53,8 @@ class OptimizeReport:
     gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
     launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
     fusion_bound: float | None = None  # compiled over the traffic floor, for graphs of generated kernels only
+    base_mode: str = "default"  # the stock mode the search built on: compiled_ms and speedup_vs_compile are its
+    base_mode_reason: str | None = None  # why that mode (stock_modes.choose_base_mode), one line
     stock: dict[str, Any] = field(default_factory=dict)  # optimize --stock-modes: mode -> its process's record
     best_stock_mode: str | None = None  # the stock mode the result is least faster than (metrics.choose_best_stock)
     best_stock_speedup: float | None = None  # the result over that mode, interleaved in the mode's process
@@ -69,7 +71,7 @@ class OptimizeReport:
     gpu_s: float = 0.0
     wall_s: float = 0.0
     llm_usage: dict[str, Any] | None = None  # calls, tokens, cost, cache hits of the LLM agents
-    options: dict[str, Any] | None = None  # Inductor options of the delivered model, when knobs won
+    options: dict[str, Any] | None = None  # Inductor options of the delivered model: the base mode's, plus knobs
     knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
     warnings: list[str] = field(default_factory=list)  # what the run could not do as asked (no counters, no tuning)
     report_path: str | None = None  # the HTML report written beside the results (kernelopt.report)

@@ -19,6 +19,10 @@ from kernelopt.workers import WorkerResult, run_isolated
 
 MODE_TIMEOUT_S = 1800.0
 MODE_TRIALS = 20
+SEARCH_BASES = ("default", "max-autotune-no-cudagraphs")
+"""The stock modes a search can start from: the capture, the swap and the export do not run under
+CUDA graphs yet, so ``reduce-overhead`` and ``max-autotune`` are baselines only."""
+BASE_MODES = ("auto", *SEARCH_BASES)
 
 
 def time_mode(
@@ -117,11 +121,40 @@ def speedup_over_default(record: Any) -> float | None:
 
 
 def best_stock_for(report: OptimizeReport, stock: dict[str, Any]) -> tuple[str, float, float] | None:
-    """(mode, ms, speedup) of the best stock mode against an optimize run's result: the default as the
-    final verification timed it, and every mode of ``stock``."""
+    """(mode, ms, speedup) of the best stock mode against an optimize run's result: the mode the search
+    built on (the default unless ``base_mode`` chose another) as the final verification timed it, and
+    every mode of ``stock``."""
     return choose_best_stock(
         report.final_compiled_ms or report.compiled_ms,
         report.speedup_vs_compile,
         report.optimized_ms or report.compiled_ms,
         stock,
+        base=report.base_mode,
     )
+
+
+def choose_base_mode(stock: dict[str, Any]) -> tuple[str, str]:
+    """(mode, why in one line): the stock mode the search starts from, given each candidate mode's
+    record timed against the default in its own process (:func:`time_stock_modes` with no export).
+
+    A mode other than the default is chosen only when it beat the default by more than the noise
+    of that interleaved comparison: the search then captures what that mode compiles, so kernelopt's
+    result builds on it instead of racing it. A mode that failed or did not clear its noise leaves
+    the default, and the line says which and why."""
+    best, best_gain, notes = "default", 1.0, []
+    for mode, record in stock.items():
+        if mode not in SEARCH_BASES or mode == "default":
+            continue
+        gain = speedup_over_default(record)
+        if gain is None:
+            reason = record if isinstance(record, str) else record.get("vs_optimized_error", "not timed")
+            notes.append(f"{mode} could not be timed against the default ({str(reason).splitlines()[0]})")
+            continue
+        noise = float(record["vs_optimized"].get("noise") or 0.0)
+        if gain > 1.0 + noise and gain > best_gain:
+            best, best_gain = mode, gain
+        else:
+            notes.append(f"{mode} ran {gain:.3f}x the default's speed, within its noise (±{noise * 100:.1f}%)")
+    if best != "default":
+        return best, f"{best} ran {best_gain:.3f}x faster than the default, timed interleaved: the search builds on it"
+    return "default", "; ".join(notes) or "no other mode to start from"

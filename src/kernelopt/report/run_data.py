@@ -126,6 +126,7 @@ class Summary:
     fusion_bound: float | None
     best_stock_mode: str | None
     best_stock_speedup: float | None
+    base_mode: str  # the stock mode the search built on: vs_compile is over it
     gpu_busy: float | None
     peak_gbps: float | None
     final_reason: str
@@ -231,6 +232,7 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         fusion_bound=_number(a.get("fusion_bound", r.get("fusion_bound"))),
         best_stock_mode=r.get("best_stock_mode") if isinstance(r.get("best_stock_mode"), str) else None,
         best_stock_speedup=_number(r.get("best_stock_speedup")),
+        base_mode=str(r.get("base_mode") or "default"),
         gpu_busy=_number(a.get("gpu_busy", r.get("gpu_busy"))),
         peak_gbps=_number(a.get("peak_gbps")),
         final_reason=reason,

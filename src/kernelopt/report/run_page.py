@@ -61,7 +61,7 @@ def _summary(data: RunData) -> str:
     s = data.summary
     cards = [
         card(
-            "vs torch.compile",
+            "vs torch.compile" if s.base_mode == "default" else f"vs torch.compile ({s.base_mode})",
             fmt_ratio(s.vs_compile) or "—",
             f"IQR {s.vs_compile_iqr[0]:.3f}–{s.vs_compile_iqr[1]:.3f}× (final verification)"
             if s.vs_compile_iqr

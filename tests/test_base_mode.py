@@ -1,0 +1,151 @@
+"""The search builds on the best stock mode it can start from (issue 13, point 1).
+
+Which mode (``choose_base_mode``), how an optimize run times and remembers it (``_base_mode``),
+that the whole run then captures what that mode compiles, and how bench and the scoreboard keep
+the default's speedup honest when the run's own timing is against another mode.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES
+from kernelopt.config import load_settings
+from kernelopt.pipeline import bench_problem
+from kernelopt.pipeline import optimize as opt
+from kernelopt.pipeline.metrics import ProblemOutcome, choose_best_stock
+from kernelopt.pipeline.records import OptimizeReport
+from kernelopt.pipeline.stock_modes import choose_base_mode
+from kernelopt.store import Store
+
+MA = "max-autotune-no-cudagraphs"
+
+
+def timed(gain: float, noise: float = 0.01) -> dict:
+    """A mode's record from time_mode with no export: the mode against the default, interleaved."""
+    return {"compiled_ms": 1.0 / gain, "vs_optimized": {"speedup": 1.0 / gain, "noise": noise, "optimized": "torch.compile"}}
+
+
+def test_a_mode_is_built_on_only_when_it_beats_the_default_beyond_its_noise() -> None:
+    mode, why = choose_base_mode({MA: timed(1.10)})
+    assert mode == MA and "1.100x faster than the default" in why
+    mode, why = choose_base_mode({MA: timed(1.02, noise=0.03)})
+    assert mode == "default" and "within its noise (±3.0%)" in why
+    mode, why = choose_base_mode({MA: timed(0.9)})
+    assert mode == "default" and "0.900x" in why
+    mode, why = choose_base_mode({MA: "timeout: ran past 1800 s"})
+    assert mode == "default" and "could not be timed" in why and "timeout" in why
+    # CUDA-graph modes are baselines only: however fast, the search cannot start from them yet
+    mode, _ = choose_base_mode({"reduce-overhead": timed(3.0), MA: timed(0.99)})
+    assert mode == "default"
+
+
+def _store(tmp_path) -> tuple[Store, int]:
+    store = Store(tmp_path / "k.db")
+    return store, store.start_run("optimize", "p", "fake", {})
+
+
+def test_auto_times_the_modes_once_and_a_resumed_run_reads_its_choice_back(monkeypatch, tmp_path) -> None:
+    calls: list[list[str]] = []
+
+    def fake(path, modes, exported, emit, *, seed, overrides):
+        calls.append(list(modes))
+        assert exported is None and overrides == {"batch_size": 8}
+        return {MA: timed(1.2)}
+
+    monkeypatch.setattr(opt, "time_stock_modes", fake)
+    store, run_id = _store(tmp_path)
+    config = load_settings({"base_mode": "auto"}, env={})
+    first = opt._base_mode(store, run_id, config, "p.py", 0, {"batch_size": 8}, lambda *a: None)
+    assert calls == [[MA]] and first["mode"] == MA and first["stock"][MA]["vs_optimized"]["speedup"] == pytest.approx(1 / 1.2)
+    again = opt._base_mode(store, run_id, config, "p.py", 0, {"batch_size": 8}, lambda *a: None)
+    assert calls == [[MA]] and again == first  # resumed: the capture its nodes were judged on
+
+
+def test_a_named_base_mode_is_not_timed(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(opt, "time_stock_modes", lambda *a, **k: pytest.fail("timed a mode the setting names"))
+    store, run_id = _store(tmp_path)
+    for mode in ("default", MA):
+        run = store.start_run("optimize", "p", "fake", {})
+        got = opt._base_mode(store, run, load_settings({"base_mode": mode}, env={}), "p.py", 0, {}, lambda *a: None)
+        assert got["mode"] == mode and "setting names" in got["reason"]
+
+
+def test_the_run_captures_what_the_base_mode_compiles_and_exports_it(monkeypatch, tmp_path) -> None:
+    """Everything the worker is asked carries the base mode's Inductor options; the report says which
+    mode its speedups are over, and a knob winner adds to those options instead of replacing them."""
+    from kernelopt.capture.compat import mode_options
+
+    seen = {}
+    monkeypatch.setattr(opt, "require_gpu", lambda *a: None)
+    monkeypatch.setattr(opt, "time_stock_modes", lambda *a, **k: {MA: timed(1.3)})
+
+    class NoWorker:
+        def __init__(self, **kw) -> None: ...
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc) -> None: ...
+
+    def fake_optimize(run):
+        seen["spec"], seen["base"] = run.spec, run.base_mode
+        return OptimizeReport("softmax", run.run_id, "fake", 2.0, 1.0, 1.0, base_mode=run.base_mode,
+                              final_reason="no candidate passed")
+
+    monkeypatch.setattr(opt, "PersistentWorker", NoWorker)
+    monkeypatch.setattr(opt, "_optimize", fake_optimize)
+    store = Store(tmp_path / "k.db")
+    report = opt.optimize(EXAMPLES / "level1/12_softmax_wide.py", store, config=load_settings(env={}),
+                          write_report=False, sizes={"batch_size": 8, "dim": 512})
+    assert seen["base"] == MA and seen["spec"].options == mode_options(MA) and seen["spec"].options
+    assert report.base_mode == MA and report.options == mode_options(MA) and "1.300x faster" in report.base_mode_reason
+    from kernelopt.cli.format import print_optimize  # the summary names the mode its numbers are over
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    print_optimize(report, console)
+    text = console.export_text()
+    assert f"over torch.compile mode={MA}" in text and f"base: {MA}" in text
+
+
+def test_best_stock_labels_the_runs_own_timing_with_its_base() -> None:
+    best = choose_best_stock(1.0, 1.05, 0.95, {"reduce-overhead": {"compiled_ms": 0.9, "vs_optimized": {"speedup": 1.2}}},
+                             base=MA)
+    assert best == (MA, 1.0, 1.05)
+
+
+def test_bench_takes_the_default_s_speedup_from_its_own_process_when_the_base_is_another_mode() -> None:
+    report = OptimizeReport("p", 1, "fake", 2.0, 0.8, 1.0, base_mode=MA, speedup_vs_compile=1.1, optimized_ms=0.72,
+                            final_compiled_ms=0.8, speedup_vs_compile_iqr=(1.09, 1.11))
+    default = {"compiled_ms": 1.0, "vs_optimized": {"speedup": 1.39, "mode_ms": 1.0, "optimized": "kernelopt",
+                                                   "comparison": {"speedup_q1": 1.37, "speedup_q3": 1.41}}}
+    assert bench_problem.default_baseline(report, {"default": default}) == (1.0, 1.39, (1.37, 1.41))
+    undelivered = {**default, "vs_optimized": {**default["vs_optimized"], "optimized": "torch.compile"}}
+    assert bench_problem.default_baseline(report, {"default": undelivered}) == (1.0, None, None)
+    assert bench_problem.default_baseline(report, {"default": "crash: x"}) == (None, None, None)
+    on_default = OptimizeReport("p", 1, "fake", 2.0, 0.8, 1.0, speedup_vs_compile=1.1, final_compiled_ms=0.8,
+                                speedup_vs_compile_iqr=(1.09, 1.11))
+    assert bench_problem.default_baseline(on_default, {}) == (0.8, None, (1.09, 1.11))
+    row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True, "compiled_ms": 1.0,
+                                    "optimized_ms": 0.72, "compile_speedup": 1.39, "base_mode": MA})
+    assert row.speedup_vs_compile == 1.39 and row.base_mode == MA  # the interleaved ratio, not 1.0 / 0.72
+
+
+def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch, tmp_path) -> None:
+    from kernelopt.workers import WorkerResult
+
+    report = OptimizeReport("p", 1, "fake", 2.0, 0.8, 1.0, base_mode=MA, speedup_vs_compile=1.1, optimized_ms=0.72,
+                            final_compiled_ms=0.8, exported=str(tmp_path / "p.kopt.json"), final_reason="verified")
+    monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
+    modes: list[str] = []
+
+    def run_isolated(target, path, mode, seed, trials, exported, overrides, timeout_s):
+        modes.append(mode)
+        value = {"compiled_ms": 1.0, "vs_optimized": {"speedup": 1.39 if mode == "default" else 1.1, "mode_ms": 1.0,
+                                                       "optimized": "kernelopt", "comparison": {}}}
+        return WorkerResult("ok", value, "", None, 1.0, "")
+
+    monkeypatch.setattr(bench_problem, "run_isolated", run_isolated)
+    settings = load_settings({"store": str(tmp_path / "k.db"), "stock_modes": MA}, env={})
+    row = bench_problem.bench_problem(str(tmp_path / "p.py"), {"settings": settings.values(), "name": "p"})
+    assert modes == ["default", MA]
+    assert row["compile_speedup"] == 1.39 and row["base_mode"] == MA and row["compiled_ms"] == 1.0
