@@ -149,3 +149,40 @@ def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch
     row = bench_problem.bench_problem(str(tmp_path / "p.py"), {"settings": settings.values(), "name": "p"})
     assert modes == ["default", MA]
     assert row["compile_speedup"] == 1.39 and row["base_mode"] == MA and row["compiled_ms"] == 1.0
+
+
+def test_stock_modes_get_the_problem_by_its_resolved_path(monkeypatch, tmp_path) -> None:
+    """Each mode runs in a process with a folder of its own: a relative path would name no file there
+    (on the H200 every mode of optimize --stock-modes failed so, and the summary still named a best)."""
+    from kernelopt.pipeline.stock_modes import time_stock_modes
+    from kernelopt.workers import WorkerResult
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.py").write_text("")
+    paths = []
+
+    def run(target, path, *args, timeout_s):
+        paths.append(path)
+        return WorkerResult("ok", {"compiled_ms": 1.0}, "", None, 1.0, "")
+
+    time_stock_modes("p.py", [MA], run=run)
+    assert paths == [str(tmp_path / "p.py")]
+
+
+def test_a_summary_names_the_modes_that_were_not_timed() -> None:
+    from rich.console import Console
+
+    from kernelopt.cli.format import print_optimize
+
+    report = OptimizeReport("p", 1, "fake", 2.0, 1.0, 1.0, speedup_vs_compile=1.3, optimized_ms=0.77,
+                            best_stock_mode="default", best_stock_speedup=1.3,
+                            stock={MA: "error: ProblemError: p.py: no such problem file", "reduce-overhead": timed(1.1)})
+    console = Console(record=True, width=300)
+    print_optimize(report, console)
+    text = console.export_text()
+    assert "(of the default compile and reduce-overhead, each timed in its own process)" in text
+    assert f"stock mode not timed: {MA}: error: ProblemError" in text
+    report.stock = {MA: "crash: x"}
+    console = Console(record=True, width=300)
+    print_optimize(report, console)
+    assert "no other mode was timed" in console.export_text()

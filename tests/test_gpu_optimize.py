@@ -7,6 +7,7 @@ import time
 import pytest
 
 from conftest import EXAMPLES
+from kernelopt.config import load_settings
 from kernelopt.deliver.export import load
 from kernelopt.pipeline.optimize import optimize
 from kernelopt.search.termination import Budget
@@ -19,6 +20,10 @@ CASES = {
     "level1/12_softmax_wide.py": {"batch_size": 1024},
     "level1/15_rmsnorm.py": {"batch_size": 8},
 }
+# The kernel search's claims are tested on the default compile; the base-mode choice (it can move the
+# baseline to max-autotune-no-cudagraphs, whose tuned kernels leave row-L2 at 2048 rows no 3 % to win)
+# on the small rmsnorm, where it costs one short process.
+BASE_MODE = {"level1/15_rmsnorm.py": "auto"}
 
 
 def progress(kind: str, data: dict) -> None:
@@ -34,8 +39,10 @@ def reports(tmp_path_factory):
     store = Store(tmp / "k.db")
     out = {}
     for rel, sizes in CASES.items():
+        config = load_settings({"base_mode": BASE_MODE.get(rel, "default")})
         out[rel] = optimize(EXAMPLES / rel, store, budget=Budget(max_evaluations=8, patience=2), max_targets=1,
-                            sizes=sizes, export_path=tmp / f"{rel.replace('/', '_')}.kopt.json", on_event=progress)
+                            sizes=sizes, export_path=tmp / f"{rel.replace('/', '_')}.kopt.json", on_event=progress,
+                            config=config)
     return store, out
 
 
@@ -53,6 +60,19 @@ def test_optimize_is_never_slower_than_the_baseline(reports, rel) -> None:
         assert report.speedup_vs_compile == 1.0 and report.optimized_ms == report.compiled_ms
     for k in report.kernels:
         assert k.evaluations > 0 and k.stop_reason
+
+
+def test_the_base_mode_was_timed_and_the_run_built_on_it(reports) -> None:
+    from kernelopt.capture.compat import mode_options
+
+    store, out = reports
+    report = out["level1/15_rmsnorm.py"]
+    base = store.measurements(report.run_id, "base_mode")["base_mode"]
+    record = base["stock"]["max-autotune-no-cudagraphs"]
+    assert isinstance(record, dict), record  # timed in its own process, against the default
+    assert report.base_mode == base["mode"] and report.base_mode_reason == base["reason"]
+    assert (report.options or {}) == {**mode_options(report.base_mode), **(report.options or {})}
+    print("base mode", report.base_mode, "-", report.base_mode_reason)
 
 
 def test_a_real_improvement_where_analyze_shows_headroom(reports) -> None:

@@ -13,6 +13,7 @@ from kernelopt.api.verify import VerifyReport
 from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.pipeline.bench_report import fmt_ratio
 from kernelopt.pipeline.optimize import OptimizeReport
+from kernelopt.pipeline.stock_modes import untimed_modes
 from kernelopt.search.nodes import Node
 from kernelopt.store import Run
 from kernelopt.store.llm_records import Transcript
@@ -255,10 +256,13 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         + f", {report.wall_s:.0f} s wall",
     ]
     if report.best_stock_mode is not None and report.best_stock_speedup is not None:
+        timed = [mode for mode, record in report.stock.items() if isinstance(record, dict)]
         lines.append(
             f"{report.best_stock_speedup:.3f}x over the best stock mode, {report.best_stock_mode} "
-            f"(of the {report.base_mode} compile and {', '.join(report.stock)}, each timed in its own process)"
+            f"(of the {report.base_mode} compile"
+            + (f" and {', '.join(timed)}, each timed in its own process)" if timed else ": no other mode was timed)")
         )
+    lines.extend(f"stock mode not timed: {line}" for line in untimed_modes(report.stock))
     lines.extend(f"warning: {w}" for w in report.warnings)
     if report.kernels or report.knobs:
         lines.append(f"every candidate and its gate record: kernelopt nodes {report.run_id}")

@@ -10,6 +10,7 @@ max-autotune's caches must not meet another mode's compile.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from kernelopt.pipeline.metrics import choose_best_stock
@@ -92,7 +93,10 @@ def time_stock_modes(
     overrides: dict[str, Any] | None = None,
     run: Callable[..., WorkerResult] = run_isolated,
 ) -> dict[str, Any]:
-    """mode -> the record of its own process (:func:`time_mode`), or the one line saying why it has none."""
+    """mode -> the record of its own process (:func:`time_mode`), or the one line saying why it has none.
+    The path travels resolved: the mode's process runs in a folder of its own (a relative path named
+    no file there, so on an H200 every mode of ``optimize --stock-modes`` failed)."""
+    problem_path = str(Path(problem_path).resolve())
     stock: dict[str, Any] = {}
     for mode in modes:
         if on_event is not None:
@@ -158,3 +162,9 @@ def choose_base_mode(stock: dict[str, Any]) -> tuple[str, str]:
     if best != "default":
         return best, f"{best} ran {best_gain:.3f}x faster than the default, timed interleaved: the search builds on it"
     return "default", "; ".join(notes) or "no other mode to start from"
+
+
+def untimed_modes(stock: dict[str, Any]) -> list[str]:
+    """One line per mode that has no number (``mode: why``), so a summary never names a best of modes
+    that were not timed."""
+    return [f"{mode}: {record}" for mode, record in stock.items() if not isinstance(record, dict)]
