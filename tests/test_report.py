@@ -440,3 +440,7 @@ def test_an_optimize_run_timed_against_the_stock_modes_shows_the_best(recorded: 
     page = render_run(data, {})
     assert "1.070×" in page and "reduce-overhead, timed in its own process" in page
     assert "not timed: kernelopt optimize --stock-modes" not in page
+    failed = replace(data, summary=replace(data.summary, best_stock_mode="default", best_stock_speedup=1.3,
+                                           stock_untimed=["max-autotune: crash: worker died"]))
+    page = render_run(failed, {})  # a best of modes that were not timed says so (seen on the H200)
+    assert "default, timed in its own process; not timed: max-autotune: crash: worker died" in page

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from kernelopt.pipeline.bench_report import fmt_ratio
 from kernelopt.report.diff import diff_html
 from kernelopt.report.page import card, chart, document, esc, table
-from kernelopt.report.run_data import RunData, record_of
+from kernelopt.report.run_data import RunData, Summary, record_of
 from kernelopt.search.candidate import MODEL_TARGET
 from kernelopt.store.llm_records import Transcript
 
@@ -57,6 +57,15 @@ def _spread(value: float | None) -> str:
     return "" if value is None else f"±{100 * value:.1f} % (IQR/median)"
 
 
+def _best_stock_note(s: Summary) -> str:
+    if not s.best_stock_mode:
+        return STOCK_MODE_NOTE
+    note = f"{s.best_stock_mode}, timed in its own process"
+    if s.stock_untimed:
+        note += f"; not timed: {'; '.join(s.stock_untimed)}"
+    return note
+
+
 def _summary(data: RunData) -> str:
     s = data.summary
     cards = [
@@ -75,7 +84,7 @@ def _summary(data: RunData) -> str:
         card(
             "vs best stock mode",
             fmt_ratio(s.best_stock_speedup) or "—",
-            f"{s.best_stock_mode}, timed in its own process" if s.best_stock_mode else STOCK_MODE_NOTE,
+            _best_stock_note(s),
         ),
         card(
             "torch.compile vs eager",
