@@ -143,7 +143,7 @@ def test_stock_modes_are_timed_each_in_its_own_process_and_the_best_is_named() -
 
     calls = []
 
-    def run(target, path, mode, seed, trials, exported, overrides, timeout_s):
+    def run(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
         calls.append((target, mode, exported))
         if mode == "max-autotune":
             return WorkerResult("crash", None, "segfault in autotuning", None, 1.0, "")

@@ -48,7 +48,7 @@ def _store(tmp_path) -> tuple[Store, int]:
 def test_auto_times_the_modes_once_and_a_resumed_run_reads_its_choice_back(monkeypatch, tmp_path) -> None:
     calls: list[list[str]] = []
 
-    def fake(path, modes, exported, emit, *, seed, overrides):
+    def fake(path, modes, exported, emit, *, seed, overrides, train=False):
         calls.append(list(modes))
         assert exported is None and overrides == {"batch_size": 8}
         return {MA: timed(1.2)}
@@ -138,7 +138,7 @@ def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch
     monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
     modes: list[str] = []
 
-    def run_isolated(target, path, mode, seed, trials, exported, overrides, timeout_s):
+    def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
         modes.append(mode)
         value = {"compiled_ms": 1.0, "vs_optimized": {"speedup": 1.39 if mode == "default" else 1.1, "mode_ms": 1.0,
                                                        "optimized": "kernelopt", "comparison": {}}}

@@ -206,3 +206,15 @@ def test_mode_options_come_from_torch_s_own_table() -> None:
 
     for name in tuned:  # every option is one Inductor's config knows
         assert hasattr(inductor_config, name.split(".")[0]), name
+
+
+def test_a_graph_without_generated_code_is_recognised() -> None:
+    """The tail of a training step (after its gradient call breaks Dynamo's graph) compiles to a plain
+    function: the capture skips it instead of reading a source it does not have."""
+
+    class Compiled:
+        source_code = "def call(args): ..."
+        cache_key = "abc"
+
+    assert compat.has_output_code(Compiled())
+    assert not compat.has_output_code(lambda *args: args)

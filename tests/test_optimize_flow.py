@@ -341,7 +341,7 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
     timed: list[str] = []
 
-    def run_isolated(target, path, mode, seed, trials, exported, overrides, timeout_s):
+    def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
         timed.append(mode)
         if mode == "max-autotune":
             return WorkerResult("timeout", None, "ran past 1800 s", None, 1800.0, "")
@@ -368,7 +368,7 @@ def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch
                             final_compiled_ms=1.0, exported=str(tmp_path / "p.kopt.json"))
     seen = {}
 
-    def fake(path, modes, exported, emit, *, seed, overrides):
+    def fake(path, modes, exported, emit, *, seed, overrides, train=False):
         seen.update(path=path, modes=modes, exported=exported, overrides=overrides)
         return {"reduce-overhead": {"compiled_ms": 0.8, "vs_optimized": {"speedup": 1.04}}, "max-autotune": "crash: x"}
 

@@ -84,25 +84,34 @@ def capture(
     if reset:
         compat.reset_dynamo()
     options = dict(options or {})
-    raw_graphs: list[Any] = []
-    placeholders: list[list[str]] = []
+    raw_graphs: list[tuple[Any, list[str]]] = []  # (inner compile's result, Dynamo's input names)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        placeholders.append(compat.placeholder_sources(gm))
-        return compat.compile_fx_with_inner_hook(gm, example_inputs, raw_graphs.append, options)
+        names = compat.placeholder_sources(gm)
+        # AOTAutograd compiles a training graph's backward later, at the first backward: its inputs
+        # are saved activations, not Dynamo's sources.
+        first = [True]
+
+        def keep(compiled: Any) -> None:
+            raw_graphs.append((compiled, names if first[0] else []))
+            first[0] = False
+
+        return compat.compile_fx_with_inner_hook(gm, example_inputs, keep, options)
 
     compiled = torch.compile(model, backend=backend, dynamic=False)
     with compat.fresh_compile(), torch.no_grad():
         compiled(*inputs)  # compiles, then runs once (first-call autotuning happens here)
-    graphs = []
-    for i, cg in enumerate(raw_graphs):
+    graphs: list[CapturedGraph] = []
+    for cg, names in raw_graphs:
+        if not compat.has_output_code(cg):
+            continue
         source = compat.graph_source_code(cg)
         graphs.append(
             CapturedGraph(
-                index=i,
+                index=len(graphs),
                 cache_key=compat.graph_cache_key(cg),
                 source_code=source,
-                placeholders=placeholders[i] if i < len(placeholders) else [],
+                placeholders=names,
                 module=compat.output_module(cg),
                 output_code=parse_output_code(source),
             )

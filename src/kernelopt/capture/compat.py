@@ -61,6 +61,15 @@ def placeholder_sources(gm: torch.fx.GraphModule) -> list[str]:
     return names
 
 
+def has_output_code(compiled: Any) -> bool:
+    """Whether Inductor's inner compile produced a module of generated code. A graph with no
+    operations (the tail of a training step after its gradient call breaks Dynamo's graph)
+    compiles to a plain function instead: there is nothing in it to capture."""
+    return isinstance(getattr(compiled, "source_code", None), str) and isinstance(
+        getattr(compiled, "cache_key", None), str
+    )
+
+
 def graph_source_code(compiled_graph: Any) -> str:
     return compiled_graph.source_code
 

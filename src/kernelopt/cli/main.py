@@ -70,6 +70,12 @@ def setting_option(name: str, *flags: str, help: str) -> Any:
     )
 
 
+TRAIN_OPTION = typer.Option(
+    False,
+    "--train",
+    help="The training step: forward and backward kernels, judged on outputs and every parameter's gradient "
+    "(loss: the problem's get_loss(outputs), else the sum of its outputs).",
+)
 STORE_OPTION = setting_option("store", "--store", help="SQLite store file.")
 EFFORT_OPTION = typer.Option(
     None,
@@ -114,6 +120,7 @@ def analyze(
         "--stock-modes",
         help="Also time each stock torch.compile mode (the stock_modes setting) against the default.",
     ),
+    train: bool = TRAIN_OPTION,
 ) -> None:
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
     from kernelopt.cli.format import print_analysis
@@ -121,7 +128,7 @@ def analyze(
     from kernelopt.store import Store
 
     with Store(store) as db:  # the problem file runs in a worker, never in this process
-        report = analyze_file(problem, db, seed=seed, trials=trials, stock_modes=stock_modes)
+        report = analyze_file(problem, db, seed=seed, trials=trials, stock_modes=stock_modes, train=train)
     if as_json:
         print_json(report.to_dict())
     else:
@@ -204,6 +211,7 @@ def optimize(
         "--stock-modes",
         help="Also time the result against each stock torch.compile mode (the stock_modes setting).",
     ),
+    train: bool = TRAIN_OPTION,
 ) -> None:
     """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
     from kernelopt.cli.format import OptimizeProgress, print_optimize
@@ -234,6 +242,7 @@ def optimize(
             config=config,
             write_report=not no_report,
             stock_modes=stock_modes,
+            train=train,
         )
     if as_json:
         print_json(report.to_dict())

@@ -71,6 +71,7 @@ def export_model(
             "source": problem.path.read_text(),
             "overrides": problem.overrides,
             "seed": seed,
+            "train": problem.train,
         },
         "options": options or {},
         "replacements": [r.to_dict() for r in replacements],
@@ -154,7 +155,7 @@ def _materialise_problem(doc: dict[str, Any]) -> Problem:
     file = folder / info["file"]
     if not file.exists() or file.read_text() != info["source"]:
         file.write_text(info["source"])
-    return load_problem(file, overrides=info["overrides"] or None, name=info["name"])
+    return load_problem(file, overrides=info["overrides"] or None, name=info["name"], train=bool(info.get("train")))
 
 
 def _refuse_unless_passed(verdict: Verdict, path: str | Path, kernel: str) -> None:

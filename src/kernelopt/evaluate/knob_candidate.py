@@ -38,7 +38,7 @@ def evaluate_options(
     started = time.monotonic()
     target = torch.device(device or "cuda")
     stage("capture")
-    problem = load_problem(spec.problem_path, overrides=spec.overrides or None)
+    problem = load_problem(spec.problem_path, overrides=spec.overrides or None, train=spec.train)
     model = problem.build_model(spec.seed, target)
     inputs = problem.make_inputs(spec.seed, target)
     baseline = capture(model, inputs, spec.options)

@@ -21,7 +21,7 @@ from kernelopt.problem import load_problem
 
 def main(argv: list[str]) -> None:
     spec = json.loads(argv[1])
-    problem = load_problem(spec["problem_path"], overrides=spec.get("overrides") or None)
+    problem = load_problem(spec["problem_path"], overrides=spec.get("overrides") or None, train=bool(spec.get("train")))
     model = problem.build_model(spec.get("seed", 0), "cuda")
     inputs = problem.make_inputs(spec.get("seed", 0), "cuda")
     artifact = capture(model, inputs, spec.get("options") or {})

@@ -35,6 +35,7 @@ class EvaluationRequest:
     trials: int = default_of("trials")
     margin: float = default_of("margin")
     max_error_ratio: float = 10.0
+    train: bool = False  # the problem's training step (forward and backward kernels, gradients judged)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -45,7 +46,7 @@ def evaluate(request: dict[str, Any]) -> dict[str, Any]:
     from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec
 
     req = EvaluationRequest(**request)
-    spec = ProblemSpec(req.problem_path, req.overrides, req.seed, req.options)
+    spec = ProblemSpec(req.problem_path, req.overrides, req.seed, req.options, req.train)
     session = EvaluationSession(spec, req.peak_gbps)
     settings = GateSettings(req.kernel_seeds, req.model_seeds, req.trials, req.margin, req.max_error_ratio)
     try:

@@ -28,7 +28,9 @@ class RunnerModel:
     """One problem's compiled model, with the swaps the judge asked for installed."""
 
     def __init__(self, spec: dict[str, Any], device: torch.device) -> None:
-        self.problem = load_problem(spec["problem_path"], overrides=spec.get("overrides") or None)
+        self.problem = load_problem(
+            spec["problem_path"], overrides=spec.get("overrides") or None, train=bool(spec.get("train"))
+        )
         seed = int(spec.get("seed", 0))
         model = self.problem.build_model(seed, device)
         self.inputs = self.problem.make_inputs(seed, device)

@@ -53,6 +53,7 @@ class ProblemSpec:
     overrides: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    train: bool = False  # the problem's training step: outputs and gradients (problem.training)
 
     def key(self) -> tuple:
         return (
@@ -60,6 +61,7 @@ class ProblemSpec:
             tuple(sorted(self.overrides.items())),
             self.seed,
             tuple(sorted(self.options.items())),
+            self.train,
         )
 
 
@@ -92,7 +94,7 @@ class EvaluationSession:
         stage("capture")
         self.spec = spec
         self.device = torch.device("cuda")
-        self.problem = load_problem(spec.problem_path, overrides=spec.overrides or None)
+        self.problem = load_problem(spec.problem_path, overrides=spec.overrides or None, train=spec.train)
         self.model = self.problem.build_model(spec.seed, self.device)
         self.inputs = self.problem.make_inputs(spec.seed, self.device)
         self.artifact: Artifact = capture(self.model, self.inputs, spec.options)

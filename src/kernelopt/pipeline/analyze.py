@@ -34,10 +34,12 @@ def analyze_file(
     trials: int | None = None,
     config: Settings | None = None,
     stock_modes: bool = False,
+    train: bool = False,
 ) -> AnalysisReport:
     """Capture, time and attribute one problem file in a worker; the run is recorded in ``store``.
     ``stock_modes``: also time each mode of the ``stock_modes`` setting against the default, each in
-    a process of its own (:mod:`kernelopt.pipeline.stock_modes`)."""
+    a process of its own (:mod:`kernelopt.pipeline.stock_modes`). ``train``: the problem's training
+    step, forward and backward (:mod:`kernelopt.problem.training`)."""
     path = Path(problem_path).resolve()
     if not path.is_file():
         raise KerneloptError(f"{problem_path}: no such problem file")
@@ -45,11 +47,11 @@ def analyze_file(
     config = resolve(config, analyze_trials=trials)
     require_readable(path, "the problem file")
     label = device_label()
-    run_id = store.start_run("analyze", path.stem, label, versions(), {"seed": seed})
+    run_id = store.start_run("analyze", path.stem, label, versions(), {"seed": seed, "train": train})
     with store.recording(run_id):
         outcome = run_isolated(
             f"{SESSION}:analyze_problem",
-            asdict(ProblemSpec(str(path), {}, seed, {})),
+            asdict(ProblemSpec(str(path), {}, seed, {}, train=train)),
             store.device_bandwidth(label),
             config.analyze_trials,
             timeout_s=config.eval_timeout_s,
@@ -62,7 +64,7 @@ def analyze_file(
             store.set_device_bandwidth(label, report.peak_gbps, {"source": "analyze"})
         report.run_id = run_id
         if stock_modes:
-            report.stock = time_stock_modes(str(path), config.stock_modes.split(","), seed=seed)
+            report.stock = time_stock_modes(str(path), config.stock_modes.split(","), seed=seed, train=train)
         store.add_measurement(run_id, "analysis", report.to_dict())
     store.finish_run(run_id)
     return report

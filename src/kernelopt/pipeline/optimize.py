@@ -92,6 +92,7 @@ def optimize(
     write_report: bool = True,
     report_path: str | Path | None = None,
     stock_modes: bool = False,
+    train: bool = False,
 ) -> OptimizeReport:
     """Search faster kernels for one problem; export the verified model, or keep the baseline.
 
@@ -101,7 +102,9 @@ def optimize(
     written to ``report_path`` (default: beside the exported model, ``<problem>.report.html``);
     a report that cannot be written is a warning, never a failed run. ``stock_modes``: time the
     result against each mode of the ``stock_modes`` setting too, each in a process of its own,
-    and name the best (:mod:`kernelopt.pipeline.stock_modes`)."""
+    and name the best (:mod:`kernelopt.pipeline.stock_modes`). ``train``: optimize the problem's
+    training step, forward and backward kernels, judged on outputs and every parameter's gradient
+    (:mod:`kernelopt.problem.training`)."""
     require_gpu()
     # A malformed setting (KERNELOPT_COMPILE_WORKERS=abc, a bad kernelopt.toml) stops the run here, in one line.
     config = resolve(config, effort=effort, max_targets=max_targets, eval_timeout_s=timeout_s)
@@ -114,7 +117,7 @@ def optimize(
             warnings.append(data["message"])  # kept in the report too, not only shown
         notify(kind, data)
 
-    problem = load_problem(problem_path, overrides=sizes)
+    problem = load_problem(problem_path, overrides=sizes, train=train)
     require_readable(problem.path, "the problem file")
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     # The search screens and uses one seed per gate; winners are evaluated again in full
@@ -129,6 +132,9 @@ def optimize(
             raise KerneloptError(
                 f"run {resume_run} is a {run.kind} run of {run.problem}, not an optimize run of {problem.name}"
             )
+        if bool(run.args.get("train")) != train:
+            mode = "--train" if run.args.get("train") else "no --train"
+            raise KerneloptError(f"run {resume_run} was started with {mode}: resume it the same way")
         run_id = resume_run
     else:
         run_id = store.start_run(
@@ -142,12 +148,15 @@ def optimize(
                 "budget": asdict(budget),
                 "seed": seed,
                 "settings": config.values(),
+                "train": train,
             },
         )
     with store.recording(run_id):  # a bad --llm, a failed search or export: the run ends failed
         emit("run", {"run_id": run_id, "problem": problem.name})
-        base = _base_mode(store, run_id, config, str(problem.path), seed, dict(problem.overrides), emit)
-        spec = ProblemSpec(str(Path(problem_path).resolve()), dict(problem.overrides), seed, mode_options(base["mode"]))
+        base = _base_mode(store, run_id, config, str(problem.path), seed, dict(problem.overrides), emit, train)
+        spec = ProblemSpec(
+            str(Path(problem_path).resolve()), dict(problem.overrides), seed, mode_options(base["mode"]), train
+        )
         peak = store.device_bandwidth(label)
         client = None
         try:
@@ -201,7 +210,7 @@ def optimize(
             )
             _keep_tuned(store, run_id, label, report)
         if stock_modes:
-            _time_stock_modes(report, str(problem.path), config, seed, dict(problem.overrides), emit)
+            _time_stock_modes(report, str(problem.path), config, seed, dict(problem.overrides), emit, train)
         store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     if write_report:
@@ -210,7 +219,14 @@ def optimize(
 
 
 def _base_mode(
-    store: Store, run_id: int, config: Settings, path: str, seed: int, overrides: dict[str, Any], emit: Any
+    store: Store,
+    run_id: int,
+    config: Settings,
+    path: str,
+    seed: int,
+    overrides: dict[str, Any],
+    emit: Any,
+    train: bool = False,
 ) -> dict[str, Any]:
     """The stock mode the search builds on, chosen once per run (a resumed run reads it back, so
     its capture is the one its nodes were judged on): with ``base_mode`` auto, every mode a search
@@ -220,7 +236,7 @@ def _base_mode(
         stock: dict[str, Any] = {}
         if config.base_mode == "auto":
             candidates = [m for m in SEARCH_BASES if m != "default"]
-            stock = time_stock_modes(path, candidates, None, emit, seed=seed, overrides=overrides)
+            stock = time_stock_modes(path, candidates, None, emit, seed=seed, overrides=overrides, train=train)
             mode, why = choose_base_mode(stock)
         else:
             mode, why = config.base_mode, f"the base_mode setting names {config.base_mode}"
@@ -349,14 +365,20 @@ def _optimize(run: RunContext) -> OptimizeReport:
 
 
 def _time_stock_modes(
-    report: OptimizeReport, path: str, config: Settings, seed: int, overrides: dict[str, Any], emit: Any
+    report: OptimizeReport,
+    path: str,
+    config: Settings,
+    seed: int,
+    overrides: dict[str, Any],
+    emit: Any,
+    train: bool = False,
 ) -> None:
     """Each stock mode against the delivered result (or the default compile), and the best of them;
     the default among them where the search built on another mode (the run itself timed that one)."""
     modes = config.stock_modes.split(",")
     if report.base_mode != "default":
         modes = ["default", *modes]
-    report.stock = time_stock_modes(path, modes, report.exported, emit, seed=seed, overrides=overrides)
+    report.stock = time_stock_modes(path, modes, report.exported, emit, seed=seed, overrides=overrides, train=train)
     best = best_stock_for(report, report.stock)
     if best is not None:
         report.best_stock_mode, _ms, report.best_stock_speedup = best

@@ -33,6 +33,7 @@ def time_mode(
     trials: int,
     exported: str | None = None,
     overrides: dict[str, Any] | None = None,
+    train: bool = False,
 ) -> dict[str, Any]:
     """Eager against ``torch.compile(mode=...)``, interleaved, in this (fresh) process; then
     that compiled model against kernelopt's (``exported``, or torch.compile's default when
@@ -43,7 +44,7 @@ def time_mode(
     from kernelopt.deliver.export import load
     from kernelopt.measure import compare
 
-    problem = load_problem(problem_path, overrides=overrides or None)
+    problem = load_problem(problem_path, overrides=overrides or None, train=train)
     model = problem.build_model(seed, "cuda")
     inputs = problem.make_inputs(seed, "cuda")
     compiled = torch.compile(model, mode=mode)
@@ -92,6 +93,7 @@ def time_stock_modes(
     trials: int = MODE_TRIALS,
     overrides: dict[str, Any] | None = None,
     run: Callable[..., WorkerResult] = run_isolated,
+    train: bool = False,
 ) -> dict[str, Any]:
     """mode -> the record of its own process (:func:`time_mode`), or the one line saying why it has none.
     The path travels resolved: the mode's process runs in a folder of its own (a relative path named
@@ -109,6 +111,7 @@ def time_stock_modes(
             trials,
             exported,
             overrides or {},
+            train,
             timeout_s=MODE_TIMEOUT_S,
         )
         stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"

@@ -85,6 +85,7 @@ class Problem:
     module: ModuleType
     sizes: dict[str, SizeValue]
     overrides: dict[str, Any] = field(default_factory=dict)
+    train: bool = False  # build_model gives the training step (outputs and gradients): problem.training
 
     # -- construction -------------------------------------------------------------
 
@@ -94,7 +95,7 @@ class Problem:
 
     def with_sizes(self, **overrides: Any) -> Problem:
         """The same file re-executed with some size constants replaced."""
-        return load_problem(self.path, overrides={**self.overrides, **overrides}, name=self.name)
+        return load_problem(self.path, overrides={**self.overrides, **overrides}, name=self.name, train=self.train)
 
     def small(self) -> Problem:
         """The problem at the reduced sizes its ``SMALL_SIZES`` dict names (for CPU tests)."""
@@ -124,12 +125,21 @@ class Problem:
         return list(values)
 
     def build_model(self, seed: int = 0, device: str | torch.device = "cpu") -> nn.Module:
-        """Instantiate ``Model`` with seeded weights, in eval mode, on ``device``."""
+        """Instantiate ``Model`` with seeded weights, in eval mode, on ``device``; with ``train``, the
+        model in train mode inside its :class:`~kernelopt.problem.training.TrainingStep`."""
         init = self.init_inputs(seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = self._call("Model(*get_init_inputs())", lambda: self.model_class(*init))
-        return self._call(f"moving Model to {device}", lambda: model.to(device).eval())
+        if not self.train:
+            return self._call(f"moving Model to {device}", lambda: model.to(device).eval())
+        from kernelopt.problem.training import TrainingStep
+
+        loss = getattr(self.module, "get_loss", None)
+        if loss is not None and not callable(loss):
+            raise ProblemError(f"{self.path}: get_loss is not a function; define get_loss(outputs) -> a scalar tensor")
+        moved = self._call(f"moving Model to {device}", lambda: model.to(device))
+        return TrainingStep(moved, loss, str(self.path))
 
     def raw_inputs(self, seed: int = 0, device: str | torch.device = "cpu") -> list[Any]:
         """``get_inputs()`` under ``seed``, with the file's tensor factories defaulting to ``device``.
@@ -204,8 +214,11 @@ def _problem_name(path: Path) -> str:
     return path.stem
 
 
-def load_problem(path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None) -> Problem:
-    """Execute a problem file in a fresh module and check it has the required names."""
+def load_problem(
+    path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None, train: bool = False
+) -> Problem:
+    """Execute a problem file in a fresh module and check it has the required names; ``train``:
+    the problem's training step is what it builds (:mod:`kernelopt.problem.training`)."""
     path = Path(path)
     if not path.is_file():
         raise ProblemError(f"{path}: no such problem file")
@@ -243,7 +256,12 @@ def load_problem(path: str | Path, overrides: dict[str, Any] | None = None, name
         if not callable(getattr(module, fn)):
             raise ProblemError(f"{path}: {fn} is not a function; {FORMAT_HINT}")
     return Problem(
-        name=name or _problem_name(path), path=path, module=module, sizes=sizes, overrides=dict(overrides or {})
+        name=name or _problem_name(path),
+        path=path,
+        module=module,
+        sizes=sizes,
+        overrides=dict(overrides or {}),
+        train=train,
     )
 
 

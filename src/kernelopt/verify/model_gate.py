@@ -128,6 +128,7 @@ class SeedResult:
     baseline_errors: list[float]
     zero_errors: list[float]
     ref_std_over_mean_abs: list[float] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # a name per output ("output 0", "grad of fc.weight")
 
     def __post_init__(self) -> None:
         n = len(self.candidate_errors)
@@ -152,7 +153,7 @@ def judge_model(per_seed: list[SeedResult], policy: ModelGatePolicy | None = Non
     for result in per_seed:
         errors = zip(result.candidate_errors, result.baseline_errors, result.zero_errors)
         for i, (cand, base, zero) in enumerate(errors):
-            where = f"seed {result.seed}, output {i}"
+            where = f"seed {result.seed}, {result.labels[i] if i < len(result.labels) else f'output {i}'}"
             spread = result.ref_std_over_mean_abs[i] if result.ref_std_over_mean_abs else math.nan
             limit = policy.limit(base)
             ratio = cand / max(base, policy.rel_floor) if math.isfinite(base) else math.nan

@@ -102,6 +102,12 @@ def _reference(
     return entry
 
 
+def output_labels(count: int, grad_names: Sequence[str]) -> list[str]:
+    """A name per output for the gate's reasons: a training step's last outputs are its gradients."""
+    plain = count - len(grad_names) if 0 < len(grad_names) <= count else count
+    return [f"output {i}" for i in range(plain)] + [f"grad of {n}" for n in grad_names[: count - plain]]
+
+
 def run_model_gate(
     problem: Problem,
     model: torch.nn.Module,
@@ -115,6 +121,7 @@ def run_model_gate(
     """Gate 3: candidate error ≤ policy.max_ratio × the compiled baseline's, against float64 eager."""
     policy = policy or ModelGatePolicy()
     results = []
+    grads = list(getattr(model, "grad_names", []))  # a training step returns its gradients last
     for seed in seeds:
         inputs = seed_inputs(problem, seed, device, cache)
         refs, base_errors, zero_errors, stats = _reference(problem, model, run_baseline, device, seed, inputs, cache)
@@ -131,6 +138,7 @@ def run_model_gate(
                 baseline_errors=base_errors,
                 zero_errors=zero_errors,
                 ref_std_over_mean_abs=stats,
+                labels=output_labels(len(refs), grads),
             )
         )
         del refs, cand, inputs
