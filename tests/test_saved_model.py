@@ -151,3 +151,34 @@ def test_a_model_in_training_mode_is_saved_in_eval_mode_and_says_so(worker_tmp) 
         warnings.simplefilter("error")  # in eval mode: nothing to say
         save_model_problem(model.eval(), [torch.ones(1, 8), 0.0], worker_tmp / "b")
     assert path.exists()
+
+
+def squared_error(out: torch.Tensor) -> torch.Tensor:  # a loss of the user's own, defined in a test module
+    return (out - 0.5).pow(2).mean()
+
+
+def test_a_training_step_of_a_live_model_carries_its_loss_to_every_process(tmp_path, worker_tmp) -> None:
+    import warnings
+
+    from kernelopt.problem.training import TrainingStep
+
+    torch.manual_seed(5)
+    model, x = Gated().train(), torch.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # train=True: the model is trained on purpose, no eval-mode warning
+        path = save_model_problem(model, [x, 0.25], worker_tmp / "train", train=True, loss_fn=squared_error)
+    assert model.training  # the user's module is left as it was
+    assert check_movable(path, train=True)["inputs"] == 2  # a real worker loads the model and the loss
+    problem = load_problem(path, train=True)
+    step = problem.build_model()
+    assert isinstance(step, TrainingStep) and step.loss is problem.module.get_loss
+    out, *grads = step(*problem.make_inputs())
+    model.zero_grad()
+    squared_error(model(x, 0.25)).backward()
+    named = dict(zip(step.grad_names, grads))
+    torch.testing.assert_close(named["proj.weight"], model.proj.weight.grad)
+    torch.testing.assert_close(named["scale"], model.scale.grad)
+    with pytest.raises(KerneloptError, match="loss_fn is for a training step: pass train=True"):
+        save_model_problem(model, [x, 0.25], tmp_path / "a", loss_fn=squared_error)
+    with pytest.raises(KerneloptError, match="loss_fn is a int"):
+        save_model_problem(model, [x, 0.25], tmp_path / "b", train=True, loss_fn=3)

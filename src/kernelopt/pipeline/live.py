@@ -76,17 +76,21 @@ def optimize_model(
     store: Store | str | Path | None = None,
     workdir: str | Path | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    train: bool = False,
+    loss_fn: Callable[[Any], Any] | None = None,
 ) -> Optimized:
     """Search faster kernels for ``model`` on ``example_inputs``; verified, or the compiler's baseline kept.
 
     The saved problem goes to ``workdir`` (default: a folder under the ``cache`` setting);
-    the exported file is written beside it."""
+    the exported file is written beside it. ``train``: the training step (forward and
+    backward kernels, every gradient judged against float64; loss ``loss_fn(outputs)``,
+    else the sum of the outputs)."""
     from kernelopt.pipeline.optimize import optimize, require_gpu
     from kernelopt.search.operators import DEFAULT_OPERATORS
 
     require_gpu("kernelopt.optimize")
-    path = save_model_problem(model, example_inputs, workdir)
-    check_movable(path)
+    path = save_model_problem(model, example_inputs, workdir, train=train, loss_fn=loss_fn)
+    check_movable(path, train=train)
     report = optimize(
         path,
         _store(store),
@@ -95,6 +99,7 @@ def optimize_model(
         llm=llm,
         export_path=path.parent / "model.kopt.json",
         on_event=on_event,
+        train=train,
     )
     return Optimized(report, path, model)
 
@@ -105,13 +110,16 @@ def analyze_model(
     *,
     store: Store | str | Path | None = None,
     workdir: str | Path | None = None,
+    train: bool = False,
+    loss_fn: Callable[[Any], Any] | None = None,
 ) -> AnalysisReport:
-    """Where the compiled ``model`` spends its GPU time on ``example_inputs``, launch by launch."""
+    """Where the compiled ``model`` spends its GPU time on ``example_inputs``, launch by launch
+    (``train``: of its training step, forward and backward)."""
     from kernelopt.api.analyze import analyze
     from kernelopt.pipeline.optimize import require_gpu
     from kernelopt.problem import load_problem
 
     require_gpu("kernelopt.analyze")
-    path = save_model_problem(model, example_inputs, workdir)
-    check_movable(path)
-    return analyze(load_problem(path), _store(store))
+    path = save_model_problem(model, example_inputs, workdir, train=train, loss_fn=loss_fn)
+    check_movable(path, train=train)
+    return analyze(load_problem(path, train=train), _store(store))

@@ -41,11 +41,20 @@ from kernelopt.errors import KerneloptError
 PROBLEM_FILE = "problem.py"
 TRAINING_MODE_WARNING = (
     "the model is in training mode; kernelopt captures, verifies and optimizes it in eval mode (dropout off, "
-    "batch norm on its running statistics), as inference: call model.eval() first to say so (training is not "
-    "supported yet)"
+    "batch norm on its running statistics), as inference: call model.eval() first to say so, or pass train=True "
+    "to optimize its training step"
 )
 MODEL_FILE = "model.pt"
 INPUTS_FILE = "inputs.pt"
+LOSS_FILE = "loss.pt"
+LOSS_SOURCE = """
+
+def get_loss(outputs):  # the loss the user passed (loss_fn), saved beside the model
+    global _LOSS
+    if "_LOSS" not in globals():
+        _LOSS = torch.load(_HERE / "{loss}", map_location="cpu", weights_only=False)
+    return _LOSS(outputs)
+"""
 CHECK_TIMEOUT_S = 300.0
 
 PROBLEM_SOURCE = '''"""A saved model and its example inputs (written by kernelopt.problem.saved; do not edit)."""
@@ -78,10 +87,15 @@ def _installed_roots() -> list[Path]:
 
 def _user_modules(model: nn.Module) -> list[ModuleType]:
     """The modules (other than ``__main__``) defining classes of ``model`` that no installed package holds."""
+    return _user_modules_of([type(sub) for sub in model.modules()])
+
+
+def _user_modules_of(objects: Sequence[Any]) -> list[ModuleType]:
+    """The modules (other than ``__main__``) defining ``objects`` that no installed package holds."""
     roots = _installed_roots()
     found: dict[str, ModuleType] = {}
-    for sub in model.modules():
-        name = type(sub).__module__
+    for obj in objects:
+        name = getattr(obj, "__module__", None) or ""
         module = sys.modules.get(name)
         if name == "__main__" or module is None or name in found:
             continue
@@ -125,17 +139,31 @@ def _check_inputs(example_inputs: Sequence[Any]) -> list[Any]:
     return [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in example_inputs]
 
 
-def save_model_problem(model: nn.Module, example_inputs: Sequence[Any], directory: str | Path | None = None) -> Path:
+def save_model_problem(
+    model: nn.Module,
+    example_inputs: Sequence[Any],
+    directory: str | Path | None = None,
+    *,
+    train: bool = False,
+    loss_fn: Any = None,
+) -> Path:
     """Save ``model`` and ``example_inputs`` as a problem; returns the ``problem.py`` path.
 
     ``directory`` None: a folder named by the content's digest under the ``cache``
-    setting, so saving the same model and inputs again reuses it."""
+    setting, so saving the same model and inputs again reuses it. ``train``: the run
+    optimizes the training step (no eval-mode warning); ``loss_fn(outputs)``, saved
+    beside the model (by value where it is the user's own code), becomes the problem's
+    ``get_loss``."""
     if not isinstance(model, nn.Module):
         raise KerneloptError(f"model is a {type(model).__name__}; pass a torch.nn.Module")
+    if loss_fn is not None and not callable(loss_fn):
+        raise KerneloptError(f"loss_fn is a {type(loss_fn).__name__}; pass a function of the model's outputs")
+    if loss_fn is not None and not train:
+        raise KerneloptError("loss_fn is for a training step: pass train=True with it")
     inputs = _check_inputs(example_inputs)
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     was_training = model.training
-    if was_training:  # said, not silently switched: dropout and batch norm behave differently there
+    if was_training and not train:  # said, not silently switched: dropout and batch norm behave differently there
         warnings.warn(TRAINING_MODE_WARNING, UserWarning, stacklevel=3)
     model_cpu = model if device.type == "cpu" else _cpu_copy(model)
     model_cpu.eval()
@@ -146,18 +174,45 @@ def save_model_problem(model: nn.Module, example_inputs: Sequence[Any], director
     buffer = io.BytesIO()
     torch.save(inputs, buffer)
     inputs_blob = buffer.getvalue()
+    loss_blob = _object_bytes(loss_fn, "loss_fn") if loss_fn is not None else b""
     if directory is None:
         from kernelopt.config import load_settings
 
-        digest = hashlib.sha256(blob + inputs_blob).hexdigest()[:16]
+        digest = hashlib.sha256(blob + inputs_blob + loss_blob).hexdigest()[:16]
         directory = load_settings().cache / "models" / digest
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o755)  # workers may run as another user (kernelopt.workers)
-    for name, data in ((MODEL_FILE, blob), (INPUTS_FILE, inputs_blob)):
+    files = [(MODEL_FILE, blob), (INPUTS_FILE, inputs_blob)] + ([(LOSS_FILE, loss_blob)] if loss_blob else [])
+    for name, data in files:
         _write(folder / name, data)
-    _write(folder / PROBLEM_FILE, PROBLEM_SOURCE.format(model=MODEL_FILE, inputs=INPUTS_FILE).encode())
+    source = PROBLEM_SOURCE.format(model=MODEL_FILE, inputs=INPUTS_FILE)
+    if loss_blob:
+        source += LOSS_SOURCE.format(loss=LOSS_FILE)
+    _write(folder / PROBLEM_FILE, source.encode())
     return folder / PROBLEM_FILE
+
+
+def _object_bytes(obj: Any, what: str) -> bytes:
+    """``obj`` pickled by value where it is the user's own code (a script's function, a lambda)."""
+    import cloudpickle
+
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    by_value = module is not None and module.__name__ != "__main__" and module in _user_modules_of([obj])
+    if by_value:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        buffer = io.BytesIO()
+        torch.save(obj, buffer, pickle_module=cloudpickle)
+        return buffer.getvalue()
+    except Exception as exc:
+        raise KerneloptError(
+            f"{what} cannot be saved for kernelopt's worker processes ({type(exc).__name__}); "
+            "pass a plain function of the outputs"
+        ) from exc
+    finally:
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def _cpu_copy(model: nn.Module) -> nn.Module:
@@ -173,22 +228,22 @@ def _write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def check_bundle(problem_path: str) -> dict[str, Any]:
+def check_bundle(problem_path: str, train: bool = False) -> dict[str, Any]:
     """In a worker: load the saved model and inputs as every process will (no forward: a model may
     need the GPU to run, and its forward is the analysis's to judge)."""
     from kernelopt.problem import load_problem
 
-    problem = load_problem(problem_path)
+    problem = load_problem(problem_path, train=train)
     model = problem.build_model(0, "cpu")
     inputs = problem.make_inputs(0, "cpu")
     return {"parameters": sum(p.numel() for p in model.parameters()), "inputs": len(inputs)}
 
 
-def check_movable(problem_path: Path, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, Any]:
+def check_movable(problem_path: Path, timeout_s: float = CHECK_TIMEOUT_S, train: bool = False) -> dict[str, Any]:
     """Refuse, in one line, a saved model that a worker process cannot load and run."""
     from kernelopt.workers import run_isolated
 
-    outcome = run_isolated("kernelopt.problem.saved:check_bundle", str(problem_path), timeout_s=timeout_s)
+    outcome = run_isolated("kernelopt.problem.saved:check_bundle", str(problem_path), train, timeout_s=timeout_s)
     if not outcome.ok:
         raise KerneloptError(
             f"the model cannot be moved to kernelopt's worker processes: {outcome.status}: {outcome.reason}; "
