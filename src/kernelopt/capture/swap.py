@@ -71,7 +71,15 @@ def find_kernel(artifact: Artifact, name: str, graph: int | None = None) -> tupl
 
 
 def build_kernel(source: str, name: str) -> Any:
-    """Compile a candidate module with Inductor's own loader and return its launcher."""
+    """Compile a candidate module with Inductor's own loader and return its launcher; a CUDA C++
+    candidate (:mod:`kernelopt.capture.cuda_kernel`) is built with ``load_inline`` instead."""
+    from kernelopt.capture.cuda_kernel import CudaBuildError, build_cuda_kernel, is_cuda_source
+
+    if is_cuda_source(source):
+        try:
+            return build_cuda_kernel(source, name)
+        except CudaBuildError as exc:
+            raise SwapError(str(exc)) from exc
     try:
         module = compat.load_source_module(source)
     except Exception as exc:  # candidate code is untrusted: any failure is its failure

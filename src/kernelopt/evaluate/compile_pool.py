@@ -40,9 +40,13 @@ def default_workers() -> int:
 
 
 def warm_triton_cache(source: str, name: str) -> float:
-    """Runs in a pool process: compile ``name`` of ``source`` into Triton's cache; seconds taken."""
+    """Runs in a pool process: compile ``name`` of ``source`` into Triton's cache; seconds taken.
+    A CUDA C++ candidate is left to the session (its build is cached by source hash there)."""
     from kernelopt.capture import compat
+    from kernelopt.capture.cuda_kernel import is_cuda_source
 
+    if is_cuda_source(source):
+        return 0.0
     started = time.monotonic()
     kernel = getattr(compat.load_source_module(source), name)
     compat.warm_compile(kernel)

@@ -127,8 +127,16 @@ def check_static(candidate_source: str, *, kernel_name: str, original_source: st
     """Gate 1: may ``candidate_source`` stand in for ``kernel_name`` of ``original_source``?
 
     Reads the syntax tree only; nothing is imported or executed. Raises
-    ``ValueError`` only when the *original* (trusted) source is unusable.
+    ``ValueError`` only when the *original* (trusted) source is unusable. A CUDA C++
+    candidate (its first line ``// kernelopt: cuda``) gets the C++ rules and the slot
+    contract instead (:func:`kernelopt.verify.static_cuda.check_static_cuda`).
     """
+    from kernelopt.capture.cuda_kernel import is_cuda_source
+
+    if is_cuda_source(candidate_source):
+        from kernelopt.verify.static_cuda import check_static_cuda
+
+        return check_static_cuda(candidate_source, kernel_name=kernel_name, original_source=original_source)
     expected = kernel_signature(original_source, kernel_name)
     original = _analyze(original_source, set(), set())
     found = _guarded(

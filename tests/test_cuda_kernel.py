@@ -1,0 +1,112 @@
+"""CUDA C++ candidates in a Triton kernel's slot (issue 16, point 3): recognised, checked, built once, launched
+as Inductor's launchers are. The build itself needs nvcc and a GPU (tests/test_gpu_cuda_kernel.py); here
+``load_inline`` is replaced by a recording stand-in, so the dispatch, the cache and the errors are tested."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, FIXTURES
+from kernelopt.capture import cuda_kernel
+from kernelopt.capture.cuda_kernel import (
+    CUDA_MARKER,
+    CudaBuildError,
+    build_cuda_kernel,
+    is_cuda_source,
+    launch_prototype,
+)
+from kernelopt.capture.swap import SwapError, build_kernel
+from kernelopt.verify.static import check_static
+
+ROW_L2_CU = EXAMPLES.parent / "cuda" / "10_row_l2_normalize.cu"
+ROW_L2_TRITON = FIXTURES / "inductor" / "10_row_l2_normalize.kernel.py"
+NAME = "triton_red_fused_div_linalg_vector_norm_0"
+
+
+def test_a_cuda_candidate_is_known_by_its_first_line() -> None:
+    assert is_cuda_source(ROW_L2_CU.read_text())
+    assert is_cuda_source(f"\n\n  {CUDA_MARKER}\n__global__ void k() {{}}")
+    assert not is_cuda_source(ROW_L2_TRITON.read_text())
+    assert not is_cuda_source(f"import triton\n{CUDA_MARKER}\n")  # the marker must come first
+    assert not is_cuda_source("")
+
+
+def test_the_bindings_declare_the_sources_launch() -> None:
+    assert launch_prototype(ROW_L2_CU.read_text()).endswith(
+        "void launch(torch::Tensor in_ptr0, torch::Tensor out_ptr1, int64_t xnumel, int64_t r0_numel);\n"
+    )
+    with pytest.raises(CudaBuildError, match="no host function"):
+        launch_prototype(f"{CUDA_MARKER}\n__global__ void k() {{}}\n")
+
+
+def test_gate_one_reads_a_cuda_candidate_with_the_cpp_rules_and_the_slot_contract() -> None:
+    original = ROW_L2_TRITON.read_text()
+    honest = check_static(ROW_L2_CU.read_text(), kernel_name=NAME, original_source=original)
+    assert honest.passed and honest.details["language"] == "cuda", honest.reason
+    other_stream = ROW_L2_CU.read_text().replace(
+        "auto stream = at::cuda::getCurrentCUDAStream();", "cudaStream_t stream; cudaStreamCreate(&stream);"
+    )
+    verdict = check_static(other_stream, kernel_name=NAME, original_source=original)
+    assert not verdict.passed and verdict.details["rule"] == "stream", verdict.reason
+    wrong_slot = ROW_L2_CU.read_text().replace(", int64_t r0_numel)", ")").replace(", xnumel, r0_numel)", ", xnumel, 65535)")
+    verdict = check_static(wrong_slot, kernel_name=NAME, original_source=original)
+    assert not verdict.passed and verdict.details["rule"] == "signature", verdict.reason
+
+
+class FakeExtensions:
+    """Stands in for torch.utils.cpp_extension.load_inline: records each build, returns a module."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.builds: list[dict] = []
+        self.calls: list[tuple] = []
+        self.fail = fail
+
+    def load_inline(self, **kw):
+        self.builds.append(kw)
+        if self.fail:
+            raise RuntimeError(f"Error building extension 'x':\n[1/2] nvcc ...\n{self.fail}\nninja: build stopped")
+        return types.SimpleNamespace(launch=lambda *args: self.calls.append(args))
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeExtensions:
+    ext = FakeExtensions()
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", ext.load_inline)
+    monkeypatch.setattr(cuda_kernel, "_BUILT", {})
+    monkeypatch.setattr(cuda_kernel.shutil, "which", lambda name: "/usr/bin/ninja")
+    monkeypatch.setenv("KERNELOPT_CUDA_BUILD_DIR", str(tmp_path / "builds"))
+    return ext
+
+
+def test_a_source_builds_once_in_a_folder_named_by_its_hash_and_launches_like_triton(fake, tmp_path) -> None:
+    source = ROW_L2_CU.read_text()
+    first = build_kernel(source, NAME)  # through the swap layer's one entry point
+    again = build_cuda_kernel(source, NAME)
+    assert len(fake.builds) == 1, "the same source is built once per process"
+    build = fake.builds[0]
+    key = cuda_kernel.source_key(source)
+    assert build["build_directory"] == str(tmp_path / "builds" / key) and Path(build["build_directory"]).is_dir()
+    assert build["name"] == f"kopt_cuda_{key}" and build["functions"] == ["launch"]
+    assert build["cuda_sources"] == source and "void launch(" in build["cpp_sources"]
+    assert "--use_fast_math" not in build["extra_cuda_cflags"]
+    first.run("x", "y", 4, 5, stream=123)  # the wrapper's call: the stream is the current one, not an argument
+    assert fake.calls == [("x", "y", 4, 5)] and again.key == first.key == key
+    build_cuda_kernel(source.replace("132", "264"), NAME)
+    assert len(fake.builds) == 2  # another source, another build
+
+
+def test_a_compile_error_reaches_the_repairer_as_nvcc_s_first_error(monkeypatch, fake) -> None:
+    fake.fail = "kernel.cu(12): error: identifier \"vv\" is undefined"
+    with pytest.raises(SwapError, match=r'does not compile: kernel.cu\(12\): error: identifier "vv" is undefined'):
+        build_kernel(ROW_L2_CU.read_text(), NAME)
+
+
+def test_no_ninja_is_one_line_with_the_fix(monkeypatch) -> None:
+    monkeypatch.setattr(cuda_kernel.shutil, "which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "ninja", None)  # the wheel is not installed either
+    with pytest.raises(CudaBuildError, match="needs ninja: pip install ninja"):
+        cuda_kernel._ensure_ninja()
