@@ -110,3 +110,27 @@ def test_no_ninja_is_one_line_with_the_fix(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "ninja", None)  # the wheel is not installed either
     with pytest.raises(CudaBuildError, match="needs ninja: pip install ninja"):
         cuda_kernel._ensure_ninja()
+
+
+def test_kernelopt_verify_takes_a_cuda_file_and_refuses_a_cheat_before_any_gpu(tmp_path, monkeypatch) -> None:
+    from kernelopt.api import verify as api_verify
+
+    problem = EXAMPLES / "level1/10_row_l2_normalize.py"
+    cheat = tmp_path / "other_stream.cu"
+    cheat.write_text(ROW_L2_CU.read_text().replace(
+        "auto stream = at::cuda::getCurrentCUDAStream();", "cudaStream_t stream; cudaStreamCreate(&stream);"))
+    report = api_verify.verify(problem, NAME, cheat)  # no GPU here: gate 1 decides first
+    assert not report.passed and report.verdicts[0].gate == "static" and "cudaStreamCreate" in report.verdicts[0].reason
+    seen = {}
+
+    def judge(request, *args, **kwargs):
+        seen["request"] = request
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(api_verify, "verify_candidate", judge)
+    monkeypatch.setattr(api_verify.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(api_verify, "device_label", lambda: "test GPU")
+    monkeypatch.setattr(api_verify, "peak_bandwidth", lambda store: 4000.0)
+    with pytest.raises(RuntimeError, match="stop here"):
+        api_verify.verify(problem, NAME, ROW_L2_CU, train=True)
+    assert seen["request"].candidate_source == ROW_L2_CU.read_text() and seen["request"].train

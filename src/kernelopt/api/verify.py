@@ -64,7 +64,7 @@ def read_candidate(path: Path) -> str:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise KerneloptError(
-            f"{path}: cannot read the candidate kernel ({exc}); pass a Python file with the kernel"
+            f"{path}: cannot read the candidate kernel ({exc}); pass a Python file with the kernel, or CUDA C++"
         ) from exc
 
 
@@ -78,8 +78,10 @@ def verify(
     trials: int | None = None,
     margin: float | None = None,
     config: Settings | None = None,
+    train: bool = False,
 ) -> VerifyReport:
-    """Verify one candidate for one kernel of a problem; export the model if it passes.
+    """Verify one candidate for one kernel of a problem; export the model if it passes
+    (``train``: a kernel of the problem's training step, forward or backward).
 
     ``timeout_s``, ``trials`` and ``margin`` left as None come from ``config`` (default:
     :func:`~kernelopt.config.load_settings`): ``verify_timeout_s``, ``trials``, ``margin``,
@@ -91,7 +93,7 @@ def verify(
         return VerifyReport(problem=Path(problem_path).stem, kernel=kernel, passed=False, verdicts=[static])
     if not torch.cuda.is_available():
         raise KerneloptError("kernelopt verify needs an NVIDIA GPU with CUDA; torch sees none")
-    problem = load_problem(problem_path)
+    problem = load_problem(problem_path, train=train)
     require_readable(problem.path, "the problem file")
     request = EvaluationRequest(
         problem_path=str(problem.path.resolve()),
@@ -102,6 +104,7 @@ def verify(
         model_seeds=config.model_seeds,
         trials=config.trials,
         margin=config.margin,
+        train=train,
     )
     run_id = None
     if store is not None:

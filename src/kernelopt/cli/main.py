@@ -143,7 +143,10 @@ def verify(
         ..., "--kernel", help="Name of the generated Triton kernel to replace (see kernelopt analyze)."
     ),
     candidate: Path = typer.Option(
-        ..., "--candidate", help="Python file holding the replacement kernel, in Inductor's format."
+        ...,
+        "--candidate",
+        help="The replacement kernel: a Python file in Inductor's format, or CUDA C++ whose first line is "
+        "`// kernelopt: cuda` (see the README).",
     ),
     export: Path | None = typer.Option(
         None, "--export", help="Where to write the verified model (default: <problem>.<kernel>.kopt.json)."
@@ -156,6 +159,7 @@ def verify(
         "margin", "--margin", help="Required speedup margin over the original kernel (0.03 = 3%)."
     ),
     store: Path | None = STORE_OPTION,
+    train: bool = TRAIN_OPTION,
 ) -> None:
     """Run your own kernel through the four gates; export the re-stitched model if it passes."""
     from kernelopt.api.verify import verify as run_verify
@@ -163,7 +167,7 @@ def verify(
     from kernelopt.store import Store
 
     with Store(store) as db:
-        report = run_verify(problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin)
+        report = run_verify(problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin, train=train)
     if as_json:
         print_json(report.to_dict())
     else:

@@ -164,8 +164,21 @@ def check_static_candidate(candidate_source: str, *, kernel_name: str) -> Verdic
     (before a capture is paid for, before an exported artifact is compiled). Rules
     relative to the original (precision, masks, inline asm, signature) are left to
     :func:`check_static`, which must still run once the original is known. A construct
-    only Inductor's own original would vouch for is refused here.
+    only Inductor's own original would vouch for is refused here. A CUDA C++ candidate gets
+    the C++ rules, its slot left to :func:`check_static` once the original is known.
     """
+    from kernelopt.capture.cuda_kernel import is_cuda_source
+
+    if is_cuda_source(candidate_source):
+        from kernelopt.verify.static_cuda import CUDA_RULES, PRIORITY, cuda_findings
+        from kernelopt.verify.static_findings import findings_verdict
+
+        return findings_verdict(
+            cuda_findings(candidate_source, None),
+            PRIORITY,
+            f"static checks passed for a CUDA C++ {kernel_name} (its slot is checked once the original is known)",
+            {"language": "cuda", "kernel": kernel_name, "rules": list(CUDA_RULES)},
+        )
 
     def run() -> list[Violation]:
         analysis = _analyze(candidate_source, set(), set())
