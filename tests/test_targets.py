@@ -46,3 +46,18 @@ def test_headroom_the_kernel_search_cannot_reach_is_named() -> None:
     # nothing worth a line: the kernels' own headroom explains the floor, and the GPU is busy
     assert headroom_elsewhere(amdahl=1.95, fusion=2.0, launch_overhead=1.05, gpu_busy=0.95) == []
     assert headroom_elsewhere(amdahl=1.0, fusion=1.05, launch_overhead=1.0, gpu_busy=1.0) == []
+
+
+def test_a_name_two_graphs_share_is_not_searched() -> None:
+    """A training step's forward and backward may both hold a kernel of one name; the worker addresses
+    kernels by name, so neither is searched (one must never be timed against the other)."""
+    rows = [
+        {**row("triton", "triton_poi_fused_add_0", 3000.0, 2000.0, 30.0), "graph": 0},
+        {**row("triton", "triton_poi_fused_add_0", 3000.0, 2000.0, 30.0), "graph": 1},
+        {**row("triton", "triton_red_fused_sum_1", 3000.0, 2000.0, 30.0), "graph": 1},
+        {**row("triton", "triton_red_fused_sum_1", 1000.0, 500.0, 30.0), "graph": 1},  # one graph, twice: fine
+    ]
+    targets, skipped = select_targets(rows, total_us=10_000.0)
+    assert [t.name for t in targets] == ["triton_red_fused_sum_1"]
+    (repeat,) = [s for s in skipped if s.name == "triton_poi_fused_add_0"]
+    assert "repeats in graphs [0, 1]" in repeat.reason

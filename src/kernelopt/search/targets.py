@@ -41,10 +41,28 @@ def select_targets(
     min_share: float = MIN_SHARE,
     roofline_done: float = ROOFLINE_DONE,
 ) -> tuple[list[Target], list[Skipped]]:
-    """Rank generated Triton kernels by headroom / total time; say why every other launch is skipped."""
+    """Rank generated Triton kernels by headroom / total time; say why every other launch is skipped.
+
+    A name that two graphs both use (a training step's forward and backward can) is skipped: the
+    evaluation worker addresses a kernel by its name, and a search must never time one graph's
+    kernel against the other's."""
     per_kernel: dict[str, dict[str, float]] = {}
     skipped: list[Skipped] = []
+    graphs_of: dict[str, set[int]] = {}
     for row in launches:
+        if row["kind"] == "triton":
+            graphs_of.setdefault(row["name"], set()).add(int(row.get("graph") or 0))
+    for row in launches:
+        if row["kind"] == "triton" and len(graphs_of[row["name"]]) > 1:
+            if not any(s.name == row["name"] for s in skipped):
+                skipped.append(
+                    Skipped(
+                        row["name"],
+                        f"its name repeats in graphs {sorted(graphs_of[row['name']])}: not searched "
+                        "(kernels are addressed by name)",
+                    )
+                )
+            continue
         if row["kind"] != "triton":
             skipped.append(Skipped(row["name"], f"{row['kind']} call: kept as the compiler made it"))
             continue
