@@ -12,7 +12,7 @@ from conftest import ROOT
 from kernelopt.problem import load_problem
 
 MODELS = ROOT / "examples" / "models"
-NEEDS = {"llama_decoder_bf16": "transformers", "gpt2_bf16": "transformers"}
+NEEDS = {"llama_decoder_bf16": "transformers", "gpt2_bf16": "transformers", "timm_resnet": "timm"}
 
 
 @pytest.mark.parametrize("path", sorted(MODELS.glob("*.py")), ids=lambda p: p.stem)

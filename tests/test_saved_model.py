@@ -123,6 +123,8 @@ def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels
     assert kept.exported is None
     with pytest.raises(ValueError, match="nothing to load: no candidate passed"):
         kept.load()
+    with pytest.raises(ValueError, match="nothing to save: no candidate passed"):
+        kept.save(tmp_path / "kept.kopt.json")
     with torch.no_grad():
         torch._dynamo.reset()
         torch.testing.assert_close(kept.module(x, 0.5), model(x, 0.5))
@@ -130,6 +132,10 @@ def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels
     exported = export_model(tmp_path / "m.kopt.json", problem,
                             [Replacement(KernelAddress(0, KERNEL.name, KERNEL.sha256), HONEST)], {"passed": True})
     report.exported = str(exported)
+    saved = Optimized(report, path, model).save(tmp_path / "keep" / "mine.kopt.json")
+    assert saved.read_bytes() == exported.read_bytes()  # digest and verification record kept as written
+    with pytest.raises(ValueError, match="name the file \\*.kopt.json"):
+        Optimized(report, path, model).save(tmp_path / "mine.pt")
     tuned = Optimized(report, path, model).module
     with torch.no_grad():
         torch._dynamo.reset()

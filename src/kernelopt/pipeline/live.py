@@ -47,6 +47,22 @@ class Optimized:
             self.model.compile(backend=backend(self.exported), dynamic=False)
         return self.model
 
+    def save(self, path: str | Path) -> Path:
+        """Keep the verified result: a copy of the ``.kopt.json`` (digest and verification record
+        inside), for ``kernelopt.backend(path)`` or ``kernelopt.load(path, model=...)`` in any process."""
+        if self.exported is None:
+            raise ValueError(
+                f"nothing to save: {self.report.final_reason}; use torch.compile(model) as it is the fastest found"
+            )
+        import shutil
+
+        target = Path(path)
+        if target.suffix != ".json":
+            raise ValueError(f"{target}: name the file *.kopt.json, the format kernelopt.load and backend read")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.exported, target)
+        return target
+
     def load(self, device: str = "cuda") -> Any:
         """The user's model captured on its example inputs with the verified replacements swapped in, each
         proven to run (``kernelopt.load``); :attr:`module` is the everyday form."""
