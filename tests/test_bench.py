@@ -465,7 +465,7 @@ def test_the_results_folder_holds_a_markdown_scoreboard(tmp_path: Path) -> None:
     assert "Device: Fake GPU 141GB" in text and "kernelopt_source" in text
     assert "4 problems, 1 correct; slower than torch.compile (beyond 1 %): 0" in text
     assert "| torch.compile | 25 % | 25 % | 25 % | 0 % | 2.000× |" in text  # fast_0, 1, 1.5, 2 and the geomean
-    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× | 1.600× |  |  | 12 |" in text
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× | 1.600× |  |  | default | 12 |" in text
     assert "- level1/03_segfault: crash:" in text and "- level1/04_broken: load_error:" in text
     assert json.loads(report.json_path.read_text())["summary"] == report.summary  # the same data as the JSON
 
@@ -489,7 +489,7 @@ def test_speedups_timed_interleaved_carry_their_spread(tmp_path: Path) -> None:
                           "max_autotune": {"vs_optimized": {"comparison": {"speedup_q1": 1.5, "speedup_q3": 1.61}}}}}
     report = _bench(_suite(tmp_path / "suite", {"01_fast": spread}), tmp_path / "out")
     text = report.markdown_path.read_text()
-    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) |  |  | 12 |" in text
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) |  |  | default | 12 |" in text
 
 
 def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ CSV_COLUMNS = (
     "best_stock_mode",
     "best_stock_ms",
     "speedup_vs_best_stock",
+    "base_mode",
     "evaluations",
     "reason",
 )
