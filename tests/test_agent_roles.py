@@ -357,3 +357,66 @@ def test_a_tensor_in_the_context_raises_before_anything_is_sent(kernel: KernelDe
     with pytest.raises(TensorInPromptError, match=r"ctx\.values\[1\]"):
         assert_no_tensors(Holder((1, torch.ones(2))), "ctx")
     assert_no_tensors({"shape": (16, 128), "dtype": "float32", "time_us": 4.1, "size": torch.Size([2])})
+
+
+# -- the language of a rewrite: Triton, or CUDA C++ in the Triton kernel's slot ---------------------
+
+ROW_L2_CU = Path(__file__).resolve().parent.parent / "examples" / "cuda" / "10_row_l2_normalize.cu"
+CUDA_PLAN = {**PLAN, "strategy": "l2-resident-rows", "language": "cuda",
+             "change": "one block per SM walks the rows; the second pass reads each row from L2"}
+
+
+@pytest.fixture(scope="module")
+def row_l2() -> KernelDef:
+    from kernelopt.capture.output_code import triton_kernel_def
+
+    source = (FIXTURES / "10_row_l2_normalize.kernel.py").read_text()
+    return triton_kernel_def("triton_red_fused_div_linalg_vector_norm_0", source)
+
+
+def test_a_plan_names_its_language_triton_unless_it_says_cuda() -> None:
+    assert Plan(**PLAN).language == "triton" and Plan(**CUDA_PLAN).language == "cuda"
+    with pytest.raises(Exception, match="language"):
+        Plan(**{**PLAN, "language": "rust"})
+    assert "language: triton unless the change needs what Triton cannot express" in (PROMPTS / "planner.md").read_text()
+
+
+def test_a_cuda_plan_gets_the_slot_contract_and_a_triton_reply_goes_back(row_l2: KernelDef) -> None:
+    triton_reply = _reply({"source": _candidate_source(row_l2), "summary": "a Triton rewrite"})
+    cuda_reply = _reply({"source": ROW_L2_CU.read_text(), "summary": "rows walked per SM"})
+    client = ScriptedClient([triton_reply, cuda_reply])
+    result = Coder(client).run(Plan(**CUDA_PLAN), row_l2)
+    system = client.calls[0]["messages"][0].content
+    assert "with CUDA C++" in system and "The CUDA C++ slot contract" in system
+    assert "(in_ptr0, out_ptr1, xnumel, r0_numel)" in system and "getCurrentCUDAStream" in system
+    assert "The launcher contract" not in system  # the Triton contract is not shown for a CUDA plan
+    assert result.repairs == 1
+    assert "the plan asks for CUDA C++: its first line must be `// kernelopt: cuda`" in client.calls[1]["messages"][-1].content
+    assert result.output.source.startswith("// kernelopt: cuda")
+
+
+def test_a_cuda_reply_that_breaks_the_slot_goes_back_with_gate_one_s_reason(row_l2: KernelDef) -> None:
+    wrong = ROW_L2_CU.read_text().replace("auto stream = at::cuda::getCurrentCUDAStream();", "cudaStream_t stream = 0;")
+    client = ScriptedClient([_reply({"source": wrong, "summary": "s"}), _reply({"source": ROW_L2_CU.read_text(), "summary": "s"})])
+    result = Coder(client).run(Plan(**CUDA_PLAN), row_l2)
+    assert result.repairs == 1 and "current stream" in client.calls[1]["messages"][-1].content
+
+
+def test_a_cuda_candidate_is_repaired_in_cuda_from_nvcc_s_error(row_l2: KernelDef) -> None:
+    broken = KernelCandidate(source=ROW_L2_CU.read_text().replace("acc = fmaf(v, v, acc);", "acc = fmaf(vv, v, acc);"),
+                             summary="first try")
+    verdict = Verdict("correctness", False, 'candidate does not compile: kernel.cu(27): error: identifier "vv" is undefined',
+                      {"rule": "build"})
+    client = ScriptedClient([_reply({"source": ROW_L2_CU.read_text(), "summary": "fixed the typo"})])
+    result = Repairer(client).run(broken, verdict, row_l2, plan=Plan(**CUDA_PLAN))
+    system, user = client.calls[0]["messages"][0].content, client.user_text()
+    assert "The CUDA C++ slot contract" in system and "nvcc's first error is in the reason" in system
+    assert "```cpp\n// kernelopt: cuda" in user and 'identifier "vv" is undefined' in user
+    assert result.output.source.startswith("// kernelopt: cuda")
+
+
+def test_a_prompt_s_digest_covers_the_files_its_includes_include() -> None:
+    from kernelopt.agents.roles.base import _includes
+
+    body = (PROMPTS / "coder.md").read_text()
+    assert _includes(body) == ["_contract.md", "_contract_cuda.md"]

@@ -128,9 +128,21 @@ def load_prompt(name: str) -> Prompt:
         if block not in template.blocks:
             raise PromptError(f"prompts/{filename} must define a {{% block {block} %}}")
     digest = hashlib.sha256(text.encode())
-    for included in sorted(set(re.findall(r"""{%-?\s*include\s+["']([^"']+)["']""", body))):
+    for included in _includes(body):
         digest.update(_prompt_file_text(included).encode())
     return Prompt(name, version, digest.hexdigest()[:12], template)
+
+
+def _includes(body: str) -> list[str]:
+    """Every file ``body`` includes, directly or through an included file (the digest covers them all)."""
+    found: list[str] = []
+    pending = re.findall(r"""{%-?\s*include\s+["']([^"']+)["']""", body)
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.append(name)
+            pending += re.findall(r"""{%-?\s*include\s+["']([^"']+)["']""", _prompt_file_text(name))
+    return sorted(found)
 
 
 def schema_text(model: type[BaseModel]) -> str:

@@ -13,13 +13,27 @@ from kernelopt.capture.output_code import KernelDef
 from kernelopt.knowledge.card import Card
 
 
-def contract_problem(source: str, kernel: KernelDef) -> str | None:
+def contract_problem(source: str, kernel: KernelDef, language: str | None = None) -> str | None:
     """Why ``source`` cannot replace ``kernel`` in its launcher, or None.
 
     A cheap pre-check run on every reply, so the model repairs a broken contract
     in the same conversation instead of costing an evaluation; the static gate
-    checks the full rule set afterwards.
+    checks the full rule set afterwards. ``language`` (the plan's) must match the
+    reply's: CUDA C++ is known by its first line; its slot is checked by gate 1's
+    C++ rules, whose first finding is the problem.
     """
+    from kernelopt.capture.cuda_kernel import CUDA_MARKER, is_cuda_source
+
+    cuda = is_cuda_source(source)
+    if language == "cuda" and not cuda:
+        return f"source: the plan asks for CUDA C++: its first line must be `{CUDA_MARKER}`"
+    if language == "triton" and cuda:
+        return "source: the plan asks for a Triton kernel, not CUDA C++"
+    if cuda:
+        from kernelopt.verify.static_cuda import check_static_cuda
+
+        verdict = check_static_cuda(source, kernel_name=kernel.name, original_source=kernel.source)
+        return None if verdict.passed else f"source: {verdict.reason}"
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -57,5 +71,11 @@ class Coder(Role[KernelCandidate]):
     ) -> RoleResult[KernelCandidate]:
         """Implement ``plan`` as a complete replacement module for ``kernel``."""
         assert_no_tensors({"plan": plan, "kernel": kernel, "launch": launch})
-        context = {"plan": plan, "kernel": kernel_view(kernel), "hardware": hardware, "launch": launch_view(launch)}
-        return self.ask(context, lambda candidate: contract_problem(candidate.source, kernel))
+        context = {
+            "plan": plan,
+            "kernel": kernel_view(kernel),
+            "hardware": hardware,
+            "launch": launch_view(launch),
+            "language": plan.language,
+        }
+        return self.ask(context, lambda candidate: contract_problem(candidate.source, kernel, plan.language))

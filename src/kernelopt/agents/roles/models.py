@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from kernelopt.knowledge.memory import normalize_strategy
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "at-roofline"]
+Language = Literal["triton", "cuda"]
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 _SOURCE_FENCE_RE = re.compile(r"\A\s*```[A-Za-z]*[ \t]*\n(.*?)\n?```\s*\Z", re.S)
@@ -46,6 +47,12 @@ class Plan(_Output):
     expected_effect: Text = Field(description="the expected gain with its reason, a number where possible")
     evidence: list[Text] = Field(min_length=1, description="measurements or source lines that support the plan")
     risks: list[Text] = Field(default_factory=list, description="what could break correctness or speed")
+    language: Language = Field(
+        default="triton",
+        description="what the Coder writes: triton (the default: the kernel rewritten in Triton) or cuda (CUDA "
+        "C++ in the Triton kernel's slot, for a change Triton cannot express, e.g. one block per SM walking rows "
+        "so a second pass over a row reads it from L2, warp-level reductions with shuffles)",
+    )
 
     @field_validator("strategy")
     @classmethod

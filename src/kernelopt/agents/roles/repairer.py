@@ -40,7 +40,11 @@ class Repairer(Role[KernelCandidate]):
         if verdict.passed:
             raise ValueError(f"the {verdict.gate} gate passed; there is nothing to repair")
         assert_no_tensors({"candidate": candidate, "verdict": verdict, "kernel": kernel, "launch": launch})
+        from kernelopt.capture.cuda_kernel import is_cuda_source
+
+        language = "cuda" if is_cuda_source(candidate.source) else "triton"  # a repair keeps the language
         context = {
+            "language": language,
             "candidate": candidate,
             "verdict": verdict,
             "details": details_text(verdict),
@@ -48,4 +52,4 @@ class Repairer(Role[KernelCandidate]):
             "kernel": kernel_view(kernel),
             "launch": launch_view(launch),
         }
-        return self.ask(context, lambda fixed: contract_problem(fixed.source, kernel))
+        return self.ask(context, lambda fixed: contract_problem(fixed.source, kernel, language))
