@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One full GPU pass on the lent H200 (run from the repo root through the device tool):
-#   scripts/device/gpu_check.sh [all|fixtures|tests|throughput|cli|verify|optimize|bench|llm]
+#   scripts/device/gpu_check.sh [all|fixtures|tests|throughput|cli|verify|optimize|models|bench|llm]
 # (run scripts/device/fetch_wheels.sh first and carry .whl for the llm step)
 # Everything worth keeping is written under $OUT (or ./.device_out when run by hand).
 set -uo pipefail
@@ -12,7 +12,7 @@ step=${1:-all}
 # print one warning line instead of the report).
 if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PYTHONPATH || exit 1
+    && export PYTHONPATH=/tmp/site:$PYTHONPATH PATH=/tmp/site/bin:$PATH || exit 1  # bin: ninja, for CUDA C++ candidates
 fi
 KO="python3 -m kernelopt"
 STORE=$OUT/kernelopt.db
@@ -26,8 +26,9 @@ if [[ $step == all || $step == fixtures ]]; then
     $P/level2/07_conv2d_bn_relu.py $P/level3/03_transformer_block.py 2>&1 | tail -20
   tar czf "$OUT/fixtures.tgz" -C /tmp/fixtures .
 fi
-if [[ $step == all || $step == tests ]]; then  # every GPU test but the optimize and LLM ones (their own steps)
+if [[ $step == all || $step == tests ]]; then  # every GPU test but the optimize, models and LLM ones (their own steps)
   python3 -m pytest -m gpu -q -p no:cacheprovider tests --ignore tests/test_gpu_optimize.py --ignore tests/test_gpu_llm.py \
+    --ignore tests/test_gpu_models.py \
     2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40
 fi
 if [[ $step == all || $step == throughput ]]; then
@@ -52,6 +53,10 @@ fi
 if [[ $step == all || $step == optimize ]]; then
   timeout ${OPTIMIZE_TIMEOUT:-420} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 \
     | tee "$OUT/pytest_gpu_optimize.txt" | tail -30
+fi
+if [[ $step == all || $step == models ]]; then  # each example model optimized, then loaded through the backend afresh
+  timeout ${MODELS_TIMEOUT:-1500} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_models.py 2>&1 \
+    | tee "$OUT/pytest_gpu_models.txt" | tail -30
 fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
   # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT),
