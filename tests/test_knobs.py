@@ -76,3 +76,76 @@ def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.Monkey
         assert report.options == knobs["best_options"] and report.speedup_vs_compile > 1.0
     else:
         assert report.options is None and "baseline stays" in report.final_reason
+
+
+def _knob_answer(options: dict, speedup: float) -> dict:
+    """evaluate_knobs' answer for one variant: every gate passed at ``speedup`` (1.0 and below: not faster)."""
+    cmp = {"speedup": speedup, "speedup_q1": speedup - 0.01, "speedup_q3": speedup + 0.01,
+           "baseline": {"median_ms": 1.0}, "candidate": {"median_ms": 1.0 / speedup}}
+    passed = speedup > 1.03
+    gates = [{"gate": g, "passed": True, "reason": "ok", "details": {}} for g in ("static", "correctness", "model")]
+    gates.append({"gate": "performance", "passed": passed, "reason": f"{speedup}x", "details": {}})
+    return {"verdicts": gates, "passed": passed, "options": options, "kernel_comparison": cmp, "gpu_s": 0.5}
+
+
+@pytest.mark.parametrize("knob_wins", [True, False])
+def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, monkeypatch, knob_wins) -> None:
+    """Options first, judged against the base compile; a winner's options go into every later capture, the
+    kernel search runs on that capture's kernels, and the result over the base is the product of the two
+    interleaved speedups, said as such. A resumed run reads the choice back instead of searching again."""
+    from kernelopt.pipeline import optimize as opt
+    from kernelopt.search.termination import Budget
+    from kernelopt.store import Store
+    from kernelopt.workers import WorkerResult
+    from test_optimize_flow import ScriptedWorker, run_context
+
+    class Recording(ScriptedWorker):
+        def __init__(self) -> None:
+            super().__init__()
+            self.specs: list[tuple[str, dict]] = []
+
+        def call(self, target, *args, timeout_s=0, kwargs=None):
+            if isinstance(args[0], dict) and "options" in args[0]:
+                self.specs.append((target.split(":")[1], dict(args[0]["options"])))
+            return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+    gains = {"coordinate_descent_tuning": 1.25 if knob_wins else 1.0, "max_autotune": 1.01}
+    knob_calls: list[dict] = []
+
+    def run_isolated(target, spec, options, settings, device, timeout_s, env=None):
+        knob_calls.append(dict(options))
+        return WorkerResult("ok", _knob_answer(options, gains[next(iter(options))]), "ok", None, 0.5, "")
+
+    monkeypatch.setattr("kernelopt.workers.run_isolated", run_isolated)
+    monkeypatch.setattr(opt, "KNOB_EVALUATIONS", 2)
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "softmax", "fake", {})
+    worker = Recording()
+
+    def once():
+        return opt._optimize(run_context(
+            "softmax", store, run_id, worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+            opt.make_operators(["launch-config", "compiler-knobs"]), Budget(max_evaluations=6, patience=2),
+            opt.search_settings(), 1,
+        ))
+
+    report = once()
+    assert knob_calls == [{"coordinate_descent_tuning": True}, {"max_autotune": True}]
+    knobs = report.knobs
+    assert knobs["evaluations"] == 2 and knobs["used"] is knob_wins
+    kernel_specs = {opts.get("coordinate_descent_tuning") for fn, opts in worker.specs if fn != "analyze_problem"}
+    if knob_wins:
+        assert kernel_specs == {True}, worker.specs  # every kernel evaluation ran on the options' capture
+        assert [fn for fn, _ in worker.specs].count("analyze_problem") == 2  # the base, then the options' compile
+        assert report.options == {"coordinate_descent_tuning": True} and not report.on_default
+        assert report.speedup_vs_compile == pytest.approx(1.25 * 1.19)  # options x the kernels on top
+        assert report.speedup_vs_compile_iqr is None  # a product of two medians has no IQR
+        assert "1.250x over the default compile, timed interleaved) and 1 kernel(s) replaced on top (1.190x)" in (
+            report.final_reason)
+    else:
+        assert kernel_specs == {None} and report.options is None and report.on_default
+        assert report.speedup_vs_compile == pytest.approx(1.19)
+    assert report.evaluations >= 2 + 1
+    before = len(knob_calls)
+    again = once()  # resumed: the knob search is read back, not run again
+    assert len(knob_calls) == before and again.knobs["used"] is knob_wins and again.options == report.options

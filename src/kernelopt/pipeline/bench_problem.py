@@ -56,7 +56,7 @@ def default_baseline(
     """(torch.compile default's ms, kernelopt's speedup over it, that speedup's IQR), each timed
     interleaved in one process: the run's final verification where the search built on the default,
     else the default's own process against the exported result (None where that failed)."""
-    if report.base_mode == "default":
+    if report.on_default:
         return report.final_compiled_ms or report.compiled_ms, None, report.speedup_vs_compile_iqr
     record = stock.get("default")
     if not isinstance(record, dict) or "vs_optimized" not in record:
@@ -109,7 +109,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         }
     exported = str(Path(report.exported).resolve()) if report.exported else None
     modes = config.stock_modes.split(",")
-    if report.base_mode != "default":  # the run's own timing is against its base: time the default too
+    if not report.on_default:  # the run's own timing is against its base: time the default too
         modes = ["default", *modes]
     stock = time_stock_modes(problem_path, modes, exported, clock, run=run_isolated)
     clock.enter(None)

@@ -81,6 +81,12 @@ class OptimizeReport:
         return 60.0 * self.evaluations / self.gpu_s if self.gpu_s > 0 else None
 
     @property
+    def on_default(self) -> bool:
+        """Whether the run's own final timing is against torch.compile's default (no base mode, no
+        Inductor options adopted): else the default is timed in a process of its own."""
+        return self.base_mode == "default" and not (self.knobs or {}).get("used")
+
+    @property
     def winners(self) -> list[KernelResult]:
         return [k for k in self.kernels if k.best is not None]
 
