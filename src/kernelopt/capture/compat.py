@@ -113,6 +113,18 @@ def mode_options(mode: str) -> dict[str, Any]:
     return dict(torch._inductor.list_mode_options(mode))
 
 
+def has_inductor_option(name: str) -> bool:
+    """Whether this torch's Inductor config has the (dotted) option ``name``."""
+    import torch._inductor.config as inductor_config
+
+    node: Any = inductor_config
+    for part in name.split("."):
+        if not hasattr(node, part):
+            return False
+        node = getattr(node, part)
+    return True
+
+
 def reset_dynamo() -> None:
     torch._dynamo.reset()
 

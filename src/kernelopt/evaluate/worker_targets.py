@@ -119,3 +119,49 @@ def evaluate_knobs(
     from kernelopt.evaluate.knob_candidate import evaluate_options
 
     return evaluate_options(ProblemSpec(**spec), options, GateSettings(**settings), device=device)
+
+
+def structural_variants(
+    spec: dict[str, Any], kernel_name: str, peak_gbps: float | None, option_sets: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The searched kernel as Inductor writes it under each option set (search.structural): each
+    variant is compiled beside the session's capture (a forward with its own code object, so the
+    captured model keeps its kernels), and its kernel for this slot comes back renamed, or None with
+    the reason. Inductor's own code, from the user's own model: no candidate runs here."""
+    from kernelopt.capture import capture, compat
+    from kernelopt.capture.artifact import separate_code
+    from kernelopt.search.structural import as_replacement, matching_kernel
+
+    s = _session(spec, peak_gbps)
+    _, _, original = s.kernel(kernel_name)
+    out: list[dict[str, Any]] = []
+    for i, options in enumerate(option_sets):
+        unknown = [name for name in options if not compat.has_inductor_option(name)]
+        if unknown:
+            out.append({"options": dict(options), "source": None, "reason": f"this torch has no option {unknown[0]}"})
+            continue
+        stage(f"structural variant {i}")
+        try:
+            variant = capture(
+                separate_code(s.model, f"kernelopt_structural_{i}"),
+                s.inputs,
+                {**s.spec.options, **options},
+                reset=False,
+            )
+        except Exception as exc:  # an option this model cannot compile with: say so, go on
+            reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            out.append({"options": dict(options), "source": None, "reason": f"did not compile: {reason}"})
+            continue
+        match = matching_kernel(original, [k for _, k in variant.kernels()])
+        out.append(
+            {
+                "options": dict(options),
+                "source": as_replacement(match, original.name) if match else None,
+                "reason": None
+                if match
+                else "no kernel with the same fused operations and parameters, or the same kernel as before",
+            }
+        )
+        del variant
+        torch.cuda.empty_cache()
+    return out

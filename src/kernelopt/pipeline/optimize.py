@@ -49,6 +49,7 @@ from kernelopt.search.engine import SearchEngine
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import DEFAULT_OPERATORS, Operator, SearchContext, make_operators
 from kernelopt.search.policy import SelectionPolicy, make_policy
+from kernelopt.search.structural import STRUCTURAL_OPTIONS
 from kernelopt.search.targets import Target, headroom_elsewhere, select_targets
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
@@ -56,6 +57,7 @@ from kernelopt.workers.identity import require_readable
 from kernelopt.workers.persistent import PersistentWorker
 
 KNOB_OPERATOR = "compiler-knobs"
+STRUCTURAL_OPERATOR = "structural"
 RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
 EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU tests use the CPU)
 KNOB_EVALUATIONS: int = default_of(
@@ -434,6 +436,7 @@ def _search_kernel(
         if run.uses("launch-config")
         else None
     )
+    variants = _structural(run, target.name) if run.uses(STRUCTURAL_OPERATOR) else None
 
     def context(history: list[Node]) -> SearchContext:
         return SearchContext(
@@ -449,6 +452,7 @@ def _search_kernel(
                 "peak_gbps": peak,
                 "ncu": counters,
                 "inductor_tuned_config": tuned,
+                "structural_variants": variants,
             },
         )
 
@@ -593,6 +597,31 @@ def _inductor_tuned(
                 },
             )
     return known["config"]
+
+
+def _structural(run: RunContext, kernel: str) -> list[dict[str, Any]]:
+    """The kernel as Inductor writes it under each structural option set, once per run (kept in the
+    store); the ones it could not produce are said in one warning line each."""
+    key = f"structural/{kernel}"
+    known = run.store.measurements(run.run_id, key).get(key)
+    if known is None:
+        run.emit("stage", {"stage": f"structural variants of {kernel}"})
+        outcome = run.worker.call(
+            f"{SESSION}:structural_variants",
+            asdict(run.spec),
+            kernel,
+            run.peak,
+            [dict(o) for o in STRUCTURAL_OPTIONS],
+            timeout_s=run.timeout_s * 4,  # one compile per option set
+        )
+        known = {
+            "variants": outcome.value if outcome.ok else [],
+            "reason": None if outcome.ok else f"{outcome.status}: {outcome.reason}",
+        }
+        run.store.add_measurement(run.run_id, key, known)
+        if not outcome.ok:
+            run.emit("warning", {"message": f"no structural variants of {kernel}: {known['reason']}"})
+    return list(known["variants"])
 
 
 def _counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -> dict[str, float] | None:

@@ -104,7 +104,11 @@ _REGISTRY: dict[str, OperatorFactory] = {}
 DEFAULT_OPERATORS: tuple[str, ...] = ("launch-config", "eviction-policy")
 """What ``optimize`` and ``bench`` search with unless told otherwise: the LLM-free kernel operators."""
 
-BUILTIN_OPERATOR_MODULES: tuple[str, ...] = ("kernelopt.search.builtin_operators", "kernelopt.search.knobs")
+BUILTIN_OPERATOR_MODULES: tuple[str, ...] = (
+    "kernelopt.search.builtin_operators",
+    "kernelopt.search.knobs",
+    "kernelopt.search.structural",
+)
 """Modules whose import registers the built-in operators; imported on the first registry lookup,
 so ``available_operators()`` lists them without every caller importing each module first."""
 
