@@ -49,13 +49,14 @@ def test_side_by_side_evaluation_runs_the_gates_on_cpu() -> None:
 
 def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """optimize with compiler-knobs: kernels searched by the scripted worker, knobs in real worker processes."""
+    from kernelopt.pipeline import knob_stage
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
     from test_optimize_flow import ScriptedWorker, run_context
 
-    monkeypatch.setattr(opt, "EVAL_DEVICE", "cpu")
-    monkeypatch.setattr(opt, "KNOB_EVALUATIONS", 2)
+    monkeypatch.setattr(knob_stage, "EVAL_DEVICE", "cpu")
+    monkeypatch.setattr(knob_stage, "KNOB_EVALUATIONS", 2)
     store = Store(tmp_path / "k.db")
     run_id = store.start_run("optimize", "rmsnorm", "fake", {})
     spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
@@ -93,6 +94,7 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, 
     """Options first, judged against the base compile; a winner's options go into every later capture, the
     kernel search runs on that capture's kernels, and the result over the base is the product of the two
     interleaved speedups, said as such. A resumed run reads the choice back instead of searching again."""
+    from kernelopt.pipeline import knob_stage
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
@@ -117,7 +119,7 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, 
         return WorkerResult("ok", _knob_answer(options, gains[next(iter(options))]), "ok", None, 0.5, "")
 
     monkeypatch.setattr("kernelopt.workers.run_isolated", run_isolated)
-    monkeypatch.setattr(opt, "KNOB_EVALUATIONS", 2)
+    monkeypatch.setattr(knob_stage, "KNOB_EVALUATIONS", 2)
     store = Store(tmp_path / "k.db")
     run_id = store.start_run("optimize", "softmax", "fake", {})
     worker = Recording()

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import EXAMPLES, FIXTURES
 from kernelopt.pipeline import bench_problem
+from kernelopt.pipeline import evaluator as evaluator_mod
 from kernelopt.pipeline import optimize as opt
 from kernelopt.capture import parse_output_code
 from kernelopt.evaluate.analysis import AnalysisReport, LaunchReport
@@ -193,10 +194,10 @@ def test_rejected_final_model_keeps_the_baseline(tmp_path) -> None:
 
 
 def test_result_of_maps_gates_to_fitness() -> None:
-    failed = opt.result_of({"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.1})
+    failed = evaluator_mod.result_of({"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.1})
     assert failed.fitness == 0.0 and failed.failed_gate == "correctness" and failed.reason == "correctness failed"
     cmp = {"speedup": 1.3, "baseline": {"median_ms": 1.3}, "candidate": {"median_ms": 1.0}}
-    passed = opt.result_of({"passed": True, "verdicts": verdicts(("performance", True)), "kernel_comparison": cmp})
+    passed = evaluator_mod.result_of({"passed": True, "verdicts": verdicts(("performance", True)), "kernel_comparison": cmp})
     assert passed.fitness == 1.3 and passed.failed_gate is None and passed.measurements["kernel_time_us"] == 1000.0
 
 
@@ -301,7 +302,7 @@ def test_worker_calls_are_chunked_by_what_a_candidate_costs(monkeypatch, seconds
     now = [0.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])
     worker = Clocked(now, seconds)
-    evaluator = opt.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
+    evaluator = evaluator_mod.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
     results = list(evaluator(_nodes(12)))
     assert worker.chunks == chunks  # about CHUNK_TARGET_S (10 s) of candidates per call, never more than BATCH
     assert [node.id for node, _ in results] == list(range(12))
@@ -309,7 +310,7 @@ def test_worker_calls_are_chunked_by_what_a_candidate_costs(monkeypatch, seconds
 
 def test_a_chunks_finished_results_are_ready_without_another_call() -> None:
     worker = Clocked([0.0], 0.0)
-    evaluator = opt.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
+    evaluator = evaluator_mod.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
     evaluator.per_candidate_s = 1.0  # chunks of 8 from the start
     results = evaluator(_nodes(12))
     first = next(results)

@@ -1,0 +1,122 @@
+"""The end of an optimize run: each winner re-checked in full, then all swapped in and verified together.
+
+A winner that fails its full re-check gives way to the kernel's next-best passed candidate; a group
+that fails the final verification falls back to the best single winner; else the baseline stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict
+
+from kernelopt.capture.output_code import source_hash
+from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
+from kernelopt.evaluate.session import GateSettings, final_settings
+from kernelopt.pipeline.evaluator import SESSION, WorkerEvaluator
+from kernelopt.pipeline.records import OptimizeReport, Winner
+from kernelopt.pipeline.run_context import RunContext
+from kernelopt.search.nodes import Node
+
+RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
+
+
+def winner_of(node: Node) -> Winner:
+    """A passed search node as the kernel's chosen replacement."""
+    assert node.result is not None and node.candidate.source is not None
+    return Winner(
+        operator=node.operator,
+        note=node.candidate.note,
+        source=node.candidate.source,
+        verdicts=node.result.verdicts,
+        node=node.id,
+        config=node.candidate.config,
+        kernel_time_us=node.result.measurements.get("kernel_time_us"),
+        search_speedup=node.fitness,
+    )
+
+
+def recheck(
+    report: OptimizeReport, run: RunContext, settings: GateSettings, runners_up: dict[str, list[Winner]]
+) -> None:
+    """Every winner through the four gates again with all seeds, distributions and full timing.
+
+    The search's gates are lighter, so a winner can fail here; the next-best passed
+    candidates of the same kernel (up to :data:`RECHECK_ATTEMPTS` in all) are tried
+    in turn, and a kernel none of them survives keeps the compiler's."""
+    seeds = f"kernel seeds {list(settings.kernel_seeds)}, model seeds {list(settings.model_seeds)}, {settings.trials} trials"
+    for k in report.kernels:
+        if k.best is None:
+            continue
+        run.emit("stage", {"stage": "final gates", "kernel": k.name})
+        failures: list[str] = []
+        evaluator = WorkerEvaluator(run.worker, run.spec, k.name, settings, run.peak, run.timeout_s)
+        for rank, choice in enumerate([k.best, *runners_up.get(k.name, [])], start=1):
+            result = evaluator.one(choice.source)
+            if result.passed and result.fitness > 1.0:
+                earlier = f" (the search's #{rank}; " + "; ".join(failures) + ")" if failures else ""
+                k.final_check = f"passed again with {seeds}{earlier}"
+                k.best = dataclasses.replace(choice, verdicts=result.verdicts)
+                k.speedup = result.fitness
+                k.after_us = result.measurements.get("kernel_time_us", choice.kernel_time_us)
+                break
+            failures.append(f"#{rank} failed: {result.failed_gate}: {result.reason}")
+        else:
+            k.final_check = f"failed with {seeds}: " + "; ".join(failures)
+            k.best = None
+            k.speedup = 1.0
+            k.after_us = None
+
+
+def finalize(
+    report: OptimizeReport, run: RunContext, analysis: ProblemAnalysis, runners_up: dict[str, list[Winner]]
+) -> None:
+    """Re-check each winner in full (the run's full seeds), swap them in together and verify;
+    fall back to the best single winner; else the baseline."""
+    settings = final_settings(run.settings, run.config)
+    report.optimized_ms = report.compiled_ms
+    report.speedup_vs_eager = report.eager_ms / report.compiled_ms
+    recheck(report, run, settings, runners_up)
+    winners = report.winners
+    if not winners:
+        report.final_reason = "no candidate passed all four gates faster than the compiler: the baseline stays"
+        return
+    for k in winners:
+        assert k.best is not None
+        info = analysis.kernels[k.name]
+        k.best.address = {"graph": info.graph, "name": k.name, "sha256": source_hash(info.source)}
+    attempts = [winners] + ([[max(winners, key=lambda k: k.speedup)]] if len(winners) > 1 else [])
+    for group in attempts:
+        run.emit("stage", {"stage": "final verification", "kernels": [k.name for k in group]})
+        payload = [{"address": k.best.address, "source": k.best.source} for k in group if k.best is not None]
+        outcome = run.worker.call(
+            f"{SESSION}:verify_together",
+            asdict(run.spec),
+            payload,
+            settings.to_dict(),
+            run.peak,
+            timeout_s=run.timeout_s,
+        )
+        if not outcome.ok:
+            report.final_reason = f"final verification failed: {outcome.status}: {outcome.reason}"
+            continue
+        final = FinalCheck.from_dict(outcome.value)
+        if final.faster:
+            cmp = final.comparison
+            assert cmp is not None
+            report.speedup_vs_compile = cmp["speedup"]
+            report.speedup_vs_compile_iqr = (cmp["speedup_q1"], cmp["speedup_q3"])
+            report.optimized_ms = cmp["candidate"]["median_ms"]
+            report.final_compiled_ms = cmp["baseline"]["median_ms"]
+            if final.vs_eager:
+                report.speedup_vs_eager = final.vs_eager["speedup"]
+                q1, q3 = final.vs_eager.get("speedup_q1"), final.vs_eager.get("speedup_q3")
+                report.speedup_vs_eager_iqr = (q1, q3) if q1 is not None and q3 is not None else None
+            for k in report.kernels:
+                if k not in group:
+                    k.best = None
+            report.final_reason = f"verified: {len(group)} kernel(s) replaced, re-stitched model passed the model gate"
+            return
+        report.final_reason = f"re-stitched model rejected: {final.reason}"
+    for k in report.kernels:
+        k.best = None
+    report.final_reason += "; the baseline stays"
