@@ -40,6 +40,13 @@ def test_an_optimize_that_delivers_adds_its_winners(tmp_path) -> None:
         (kept,) = tuned_for(store, device="gpu", torch_version=str(torch.__version__),
                             triton_version=triton_version())
     assert kept == TunedKernel("d" * 64, "triton_k_0", "SRC", 1.25, run_id)
+    report.options = {"max_autotune": True, "coordinate_descent_tuning": True}  # built on another mode
+    report.kernels[0] = KernelResult("triton_k_0", 10.0, 8.0, 1.3, 4, {}, "budget", best=Winner(
+        "launch-config", "x", "SRC2", [], address={"graph": 0, "name": "triton_k_0", "sha256": "e" * 64}))
+    with Store(tmp_path / "k.db") as store:
+        _keep_tuned(store, store.start_run("optimize", "p", "gpu", {}), "gpu", report)
+        kept_now = tuned_for(store, device="gpu", torch_version=str(torch.__version__), triton_version=triton_version())
+    assert kept_now == [kept]  # a default compile would never hold that kernel: not kept for backend="kernelopt"
 
 
 def test_the_store_backend_takes_what_this_device_verified_and_is_inductor_where_nothing_matches(tmp_path) -> None:

@@ -261,9 +261,14 @@ def _write_report(report: OptimizeReport, store: Store, path: Path | None, expor
 
 
 def _keep_tuned(store: Store, run_id: int, label: str, report: OptimizeReport) -> None:
-    """The delivered kernels into the store's cache, for ``torch.compile(backend="kernelopt")``."""
+    """The delivered kernels into the store's cache, for ``torch.compile(backend="kernelopt")``. Only a
+    run on the default compile's kernels: that backend compiles with the default options, so a kernel
+    verified on another mode's or options' compile would never match there (its file's backend,
+    ``kernelopt.backend(path)``, compiles with the options it was verified on)."""
     import torch
 
+    if report.options:
+        return
     from kernelopt.measure.environment import triton_version
     from kernelopt.store.tuned import TunedKernel, add_tuned
 
