@@ -131,3 +131,10 @@ def test_a_resumed_run_must_say_train_as_it_started(tmp_path: Path, monkeypatch:
     run = store.start_run("optimize", "train_step_mlp", "fake", {}, {"train": True})
     with pytest.raises(KerneloptError, match=f"run {run} was started with --train: resume it the same way"):
         opt.optimize(TRAIN_MLP, store, resume_run=run, write_report=False)
+
+
+def test_the_default_loss_keeps_float64_for_the_reference_step() -> None:
+    """The model gate's reference runs the step in float64: a loss cast to fp32 would round it there."""
+    x64 = torch.randn(4, 3, dtype=torch.float64)
+    assert sum_of_outputs(x64).dtype == torch.float64
+    assert sum_of_outputs((torch.randn(2, dtype=torch.bfloat16), torch.randn(2))).dtype == torch.float32

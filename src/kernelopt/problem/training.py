@@ -24,14 +24,16 @@ LossFn = Callable[[Any], torch.Tensor]
 
 
 def sum_of_outputs(outputs: Any) -> torch.Tensor:
-    """The default loss: every floating output summed (a tuple of outputs adds up)."""
+    """The default loss: every floating output summed (a tuple of outputs adds up), in at least fp32
+    and in float64 where the outputs are (the model gate's reference step stays float64 throughout)."""
     items = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     floating = [o for o in items if isinstance(o, torch.Tensor) and o.is_floating_point()]
     if not floating:
         raise ProblemError("the model returns no floating tensor: define get_loss(outputs) to train it")
-    total = floating[0].float().sum()
-    for o in floating[1:]:
-        total = total + o.float().sum()
+    parts = [o.to(torch.promote_types(o.dtype, torch.float32)).sum() for o in floating]
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
     return total
 
 
