@@ -186,3 +186,17 @@ def test_a_summary_names_the_modes_that_were_not_timed() -> None:
     console = Console(record=True, width=300)
     print_optimize(report, console)
     assert "no other mode was timed" in console.export_text()
+
+
+def test_the_scoreboard_names_the_mode_each_search_was_built_on() -> None:
+    from rich.console import Console
+
+    from kernelopt.cli.bench_cmd import _problem_row
+    from kernelopt.pipeline.bench_report import markdown_report
+    from kernelopt.pipeline.metrics import summarize
+
+    row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True, "compiled_ms": 1.0,
+                                    "optimized_ms": 0.8, "compile_speedup": 1.3, "base_mode": MA})
+    text = markdown_report({}, [row], summarize([row]))
+    assert "| built on |" in text and f"| {MA} |" in text
+    assert str(_problem_row(row)[-1]) == MA

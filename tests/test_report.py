@@ -222,7 +222,8 @@ def test_a_compiler_knob_search_is_drawn_with_its_delivered_options(tmp_path: Pa
     assert "<h3>the whole model (Inductor options)</h3>" in page
     records = blobs(page, "records")["search-1"]
     assert records[str(won.id)]["options"] == {"max_autotune": True} and records[str(lost.id)]["verdict"] == "model"
-    assert "best {&#x27;max_autotune&#x27;: True} at 1.100× (used; 2 evaluations)" in page
+    assert ("best {&#x27;max_autotune&#x27;: True} at 1.100× (adopted: the kernels were searched on its compile; "
+            "2 evaluations)") in page
 
 
 def test_a_run_the_report_does_not_cover_is_a_one_line_error(recorded: RecordedRuns, tmp_path: Path) -> None:
@@ -444,3 +445,8 @@ def test_an_optimize_run_timed_against_the_stock_modes_shows_the_best(recorded: 
                                            stock_untimed=["max-autotune: crash: worker died"]))
     page = render_run(failed, {})  # a best of modes that were not timed says so (seen on the H200)
     assert "default, timed in its own process; not timed: max-autotune: crash: worker died" in page
+    based = replace(data, summary=replace(data.summary, base_mode="max-autotune-no-cudagraphs",
+                                          base_mode_reason="it ran 1.200x faster than the default"))
+    page = render_run(based, {})
+    assert "vs torch.compile (max-autotune-no-cudagraphs)" in page
+    assert "max-autotune-no-cudagraphs: it ran 1.200x faster than the default" in page

@@ -199,6 +199,7 @@ def _problem_row(o: ProblemOutcome) -> list[Text | str]:
         _ratio(o.speedup_vs_max_autotune),
         Text(o.best_stock_mode or "—"),
         _ratio(o.speedup_vs_best_stock),
+        Text(o.base_mode),
     ]
 
 
@@ -211,7 +212,7 @@ def print_bench(report: BenchReport, console: Console) -> None:
     table.add_column("problem", no_wrap=True, min_width=longest)  # narrow terminals squeeze the numbers, not names
     for header in ("status", "correct", "eager ms", "compile ms", "max-autotune ms", "optimized ms"):
         table.add_column(header, justify="left" if header == "status" else "right")
-    for header in ("vs eager", "vs compile", "vs max-autotune", "best stock mode", "vs best stock"):
+    for header in ("vs eager", "vs compile", "vs max-autotune", "best stock mode", "vs best stock", "built on"):
         table.add_column(header, justify="right")
     for outcome in report.outcomes:
         table.add_row(*_problem_row(outcome))

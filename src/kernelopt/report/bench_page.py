@@ -105,6 +105,7 @@ def _problems(data: BenchData) -> str:
             fmt_ratio_spread(o.speedup_vs_max_autotune, o.speedup_spread("max_autotune")) or "—",
             o.best_stock_mode or "—",
             fmt_ratio_spread(o.speedup_vs_best_stock, o.speedup_spread("best_stock")) or "—",
+            o.base_mode,
             o.evaluations,
             o.details.get("run_id", "—"),
             o.reason,
@@ -124,13 +125,15 @@ def _problems(data: BenchData) -> str:
         "vs max-autotune",
         "best stock mode",
         "vs best stock",
+        "built on",
         "evaluations",
         "run",
         "outcome",
     )
     return table(headers, rows, numeric=range(3, 12)) + (
-        "<p class=\"note\">Times are medians in ms. <em>run</em>: the problem's optimize run in the bench's store "
-        "(kernelopt report RUN --store STORE shows its search).</p>"
+        '<p class="note">Times are medians in ms. <em>built on</em>: the stock mode the search started from '
+        "(where it is not the default, <em>vs compile</em> was timed in the default's own process). <em>run</em>: "
+        "the problem's optimize run in the bench's store (kernelopt report RUN --store STORE shows its search).</p>"
     )
 
 

@@ -127,6 +127,7 @@ class Summary:
     best_stock_mode: str | None
     best_stock_speedup: float | None
     base_mode: str  # the stock mode the search built on: vs_compile is over it
+    base_mode_reason: str | None  # why that mode, one line (optimize's base-mode stage)
     stock_untimed: list[str]  # "mode: why" for each stock mode that has no number
     gpu_busy: float | None
     peak_gbps: float | None
@@ -234,6 +235,7 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         best_stock_mode=r.get("best_stock_mode") if isinstance(r.get("best_stock_mode"), str) else None,
         best_stock_speedup=_number(r.get("best_stock_speedup")),
         base_mode=str(r.get("base_mode") or "default"),
+        base_mode_reason=r.get("base_mode_reason") if isinstance(r.get("base_mode_reason"), str) else None,
         stock_untimed=[f"{m}: {v}" for m, v in (r.get("stock") or {}).items() if not isinstance(v, dict)],
         gpu_busy=_number(a.get("gpu_busy", r.get("gpu_busy"))),
         peak_gbps=_number(a.get("peak_gbps")),

@@ -107,6 +107,7 @@ def _summary(data: RunData) -> str:
     ]
     rows = [
         ("outcome", s.final_reason or "—"),
+        ("built on", s.base_mode + (f": {s.base_mode_reason}" if s.base_mode_reason else "")),
         ("eager", f"{_ms(s.eager_ms)} {_spread(s.eager_spread)}"),
         ("torch.compile", f"{_ms(s.compiled_ms)} {_spread(s.compiled_spread)}"),
         ("optimized", _ms(s.optimized_ms)),
@@ -122,7 +123,8 @@ def _summary(data: RunData) -> str:
             (
                 "compiler knobs",
                 f"best {knobs.get('best_options')} at {fmt_ratio(knobs.get('speedup')) or '—'}"
-                f" ({'used' if knobs.get('used') else 'not used'}; {knobs.get('evaluations')} evaluations)",
+                f" ({'adopted: the kernels were searched on its compile' if knobs.get('used') else 'not adopted'}; "
+                f"{knobs.get('evaluations')} evaluations)",
             )
         )
     rows += [("warning", w) for w in s.warnings]
