@@ -109,21 +109,28 @@ def _user_modules_of(objects: Sequence[Any]) -> list[ModuleType]:
 
 
 def _model_bytes(model: nn.Module) -> bytes:
+    return _pickled(
+        model,
+        _user_modules(model),
+        "the model cannot be saved for kernelopt's worker processes",
+        "move what cannot be pickled (open files, locks, C++ handles) out of the module's attributes",
+    )
+
+
+def _pickled(obj: Any, by_value: Sequence[ModuleType], what: str, fix: str) -> bytes:
+    """``torch.save`` of ``obj`` through cloudpickle, the user's own modules (``by_value``) pickled by
+    value: a worker does not see the user's working directory. A failure is one line: what, why, fix."""
     import cloudpickle
 
-    by_value = _user_modules(model)
     for module in by_value:
         cloudpickle.register_pickle_by_value(module)
     try:
         buffer = io.BytesIO()
-        torch.save(model, buffer, pickle_module=cloudpickle)
+        torch.save(obj, buffer, pickle_module=cloudpickle)
         return buffer.getvalue()
     except Exception as exc:
-        raise KerneloptError(
-            f"the model cannot be saved for kernelopt's worker processes ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}); move what cannot be pickled (open files, locks, "
-            "C++ handles) out of the module's attributes"
-        ) from exc
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        raise KerneloptError(f"{what} ({type(exc).__name__}: {detail}); {fix}") from exc
     finally:
         for module in by_value:
             cloudpickle.unregister_pickle_by_value(module)
@@ -195,24 +202,12 @@ def save_model_problem(
 
 def _object_bytes(obj: Any, what: str) -> bytes:
     """``obj`` pickled by value where it is the user's own code (a script's function, a lambda)."""
-    import cloudpickle
-
-    module = sys.modules.get(getattr(obj, "__module__", "") or "")
-    by_value = module is not None and module.__name__ != "__main__" and module in _user_modules_of([obj])
-    if by_value:
-        cloudpickle.register_pickle_by_value(module)
-    try:
-        buffer = io.BytesIO()
-        torch.save(obj, buffer, pickle_module=cloudpickle)
-        return buffer.getvalue()
-    except Exception as exc:
-        raise KerneloptError(
-            f"{what} cannot be saved for kernelopt's worker processes ({type(exc).__name__}); "
-            "pass a plain function of the outputs"
-        ) from exc
-    finally:
-        if by_value:
-            cloudpickle.unregister_pickle_by_value(module)
+    return _pickled(
+        obj,
+        _user_modules_of([obj]),
+        f"{what} cannot be saved for kernelopt's worker processes",
+        "pass a plain function of the outputs",
+    )
 
 
 def _cpu_copy(model: nn.Module) -> nn.Module:
