@@ -170,15 +170,9 @@ def check_static_candidate(candidate_source: str, *, kernel_name: str) -> Verdic
     from kernelopt.capture.cuda_kernel import is_cuda_source
 
     if is_cuda_source(candidate_source):
-        from kernelopt.verify.static_cuda import CUDA_RULES, PRIORITY, cuda_findings
-        from kernelopt.verify.static_findings import findings_verdict
+        from kernelopt.verify.static_cuda import check_static_cuda
 
-        return findings_verdict(
-            cuda_findings(candidate_source, None),
-            PRIORITY,
-            f"static checks passed for a CUDA C++ {kernel_name} (its slot is checked once the original is known)",
-            {"language": "cuda", "kernel": kernel_name, "rules": list(CUDA_RULES)},
-        )
+        return check_static_cuda(candidate_source, kernel_name=kernel_name, original_source=None)
 
     def run() -> list[Violation]:
         analysis = _analyze(candidate_source, set(), set())

@@ -573,10 +573,18 @@ def cuda_findings(source: str, runtime: tuple[str, ...] | None = None) -> list[F
     ]
 
 
-def check_static_cuda(candidate_source: str, *, kernel_name: str, original_source: str) -> Verdict:
+def check_static_cuda(candidate_source: str, *, kernel_name: str, original_source: str | None) -> Verdict:
     """Gate 1 for a CUDA C++ candidate of the Triton kernel ``kernel_name`` of ``original_source``.
-    Reads the text only; nothing is compiled. Raises ``ValueError`` only when the *original*
-    (trusted) source is unusable."""
+    Reads the text only; nothing is compiled. With no original yet (before a capture, before
+    ``kernelopt.load`` compiles anything) the slot contract waits until it is known. Raises
+    ``ValueError`` only when the *original* (trusted) source is unusable."""
+    if original_source is None:
+        return findings_verdict(
+            cuda_findings(candidate_source, None),
+            PRIORITY,
+            f"static checks passed for a CUDA C++ {kernel_name} (its slot is checked once the original is known)",
+            {"language": "cuda", "kernel": kernel_name, "rules": list(CUDA_RULES)},
+        )
     runtime = kernel_signature(original_source, kernel_name).runtime
     return findings_verdict(
         cuda_findings(candidate_source, runtime),
