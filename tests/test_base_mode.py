@@ -200,3 +200,24 @@ def test_the_scoreboard_names_the_mode_each_search_was_built_on() -> None:
     text = markdown_report({}, [row], summarize([row]))
     assert "| built on |" in text and f"| {MA} |" in text
     assert str(_problem_row(row)[-1]) == MA
+
+
+def test_a_mode_the_base_stage_timed_is_not_compiled_again_when_nothing_was_exported(tmp_path) -> None:
+    """With no export the stock timing would repeat the base stage's (the mode against the default):
+    its record is kept; once a model is exported the mode is timed against it, afresh."""
+    from kernelopt.pipeline.stock_modes import reused_stock, time_stock_modes
+    from kernelopt.workers import WorkerResult
+
+    (tmp_path / "p.py").write_text("")
+    base = {MA: timed(1.2), "reduce-overhead": "crash: x"}
+    report = OptimizeReport("p", 1, "fake", 2.0, 1.0, 1.0, base_stock=base)
+    modes: list[str] = []
+
+    def run(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
+        modes.append(mode)
+        return WorkerResult("ok", timed(1.1), "", None, 1.0, "")
+
+    stock = time_stock_modes(str(tmp_path / "p.py"), [MA, "reduce-overhead"], None, run=run, known=reused_stock(report))
+    assert modes == ["reduce-overhead"] and stock[MA] is base[MA]  # a failed record is tried again
+    report.exported = str(tmp_path / "p.kopt.json")
+    assert reused_stock(report) is None

@@ -369,7 +369,7 @@ def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch
                             final_compiled_ms=1.0, exported=str(tmp_path / "p.kopt.json"))
     seen = {}
 
-    def fake(path, modes, exported, emit, *, seed, overrides, train=False):
+    def fake(path, modes, exported, emit, *, seed, overrides, train=False, known=None):
         seen.update(path=path, modes=modes, exported=exported, overrides=overrides)
         return {"reduce-overhead": {"compiled_ms": 0.8, "vs_optimized": {"speedup": 1.04}}, "max-autotune": "crash: x"}
 

@@ -15,7 +15,7 @@ from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.optimize import optimize
 from kernelopt.pipeline.records import OptimizeReport
-from kernelopt.pipeline.stock_modes import best_stock_for, time_stock_modes
+from kernelopt.pipeline.stock_modes import best_stock_for, reused_stock, time_stock_modes
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
@@ -111,7 +111,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     modes = config.stock_modes.split(",")
     if not report.on_default:  # the run's own timing is against its base: time the default too
         modes = ["default", *modes]
-    stock = time_stock_modes(problem_path, modes, exported, clock, run=run_isolated)
+    stock = time_stock_modes(problem_path, modes, exported, clock, run=run_isolated, known=reused_stock(report))
     clock.enter(None)
     compiled_ms, compile_speedup, compile_iqr = default_baseline(report, stock)
     ma = stock.get("max-autotune-no-cudagraphs")

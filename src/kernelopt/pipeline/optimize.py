@@ -46,7 +46,13 @@ from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, struct
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
 from kernelopt.pipeline.run_context import RunContext, analysis_of
-from kernelopt.pipeline.stock_modes import SEARCH_BASES, best_stock_for, choose_base_mode, time_stock_modes
+from kernelopt.pipeline.stock_modes import (
+    SEARCH_BASES,
+    best_stock_for,
+    choose_base_mode,
+    reused_stock,
+    time_stock_modes,
+)
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.engine import SearchEngine
@@ -191,7 +197,7 @@ def optimize(
             usage = asdict(client.usage()) if client is not None else None
             if client is not None:
                 client.close()
-        report.base_mode_reason = base["reason"]
+        report.base_mode_reason, report.base_stock = base["reason"], dict(base["stock"])
         report.options = report.options or (dict(spec.options) or None)
         report.llm_usage = usage
         report.warnings = warnings
@@ -344,7 +350,9 @@ def _time_stock_modes(
     modes = config.stock_modes.split(",")
     if not report.on_default:
         modes = ["default", *modes]
-    report.stock = time_stock_modes(path, modes, report.exported, emit, seed=seed, overrides=overrides, train=train)
+    report.stock = time_stock_modes(
+        path, modes, report.exported, emit, seed=seed, overrides=overrides, train=train, known=reused_stock(report)
+    )
     best = best_stock_for(report, report.stock)
     if best is not None:
         report.best_stock_mode, _ms, report.best_stock_speedup = best

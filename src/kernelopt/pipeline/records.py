@@ -55,6 +55,7 @@ class OptimizeReport:
     fusion_bound: float | None = None  # compiled over the traffic floor, for graphs of generated kernels only
     base_mode: str = "default"  # the stock mode the search built on: compiled_ms and speedup_vs_compile are its
     base_mode_reason: str | None = None  # why that mode (stock_modes.choose_base_mode), one line
+    base_stock: dict[str, Any] = field(default_factory=dict)  # the base-mode stage's records (mode vs default)
     stock: dict[str, Any] = field(default_factory=dict)  # optimize --stock-modes: mode -> its process's record
     best_stock_mode: str | None = None  # the stock mode the result is least faster than (metrics.choose_best_stock)
     best_stock_speedup: float | None = None  # the result over that mode, interleaved in the mode's process

@@ -94,13 +94,19 @@ def time_stock_modes(
     overrides: dict[str, Any] | None = None,
     run: Callable[..., WorkerResult] = run_isolated,
     train: bool = False,
+    known: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """mode -> the record of its own process (:func:`time_mode`), or the one line saying why it has none.
     The path travels resolved: the mode's process runs in a folder of its own (a relative path named
-    no file there, so on an H200 every mode of ``optimize --stock-modes`` failed)."""
+    no file there, so on an H200 every mode of ``optimize --stock-modes`` failed). ``known``: records
+    this very timing already produced (the base-mode stage's, when nothing was exported), kept
+    instead of compiling the mode again."""
     problem_path = str(Path(problem_path).resolve())
     stock: dict[str, Any] = {}
     for mode in modes:
+        if isinstance((known or {}).get(mode), dict):
+            stock[mode] = (known or {})[mode]
+            continue
         if on_event is not None:
             on_event("stage", {"stage": f"{mode} baseline"})
         timed = run(
@@ -116,6 +122,12 @@ def time_stock_modes(
         )
         stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
     return stock
+
+
+def reused_stock(report: OptimizeReport) -> dict[str, Any] | None:
+    """The base-mode stage's records where they are what the stock timing would measure again: each
+    mode against torch.compile's default, which is what a run that exported nothing is compared with."""
+    return report.base_stock if report.exported is None else None
 
 
 def speedup_over_default(record: Any) -> float | None:
