@@ -15,6 +15,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "problems"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+if not torch.cuda.is_available():
+    # Triton decides at import whether it interprets: set before anything imports it, and inherited by
+    # the workers the tests start, so kernel files run on CPU tensors.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 _HOME: list[Path] = []

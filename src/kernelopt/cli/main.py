@@ -179,7 +179,9 @@ def verify(
 @app.command()
 @user_errors
 def optimize(
-    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
+    problem: Path = typer.Argument(
+        ..., help="A KernelBench-format problem file, or a standalone Triton kernel file (docs/kernel-files.md)."
+    ),
     budget: int | None = setting_option("budget", "--budget", help="Evaluations per kernel (each one: four gates)."),
     time_limit: float | None = typer.Option(None, "--time-limit", help="Wall-clock seconds per kernel search."),
     patience: int | None = setting_option(
@@ -222,15 +224,29 @@ def optimize(
     from kernelopt.cli.format import OptimizeProgress, print_optimize
     from kernelopt.pipeline.optimize import optimize as run_optimize
     from kernelopt.pipeline.optimize import require_gpu
+    from kernelopt.problem.kernel_file import MODEL, file_kind
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
 
     config = load_settings(
         {"effort": effort, "budget": budget, "patience": patience, "max_targets": max_targets, "store": store}
     )
+    kind = file_kind(problem)  # a problem, or a standalone Triton / Helion kernel file
     require_gpu()
     plan = Budget(max_evaluations=config.budget, max_wall_s=time_limit, patience=config.patience)
     names = [o.strip() for o in operators.split(",") if o.strip()]
+    if kind != MODEL:
+        from kernelopt.cli.kernel_file_cmd import optimize_kernel_file, print_file_report
+
+        refused = {"--train": train, "--stock-modes": stock_modes, "--max-targets": max_targets is not None}
+        done = optimize_kernel_file(
+            problem, kind, names, policy, plan, config, export, resume, llm, llm_config, as_json, refused, err
+        )
+        if as_json:
+            print_json(done.to_dict())
+        else:
+            print_file_report(done, out)
+        return
     with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
         report = run_optimize(
             problem,

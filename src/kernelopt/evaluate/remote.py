@@ -48,6 +48,8 @@ class RunnerDied(Exception):
 class RemoteRunner:
     """The candidate's process, seen from the judge."""
 
+    module = MODULE  # what that process runs (the kernel-file runner has its own)
+
     def __init__(
         self,
         *,
@@ -73,7 +75,7 @@ class RemoteRunner:
     # -- process life -----------------------------------------------------------------------
 
     def _raw(self, call: str, *args: Any, timeout_s: float | None = None) -> Any:
-        outcome = self.worker.call(f"{MODULE}:{call}", *args, timeout_s=timeout_s or self.timeout_s)
+        outcome = self.worker.call(f"{self.module}:{call}", *args, timeout_s=timeout_s or self.timeout_s)
         if not outcome.ok:
             raise RunnerDied(call, outcome)
         return outcome.value

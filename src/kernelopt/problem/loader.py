@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -76,29 +76,28 @@ def _rewrite_sizes(tree: ast.Module, overrides: dict[str, Any], path: Path) -> a
     return ast.fix_missing_locations(tree)
 
 
+_F = TypeVar("_F", bound="InputFile")
+
+
 @dataclass
-class Problem:
-    """One loaded problem: the executed module plus what we learned about it."""
+class InputFile:
+    """A loaded file whose ``get_inputs()`` builds the inputs: a problem or a kernel file.
+
+    What both kinds share: the executed module, its size constants, and seeded inputs
+    built where they will be used."""
 
     name: str
     path: Path
     module: ModuleType
     sizes: dict[str, SizeValue]
     overrides: dict[str, Any] = field(default_factory=dict)
-    train: bool = False  # build_model gives the training step (outputs and gradients): problem.training
 
-    # -- construction -------------------------------------------------------------
-
-    @property
-    def model_class(self) -> type[nn.Module]:
-        return self.module.Model
-
-    def with_sizes(self, **overrides: Any) -> Problem:
+    def with_sizes(self: _F, **overrides: Any) -> _F:
         """The same file re-executed with some size constants replaced."""
-        return load_problem(self.path, overrides={**self.overrides, **overrides}, name=self.name, train=self.train)
+        raise NotImplementedError
 
-    def small(self) -> Problem:
-        """The problem at the reduced sizes its ``SMALL_SIZES`` dict names (for CPU tests)."""
+    def small(self: _F) -> _F:
+        """The file at the reduced sizes its ``SMALL_SIZES`` dict names (for CPU tests)."""
         small = getattr(self.module, "SMALL_SIZES", None)
         if small is None:
             raise ProblemError(f"{self.path}: defines no SMALL_SIZES dict; add one to run it at a reduced size")
@@ -113,33 +112,6 @@ class Problem:
             raise
         except Exception as exc:  # the file's own code failed: report it as the file's fault
             raise ProblemError(f"{self.path}: {what} raised {_short(exc)}") from exc
-
-    def init_inputs(self, seed: int = 0) -> list[Any]:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            values = self._call("get_init_inputs()", self.module.get_init_inputs)
-        if not isinstance(values, (list, tuple)):
-            raise ProblemError(
-                f"{self.path}: get_init_inputs() returned {type(values).__name__}; it must return a list"
-            )
-        return list(values)
-
-    def build_model(self, seed: int = 0, device: str | torch.device = "cpu") -> nn.Module:
-        """Instantiate ``Model`` with seeded weights, in eval mode, on ``device``; with ``train``, the
-        model in train mode inside its :class:`~kernelopt.problem.training.TrainingStep`."""
-        init = self.init_inputs(seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = self._call("Model(*get_init_inputs())", lambda: self.model_class(*init))
-        if not self.train:
-            return self._call(f"moving Model to {device}", lambda: model.to(device).eval())
-        from kernelopt.problem.training import TrainingStep
-
-        loss = getattr(self.module, "get_loss", None)
-        if loss is not None and not callable(loss):
-            raise ProblemError(f"{self.path}: get_loss is not a function; define get_loss(outputs) -> a scalar tensor")
-        moved = self._call(f"moving Model to {device}", lambda: model.to(device))
-        return TrainingStep(moved, loss, str(self.path))
 
     def raw_inputs(self, seed: int = 0, device: str | torch.device = "cpu") -> list[Any]:
         """``get_inputs()`` under ``seed``, with the file's tensor factories defaulting to ``device``.
@@ -176,6 +148,50 @@ class Problem:
                 value = value.to(target)
             moved.append(value)
         return apply_distribution(moved, distribution)
+
+
+@dataclass
+class Problem(InputFile):
+    """One loaded problem: the executed module plus what we learned about it."""
+
+    train: bool = False  # build_model gives the training step (outputs and gradients): problem.training
+
+    # -- construction -------------------------------------------------------------
+
+    @property
+    def model_class(self) -> type[nn.Module]:
+        return self.module.Model
+
+    def with_sizes(self, **overrides: Any) -> Problem:
+        """The same file re-executed with some size constants replaced."""
+        return load_problem(self.path, overrides={**self.overrides, **overrides}, name=self.name, train=self.train)
+
+    def init_inputs(self, seed: int = 0) -> list[Any]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            values = self._call("get_init_inputs()", self.module.get_init_inputs)
+        if not isinstance(values, (list, tuple)):
+            raise ProblemError(
+                f"{self.path}: get_init_inputs() returned {type(values).__name__}; it must return a list"
+            )
+        return list(values)
+
+    def build_model(self, seed: int = 0, device: str | torch.device = "cpu") -> nn.Module:
+        """Instantiate ``Model`` with seeded weights, in eval mode, on ``device``; with ``train``, the
+        model in train mode inside its :class:`~kernelopt.problem.training.TrainingStep`."""
+        init = self.init_inputs(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = self._call("Model(*get_init_inputs())", lambda: self.model_class(*init))
+        if not self.train:
+            return self._call(f"moving Model to {device}", lambda: model.to(device).eval())
+        from kernelopt.problem.training import TrainingStep
+
+        loss = getattr(self.module, "get_loss", None)
+        if loss is not None and not callable(loss):
+            raise ProblemError(f"{self.path}: get_loss is not a function; define get_loss(outputs) -> a scalar tensor")
+        moved = self._call(f"moving Model to {device}", lambda: model.to(device))
+        return TrainingStep(moved, loss, str(self.path))
 
     # -- checks --------------------------------------------------------------------
 
@@ -214,14 +230,11 @@ def _problem_name(path: Path) -> str:
     return path.stem
 
 
-def load_problem(
-    path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None, train: bool = False
-) -> Problem:
-    """Execute a problem file in a fresh module and check it has the required names; ``train``:
-    the problem's training step is what it builds (:mod:`kernelopt.problem.training`)."""
-    path = Path(path)
+def execute_file(path: Path, overrides: dict[str, Any] | None, prefix: str) -> tuple[ModuleType, dict[str, SizeValue]]:
+    """Execute a user's file in a fresh module, with size constants overridden; returns the module and
+    the file's size constants. Every fault is one :class:`ProblemError` line naming the file."""
     if not path.is_file():
-        raise ProblemError(f"{path}: no such problem file")
+        raise ProblemError(f"{path}: no such file")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -236,19 +249,31 @@ def load_problem(
         tree = _rewrite_sizes(tree, overrides, path)
         sizes.update(overrides)
     digest = hashlib.sha256((str(path.resolve()) + repr(sorted((overrides or {}).items()))).encode()).hexdigest()[:12]
-    mod_name = f"kernelopt_problem_{path.stem.replace('-', '_')}_{digest}"
+    mod_name = f"{prefix}_{path.stem.replace('-', '_')}_{digest}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
+    sys.modules[mod_name] = module  # Triton's @jit and dataclasses look their module up here
     try:
         exec(compile(tree, str(path), "exec"), module.__dict__)
     except Exception as exc:
         sys.modules.pop(mod_name, None)
         raise ProblemError(f"{path}: executing the file raised {_short(exc)}") from exc
+    return module, sizes
+
+
+def load_problem(
+    path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None, train: bool = False
+) -> Problem:
+    """Execute a problem file in a fresh module and check it has the required names; ``train``:
+    the problem's training step is what it builds (:mod:`kernelopt.problem.training`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProblemError(f"{path}: no such problem file")
+    module, sizes = execute_file(path, overrides, "kernelopt_problem")
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
-        sys.modules.pop(mod_name, None)
+        sys.modules.pop(module.__name__, None)
         raise ProblemError(f"{path}: defines no {', '.join(missing)}; {FORMAT_HINT}")
     if not (isinstance(module.Model, type) and issubclass(module.Model, nn.Module)):
         raise ProblemError(f"{path}: Model is not a torch.nn.Module subclass; {FORMAT_HINT}")

@@ -139,7 +139,7 @@ class EvictionPolicyOperator:
 
     def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
         source, config = expansion_point(parent, ctx)
-        if ctx.kernel is None or source is None:
+        if source is None:  # the model target: options, no kernel source (a kernel file's source serves)
             return []
         current = current_eviction(source)
         if not current or len(current) > self.max_loads:

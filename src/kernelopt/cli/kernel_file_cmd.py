@@ -1,0 +1,105 @@
+"""``kernelopt optimize`` on a standalone kernel file: the run and its summary.
+
+``optimize`` reads the file's kind from its syntax tree and hands a Triton kernel file
+here; the flags that only mean something for a model are refused in one line each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from kernelopt.config import Settings
+from kernelopt.errors import KerneloptError
+from kernelopt.pipeline.optimize_file import FileReport, optimize_file
+from kernelopt.problem.kernel_file import HELION
+from kernelopt.search.termination import Budget
+
+
+def optimize_kernel_file(
+    path: Path,
+    kind: str,
+    operators: list[str],
+    policy: str,
+    budget: Budget,
+    config: Settings,
+    export: Path | None,
+    resume: int | None,
+    llm: str | None,
+    llm_config: Path | None,
+    as_json: bool,
+    refused: dict[str, bool],
+    err: Console,
+) -> FileReport:
+    """The run for a kernel file (its kind read by ``optimize``), with the model-only flags refused."""
+    from kernelopt.cli.format import OptimizeProgress
+    from kernelopt.store import Store
+
+    if kind == HELION:
+        raise KerneloptError(
+            f"{path}: Helion kernel files are not supported yet; write the kernel in Triton (docs/kernel-files.md)"
+        )
+    for flag, given in refused.items():
+        if given:
+            raise KerneloptError(f"{flag} applies to a model; {path} is a {kind} kernel file: leave {flag} out")
+    if llm is not None or llm_config is not None:
+        raise KerneloptError(
+            f"{path}: the LLM agents do not take kernel files yet; leave --llm out (launch-config and eviction-policy search it)"
+        )
+    with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
+        report = optimize_file(
+            path,
+            db,
+            operators=operators,
+            policy=policy,
+            budget=budget,
+            export_path=export,
+            resume_run=resume,
+            on_event=progress.update,
+            config=config,
+        )
+    return report
+
+
+def _us(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) else "-"
+
+
+def print_file_report(report: FileReport, console: Console) -> None:
+    """The run in a table and a few lines: times, the winner, where the file and its record went."""
+    table = Table(
+        title=f"{report.name} ({report.kind} kernel file) on {report.device} (run {report.run_id})",
+        title_justify="left",
+    )
+    for col in ("original µs", "optimized µs", "speedup", "evals", "failures by gate", "winner", "stopped because"):
+        table.add_column(col)
+    fails = ", ".join(f"{g} {n}" for g, n in sorted(report.failures_by_gate.items())) or "-"
+    winner = f"{report.best.operator}: {report.best.note}" if report.best else "original kept"
+    table.add_row(
+        _us(report.original_us),
+        _us(report.optimized_us),
+        f"{report.speedup:.3f}x (IQR {report.speedup_iqr[0]:.3f}-{report.speedup_iqr[1]:.3f}x)"
+        if report.best
+        else "1.000x",
+        str(report.evaluations),
+        fails,
+        winner,
+        report.stop_reason,
+    )
+    console.print(table)
+    lines = [report.final_reason]
+    if report.min_time_us:
+        lines.append(
+            f"roofline floor {report.min_time_us:.1f} µs (inputs read and outputs written once at the measured peak)"
+        )
+    lines.append(
+        f"{report.evaluations} evaluations, {report.gpu_s:.1f} s in the evaluation worker, {report.wall_s:.0f} s wall"
+    )
+    lines.append(f"every candidate and its gate record: kernelopt nodes {report.run_id}")
+    if report.exported:
+        lines.append(f"wrote {report.exported} (the verified file) and {report.record} (its verification record)")
+    for line in lines:
+        console.print(line, markup=False, highlight=False)

@@ -1,0 +1,449 @@
+"""The judge for a standalone kernel file: the user's file, its inputs, its references; four gates.
+
+The kernel-file counterpart of :class:`~kernelopt.evaluate.session.EvaluationSession`,
+run in a worker of its own. It holds the trusted side: the user's original file, the
+inputs of every case, what the original returns on them (and writes into them), the
+float64 reference and every threshold. A candidate file is imported only in its own
+process (:class:`~kernelopt.evaluate.file_remote.FileRunner`); what it returns reaches
+the judge copied into the judge's buffers, poisoned before every call.
+
+The gates, in order, stopping at the first that fails:
+
+1. static: :func:`~kernelopt.verify.static_kernel_file.check_static_kernel_file`;
+2. correctness: on every kernel seed and input distribution, the candidate's outputs
+   against the original's at the dtype's tolerance, the inputs the original leaves
+   alone left alone, the inputs it writes written the same (:func:`check_case`);
+3. model: with a ``reference(*inputs)``, each output's error against the reference
+   run in float64 must stay within ``max_error_ratio`` times the original's (the
+   model gate's rule, :func:`judge_model`); without one, the original was gate 2's
+   reference and this gate says so;
+4. performance: the original (in a process that only ever runs it) against the
+   candidate, interleaved, L2 flushed, fresh input values before every call, both
+   rotating over the same argument sets; readings checked against the judge's clock,
+   the roofline floor from the call's ideal bytes, and the last timed call's outputs
+   checked against the original on the same inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernelopt.evaluate.file_remote import FileRunner, ReferenceFileRunner
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.evaluate.remote import RunnerDied
+from kernelopt.evaluate.runner_file import ORIGINAL
+from kernelopt.evaluate.session import stage
+from kernelopt.measure.timer import SplitComparison, compare_split
+from kernelopt.problem.inputs import DISTRIBUTIONS
+from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
+from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
+from kernelopt.verify.correctness import bitwise_changes, check_case, combine_cases, nan_fill_
+from kernelopt.verify.model_gate import ModelGatePolicy, SeedResult, judge_model, output_stats, relative_error
+from kernelopt.verify.perf_runner import WARMUP, rotating_sets
+from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
+from kernelopt.verify.verdict import Verdict
+
+
+@dataclass
+class FileSpec:
+    """What a worker needs to load the user's kernel file again (no tensors travel)."""
+
+    path: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    device: str = "cuda"  # "cpu" in the CPU tests (Triton's interpreter)
+
+    def key(self) -> tuple:
+        return (self.path, tuple(sorted(self.overrides.items())), self.seed, self.device)
+
+
+@dataclass
+class Case:
+    """One set of inputs and what the original made of it."""
+
+    label: str
+    inputs: list[Any]  # pristine: every call gets a copy
+    expected: list[torch.Tensor]  # what the original returned
+    written: dict[int, torch.Tensor]  # input position -> its value after the original wrote it
+
+
+def _tensors(value: Any, what: str) -> list[torch.Tensor]:
+    items = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+    for i, item in enumerate(items):
+        if not isinstance(item, torch.Tensor):
+            raise TypeError(f"{what} returned {type(item).__name__} at position {i}; it must return tensors")
+    return items
+
+
+def _float64(inputs: Sequence[Any]) -> list[Any]:
+    return [t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
+
+
+def _nbytes(tensors: Sequence[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+class FileSession:
+    """The judge of one kernel file: cases built once, many candidates through the four gates."""
+
+    def __init__(self, spec: FileSpec, peak_gbps: float | None = None) -> None:
+        self.spec = spec
+        self.file: KernelFile = load_kernel_file(spec.path, spec.overrides)
+        self.device = spec.device
+        self._peak = peak_gbps
+        self._cases: dict[tuple[int, str], Case] = {}
+        self._ref64: dict[int, list[torch.Tensor]] = {}
+        first = self.case(spec.seed, "given")
+        runner_args = dict(
+            original_source=self.file.source,
+            entry=self.file.entry_name,
+            calibration_inputs=clone_args(first.inputs),
+            device=self.device,
+        )
+        self.runner = FileRunner(**runner_args)  # type: ignore[arg-type]
+        self.reference = ReferenceFileRunner(**runner_args)  # type: ignore[arg-type]
+
+    # -- the trusted side ------------------------------------------------------------------
+
+    @property
+    def peak_gbps(self) -> float | None:
+        if self._peak is None and torch.device(self.device).type == "cuda":
+            from kernelopt.measure import measure_copy_bandwidth
+
+            self._peak = measure_copy_bandwidth().gbps
+        return self._peak
+
+    def case(self, seed: int, distribution: str) -> Case:
+        """The inputs of (seed, distribution) and the original's outputs on them, built once."""
+        key = (seed, distribution)
+        if key not in self._cases:
+            inputs = self.file.make_inputs(seed, self.device, distribution)
+            run = clone_args(inputs)
+            returned = _tensors(self.file.run_entry(run), f"{self.file.entry_name}()")
+            written = {
+                i: run[i]
+                for i, (a, b) in enumerate(zip(inputs, run))
+                if isinstance(a, torch.Tensor) and bitwise_changes(f"input {i}", a, b)[0]
+            }
+            self._cases[key] = Case(f"seed {seed}, {distribution} inputs", inputs, returned, written)
+        return self._cases[key]
+
+    def reference64(self, seed: int) -> list[torch.Tensor] | None:
+        """The file's ``reference`` on seed ``seed``'s inputs in float64; None without a reference."""
+        reference = self.file.reference
+        if reference is None:
+            return None
+        if seed not in self._ref64:
+            inputs = _float64(self.case(seed, "given").inputs)
+            self._ref64[seed] = _tensors(self.file._call("reference()", lambda: reference(*inputs)), "reference()")
+        return self._ref64[seed]
+
+    def min_time_us(self) -> float | None:
+        """The least time one call can take: its inputs read and outputs written once, at the peak."""
+        peak = self.peak_gbps
+        if not peak:
+            return None
+        case = self.case(self.spec.seed, "given")
+        return (_nbytes(case.inputs) + _nbytes(case.expected)) / (peak * 1e3)
+
+    def facts(self) -> dict[str, Any]:
+        case = self.case(self.spec.seed, "given")
+        return {
+            "min_time_us": self.min_time_us(),
+            "inputs": [list(t.shape) for t in case.inputs if isinstance(t, torch.Tensor)],
+            "outputs": [list(t.shape) for t in case.expected],
+            "written_inputs": sorted(case.written),
+            "reference": self.file.reference is not None,
+        }
+
+    def time_original(self, trials: int) -> dict[str, float]:
+        """The original's median time (us) in the clean process, as gate 4 reads it."""
+        self.reference.start()
+        rotation = RotatingInputs(self.case(self.spec.seed, "given").inputs, self._refresh(), 1)
+        timed = self.reference.timed_file(ORIGINAL, lambda: rotation.current)
+        samples = []
+        for _ in range(WARMUP + trials):
+            rotation.prepare()
+            samples.append(timed())
+        self.reference.release()
+        kept = sorted(samples[WARMUP:])
+        return {"median_us": kept[len(kept) // 2] * 1000.0}
+
+    def _refresh(self) -> list[int]:
+        return [i for i, a in enumerate(self.case(self.spec.seed, "given").inputs) if isinstance(a, torch.Tensor)]
+
+    # -- one candidate ---------------------------------------------------------------------
+
+    def evaluate_batch(self, sources: Sequence[str], settings: GateSettings) -> list[dict[str, Any]]:
+        return [self.evaluate(source, settings) for source in sources]
+
+    def evaluate(self, source: str, settings: GateSettings) -> dict[str, Any]:
+        """The four gates in order for one candidate file; stops at the first failure."""
+        from kernelopt.verify.static_kernel_file import check_static_kernel_file
+
+        started = time.monotonic()
+        result: dict[str, Any] = {"verdicts": [], "passed": False, "timings": {}}
+        clock = [started]
+        current = ["static"]
+
+        def lap(name: str) -> None:
+            now = time.monotonic()
+            result["timings"][name] = round(now - clock[0], 6)
+            clock[0] = now
+
+        def enter(name: str) -> None:
+            current[0] = name
+            stage(name)
+
+        def done(verdict: Verdict | None = None) -> dict[str, Any]:
+            if verdict is not None:
+                result["verdicts"].append(verdict.to_dict())
+            result["gpu_s"] = time.monotonic() - started
+            return result
+
+        enter("static")
+        static = check_static_kernel_file(source, original_source=self.file.source)
+        lap("static")
+        if not static.passed:
+            return done(static)
+        result["verdicts"].append(static.to_dict())
+        try:
+            return self._dynamic_gates(source, settings, result, lap, enter, done)
+        except RunnerDied as exc:
+            self.runner.restart()
+            gate = current[0] if current[0] in ("correctness", "model", "performance") else "correctness"
+            result["worker_status"] = exc.outcome.status
+            return done(
+                Verdict(
+                    gate,
+                    False,
+                    f"{exc} (in the {current[0]} stage)",
+                    {"rule": "candidate_process", "stage": current[0], "worker": exc.outcome.to_dict()},
+                )
+            )
+
+    def _dynamic_gates(
+        self,
+        source: str,
+        settings: GateSettings,
+        result: dict[str, Any],
+        lap: Callable[[str], None],
+        enter: Callable[[str], None],
+        done: Callable[..., dict[str, Any]],
+    ) -> dict[str, Any]:
+        enter("correctness")
+        key, error, _ = self.runner.load(source)
+        lap("compile")
+        if error is not None:
+            return done(
+                Verdict("correctness", False, f"the candidate file does not import: {error}", {"rule": "build"})
+            )
+        if settings.screen_trials > 0:
+            enter("screen")
+            screened = self._time(key, settings.screen_trials, keep_last=False)[0]
+            lap("screen")
+            result["screen"] = screened.to_dict()
+            speedup = screened.comparison.speedup
+            if speedup < settings.screen_min_speedup:
+                return done(
+                    Verdict(
+                        "performance",
+                        False,
+                        f"screened out: {speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
+                        f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run",
+                    )
+                )
+            enter("correctness")
+        correctness, outputs = self.correctness(key, settings)
+        lap("correctness")
+        if not correctness.passed:
+            return done(correctness)
+        result["verdicts"].append(correctness.to_dict())
+
+        enter("model")
+        model = self.model_gate(key, settings, outputs)
+        lap("model")
+        if not model.passed:
+            return done(model)
+        result["verdicts"].append(model.to_dict())
+
+        enter("performance")
+        perf, split = self.performance(key, settings)
+        result["kernel_comparison"] = split.to_dict()
+        lap("performance")
+        result["passed"] = perf.passed
+        return done(perf)
+
+    # -- gates 2-4 -------------------------------------------------------------------------
+
+    def _run(self, key: str, case: Case) -> tuple[list[Any], list[torch.Tensor], str | None]:
+        """The candidate on a copy of ``case``'s inputs, into poisoned buffers; (inputs after, outputs, error)."""
+        inputs = clone_args(case.inputs)
+        outputs = [nan_fill_(torch.empty_like(e)) for e in case.expected]
+        reply = self.runner.run_into(key, inputs, outputs)
+        if reply.get("error"):
+            return inputs, outputs, f"{case.label}: {reply['error']}"
+        returned = reply.get("returned") or []
+        expected = [{"shape": list(e.shape), "dtype": str(e.dtype)} for e in case.expected]
+        got = [{k: r.get(k) for k in ("shape", "dtype")} if "shape" in r else r for r in returned]
+        if got != expected:
+            return (
+                inputs,
+                outputs,
+                (
+                    f"{case.label}: the candidate's {self.file.entry_name}() returned {_describe(got)}; "
+                    f"the original returns {_describe(expected)}"
+                ),
+            )
+        return inputs, outputs, None
+
+    def _check(self, case: Case, inputs: list[Any], outputs: list[torch.Tensor]) -> Verdict:
+        written = {f"output {i}": (e, o) for i, (e, o) in enumerate(zip(case.expected, outputs))}
+        written.update({f"input {i} (written in place)": (case.written[i], inputs[i]) for i in case.written})
+        untouched = {
+            f"input {i}": (a, inputs[i])
+            for i, a in enumerate(case.inputs)
+            if isinstance(a, torch.Tensor) and i not in case.written
+        }
+        return check_case(case.label, written, untouched, None)
+
+    def correctness(self, key: str, settings: GateSettings) -> tuple[Verdict, dict[int, list[torch.Tensor]]]:
+        """Gate 2 over every kernel seed x distribution; also the candidate's given-input outputs per seed."""
+        distributions = ["given", *[d for d in settings.kernel_distributions or DISTRIBUTIONS if d != "given"]]
+        verdicts: list[Verdict] = []
+        kept: dict[int, list[torch.Tensor]] = {}
+        for seed in settings.kernel_seeds:
+            for distribution in distributions:
+                case = self.case(seed, distribution)
+                inputs, outputs, error = self._run(key, case)
+                if error is not None:
+                    return Verdict("correctness", False, error, {"rule": "outputs", "case": case.label}), kept
+                verdicts.append(self._check(case, inputs, outputs))
+                if distribution == "given":
+                    kept[seed] = outputs + [inputs[i] for i in sorted(case.written)]
+        return combine_cases(verdicts), kept
+
+    def model_gate(self, key: str, settings: GateSettings, outputs: dict[int, list[torch.Tensor]]) -> Verdict:
+        """Gate 3: every output's error against the float64 reference, within the ratio of the original's."""
+        if self.file.reference is None:
+            return Verdict(
+                "model",
+                True,
+                "no reference(): the original's own outputs were the reference (gate 2)",
+                {"reference": False},
+            )
+        per_seed = []
+        for seed in settings.model_seeds:
+            ref = self.reference64(seed)
+            assert ref is not None
+            case = self.case(seed, "given")
+            if seed not in outputs:
+                inputs, got, error = self._run(key, case)
+                if error is not None:
+                    return Verdict("model", False, error, {"rule": "outputs"})
+                outputs[seed] = got + [inputs[i] for i in sorted(case.written)]
+            baseline = case.expected + [case.written[i] for i in sorted(case.written)]
+            if len(ref) != len(baseline):
+                return Verdict(
+                    "model",
+                    False,
+                    f"reference() returns {len(ref)} tensor(s) but the original produces {len(baseline)}; "
+                    "fix the file's reference",
+                    {"rule": "reference"},
+                )
+            per_seed.append(
+                SeedResult(
+                    seed,
+                    [relative_error(o, r) for o, r in zip(outputs[seed], ref)],
+                    [relative_error(b, r) for b, r in zip(baseline, ref)],
+                    [relative_error(torch.zeros_like(r), r) for r in ref],
+                    [output_stats(r) for r in ref],
+                )
+            )
+        return judge_model(per_seed, ModelGatePolicy(max_ratio=settings.max_error_ratio))
+
+    def _time(self, key: str, trials: int, keep_last: bool) -> tuple[SplitComparison, Verdict | None]:
+        """Interleaved timing of the original (clean process) against the candidate; with ``keep_last``
+        the last timed candidate call's outputs are checked against the original on the same inputs."""
+        base = self.case(self.spec.seed, "given")
+        baseline = RotatingInputs(base.inputs, self._refresh(), rotating_sets(base.inputs))
+        candidate = baseline.fork()
+        total, calls = WARMUP + trials, [0]
+        last: dict[str, Any] = {}
+
+        def prepare_candidate() -> None:
+            candidate.prepare()
+            calls[0] += 1
+            if keep_last and calls[0] == total:
+                last["before"] = clone_args(candidate.current)
+
+        def after_candidate() -> None:
+            if keep_last and calls[0] == total:
+                outputs = [nan_fill_(torch.empty_like(e)) for e in base.expected]
+                last["reply"] = self.runner.last_into(outputs)
+                last["outputs"], last["after"] = (
+                    outputs,
+                    [exact_clone(a) if isinstance(a, torch.Tensor) else a for a in candidate.current],
+                )
+
+        self.reference.start()
+        try:
+            split = compare_split(
+                self.reference.timed_file(ORIGINAL, lambda: baseline.current),
+                self.runner.timed_file(key, lambda: candidate.current),
+                device=self.device,
+                warmup=WARMUP,
+                trials=trials,
+                prepare_baseline=baseline.prepare,
+                prepare_candidate=prepare_candidate,
+                after_candidate=after_candidate,
+                baseline_remote=True,
+            )
+        finally:
+            self.runner.release()
+            self.reference.release()
+        if not keep_last:
+            return split, None
+        before = last["before"]
+        run = clone_args(before)
+        returned = _tensors(self.file.run_entry(run), f"{self.file.entry_name}()")
+        written = {i: run[i] for i in base.written}
+        timed = Case("the last timed call", before, returned, written)
+        return split, self._check(timed, last["after"], last["outputs"])
+
+    def performance(self, key: str, settings: GateSettings) -> tuple[Verdict, SplitComparison]:
+        """Gate 4: a real, noise-aware speedup on readings the judge's clock bears out, above the roofline
+        floor, by a candidate whose timed outputs are right."""
+        policy = PerformancePolicy(margin=settings.margin)
+        split, timed = self._time(key, settings.trials, keep_last=True)
+        assert timed is not None
+        if not timed.passed:
+            return Verdict(
+                "performance",
+                False,
+                f"the timed candidate's outputs are wrong: {timed.reason}",
+                {"rule": "timed_outputs", **timed.details},
+            ), split
+        evidence = judge_timing_evidence(
+            split.comparison.candidate.samples_ms, split.candidate_wall_ms, self.runner.calibration_ms, policy
+        )
+        if evidence is not None:
+            return evidence, split
+        return judge_performance(split.comparison, self.min_time_us(), policy), split
+
+    def close(self) -> None:
+        self.runner.close()
+        self.reference.close()
+
+
+def _describe(items: Sequence[dict[str, Any]]) -> str:
+    if not items:
+        return "nothing"
+    return ", ".join(
+        f"{tuple(i['shape'])} {i['dtype'].replace('torch.', '')}" if "shape" in i else i.get("type", "?") for i in items
+    )

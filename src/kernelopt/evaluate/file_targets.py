@@ -1,0 +1,51 @@
+"""Worker-side entry points for kernel files: they run in a persistent evaluation worker.
+
+The worker keeps one :class:`~kernelopt.evaluate.file_session.FileSession` per file (its
+cases and the original's outputs built once), so the facts, every candidate and the final
+re-evaluation of a run share them. Only plain data crosses the process boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kernelopt.evaluate.file_session import FileSession, FileSpec
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.evaluate.session import stage
+
+_SESSIONS: dict[tuple, FileSession] = {}
+
+
+def _session(spec: dict[str, Any], peak_gbps: float | None) -> FileSession:
+    file_spec = FileSpec(**spec)
+    key = file_spec.key()
+    if key not in _SESSIONS:
+        for old in _SESSIONS.values():
+            old.close()
+        _SESSIONS.clear()
+        _SESSIONS[key] = FileSession(file_spec, peak_gbps)
+    return _SESSIONS[key]
+
+
+def file_facts(spec: dict[str, Any], peak_gbps: float | None, trials: int = 20) -> dict[str, Any]:
+    """The file's shapes, the original's time and the roofline floor (the search's facts)."""
+    s = _session(spec, peak_gbps)
+    stage("analyze")
+    return {**s.facts(), "original": s.time_original(trials), "peak_gbps": s.peak_gbps}
+
+
+def evaluate_file_candidates(
+    spec: dict[str, Any], sources: Sequence[str], settings: dict[str, Any], peak_gbps: float | None
+) -> list[dict[str, Any]]:
+    """The four gates for a batch of candidate files."""
+    s = _session(spec, peak_gbps)
+    return s.evaluate_batch(list(sources), GateSettings(**settings))
+
+
+def close_sessions() -> dict[str, Any]:
+    for s in _SESSIONS.values():
+        s.close()
+    closed = len(_SESSIONS)
+    _SESSIONS.clear()
+    return {"closed": closed}

@@ -1,0 +1,295 @@
+"""``kernelopt optimize KERNEL_FILE``: a verified faster kernel file, or the user's own back.
+
+The run for a standalone Triton kernel file (:mod:`kernelopt.problem.kernel_file`): the
+file's facts and the original's time in a persistent evaluation worker, one search over
+the whole file with the kernel-file operators (launch configurations and autotune pins,
+eviction hints, the LLM agents), every candidate through the four gates of
+:class:`~kernelopt.evaluate.file_session.FileSession`, then the best candidates
+evaluated again with every seed and distribution. The first that passes is delivered:
+the faster file (``<stem>.kopt.py``, exactly the source that was judged) and its
+verification record (``<stem>.kopt.json``: the original's and the delivery's digests,
+every verdict, the measured speedup, device and versions). Nothing is delivered when
+nothing passes. Every node is in the store, so ``--resume`` continues a killed run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelopt.config import Settings, resolve
+from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.file_session import FileSpec
+from kernelopt.evaluate.gate_settings import GateSettings, final_settings, search_settings
+from kernelopt.measure.environment import device_label, versions
+from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, WorkerEvaluator, compile_cache_env, gpu_seconds
+from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, winner_of
+from kernelopt.pipeline.records import Winner
+from kernelopt.problem.kernel_file import load_kernel_file
+from kernelopt.search.builtin_operators import EvictionPolicyOperator
+from kernelopt.search.candidate import Candidate, EvaluationResult
+from kernelopt.search.engine import SearchEngine
+from kernelopt.search.file_configs import FileLaunchConfigOperator
+from kernelopt.search.nodes import Node, NodeStore
+from kernelopt.search.operators import Operator, SearchContext
+from kernelopt.search.policy import make_policy
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+from kernelopt.workers.identity import require_readable
+from kernelopt.workers.persistent import PersistentWorker
+
+FILE_SESSION = "kernelopt.evaluate.file_targets"
+FILE_OPERATORS: dict[str, Callable[[], Operator]] = {
+    "launch-config": FileLaunchConfigOperator,
+    "eviction-policy": EvictionPolicyOperator,
+}
+DEFAULT_FILE_OPERATORS = ("launch-config", "eviction-policy")
+RECORD_FORMAT = "kernelopt-kernel-file/1"
+
+
+def file_operators(names: Sequence[str]) -> list[Operator]:
+    """The kernel-file operators by name; one that does not apply to a kernel file is one clear error."""
+    unknown = [n for n in names if n not in FILE_OPERATORS and n != "llm"]
+    if unknown:
+        raise KerneloptError(
+            f"operator(s) {', '.join(unknown)} do not apply to a kernel file; choose from "
+            f"{', '.join(FILE_OPERATORS)} (and --llm for the agents)"
+        )
+    return [FILE_OPERATORS[n]() for n in names if n in FILE_OPERATORS]
+
+
+class FileEvaluator(WorkerEvaluator):
+    """:class:`WorkerEvaluator` for kernel files: the same chunking and crash handling, another session."""
+
+    def __init__(
+        self, worker: PersistentWorker, spec: FileSpec, settings: GateSettings, peak: float | None, timeout_s: float
+    ) -> None:
+        super().__init__(worker, spec, spec.path, settings, peak, timeout_s)  # type: ignore[arg-type]
+        self.file_spec = spec
+
+    def _call(self, sources: list[str]):
+        return self.worker.call(
+            f"{FILE_SESSION}:evaluate_file_candidates",
+            asdict(self.file_spec),
+            sources,
+            self.settings.to_dict(),
+            self.peak,
+            timeout_s=self.timeout_s + PER_CANDIDATE_TIMEOUT_S * len(sources),
+        )
+
+
+@dataclass
+class FileReport:
+    """What one kernel-file run found, as the CLI prints it and the store keeps it."""
+
+    name: str
+    kind: str
+    run_id: int
+    device: str
+    original_us: float | None
+    min_time_us: float | None
+    evaluations: int = 0
+    failures_by_gate: dict[str, int] = field(default_factory=dict)
+    stop_reason: str = ""
+    final_reason: str = ""
+    speedup: float = 1.0
+    speedup_iqr: tuple[float, float] = (1.0, 1.0)
+    optimized_us: float | None = None
+    best: Winner | None = None
+    exported: str | None = None
+    record: str | None = None
+    gpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def optimize_file(
+    path: str | Path,
+    store: Store,
+    *,
+    operators: Sequence[str] = DEFAULT_FILE_OPERATORS,
+    policy: str = "beam",
+    budget: Budget | None = None,
+    settings: GateSettings | None = None,
+    export_path: str | Path | None = None,
+    resume_run: int | None = None,
+    seed: int = 0,
+    sizes: dict[str, Any] | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    config: Settings | None = None,
+    device: str = "cuda",
+) -> FileReport:
+    """Search a faster version of a kernel file; deliver it with its record, or keep the original.
+
+    ``export_path``: where the faster file goes (default ``<stem>.kopt.py`` in the working
+    directory; the record beside it, ``.json`` for ``.py``). ``device`` is ``cuda`` but in the
+    CPU tests, which run Triton's interpreter (``TRITON_INTERPRET=1``)."""
+    if device == "cuda":
+        from kernelopt.pipeline.optimize import require_gpu
+
+        require_gpu()
+    config = resolve(config)
+    started = time.monotonic()
+    notify = on_event or (lambda kind, data: None)
+    kernel_file = load_kernel_file(path, overrides=sizes)  # a broken file stops here, in one line
+    require_readable(kernel_file.path, "the kernel file")
+    ops = file_operators(list(operators))
+    budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
+    settings = settings or search_settings(config)
+    label = device_label() if device == "cuda" else "cpu"
+    args = {
+        "input": kernel_file.kind,
+        "operators": list(operators),
+        "policy": policy,
+        "budget": asdict(budget),
+        "seed": seed,
+        "sizes": dict(sizes or {}),
+        "settings": config.values(),
+    }
+    if resume_run is not None:
+        run = store.run(resume_run)
+        if run.kind != "optimize" or run.problem != kernel_file.name or run.args.get("input") != kernel_file.kind:
+            raise KerneloptError(
+                f"run {resume_run} is a {run.kind} run of {run.problem}, not a kernel-file run of {kernel_file.name}"
+            )
+        run_id = resume_run
+    else:
+        run_id = store.start_run("optimize", kernel_file.name, label, versions(), args)
+    spec = FileSpec(str(kernel_file.path.resolve()), dict(kernel_file.overrides), seed, device)
+    with store.recording(run_id):
+        notify("run", {"run_id": run_id, "problem": kernel_file.name})
+        with PersistentWorker(env=compile_cache_env(config)) as worker:
+            peak = store.device_bandwidth(label) if device == "cuda" else None
+            facts_call = worker.call(f"{FILE_SESSION}:file_facts", asdict(spec), peak, timeout_s=config.eval_timeout_s)
+            if not facts_call.ok:
+                raise KerneloptError(f"{kernel_file.path}: the original file failed in the worker: {facts_call.reason}")
+            facts = facts_call.value
+            if facts.get("peak_gbps") and peak is None and device == "cuda":
+                store.set_device_bandwidth(label, float(facts["peak_gbps"]), {"source": "kernel-file facts"})
+            report = FileReport(
+                name=kernel_file.name,
+                kind=kernel_file.kind,
+                run_id=run_id,
+                device=label,
+                original_us=facts["original"]["median_us"],
+                min_time_us=facts.get("min_time_us"),
+            )
+            evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
+            nodes = NodeStore(store, run_id)
+            root = Candidate(kernel_file.name, "root", source=kernel_file.source)
+
+            def context(history: list[Node]) -> SearchContext:
+                return SearchContext(
+                    target=kernel_file.name,
+                    root_source=kernel_file.source,
+                    nodes=history,
+                    rng=random.Random(seed + len(history)),
+                    facts={
+                        "time_us": report.original_us,
+                        "min_time_us": report.min_time_us,
+                        "peak_gbps": facts.get("peak_gbps"),
+                        "kernel_file": facts,
+                    },
+                )
+
+            notify("stage", {"stage": f"search on {kernel_file.name}"})
+            outcome = SearchEngine(
+                nodes, kernel_file.name, root, ops, make_policy(policy), budget, evaluator, context,
+                on_event=notify, seed=seed,
+            ).run()  # fmt: skip
+            evaluated = [n for n in nodes.evaluated(kernel_file.name) if n.operator != "root"]
+            report.evaluations = len(evaluated)
+            report.gpu_s = gpu_seconds(evaluated)
+            report.failures_by_gate = outcome.failures_by_gate
+            report.stop_reason = outcome.stop_reason
+            _final_check(report, evaluated, evaluator, settings, config, notify)
+        if report.best is not None:
+            report.exported, report.record = _deliver(kernel_file.path, kernel_file.source, report, export_path, args)
+        report.wall_s = time.monotonic() - started
+        store.add_measurement(run_id, "file_report", report.to_dict())
+    store.finish_run(run_id)
+    return report
+
+
+def _final_check(
+    report: FileReport,
+    evaluated: list[Node],
+    evaluator: FileEvaluator,
+    settings: GateSettings,
+    config: Settings,
+    notify: Callable[[str, dict[str, Any]], None],
+) -> None:
+    """The best passed candidates again with every seed and distribution and no screen; the first
+    that passes is the delivery, with the re-evaluation's speedup."""
+    passed = sorted(
+        (n for n in evaluated if n.result and n.result.passed and (n.fitness or 0.0) > 1.0),
+        key=lambda n: n.fitness or 0.0,
+        reverse=True,
+    )
+    if not passed:
+        report.final_reason = (
+            f"nothing passed all four gates faster than the original ({report.stop_reason}); the original stays"
+        )
+        return
+    evaluator.settings = final_settings(settings, config)
+    reasons = []
+    for node in passed[:RECHECK_ATTEMPTS]:
+        notify("stage", {"stage": f"final check of node {node.id}"})
+        result: EvaluationResult = evaluator.one(node.candidate.source or "")
+        if result.passed and result.fitness > 1.0:
+            cmp = result.measurements.get("kernel_comparison") or {}
+            report.best = winner_of(node)
+            report.best.verdicts = result.verdicts
+            report.speedup = result.fitness
+            report.speedup_iqr = (
+                float(cmp.get("speedup_q1", result.fitness)),
+                float(cmp.get("speedup_q3", result.fitness)),
+            )
+            report.optimized_us = result.measurements.get("kernel_time_us")
+            report.final_reason = f"verified: {result.reason}"
+            return
+        reasons.append(f"node {node.id}: {result.reason}")
+    report.final_reason = "no candidate passed the final check; the original stays (" + "; ".join(reasons) + ")"
+
+
+def _deliver(
+    original_path: Path, original_source: str, report: FileReport, export_path: str | Path | None, args: dict[str, Any]
+) -> tuple[str, str]:
+    """Write the faster file exactly as judged, and its verification record beside it."""
+    assert report.best is not None
+    target = Path(export_path or f"{original_path.stem}.kopt.py")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(report.best.source)
+    record_path = target.with_suffix(".json")
+    record = {
+        "format": RECORD_FORMAT,
+        "kind": report.kind,
+        "original": {"path": str(original_path), "sha256": _digest(original_source)},
+        "delivered": {"path": str(target), "sha256": _digest(report.best.source)},
+        "speedup": report.speedup,
+        "speedup_iqr": list(report.speedup_iqr),
+        "original_us": report.original_us,
+        "optimized_us": report.optimized_us,
+        "operator": report.best.operator,
+        "note": report.best.note,
+        "node": report.best.node,
+        "run_id": report.run_id,
+        "device": report.device,
+        "versions": versions(),
+        "sizes": args.get("sizes") or {},
+        "verdicts": report.best.verdicts,
+    }
+    record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return str(target), str(record_path)

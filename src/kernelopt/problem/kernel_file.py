@@ -1,0 +1,201 @@
+"""Standalone kernel files: a Triton or Helion kernel the user brings without a model.
+
+A *Triton kernel file* defines one or more ``@triton.jit`` kernels (with or without
+``@triton.autotune``), ``launch(*inputs)`` that allocates the outputs, launches the
+kernels and returns the output(s), ``get_inputs()``, and optionally
+``reference(*inputs)``: PyTorch code with the semantics the kernel must keep. Without
+a reference, the original ``launch`` is the reference. A *Helion kernel file* defines
+a ``@helion.kernel`` function (the entry, unless the file also defines ``launch``) and
+``get_inputs()``. Both may carry top-level size constants and ``SMALL_SIZES``, as
+problem files do.
+
+:func:`file_kind` tells the kinds apart from the syntax tree alone (nothing runs), so
+``kernelopt optimize FILE`` can pick the pipeline before it executes user code; every
+way a file can be wrong is one :class:`~kernelopt.errors.ProblemError` line that names
+the file and the fix. See ``docs/kernel-files.md``.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelopt.errors import ProblemError
+from kernelopt.problem.loader import InputFile, execute_file
+
+MODEL, TRITON, HELION = "model", "triton", "helion"
+KINDS = (MODEL, TRITON, HELION)
+ENTRY = "launch"
+KIND_HINT = (
+    "a problem file defines class Model(nn.Module), get_inputs() and get_init_inputs(); a Triton kernel file "
+    "defines @triton.jit kernels, launch(*inputs) and get_inputs(); a Helion kernel file defines a "
+    "@helion.kernel function and get_inputs()"
+)
+
+
+def _decorator_names(fn: ast.FunctionDef) -> set[str]:
+    """The dotted names of a function's decorators (``triton.jit``, ``helion.kernel``, ``jit``), calls unwrapped."""
+    names = set()
+    for dec in fn.decorator_list:
+        node = dec.func if isinstance(dec, ast.Call) else dec
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            parts.append(node.id)
+            names.add(".".join(reversed(parts)))
+    return names
+
+
+def _imported_from(tree: ast.Module, module: str) -> dict[str, str]:
+    """Local name -> what it is in ``module`` (``from helion import kernel`` gives ``kernel -> helion.kernel``)."""
+    bound: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.split(".")[0] == module:
+            for alias in stmt.names:
+                bound[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.name.split(".")[0] == module:
+                    bound[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name.split(".")[0] if not alias.asname else alias.name
+                    )
+    return bound
+
+
+def _resolved(names: set[str], bound: dict[str, str]) -> set[str]:
+    out = set()
+    for name in names:
+        head, _, rest = name.partition(".")
+        base = bound.get(head, head)
+        out.add(f"{base}.{rest}" if rest else base)
+    return out
+
+
+@dataclass(frozen=True)
+class FileShape:
+    """What a file's syntax tree says it is: its kind and the names a kind needs."""
+
+    kind: str
+    kernels: tuple[str, ...]  # @triton.jit or @helion.kernel functions
+    functions: tuple[str, ...]  # every top-level function
+
+
+def file_shape(source: str, path: str | Path = "<file>") -> FileShape:
+    """The kind of a user's file, read from its syntax tree (nothing is executed)."""
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        where = f"{path}:{exc.lineno}" if exc.lineno else str(path)
+        raise ProblemError(f"{where}: syntax error: {exc.msg}") from exc
+    bound = {**_imported_from(tree, "triton"), **_imported_from(tree, "helion")}
+    functions = [s for s in tree.body if isinstance(s, ast.FunctionDef)]
+    classes = {s.name for s in tree.body if isinstance(s, ast.ClassDef)}
+    triton_kernels, helion_kernels = [], []
+    for fn in functions:
+        names = _resolved(_decorator_names(fn), bound)
+        if {"triton.jit", "triton.language.jit"} & names:
+            triton_kernels.append(fn.name)
+        if {"helion.kernel", "helion.runtime.kernel.kernel"} & names:
+            helion_kernels.append(fn.name)
+    fn_names = tuple(fn.name for fn in functions)
+    if "Model" in classes:
+        return FileShape(MODEL, (), fn_names)
+    if helion_kernels:
+        return FileShape(HELION, tuple(helion_kernels), fn_names)
+    if triton_kernels:
+        if ENTRY not in fn_names:
+            raise ProblemError(
+                f"{path}: defines @triton.jit kernels ({', '.join(triton_kernels)}) but no launch(*inputs); "
+                "add a launch function that allocates the outputs, launches the kernels and returns the outputs"
+            )
+        return FileShape(TRITON, tuple(triton_kernels), fn_names)
+    raise ProblemError(f"{path}: not a problem, Triton or Helion kernel file; {KIND_HINT}")
+
+
+def file_kind(path: str | Path) -> str:
+    """:data:`MODEL`, :data:`TRITON` or :data:`HELION` for the file at ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProblemError(f"{path}: no such file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"{path}: cannot read the file ({type(exc).__name__})") from exc
+    return file_shape(text, path).kind
+
+
+@dataclass
+class KernelFile(InputFile):
+    """A loaded Triton or Helion kernel file: its entry point, its reference and its source."""
+
+    kind: str = TRITON
+    source: str = ""
+    kernels: tuple[str, ...] = ()
+    entry_name: str = ENTRY
+    params: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def entry(self) -> Callable[..., Any]:
+        return getattr(self.module, self.entry_name)
+
+    @property
+    def reference(self) -> Callable[..., Any] | None:
+        return getattr(self.module, "reference", None)
+
+    def with_sizes(self, **overrides: Any) -> KernelFile:
+        return load_kernel_file(self.path, overrides={**self.overrides, **overrides}, name=self.name)
+
+    def run_entry(self, inputs: list[Any]) -> Any:
+        """The original entry on ``inputs`` (the file's own code: its failure is the file's fault)."""
+        return self._call(f"{self.entry_name}()", lambda: self.entry(*inputs))
+
+
+def load_kernel_file(path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None) -> KernelFile:
+    """Execute a Triton or Helion kernel file and check it has what its kind needs."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProblemError(f"{path}: no such kernel file")
+    text = path.read_text()
+    shape = file_shape(text, path)
+    if shape.kind == MODEL:
+        raise ProblemError(f"{path}: is a problem file (it defines class Model); load it with load_problem")
+    if shape.kind == HELION and ENTRY not in shape.functions and len(shape.kernels) > 1:
+        raise ProblemError(
+            f"{path}: defines {len(shape.kernels)} @helion.kernel functions and no launch(*inputs); "
+            "add launch to say which runs (and how), or keep one kernel"
+        )
+    if "get_inputs" not in shape.functions:
+        raise ProblemError(f"{path}: defines no get_inputs(); add one that returns the kernel's input tensors")
+    module, sizes = execute_file(path, overrides, "kernelopt_kernel")
+    entry = ENTRY if ENTRY in shape.functions else shape.kernels[0]
+    if not callable(getattr(module, entry, None)):
+        raise ProblemError(f"{path}: {entry} is not callable after the file ran; {KIND_HINT}")
+    reference = getattr(module, "reference", None)
+    if reference is not None and not callable(reference):
+        raise ProblemError(f"{path}: reference is not a function; define reference(*inputs) or leave it out")
+    return KernelFile(
+        name=name or path.stem,
+        path=path,
+        module=module,
+        sizes=sizes,
+        overrides=dict(overrides or {}),
+        kind=shape.kind,
+        source=text,
+        kernels=shape.kernels,
+        entry_name=entry,
+        params=_params(getattr(module, entry)),
+    )
+
+
+def _params(fn: Any) -> tuple[str, ...]:
+    target = getattr(fn, "fn", fn)  # a Helion Kernel wraps the function it was made from
+    try:
+        return tuple(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return ()
