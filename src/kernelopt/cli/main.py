@@ -232,7 +232,6 @@ def optimize(
         {"effort": effort, "budget": budget, "patience": patience, "max_targets": max_targets, "store": store}
     )
     kind = file_kind(problem)  # a problem, or a standalone Triton / Helion kernel file
-    require_gpu()
     plan = Budget(max_evaluations=config.budget, max_wall_s=time_limit, patience=config.patience)
     names = [o.strip() for o in operators.split(",") if o.strip()]
     if kind != MODEL:
@@ -247,6 +246,7 @@ def optimize(
         else:
             print_file_report(done, out)
         return
+    require_gpu()
     with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
         report = run_optimize(
             problem,

@@ -1,0 +1,86 @@
+"""``optimize`` on a kernel file, end to end on CPU tensors: the run, its store, the delivery and its record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT
+from kernelopt.cli.main import app
+from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.pipeline.optimize_file import FileReport, _deliver, file_operators, optimize_file
+from kernelopt.pipeline.records import Winner
+from kernelopt.search.nodes import NodeStore
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+
+pytest.importorskip("triton")
+SOFTMAX = ROOT / "examples" / "kernels" / "softmax_naive.py"
+SMALL = {"ROWS": 6, "COLS": 50}
+LIGHT = GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=4, kernel_distributions=("neg",))
+
+
+def test_a_cpu_run_searches_records_every_node_and_delivers_only_what_passed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    export = tmp_path / "out" / "softmax.kopt.py"
+    report = optimize_file(
+        SOFTMAX, store, budget=Budget(max_evaluations=3), settings=LIGHT, sizes=SMALL, export_path=export, device="cpu"
+    )
+    run = store.run(report.run_id)
+    assert run.status == "done" and run.kind == "optimize" and run.args["input"] == "triton"
+    nodes = NodeStore(store, report.run_id).nodes("softmax_naive")
+    assert len(nodes) == report.evaluations + 1 and report.evaluations == 3  # the root is never evaluated
+    assert {n.operator for n in nodes} <= {"root", "launch-config", "eviction-policy"}
+    assert all(n.result is not None for n in nodes if n.operator != "root")
+    assert report.original_us and report.original_us > 0
+    assert store.measurements(report.run_id, "file_report")["file_report"]["run_id"] == report.run_id
+    if report.best is None:  # the interpreter's timings rarely clear the margin: then nothing is written
+        assert report.exported is None and not export.exists() and "the original stays" in report.final_reason
+    else:
+        assert report.final_reason.startswith("verified") and export.read_text() == report.best.source
+
+
+def test_the_delivery_is_the_judged_source_with_a_record_of_both_digests(tmp_path: Path) -> None:
+    source = SOFTMAX.read_text().replace("num_warps=4", "num_warps=8")
+    report = FileReport("softmax_naive", "triton", 7, "NVIDIA H200", 10.0, 2.0, speedup=1.2, speedup_iqr=(1.1, 1.3))
+    report.best = Winner("launch-config", "num_warps 4->8", source, [{"gate": "static", "passed": True}], node=3)
+    written, record = _deliver(SOFTMAX, SOFTMAX.read_text(), report, tmp_path / "s.kopt.py", {"sizes": {}})
+    assert Path(written).read_text() == source
+    data = json.loads(Path(record).read_text())
+    assert data["delivered"]["sha256"] == hashlib.sha256(source.encode()).hexdigest()
+    assert data["original"]["sha256"] == hashlib.sha256(SOFTMAX.read_bytes()).hexdigest()
+    assert (data["speedup"], data["speedup_iqr"], data["node"], data["run_id"]) == (1.2, [1.1, 1.3], 3, 7)
+
+
+def test_operators_that_only_mean_something_for_a_model_are_refused() -> None:
+    assert [op.name for op in file_operators(["launch-config", "eviction-policy"])] == ["launch-config", "eviction-policy"]
+    with pytest.raises(KerneloptError, match="compiler-knobs do not apply to a kernel file"):
+        file_operators(["compiler-knobs"])
+
+
+def test_resuming_another_file_s_run_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    other = store.start_run("optimize", "15_rmsnorm", "cpu", {}, {})
+    with pytest.raises(KerneloptError, match="not a kernel-file run of softmax_naive"):
+        optimize_file(SOFTMAX, store, resume_run=other, sizes=SMALL, device="cpu")
+
+
+@pytest.mark.parametrize("flag", [["--train"], ["--stock-modes"], ["--max-targets", "2"]])
+def test_the_cli_reads_the_kind_and_refuses_model_only_flags_in_one_line(flag: list[str]) -> None:
+    result = CliRunner().invoke(app, ["optimize", str(SOFTMAX), *flag])
+    assert result.exit_code != 0
+    assert f"{flag[0]} applies to a model; " in result.output and "is a triton kernel file" in result.output
+
+
+def test_the_cli_refuses_llm_agents_for_a_kernel_file_and_a_helion_file_for_now(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["optimize", str(SOFTMAX), "--llm", "openai:gpt-x"])
+    assert result.exit_code != 0 and "the LLM agents do not take kernel files yet" in result.output
+    helion = tmp_path / "h.py"
+    helion.write_text("import helion\n@helion.kernel()\ndef k(x):\n    return x\ndef get_inputs():\n    return []\n")
+    result = CliRunner().invoke(app, ["optimize", str(helion)])
+    assert result.exit_code != 0 and "Helion kernel files are not supported yet" in result.output
