@@ -15,10 +15,11 @@ KERNELS = ROOT / "examples" / "kernels"
 triton = pytest.importorskip("triton")
 
 
-def test_every_example_kernel_file_is_read_as_triton_and_every_problem_as_a_model() -> None:
+def test_every_example_kernel_file_is_read_by_its_kind_and_every_problem_as_a_model() -> None:
     kernels = sorted(KERNELS.glob("*.py"))
     assert kernels, "examples/kernels holds the kernel-file examples"
-    assert {file_kind(p) for p in kernels} == {TRITON}
+    assert {file_kind(p) for p in kernels} == {TRITON, HELION}
+    assert file_kind(KERNELS / "helion_rms_scale.py") == HELION
     assert file_kind(ROOT / "examples" / "problems" / "level1" / "15_rmsnorm.py") == MODEL
 
 

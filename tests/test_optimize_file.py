@@ -59,7 +59,7 @@ def test_the_delivery_is_the_judged_source_with_a_record_of_both_digests(tmp_pat
 
 def test_operators_that_only_mean_something_for_a_model_are_refused() -> None:
     assert [op.name for op in file_operators(["launch-config", "eviction-policy"])] == ["launch-config", "eviction-policy"]
-    with pytest.raises(KerneloptError, match="compiler-knobs do not apply to a kernel file"):
+    with pytest.raises(KerneloptError, match="compiler-knobs do not apply to a triton kernel file; choose from launch-config, eviction-policy"):
         file_operators(["compiler-knobs"])
 
 
@@ -77,10 +77,6 @@ def test_the_cli_reads_the_kind_and_refuses_model_only_flags_in_one_line(flag: l
     assert f"{flag[0]} applies to a model; " in result.output and "is a triton kernel file" in result.output
 
 
-def test_the_cli_refuses_llm_agents_for_a_kernel_file_and_a_helion_file_for_now(tmp_path: Path) -> None:
+def test_the_cli_refuses_llm_agents_for_a_kernel_file_for_now() -> None:
     result = CliRunner().invoke(app, ["optimize", str(SOFTMAX), "--llm", "openai:gpt-x"])
     assert result.exit_code != 0 and "the LLM agents do not take kernel files yet" in result.output
-    helion = tmp_path / "h.py"
-    helion.write_text("import helion\n@helion.kernel()\ndef k(x):\n    return x\ndef get_inputs():\n    return []\n")
-    result = CliRunner().invoke(app, ["optimize", str(helion)])
-    assert result.exit_code != 0 and "Helion kernel files are not supported yet" in result.output

@@ -15,7 +15,7 @@ from rich.table import Table
 from kernelopt.config import Settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.optimize_file import FileReport, optimize_file
-from kernelopt.problem.kernel_file import HELION
+from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 
 
@@ -38,10 +38,6 @@ def optimize_kernel_file(
     from kernelopt.cli.format import OptimizeProgress
     from kernelopt.store import Store
 
-    if kind == HELION:
-        raise KerneloptError(
-            f"{path}: Helion kernel files are not supported yet; write the kernel in Triton (docs/kernel-files.md)"
-        )
     for flag, given in refused.items():
         if given:
             raise KerneloptError(f"{flag} applies to a model; {path} is a {kind} kernel file: leave {flag} out")
@@ -53,7 +49,7 @@ def optimize_kernel_file(
         report = optimize_file(
             path,
             db,
-            operators=operators,
+            operators=None if tuple(operators) == DEFAULT_OPERATORS else operators,  # the kind's own defaults
             policy=policy,
             budget=budget,
             export_path=export,
@@ -91,6 +87,16 @@ def print_file_report(report: FileReport, console: Console) -> None:
     )
     console.print(table)
     lines = [report.final_reason]
+    if report.helion:
+        h = report.helion
+        if h.get("tuned"):
+            lines.append(
+                f"Helion's autotuner ({h.get('effort')} effort) chose its config in {h.get('seconds', 0):.0f} s (tried first)"
+            )
+        elif h.get("error"):
+            lines.append(f"Helion's autotuner failed: {h['error']}")
+        if report.over_helion_tuned is not None:
+            lines.append(f"{report.over_helion_tuned:.3f}x over Helion's own autotuned config (search timings)")
     if report.min_time_us:
         lines.append(
             f"roofline floor {report.min_time_us:.1f} µs (inputs read and outputs written once at the measured peak)"

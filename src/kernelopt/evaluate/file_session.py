@@ -40,13 +40,17 @@ from kernelopt.evaluate.runner_file import ORIGINAL
 from kernelopt.evaluate.session import stage
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem.inputs import DISTRIBUTIONS
-from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
+from kernelopt.problem.kernel_file import HELION, KernelFile, load_kernel_file
 from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
 from kernelopt.verify.correctness import bitwise_changes, check_case, combine_cases, nan_fill_
 from kernelopt.verify.model_gate import ModelGatePolicy, SeedResult, judge_model, output_stats, relative_error
 from kernelopt.verify.perf_runner import WARMUP, rotating_sets
 from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
 from kernelopt.verify.verdict import Verdict
+
+HELION_ENV = {"HELION_AUTOTUNE_EFFORT": "none"}
+"""A Helion kernel with no config baked in runs its default config, never an autotuning pass of its own:
+the autotuner is an operator (``helion-autotune``), run once, within the run's budget."""
 
 
 @dataclass
@@ -95,6 +99,8 @@ class FileSession:
         self.spec = spec
         self.file: KernelFile = load_kernel_file(spec.path, spec.overrides)
         self.device = spec.device
+        for kernel in self.helion_kernels():
+            kernel.settings.autotune_effort = HELION_ENV["HELION_AUTOTUNE_EFFORT"]
         self._peak = peak_gbps
         self._cases: dict[tuple[int, str], Case] = {}
         self._ref64: dict[int, list[torch.Tensor]] = {}
@@ -104,6 +110,7 @@ class FileSession:
             entry=self.file.entry_name,
             calibration_inputs=clone_args(first.inputs),
             device=self.device,
+            env=HELION_ENV,
         )
         self.runner = FileRunner(**runner_args)  # type: ignore[arg-type]
         self.reference = ReferenceFileRunner(**runner_args)  # type: ignore[arg-type]
@@ -117,6 +124,38 @@ class FileSession:
 
             self._peak = measure_copy_bandwidth().gbps
         return self._peak
+
+    def helion_kernels(self) -> list[Any]:
+        """The file's ``helion.Kernel`` objects (none for a Triton file)."""
+        return [getattr(self.file.module, name) for name in self.file.kernels] if self.file.kind == HELION else []
+
+    def helion_configs(self, effort: str | None = None, budget_s: int | None = None) -> dict[str, Any]:
+        """The first Helion kernel's default config on the run's inputs and, with ``effort``, what Helion's
+        autotuner chooses there within ``budget_s`` (the judge's own kernel keeps its default after)."""
+        kernel = self.helion_kernels()[0]
+        inputs = clone_args(self.case(self.spec.seed, "given").inputs)
+        bound = kernel.bind(tuple(inputs))
+        default = bound.config_spec.default_config()
+        out: dict[str, Any] = {"kernel": self.file.kernels[0], "default": dict(default), "tuned": None}
+        if effort is None:
+            return out
+        settings = kernel.settings
+        saved = (settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar)
+        started = time.monotonic()
+        try:
+            settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar = (
+                effort,
+                budget_s,
+                False,
+            )
+            out["tuned"] = dict(bound.autotune(tuple(inputs), force=True))
+        except Exception as exc:  # the user's kernel under Helion's tuner: its failure is data, not a crash
+            out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        finally:
+            settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar = saved
+            bound.set_config(default)
+        out.update(effort=effort, budget_s=budget_s, seconds=time.monotonic() - started)
+        return out
 
     def case(self, seed: int, distribution: str) -> Case:
         """The inputs of (seed, distribution) and the original's outputs on them, built once."""
@@ -179,13 +218,21 @@ class FileSession:
 
     # -- one candidate ---------------------------------------------------------------------
 
+    def static(self, source: str) -> Verdict:
+        """Gate 1 by the file's kind: a Triton file's rules, or a Helion file's baked config only."""
+        if self.file.kind == HELION:
+            from kernelopt.verify.static_helion import check_static_helion
+
+            return check_static_helion(source, original_source=self.file.source)
+        from kernelopt.verify.static_kernel_file import check_static_kernel_file
+
+        return check_static_kernel_file(source, original_source=self.file.source)
+
     def evaluate_batch(self, sources: Sequence[str], settings: GateSettings) -> list[dict[str, Any]]:
         return [self.evaluate(source, settings) for source in sources]
 
     def evaluate(self, source: str, settings: GateSettings) -> dict[str, Any]:
         """The four gates in order for one candidate file; stops at the first failure."""
-        from kernelopt.verify.static_kernel_file import check_static_kernel_file
-
         started = time.monotonic()
         result: dict[str, Any] = {"verdicts": [], "passed": False, "timings": {}}
         clock = [started]
@@ -207,7 +254,7 @@ class FileSession:
             return result
 
         enter("static")
-        static = check_static_kernel_file(source, original_source=self.file.source)
+        static = self.static(source)
         lap("static")
         if not static.passed:
             return done(static)

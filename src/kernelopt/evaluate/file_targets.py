@@ -35,6 +35,15 @@ def file_facts(spec: dict[str, Any], peak_gbps: float | None, trials: int = 20) 
     return {**s.facts(), "original": s.time_original(trials), "peak_gbps": s.peak_gbps}
 
 
+def helion_configs(
+    spec: dict[str, Any], peak_gbps: float | None, effort: str | None = None, budget_s: int | None = None
+) -> dict[str, Any]:
+    """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice."""
+    s = _session(spec, peak_gbps)
+    stage("helion-autotune")
+    return s.helion_configs(effort, budget_s)
+
+
 def evaluate_file_candidates(
     spec: dict[str, Any], sources: Sequence[str], settings: dict[str, Any], peak_gbps: float | None
 ) -> list[dict[str, Any]]:

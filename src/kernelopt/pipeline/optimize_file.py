@@ -25,17 +25,18 @@ from typing import Any
 
 from kernelopt.config import Settings, resolve
 from kernelopt.errors import KerneloptError
-from kernelopt.evaluate.file_session import FileSpec
+from kernelopt.evaluate.file_session import HELION_ENV, FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings, final_settings, search_settings
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, WorkerEvaluator, compile_cache_env, gpu_seconds
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, winner_of
 from kernelopt.pipeline.records import Winner
-from kernelopt.problem.kernel_file import load_kernel_file
+from kernelopt.problem.kernel_file import HELION, TRITON, load_kernel_file
 from kernelopt.search.builtin_operators import EvictionPolicyOperator
 from kernelopt.search.candidate import Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
 from kernelopt.search.file_configs import FileLaunchConfigOperator
+from kernelopt.search.helion_configs import HelionAutotuneOperator, HelionConfigOperator
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import Operator, SearchContext
 from kernelopt.search.policy import make_policy
@@ -45,23 +46,29 @@ from kernelopt.workers.identity import require_readable
 from kernelopt.workers.persistent import PersistentWorker
 
 FILE_SESSION = "kernelopt.evaluate.file_targets"
-FILE_OPERATORS: dict[str, Callable[[], Operator]] = {
-    "launch-config": FileLaunchConfigOperator,
-    "eviction-policy": EvictionPolicyOperator,
+OPERATORS_BY_KIND: dict[str, dict[str, Callable[[], Operator]]] = {
+    TRITON: {"launch-config": FileLaunchConfigOperator, "eviction-policy": EvictionPolicyOperator},
+    HELION: {"helion-autotune": HelionAutotuneOperator, "helion-config": HelionConfigOperator},
 }
-DEFAULT_FILE_OPERATORS = ("launch-config", "eviction-policy")
+DEFAULT_OPERATORS_BY_KIND = {TRITON: ("launch-config", "eviction-policy"), HELION: ("helion-autotune", "helion-config")}
 RECORD_FORMAT = "kernelopt-kernel-file/1"
+HELION_EFFORT = "quick"  # Helion's own effort profile for its autotuner (none | quick | full)
+HELION_BUDGET_S = 120  # at most this long for Helion's autotuner, unless the run's wall budget is shorter
 
 
-def file_operators(names: Sequence[str]) -> list[Operator]:
-    """The kernel-file operators by name; one that does not apply to a kernel file is one clear error."""
-    unknown = [n for n in names if n not in FILE_OPERATORS and n != "llm"]
+def file_operators(names: Sequence[str], kind: str = TRITON) -> list[Operator]:
+    """The operators of a kernel file's kind by name; one that does not apply is one clear error."""
+    known = OPERATORS_BY_KIND[kind]
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise KerneloptError(
-            f"operator(s) {', '.join(unknown)} do not apply to a kernel file; choose from "
-            f"{', '.join(FILE_OPERATORS)} (and --llm for the agents)"
+            f"operator(s) {', '.join(unknown)} do not apply to a {kind} kernel file; choose from {', '.join(known)}"
         )
-    return [FILE_OPERATORS[n]() for n in names if n in FILE_OPERATORS]
+    return [known[n]() for n in names]
+
+
+def default_operators(kind: str) -> tuple[str, ...]:
+    return DEFAULT_OPERATORS_BY_KIND[kind]
 
 
 class FileEvaluator(WorkerEvaluator):
@@ -102,6 +109,8 @@ class FileReport:
     speedup_iqr: tuple[float, float] = (1.0, 1.0)
     optimized_us: float | None = None
     best: Winner | None = None
+    helion: dict[str, Any] | None = None  # a Helion file: its default config, the autotuner's choice and its time
+    over_helion_tuned: float | None = None  # the delivery against Helion's own autotuned config, where it passed
     exported: str | None = None
     record: str | None = None
     gpu_s: float = 0.0
@@ -119,7 +128,7 @@ def optimize_file(
     path: str | Path,
     store: Store,
     *,
-    operators: Sequence[str] = DEFAULT_FILE_OPERATORS,
+    operators: Sequence[str] | None = None,
     policy: str = "beam",
     budget: Budget | None = None,
     settings: GateSettings | None = None,
@@ -130,6 +139,7 @@ def optimize_file(
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     config: Settings | None = None,
     device: str = "cuda",
+    helion_effort: str = HELION_EFFORT,
 ) -> FileReport:
     """Search a faster version of a kernel file; deliver it with its record, or keep the original.
 
@@ -145,13 +155,14 @@ def optimize_file(
     notify = on_event or (lambda kind, data: None)
     kernel_file = load_kernel_file(path, overrides=sizes)  # a broken file stops here, in one line
     require_readable(kernel_file.path, "the kernel file")
-    ops = file_operators(list(operators))
+    operators = list(operators or default_operators(kernel_file.kind))
+    ops = file_operators(operators, kernel_file.kind)
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     settings = settings or search_settings(config)
     label = device_label() if device == "cuda" else "cpu"
     args = {
         "input": kernel_file.kind,
-        "operators": list(operators),
+        "operators": operators,
         "policy": policy,
         "budget": asdict(budget),
         "seed": seed,
@@ -170,7 +181,7 @@ def optimize_file(
     spec = FileSpec(str(kernel_file.path.resolve()), dict(kernel_file.overrides), seed, device)
     with store.recording(run_id):
         notify("run", {"run_id": run_id, "problem": kernel_file.name})
-        with PersistentWorker(env=compile_cache_env(config)) as worker:
+        with PersistentWorker(env={**compile_cache_env(config), **HELION_ENV}) as worker:
             peak = store.device_bandwidth(label) if device == "cuda" else None
             facts_call = worker.call(f"{FILE_SESSION}:file_facts", asdict(spec), peak, timeout_s=config.eval_timeout_s)
             if not facts_call.ok:
@@ -186,6 +197,10 @@ def optimize_file(
                 original_us=facts["original"]["median_us"],
                 min_time_us=facts.get("min_time_us"),
             )
+            if kernel_file.kind == HELION:
+                report.helion = facts["helion"] = _helion_stage(
+                    store, run_id, worker, spec, peak, "helion-autotune" in operators, helion_effort, budget, notify
+                )
             evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
             nodes = NodeStore(store, run_id)
             root = Candidate(kernel_file.name, "root", source=kernel_file.source)
@@ -215,12 +230,54 @@ def optimize_file(
             report.failures_by_gate = outcome.failures_by_gate
             report.stop_reason = outcome.stop_reason
             _final_check(report, evaluated, evaluator, settings, config, notify)
+            tuned = [n for n in evaluated if n.operator == HelionAutotuneOperator.name and n.passed and n.fitness]
+            if report.best is not None and tuned and report.best.search_speedup:
+                report.over_helion_tuned = report.best.search_speedup / (tuned[0].fitness or 1.0)
         if report.best is not None:
             report.exported, report.record = _deliver(kernel_file.path, kernel_file.source, report, export_path, args)
         report.wall_s = time.monotonic() - started
         store.add_measurement(run_id, "file_report", report.to_dict())
     store.finish_run(run_id)
     return report
+
+
+def _helion_stage(
+    store: Store,
+    run_id: int,
+    worker: PersistentWorker,
+    spec: FileSpec,
+    peak: float | None,
+    autotune: bool,
+    effort: str,
+    budget: Budget,
+    notify: Callable[[str, dict[str, Any]], None],
+) -> dict[str, Any]:
+    """The Helion kernel's default config and, for ``helion-autotune``, Helion's own autotuner's choice,
+    run once per run (a resumed run reads it back) within :data:`HELION_BUDGET_S` or the wall budget."""
+    known = store.measurements(run_id, "helion").get("helion")
+    if known is not None:
+        return dict(known)
+    budget_s = int(min(HELION_BUDGET_S, budget.max_wall_s or HELION_BUDGET_S))
+    if autotune:
+        notify("stage", {"stage": f"Helion's autotuner ({effort} effort, at most {budget_s} s)"})
+    call = worker.call(
+        f"{FILE_SESSION}:helion_configs",
+        asdict(spec),
+        peak,
+        effort if autotune else None,
+        budget_s,
+        timeout_s=budget_s * 3 + 300,  # its compiles and benchmarks can overrun its own budget
+    )
+    if not call.ok:
+        raise KerneloptError(f"{spec.path}: Helion could not configure the kernel in the worker: {call.reason}")
+    helion = dict(call.value)
+    if helion.get("error"):
+        notify(
+            "warning",
+            {"message": f"Helion's autotuner failed ({helion['error']}); the search walks configs without it"},
+        )
+    store.add_measurement(run_id, "helion", helion)
+    return helion
 
 
 def _final_check(

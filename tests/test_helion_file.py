@@ -1,0 +1,137 @@
+"""Helion kernel files: a config baked into the decorator, gate 1's narrow rule, the two operators, and
+the judge and optimize on CPU tensors (Helion's Triton through Triton's interpreter)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from kernelopt.evaluate.file_session import FileSession, FileSpec
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.pipeline.optimize_file import optimize_file
+from kernelopt.search.candidate import Candidate
+from kernelopt.search.helion_configs import HelionAutotuneOperator, HelionConfigOperator, bake_config, neighbours
+from kernelopt.search.nodes import Node, NodeStore
+from kernelopt.search.operators import SearchContext
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+from kernelopt.verify.static_helion import check_static_helion
+
+pytest.importorskip("helion")
+PATH = ROOT / "examples" / "kernels" / "helion_rms_scale.py"
+SOURCE = PATH.read_text()
+SMALL = {"ROWS": 8, "COLS": 64}
+SETTINGS = GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=4, kernel_distributions=("neg",))
+CONFIG = {"block_sizes": [4], "num_warps": 2, "num_stages": 1}
+
+
+def _node(id_: int, config=None, operator="root") -> Node:
+    candidate = Candidate("k", operator, source=SOURCE, config=config)
+    return Node(id_, 1, "k", None, operator, candidate.key(), candidate, 0, "evaluated", None, None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("decorator", "kept"),
+    [
+        ("@helion.kernel", ""),
+        ("@helion.kernel()", ""),
+        ("@helion.kernel(static_shapes=True, configs=[])", "static_shapes=True, "),
+    ],
+)
+def test_a_config_is_baked_into_the_decorator_and_nothing_else_changes(decorator: str, kept: str) -> None:
+    source = SOURCE.replace("@helion.kernel()", decorator)
+    baked = bake_config(source, "rms_scale", CONFIG)
+    assert f"@helion.kernel({kept}config=helion.Config(block_sizes=[4], num_stages=1, num_warps=2))" in baked
+    assert baked.replace(baked.splitlines()[source.splitlines().index(decorator)], decorator) == source
+
+
+def test_an_import_of_helion_is_added_where_the_file_does_not_bind_the_name() -> None:
+    source = "from helion import kernel\nimport torch\n@kernel\ndef k(x):\n    return x\n"
+    baked = bake_config(source, "k", CONFIG)
+    assert baked.startswith("import helion\nfrom helion import kernel\n")
+    assert check_static_helion(baked, original_source=source).passed
+
+
+def test_gate_1_passes_a_baked_literal_config_and_refuses_everything_else() -> None:
+    baked = bake_config(SOURCE, "rms_scale", CONFIG)
+    assert check_static_helion(baked, original_source=SOURCE).passed
+    cases = {
+        "unchanged": baked.replace("1e-6", "1e-3"),
+        "config": baked.replace("num_warps=2", "num_warps=int('2')"),
+    }
+    for rule, source in cases.items():
+        verdict = check_static_helion(source, original_source=SOURCE)
+        assert not verdict.passed and verdict.details["rule"] == rule, (rule, verdict.reason)
+    listed = SOURCE.replace("@helion.kernel()", "@helion.kernel(configs=[helion.Config(num_warps=4)])")
+    assert check_static_helion(listed, original_source=SOURCE).details["rule"] == "config"
+    assert check_static_helion("def (", original_source=SOURCE).details["rule"] == "syntax"
+
+
+def test_neighbours_step_one_block_size_the_warps_or_the_stages() -> None:
+    near = neighbours({"block_sizes": [4, 32], "num_warps": 1, "num_stages": 1, "pid_type": "flat"})
+    assert {"block_sizes": [2, 32], "num_warps": 1, "num_stages": 1, "pid_type": "flat"} in near
+    assert {"block_sizes": [4, 64], "num_warps": 1, "num_stages": 1, "pid_type": "flat"} in near
+    assert {"block_sizes": [4, 32], "num_warps": 2, "num_stages": 1, "pid_type": "flat"} in near
+    assert {"block_sizes": [4, 32], "num_warps": 1, "num_stages": 2, "pid_type": "flat"} in near
+    assert len(near) == 6  # two per block size, one each for warps and stages (no 0 warps, no stage 0)
+
+
+def test_the_autotuner_s_choice_is_proposed_once_then_the_walk_starts_from_the_parent() -> None:
+    facts = {
+        "kernel_file": {
+            "helion": {
+                "kernel": "rms_scale",
+                "default": CONFIG,
+                "tuned": {**CONFIG, "num_warps": 8},
+                "effort": "quick",
+                "seconds": 12.0,
+            }
+        }
+    }
+    root = _node(1)
+    ctx = SearchContext(target="k", root_source=SOURCE, nodes=[root], rng=random.Random(0), facts=facts)
+    (tuned,) = HelionAutotuneOperator().propose(root, ctx, 4)
+    assert tuned.config == {**CONFIG, "num_warps": 8} and "quick effort, 12 s" in tuned.note
+    ctx.nodes = [root, _node(2, tuned.config, "helion-autotune")]
+    assert HelionAutotuneOperator().propose(root, ctx, 4) == []
+    walked = HelionConfigOperator().propose(ctx.nodes[1], ctx, 3)
+    assert len(walked) == 3 and all(c.config != tuned.config and c.config != CONFIG for c in walked)
+    assert all(check_static_helion(c.source or "", original_source=SOURCE).passed for c in walked)
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[FileSession]:
+    s = FileSession(FileSpec(str(PATH), SMALL, 0, "cpu"))
+    yield s
+    s.close()
+
+
+def test_the_judge_reads_the_default_config_and_passes_a_baked_neighbour_through_gates_1_to_3(
+    session: FileSession,
+) -> None:
+    configs = session.helion_configs()
+    assert configs["kernel"] == "rms_scale" and configs["tuned"] is None and "block_sizes" in configs["default"]
+    candidate = bake_config(SOURCE, "rms_scale", neighbours(configs["default"])[0])
+    result = session.evaluate(candidate, SETTINGS)
+    assert [(v["gate"], v["passed"]) for v in result["verdicts"][:3]] == [
+        ("static", True),
+        ("correctness", True),
+        ("model", True),
+    ]
+    refused = session.evaluate(candidate.replace("1e-6", "1e-2"), SETTINGS)
+    assert refused["verdicts"][0]["gate"] == "static" and not refused["verdicts"][0]["passed"]
+
+
+def test_optimize_walks_helion_configs_on_cpu_and_records_the_default(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    report = optimize_file(PATH, store, operators=["helion-config"], budget=Budget(max_evaluations=2), settings=SETTINGS,
+                           sizes=SMALL, export_path=tmp_path / "h.kopt.py", device="cpu")  # fmt: skip
+    assert store.run(report.run_id).status == "done" and report.kind == "helion"
+    assert report.helion is not None and report.helion["tuned"] is None and report.helion["default"]
+    nodes = NodeStore(store, report.run_id).nodes("helion_rms_scale")
+    assert [n.operator for n in nodes].count("helion-config") == 2
+    assert store.measurements(report.run_id, "helion")["helion"]["kernel"] == "rms_scale"
