@@ -17,6 +17,7 @@ from conftest import ROOT
 from kernelopt.pipeline.optimize_file import optimize_file
 from kernelopt.search.file_configs import config_sites
 from kernelopt.search.termination import Budget
+from kernelopt.search.nodes import NodeStore
 from kernelopt.store import Store
 
 pytestmark = pytest.mark.gpu
@@ -66,3 +67,29 @@ def test_an_autotuned_file_is_delivered_with_one_pinned_config_or_kept(tmp_path:
     else:
         (site,) = config_sites(export.read_text())
         assert site.kind == "autotune" and len(site.choices) == 1
+
+
+def test_a_helion_kernel_is_tuned_by_helion_s_autotuner_within_the_budget_and_verified(tmp_path: Path) -> None:
+    pytest.importorskip("helion")
+    store = Store(tmp_path / "k.db")
+    export = tmp_path / "rms.kopt.py"
+    report = optimize_file(
+        KERNELS / "helion_rms_scale.py",
+        store,
+        budget=Budget(max_evaluations=6, patience=2, max_wall_s=240),
+        export_path=export,
+    )
+    print(
+        report.final_reason,
+        f"{report.speedup:.3f}x",
+        report.helion and {k: report.helion.get(k) for k in ("effort", "seconds", "error")},
+    )
+    assert store.run(report.run_id).status == "done"
+    assert report.helion is not None and report.helion.get("tuned"), report.helion
+    assert report.helion["seconds"] < 240 + 120  # within its budget (compiles may overrun it a little)
+    nodes = [n for n in NodeStore(store, report.run_id).nodes("helion_rms_scale") if n.operator == "helion-autotune"]
+    assert len(nodes) == 1 and nodes[0].result is not None  # Helion's choice was judged like any candidate
+    if report.best is not None:
+        assert "helion.Config(" in export.read_text() and report.speedup > 1.0
+    else:
+        assert not export.exists()
