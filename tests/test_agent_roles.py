@@ -419,4 +419,4 @@ def test_a_prompt_s_digest_covers_the_files_its_includes_include() -> None:
     from kernelopt.agents.roles.base import _includes
 
     body = (PROMPTS / "coder.md").read_text()
-    assert _includes(body) == ["_contract.md", "_contract_cuda.md"]
+    assert _includes(body) == ["_contract.md", "_contract_cuda.md", "_contract_file.md"]

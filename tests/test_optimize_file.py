@@ -77,6 +77,10 @@ def test_the_cli_reads_the_kind_and_refuses_model_only_flags_in_one_line(flag: l
     assert f"{flag[0]} applies to a model; " in result.output and "is a triton kernel file" in result.output
 
 
-def test_the_cli_refuses_llm_agents_for_a_kernel_file_for_now() -> None:
-    result = CliRunner().invoke(app, ["optimize", str(SOFTMAX), "--llm", "openai:gpt-x"])
-    assert result.exit_code != 0 and "the LLM agents do not take kernel files yet" in result.output
+def test_the_cli_refuses_llm_agents_for_a_helion_file_before_asking_for_a_gpu() -> None:
+    pytest.importorskip("helion")
+    helion = ROOT / "examples" / "kernels" / "helion_rms_scale.py"
+    result = CliRunner().invoke(app, ["optimize", str(helion), "--llm", "openai:gpt-x"])
+    assert result.exit_code != 0 and "the LLM agents rewrite Triton kernel files only" in result.output
+    result = CliRunner().invoke(app, ["optimize", str(helion), "--operators", "eviction-policy"])
+    assert result.exit_code != 0 and "do not apply to a helion kernel file; choose from helion-autotune, helion-config" in result.output

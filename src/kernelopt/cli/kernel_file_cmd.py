@@ -41,10 +41,6 @@ def optimize_kernel_file(
     for flag, given in refused.items():
         if given:
             raise KerneloptError(f"{flag} applies to a model; {path} is a {kind} kernel file: leave {flag} out")
-    if llm is not None or llm_config is not None:
-        raise KerneloptError(
-            f"{path}: the LLM agents do not take kernel files yet; leave --llm out (launch-config and eviction-policy search it)"
-        )
     with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
         report = optimize_file(
             path,
@@ -56,6 +52,8 @@ def optimize_kernel_file(
             resume_run=resume,
             on_event=progress.update,
             config=config,
+            llm=llm,
+            llm_config=llm_config,
         )
     return report
 

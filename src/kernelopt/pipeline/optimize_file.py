@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelopt.agents.roles.coder import FILE
+from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.config import Settings, resolve
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.file_session import HELION_ENV, FileSpec
@@ -31,7 +33,7 @@ from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, WorkerEvaluator, compile_cache_env, gpu_seconds
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, winner_of
 from kernelopt.pipeline.records import Winner
-from kernelopt.problem.kernel_file import HELION, TRITON, load_kernel_file
+from kernelopt.problem.kernel_file import HELION, TRITON, KernelFile, load_kernel_file
 from kernelopt.search.builtin_operators import EvictionPolicyOperator
 from kernelopt.search.candidate import Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine
@@ -115,6 +117,7 @@ class FileReport:
     record: str | None = None
     gpu_s: float = 0.0
     wall_s: float = 0.0
+    llm_usage: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,23 +143,30 @@ def optimize_file(
     config: Settings | None = None,
     device: str = "cuda",
     helion_effort: str = HELION_EFFORT,
+    llm: str | None = None,
+    llm_config: str | Path | None = None,
 ) -> FileReport:
     """Search a faster version of a kernel file; deliver it with its record, or keep the original.
 
     ``export_path``: where the faster file goes (default ``<stem>.kopt.py`` in the working
     directory; the record beside it, ``.json`` for ``.py``). ``device`` is ``cuda`` but in the
-    CPU tests, which run Triton's interpreter (``TRITON_INTERPRET=1``)."""
-    if device == "cuda":
-        from kernelopt.pipeline.optimize import require_gpu
-
-        require_gpu()
+    CPU tests, which run Triton's interpreter (``TRITON_INTERPRET=1``). ``llm`` / ``llm_config``
+    add the agents, writing whole kernel files (Triton files only)."""
     config = resolve(config)
     started = time.monotonic()
     notify = on_event or (lambda kind, data: None)
     kernel_file = load_kernel_file(path, overrides=sizes)  # a broken file stops here, in one line
     require_readable(kernel_file.path, "the kernel file")
-    operators = list(operators or default_operators(kernel_file.kind))
+    operators = list(default_operators(kernel_file.kind) if operators is None else operators)
     ops = file_operators(operators, kernel_file.kind)
+    if (llm is not None or llm_config is not None) and kernel_file.kind != TRITON:
+        raise KerneloptError(
+            f"{kernel_file.path}: the LLM agents rewrite Triton kernel files only; leave --llm out for a {kernel_file.kind} file"
+        )
+    if device == "cuda":  # after the checks of what was asked, so a wrong request is named first
+        from kernelopt.pipeline.optimize import require_gpu
+
+        require_gpu()
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     settings = settings or search_settings(config)
     label = device_label() if device == "cuda" else "cpu"
@@ -181,63 +191,117 @@ def optimize_file(
     spec = FileSpec(str(kernel_file.path.resolve()), dict(kernel_file.overrides), seed, device)
     with store.recording(run_id):
         notify("run", {"run_id": run_id, "problem": kernel_file.name})
-        with PersistentWorker(env={**compile_cache_env(config), **HELION_ENV}) as worker:
-            peak = store.device_bandwidth(label) if device == "cuda" else None
-            facts_call = worker.call(f"{FILE_SESSION}:file_facts", asdict(spec), peak, timeout_s=config.eval_timeout_s)
-            if not facts_call.ok:
-                raise KerneloptError(f"{kernel_file.path}: the original file failed in the worker: {facts_call.reason}")
-            facts = facts_call.value
-            if facts.get("peak_gbps") and peak is None and device == "cuda":
-                store.set_device_bandwidth(label, float(facts["peak_gbps"]), {"source": "kernel-file facts"})
-            report = FileReport(
-                name=kernel_file.name,
-                kind=kernel_file.kind,
-                run_id=run_id,
-                device=label,
-                original_us=facts["original"]["median_us"],
-                min_time_us=facts.get("min_time_us"),
+        client = None
+        if llm is not None or llm_config is not None:
+            from kernelopt.agents.factory import make_client
+            from kernelopt.search.llm_operator import LLMOperator
+
+            client = make_client(llm, store=store, run_id=run_id, config=llm_config)  # a bad key or model: here
+            ops = [*ops, LLMOperator(client, store, run_id, device=label, target=FILE)]
+            operators = [*operators, "llm"]
+        try:
+            report = _run(
+                kernel_file,
+                store,
+                run_id,
+                spec,
+                ops,
+                operators,
+                policy,
+                budget,
+                settings,
+                config,
+                label,
+                seed,
+                device,
+                helion_effort,
+                notify,
             )
-            if kernel_file.kind == HELION:
-                report.helion = facts["helion"] = _helion_stage(
-                    store, run_id, worker, spec, peak, "helion-autotune" in operators, helion_effort, budget, notify
-                )
-            evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
-            nodes = NodeStore(store, run_id)
-            root = Candidate(kernel_file.name, "root", source=kernel_file.source)
-
-            def context(history: list[Node]) -> SearchContext:
-                return SearchContext(
-                    target=kernel_file.name,
-                    root_source=kernel_file.source,
-                    nodes=history,
-                    rng=random.Random(seed + len(history)),
-                    facts={
-                        "time_us": report.original_us,
-                        "min_time_us": report.min_time_us,
-                        "peak_gbps": facts.get("peak_gbps"),
-                        "kernel_file": facts,
-                    },
-                )
-
-            notify("stage", {"stage": f"search on {kernel_file.name}"})
-            outcome = SearchEngine(
-                nodes, kernel_file.name, root, ops, make_policy(policy), budget, evaluator, context,
-                on_event=notify, seed=seed,
-            ).run()  # fmt: skip
-            evaluated = [n for n in nodes.evaluated(kernel_file.name) if n.operator != "root"]
-            report.evaluations = len(evaluated)
-            report.gpu_s = gpu_seconds(evaluated)
-            report.failures_by_gate = outcome.failures_by_gate
-            report.stop_reason = outcome.stop_reason
-            _final_check(report, evaluated, evaluator, settings, config, notify)
-            tuned = [n for n in evaluated if n.operator == HelionAutotuneOperator.name and n.passed and n.fitness]
-            if report.best is not None and tuned and report.best.search_speedup:
-                report.over_helion_tuned = report.best.search_speedup / (tuned[0].fitness or 1.0)
+            report.llm_usage = asdict(client.usage()) if client is not None else None
+        finally:
+            if client is not None:
+                client.close()
         if report.best is not None:
             report.exported, report.record = _deliver(kernel_file.path, kernel_file.source, report, export_path, args)
         report.wall_s = time.monotonic() - started
         store.add_measurement(run_id, "file_report", report.to_dict())
     store.finish_run(run_id)
+    return report
+
+
+def _run(
+    kernel_file: KernelFile,
+    store: Store,
+    run_id: int,
+    spec: FileSpec,
+    ops: list[Operator],
+    operators: list[str],
+    policy: str,
+    budget: Budget,
+    settings: GateSettings,
+    config: Settings,
+    label: str,
+    seed: int,
+    device: str,
+    helion_effort: str,
+    notify: Callable[[str, dict[str, Any]], None],
+) -> FileReport:
+    """The worker's part of a run: facts, the Helion stage, the search and the final check."""
+    with PersistentWorker(env={**compile_cache_env(config), **HELION_ENV}) as worker:
+        peak = store.device_bandwidth(label) if device == "cuda" else None
+        facts_call = worker.call(f"{FILE_SESSION}:file_facts", asdict(spec), peak, timeout_s=config.eval_timeout_s)
+        if not facts_call.ok:
+            raise KerneloptError(f"{kernel_file.path}: the original file failed in the worker: {facts_call.reason}")
+        facts = facts_call.value
+        if facts.get("peak_gbps") and peak is None and device == "cuda":
+            store.set_device_bandwidth(label, float(facts["peak_gbps"]), {"source": "kernel-file facts"})
+        report = FileReport(
+            name=kernel_file.name,
+            kind=kernel_file.kind,
+            run_id=run_id,
+            device=label,
+            original_us=facts["original"]["median_us"],
+            min_time_us=facts.get("min_time_us"),
+        )
+        if kernel_file.kind == HELION:
+            report.helion = facts["helion"] = _helion_stage(
+                store, run_id, worker, spec, peak, "helion-autotune" in operators, helion_effort, budget, notify
+            )
+        evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
+        nodes = NodeStore(store, run_id)
+        root = Candidate(kernel_file.name, "root", source=kernel_file.source)
+        # the agents' view of a Triton file: its first kernel's signature, the whole file as the source
+        kernel = triton_kernel_def(kernel_file.kernels[0], kernel_file.source) if kernel_file.kind == TRITON else None
+
+        def context(history: list[Node]) -> SearchContext:
+            return SearchContext(
+                target=kernel_file.name,
+                kernel=kernel,
+                root_source=kernel_file.source,
+                nodes=history,
+                rng=random.Random(seed + len(history)),
+                facts={
+                    "time_us": report.original_us,
+                    "min_time_us": report.min_time_us,
+                    "peak_gbps": facts.get("peak_gbps"),
+                    "kernel_file": facts,
+                },
+            )
+
+        notify("stage", {"stage": f"search on {kernel_file.name}"})
+        outcome = SearchEngine(
+            nodes, kernel_file.name, root, ops, make_policy(policy), budget, evaluator, context,
+            on_event=notify, seed=seed,
+        ).run()  # fmt: skip
+        evaluated = [n for n in nodes.evaluated(kernel_file.name) if n.operator != "root"]
+        report.evaluations = len(evaluated)
+        report.gpu_s = gpu_seconds(evaluated)
+        report.failures_by_gate = outcome.failures_by_gate
+        report.stop_reason = outcome.stop_reason
+        _final_check(report, evaluated, evaluator, settings, config, notify)
+        tuned = [n for n in evaluated if n.operator == HelionAutotuneOperator.name and n.passed and n.fitness]
+        if report.best is not None and tuned and report.best.search_speedup:
+            report.over_helion_tuned = report.best.search_speedup / (tuned[0].fitness or 1.0)
     return report
 
 

@@ -29,6 +29,7 @@ from kernelopt.agents.client import for_node
 from kernelopt.agents.llm_errors import LLMCallError
 from kernelopt.agents.roles import Analyst, Coder, Judge, Planner, Repairer
 from kernelopt.agents.roles.base import RoleOutputError, kernel_kind
+from kernelopt.agents.roles.coder import SLOT
 from kernelopt.agents.roles.models import Analysis, KernelCandidate, Plan
 from kernelopt.agents.types import ChatClient
 from kernelopt.capture.output_code import KernelDef, triton_kernel_def
@@ -64,8 +65,12 @@ class LLMOperator:
         run_id: int | None = None,
         device: str | None = None,
         max_repairs_per_lineage: int = 2,
+        target: str = SLOT,
     ) -> None:
         self.client, self.store, self.run_id = client, store, run_id
+        self.target = (
+            target  # SLOT: a kernel of Inductor's launcher; FILE: a standalone kernel file (ctx.kernel its source)
+        )
         self.hardware = hardware_card(device) if device else None
         self.max_repairs = max_repairs_per_lineage
         self._analysis: dict[str, Analysis] = {}
@@ -147,7 +152,7 @@ class LLMOperator:
         avoid = memory.to_avoid(self.store, analysis.bottleneck, kind) if self.store else []
         recent = [n.candidate.note.split(":")[0] for n in ctx.nodes if n.operator == NAME and n.candidate.note][-8:]
         plan = Planner(self.client).run(analysis, base, cards, experience, avoid, recent, hardware=self.hardware).output
-        code = Coder(self.client).run(plan, base, hardware=self.hardware).output
+        code = Coder(self.client).run(plan, base, hardware=self.hardware, target=self.target).output
         candidate = Candidate(
             ctx.target,
             NAME,
@@ -200,6 +205,7 @@ class LLMOperator:
                     verdict,
                     ctx.kernel,
                     plan=plan,
+                    target=self.target,
                 )
                 .output
             )

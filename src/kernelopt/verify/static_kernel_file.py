@@ -20,17 +20,24 @@ tree first and accepts only what a kernel file needs:
 * everywhere else: the walker's rules against frames, dynamic code, streams, threads, files.
 
 What source cannot show (a wrong kernel, a shape shortcut) is left to the correctness gate.
-Long because ``launch`` is checked by one visitor over every expression kind it may hold.
+
+This module holds the original's facts, the checks of the top level (imports, constants,
+decorators, ``launch``'s signature), the reuse of the kernel gate on the kernels, and the entry
+points; the rules as data are in :mod:`~kernelopt.verify.static_kernel_file_rules` and the
+check of ``launch``'s body in :mod:`~kernelopt.verify.static_launch`. A little over 500 lines
+because the top level has that many shapes to check (imports, constants, ``@triton.autotune``
+configs, heuristics, the entry's signature, the trusted copies), each a short function, all
+read against the same facts of the original.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from kernelopt.verify.static_common import Violation, bindings, chain, is_constexpr_annotation, path_of, resolve, short
+from kernelopt.verify.static_common import Violation, bindings, chain, is_constexpr_annotation, path_of, short
 from kernelopt.verify.static_findings import Finding, findings_verdict
 from kernelopt.verify.static_kernel import (
     AccessFacts,
@@ -40,191 +47,42 @@ from kernelopt.verify.static_kernel import (
     clock_string_violations,
     import_time_violations,
 )
-from kernelopt.verify.static_rules import (
-    CONSTEXPR_PATHS,
-    FORBIDDEN_NODES,
-    IMPORT_HINTS,
-    JIT_KEYWORDS,
-    MAX_SOURCE_CHARS,
-    PYTHON_MATH,
-    RULES,
-    TL_DTYPES,
-    TORCH_DTYPES,
+from kernelopt.verify.static_kernel_file_rules import (
+    ALLOWED_MODULES,
+    ANYWHERE,
+    AUTOTUNE_INTS,
+    AUTOTUNE_STRINGS,
+    BUILTINS,
+    CONFIG_KEYWORDS,
+    CONSTANT_OPS,
+    ENTRY,
+    KERNEL_FILE_RULES,
+    NUMBER,
+    OTHER,
+    PRIORITY,
+    SHAPE,
+    TRUSTED_FUNCTIONS,
+    finding,
 )
+from kernelopt.verify.static_launch import TopLevel, launch_findings
+from kernelopt.verify.static_rules import CONSTEXPR_PATHS, FORBIDDEN_NODES, IMPORT_HINTS, JIT_KEYWORDS, MAX_SOURCE_CHARS
 from kernelopt.verify.static_walker import Walker
 from kernelopt.verify.verdict import Verdict
 
-# The walker's rules that hold anywhere in the file, host code included.
-_ANYWHERE = (
-    "monkey_patch",
-    "dynamic_code",
-    "introspection",
-    "device_clock",
-    "threads",
-    "timing",
-    "io",
-    "fallback",
-    "class_def",
-    "global_state",
-    "context_manager",
-)
-KERNEL_FILE_RULES: dict[str, str] = {
-    "size": "the source is too large to check",
-    "syntax": "the candidate must be Python that parses",
-    **{rule: RULES[rule] for rule in _ANYWHERE},
-    "torch_compute": (
-        "the work runs in the file's Triton kernels: no PyTorch calls or tensor methods beyond the "
-        "allow-listed allocations, views and size queries, and no arithmetic, comparison, truth test "
-        "or indexing on tensors"
-    ),
-    "mutation": "launch may not write into tensors: no in-place methods, subscript or attribute writes, out=",
-    "code_shape": "a candidate may not define lambdas (but launch's `lambda meta:` grid), generators or async code",
-    "import": "allowed imports: torch, triton, triton.language, math, and the triton modules the original imports",
-    "top_level": (
-        "the top level may hold only imports, literal constants, @triton.jit functions, launch, "
-        "and reference / get_inputs as the original has them"
-    ),
-    "entry": "exactly one plain `def launch` taking the original's parameters, in order",
-    "original_only": "reference and get_inputs are the original's: a candidate may repeat them unchanged or omit them",
-    "autotune": (
-        "@triton.autotune takes only literal configs (triton.Config of a literal dict, num_warps, num_stages, "
-        "num_ctas, maxnreg), a key of strings, reset_to_zero / restore_value of strings; no hooks or pruning"
-    ),
-    "heuristics": "@triton.heuristics runs its functions on the host: only as the original has it, unchanged",
-    "decorator": (
-        "a kernel is decorated @triton.jit innermost (with its compile keywords only), under at most "
-        "one @triton.autotune and the original's @triton.heuristics"
-    ),
-    "kernel_launch": (
-        "launch starts only the file's own @triton.jit kernels, as a statement K[grid](...), "
-        "grid a tuple of sizes or `lambda meta: (...)` reading only meta['NAME']"
-    ),
-    "launch_call": (
-        "launch may call only torch.empty / empty_like / empty_strided / zeros / zeros_like, triton.cdiv, "
-        "triton.next_power_of_2, math functions of sizes, min, max, len, int, tuple, range, "
-        "and the allow-listed tensor methods"
-    ),
-    "name": (
-        "launch may name only its parameters and locals, the imported modules, the file's kernels, "
-        "the allowed builtins and literal constants"
-    ),
-    "expression": (
-        "launch builds values only from parameters, locals, literals and constants, with arithmetic and "
-        "comparisons on sizes and reads of a tensor's shape, dtype, device, ndim and is_cuda"
-    ),
-    "statement": (
-        "launch may hold only assignments to locals, kernel launches, assert, if/else, for over range(...), and return"
-    ),
-    "return": "launch returns its locals: a name or a tuple of names",
-    **{
-        rule: RULES[rule]
-        for rule in ("kernel_call", "value_access", "module_access", "import_time", "inline_asm", "mask")
-    },
-    "precision": "a candidate may not use a lower precision or an approximate mode that the original file does not",
-}
-PRIORITY = {rule: i for i, rule in enumerate(KERNEL_FILE_RULES)}
-
-ALLOWED_MODULES = frozenset({"torch", "triton", "triton.language", "math"})
-TRUSTED_FUNCTIONS = ("reference", "get_inputs")  # the judge takes them from the original
-ENTRY = "launch"
-
-# launch: tensor attributes and methods (name -> what they give), calls, builtins.
-_NUMBER, _SHAPE, _TENSOR, _OTHER, _GRID, _META = "number", "shape", "tensor", "other", "grid", "meta"
-Kind = str | None  # one of the above; None: not known yet (only while kinds are being inferred)
-_KIND_WORDS = {
-    _NUMBER: "a number",
-    _SHAPE: "a shape",
-    _TENSOR: "a tensor",
-    _OTHER: "a dtype, device, string or None",
-    _GRID: "a grid",
-    _META: "the grid's meta",
-}
-TENSOR_FIELDS = {"shape": _SHAPE, "dtype": _OTHER, "device": _OTHER, "ndim": _NUMBER, "is_cuda": _NUMBER}
-TENSOR_QUERIES = frozenset({"numel", "dim", "element_size", "is_contiguous"})
-TENSOR_SIZES = frozenset({"size", "stride"})  # a number with a dim argument, a shape without
-TENSOR_VIEWS = frozenset(
-    {
-        "contiguous",
-        "view",
-        "reshape",
-        "flatten",
-        "unsqueeze",
-        "squeeze",
-        "t",
-        "transpose",
-        "permute",
-        "expand",
-        "as_strided",
-    }
-)
-ALLOCATIONS = {  # resolved path -> what its positional arguments are
-    "torch.empty": "sizes",
-    "torch.zeros": "sizes",
-    "torch.empty_like": "like",
-    "torch.zeros_like": "like",
-    "torch.empty_strided": "strided",
-}
-ALLOCATION_KEYWORDS = frozenset({"dtype", "device", "memory_format"})
-MEMORY_FORMATS = frozenset({"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"})
-SIZE_CALLS = {"triton.cdiv": 2, "triton.next_power_of_2": 1}
-MATH_CONSTANTS = frozenset({"pi", "e", "tau", "inf", "nan"})
-BUILTINS = frozenset({"min", "max", "len", "int", "tuple", "range"})
-LAUNCH_DENIED_KEYWORDS = frozenset({"warmup", "grid", "stream"})
-VALUE_TL_DTYPES = TL_DTYPES - {"dtype", "pointer_type", "block_type", "void"}
-
-_CONSTANT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift)
-AUTOTUNE_STRINGS = frozenset({"key", "reset_to_zero", "restore_value"})
-AUTOTUNE_INTS = frozenset({"warmup", "rep"})
-CONFIG_KEYWORDS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
-
-_EXPRESSION_KINDS: dict[type, str] = {
-    ast.JoinedStr: "an f-string",
-    ast.Dict: "a dict",
-    ast.Set: "a set",
-    ast.ListComp: "a comprehension",
-    ast.SetComp: "a comprehension",
-    ast.DictComp: "a comprehension",
-    ast.GeneratorExp: "a generator expression",
-    ast.NamedExpr: "an assignment expression",
-    ast.Slice: "a slice",
-    ast.Starred: "an unpacking",
-}
-_STATEMENT_KINDS: dict[type, str] = {
-    ast.While: "a while loop",
-    ast.Try: "a try block",
-    ast.With: "a with block",
-    ast.FunctionDef: "a nested function",
-    ast.AsyncFunctionDef: "a nested function",
-    ast.ClassDef: "a class definition",
-    ast.Import: "an import",
-    ast.ImportFrom: "an import",
-    ast.Global: "a global declaration",
-    ast.Nonlocal: "a nonlocal declaration",
-    ast.Delete: "a del statement",
-    ast.Raise: "a raise statement",
-    ast.AnnAssign: "an annotated assignment",
-    ast.AsyncFor: "an async loop",
-    ast.AsyncWith: "an async with block",
-}
-
-
-def _found(rule: str, node: ast.AST | None, construct: str) -> Finding:
-    return Finding(rule, getattr(node, "lineno", 1), construct, KERNEL_FILE_RULES[rule])
+__all__ = [
+    "KERNEL_FILE_RULES",
+    "PRIORITY",
+    "KernelFileFacts",
+    "check_static_kernel_file",
+    "kernel_file_facts",
+    "kernel_file_findings",
+]
 
 
 def _from_violation(v: Violation) -> Finding:
     """A finding of the kernel gate's checks, in this gate's terms (its rule ids are this table's)."""
     rule = v.rule if v.rule in KERNEL_FILE_RULES else "top_level"
     return Finding(rule, v.line, v.construct, KERNEL_FILE_RULES[rule])
-
-
-def _join(a: Kind, b: Kind) -> Kind:
-    """Two values one name may hold: unknown joins anything; two different kinds are a tensor (the safe side)."""
-    if a is None:
-        return b
-    if b is None or a == b:
-        return a
-    return _TENSOR
 
 
 # --------------------------------------------------------------------------------------
@@ -360,21 +218,21 @@ def _literal_kind(node: ast.expr, bound: dict[str, str]) -> str | None:
     """The kind of a literal constant's value, ``"dict"`` for a dict of literals; None if not a literal."""
     if isinstance(node, ast.Constant):
         if isinstance(node.value, (bool, int, float)):
-            return _NUMBER
-        return _OTHER if node.value is None or isinstance(node.value, (str, bytes)) else None
+            return NUMBER
+        return OTHER if node.value is None or isinstance(node.value, (str, bytes)) else None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        return _NUMBER if _literal_kind(node.operand, bound) == _NUMBER else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, _CONSTANT_OPS):  # N = 64 * 1024 * 1024
+        return NUMBER if _literal_kind(node.operand, bound) == NUMBER else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, CONSTANT_OPS):  # N = 64 * 1024 * 1024
         small = not isinstance(node.op, (ast.Pow, ast.LShift)) or (
             isinstance(node.right, ast.Constant) and isinstance(node.right.value, int) and node.right.value <= 64
         )  # no 10 ** 10 ** 10 to hang the import
-        numbers = _literal_kind(node.left, bound) == _literal_kind(node.right, bound) == _NUMBER
-        return _NUMBER if small and numbers else None
+        numbers = _literal_kind(node.left, bound) == _literal_kind(node.right, bound) == NUMBER
+        return NUMBER if small and numbers else None
     if isinstance(node, ast.Tuple):
         kinds = [_literal_kind(e, bound) for e in node.elts]
         if None in kinds:
             return None
-        return _SHAPE if all(k in (_NUMBER, _SHAPE) for k in kinds) else _OTHER
+        return SHAPE if all(k in (NUMBER, SHAPE) for k in kinds) else OTHER
     if isinstance(node, ast.Dict):
         keys_ok = all(isinstance(k, ast.Constant) for k in node.keys)  # None: ``**x``
         return "dict" if keys_ok and all(_literal_kind(v, bound) for v in node.values) else None
@@ -402,39 +260,39 @@ def _import_findings(stmt: ast.Import | ast.ImportFrom, original_imports: frozen
             why = IMPORT_HINTS[root]
         else:
             why = "not on the allow-list"
-        yield _found("import", stmt, f"imports {path} ({why})")
+        yield finding("import", stmt, f"imports {path} ({why})")
 
 
 def _configs_findings(node: ast.expr, bound: dict[str, str]) -> Iterator[Finding]:
     if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts:
-        yield _found("autotune", node, f"configs={short(ast.unparse(node), 60)}, not a list of triton.Config")
+        yield finding("autotune", node, f"configs={short(ast.unparse(node), 60)}, not a list of triton.Config")
         return
     for config in node.elts:
         shown = short(ast.unparse(config), 60)
         if not (isinstance(config, ast.Call) and path_of(config.func, bound) == "triton.Config"):
-            yield _found("autotune", config, f"config {shown} is not triton.Config(...)")
+            yield finding("autotune", config, f"config {shown} is not triton.Config(...)")
             continue
         meta = config.args[0] if len(config.args) == 1 else None
         if not (
             isinstance(meta, ast.Dict)
             and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in meta.keys)
-            and all(_literal_kind(v, bound) == _NUMBER for v in meta.values)
+            and all(_literal_kind(v, bound) == NUMBER for v in meta.values)
         ):
-            yield _found("autotune", config, f"config {shown} does not take one dict of literal numbers")
+            yield finding("autotune", config, f"config {shown} does not take one dict of literal numbers")
         for kw in config.keywords:
             literal = isinstance(kw.value, ast.Constant) and (
                 isinstance(kw.value.value, int) or (kw.arg == "maxnreg" and kw.value.value is None)
             )
             if kw.arg not in CONFIG_KEYWORDS or not literal:
-                yield _found("autotune", kw.value, f"config passes {short(ast.unparse(kw), 60)}")
+                yield finding("autotune", kw.value, f"config passes {short(ast.unparse(kw), 60)}")
 
 
 def _autotune_findings(dec: ast.expr, where: str, bound: dict[str, str]) -> Iterator[Finding]:
     if not isinstance(dec, ast.Call):
-        yield _found("autotune", dec, f"@triton.autotune on {where} without configs")
+        yield finding("autotune", dec, f"@triton.autotune on {where} without configs")
         return
     if len(dec.args) > 2 or any(isinstance(a, ast.Starred) for a in dec.args):
-        yield _found("autotune", dec, f"@triton.autotune on {where} takes {len(dec.args)} positional arguments")
+        yield finding("autotune", dec, f"@triton.autotune on {where} takes {len(dec.args)} positional arguments")
     named: dict[str | None, ast.expr] = dict(zip(("configs", "key"), dec.args))
     named.update((k.arg, k.value) for k in dec.keywords)
     for name, value in named.items():
@@ -445,24 +303,24 @@ def _autotune_findings(dec: ast.expr, where: str, bound: dict[str, str]) -> Iter
                 isinstance(value, (ast.List, ast.Tuple))
                 and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts)
             ):
-                yield _found("autotune", value, f"{name}={short(ast.unparse(value), 60)}, not a list of strings")
+                yield finding("autotune", value, f"{name}={short(ast.unparse(value), 60)}, not a list of strings")
         elif name in AUTOTUNE_INTS:
             if not (isinstance(value, ast.Constant) and isinstance(value.value, int)):
-                yield _found("autotune", value, f"{name}={short(ast.unparse(value), 60)}, not a literal number")
+                yield finding("autotune", value, f"{name}={short(ast.unparse(value), 60)}, not a literal number")
         else:
             shown = f"**{ast.unparse(value)}" if name is None else f"{name}={short(ast.unparse(value), 50)}"
-            yield _found("autotune", value, f"@triton.autotune on {where} passes {shown}")
+            yield finding("autotune", value, f"@triton.autotune on {where} passes {shown}")
     if "configs" not in named or "key" not in named:
-        yield _found("autotune", dec, f"@triton.autotune on {where} without configs and key")
+        yield finding("autotune", dec, f"@triton.autotune on {where} without configs and key")
 
 
 def _decorator_findings(fn: ast.FunctionDef, bound: dict[str, str], facts: KernelFileFacts) -> Iterator[Finding]:
     """A kernel: ``@triton.jit`` innermost; above it one literal ``@triton.autotune``, the original's heuristics."""
     *outer, inner = fn.decorator_list
     if _decorator_path(inner, bound) != "triton.jit":
-        yield _found("decorator", inner, f"{fn.name} is not decorated @triton.jit innermost")
+        yield finding("decorator", inner, f"{fn.name} is not decorated @triton.jit innermost")
     elif isinstance(inner, ast.Call) and (inner.args or any(k.arg not in JIT_KEYWORDS for k in inner.keywords)):
-        yield _found("decorator", inner, f"@{short(ast.unparse(inner), 60)} on {fn.name}")
+        yield finding("decorator", inner, f"@{short(ast.unparse(inner), 60)} on {fn.name}")
     autotunes = 0
     for dec in outer:
         path = _decorator_path(dec, bound)
@@ -471,11 +329,11 @@ def _decorator_findings(fn: ast.FunctionDef, bound: dict[str, str], facts: Kerne
             yield from _autotune_findings(dec, fn.name, bound)
         elif path == "triton.heuristics":
             if ast.dump(dec) not in facts.heuristics:
-                yield _found("heuristics", dec, f"@{short(ast.unparse(dec), 60)} on {fn.name} is not the original's")
+                yield finding("heuristics", dec, f"@{short(ast.unparse(dec), 60)} on {fn.name} is not the original's")
         else:
-            yield _found("decorator", dec, f"decorates {fn.name} with @{short(ast.unparse(dec), 60)}")
+            yield finding("decorator", dec, f"decorates {fn.name} with @{short(ast.unparse(dec), 60)}")
     if autotunes > 1:
-        yield _found("autotune", fn, f"{fn.name} is autotuned {autotunes} times")
+        yield finding("autotune", fn, f"{fn.name} is autotuned {autotunes} times")
 
 
 def _annotation_ok(node: ast.expr) -> bool:
@@ -497,18 +355,18 @@ def _entry_findings(fn: ast.FunctionDef, facts: KernelFileFacts) -> Iterator[Fin
         )
 
     if shape(args) != shape(expected):
-        yield _found(
+        yield finding(
             "entry", fn, f"launch({ast.unparse(_bare(args))}) for the original's launch({ast.unparse(_bare(expected))})"
         )
     defaults = [ast.dump(d) for d in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]]
     if defaults != [ast.dump(d) for d in [*expected.defaults, *(d for d in expected.kw_defaults if d is not None)]]:
-        yield _found("entry", fn, "launch's parameter defaults differ from the original's (they run at import)")
+        yield finding("entry", fn, "launch's parameter defaults differ from the original's (they run at import)")
     for dec in fn.decorator_list:
-        yield _found("entry", dec, f"decorates launch with @{short(ast.unparse(dec), 60)}")
+        yield finding("entry", dec, f"decorates launch with @{short(ast.unparse(dec), 60)}")
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *(a for a in (args.vararg, args.kwarg) if a)]
     for node in [*(a.annotation for a in every), fn.returns]:
         if node is not None and not _annotation_ok(node):
-            yield _found("entry", node, f"launch's annotation {short(ast.unparse(node), 60)} runs at import")
+            yield finding("entry", node, f"launch's annotation {short(ast.unparse(node), 60)} runs at import")
 
 
 def _bare(args: ast.arguments) -> ast.arguments:
@@ -520,28 +378,16 @@ def _bare(args: ast.arguments) -> ast.arguments:
     return bare
 
 
-@dataclass
-class _TopLevel:
-    """What the top level defines, for launch's checker."""
-
-    kernels: set[str] = field(default_factory=set)
-    constants: dict[str, str] = field(default_factory=dict)
-    functions: set[str] = field(default_factory=set)
-    launches: list[ast.FunctionDef] = field(default_factory=list)
-    skipped: set[int] = field(default_factory=set)  # ids of nodes the original vouches for (not walked)
-    found: list[Finding] = field(default_factory=list)
-
-
-def _top_level(tree: ast.Module, bound: dict[str, str], facts: KernelFileFacts) -> _TopLevel:
-    top = _TopLevel()
+def _top_level(tree: ast.Module, bound: dict[str, str], facts: KernelFileFacts) -> TopLevel:
+    top = TopLevel()
     first: dict[str, tuple[int, str | None]] = {}
 
     def bind(name: str, node: ast.stmt, module: str | None = None) -> None:
         """Each name once (``import triton`` and ``import triton.language`` bind the same module), no builtin."""
         if name in BUILTINS:
-            top.found.append(_found("top_level", node, f"rebinds the builtin {name}"))
+            top.found.append(finding("top_level", node, f"rebinds the builtin {name}"))
         elif name in first and (module is None or first[name][1] != module):
-            top.found.append(_found("top_level", node, f"rebinds {name} (first bound at line {first[name][0]})"))
+            top.found.append(finding("top_level", node, f"rebinds {name} (first bound at line {first[name][0]})"))
         first.setdefault(name, (node.lineno, module))
 
     for index, stmt in enumerate(tree.body):
@@ -564,25 +410,25 @@ def _top_level(tree: ast.Module, bound: dict[str, str], facts: KernelFileFacts) 
             bind(stmt.name, stmt)
             _function(stmt, bound, facts, top)
         elif isinstance(stmt, ast.ClassDef):
-            top.found.append(_found("class_def", stmt, FORBIDDEN_NODES[ast.ClassDef][1](stmt)))
+            top.found.append(finding("class_def", stmt, FORBIDDEN_NODES[ast.ClassDef][1](stmt)))
         elif isinstance(stmt, ast.Expr):
-            top.found.append(_found("top_level", stmt, f"runs {short(ast.unparse(stmt), 60)} at module level"))
+            top.found.append(finding("top_level", stmt, f"runs {short(ast.unparse(stmt), 60)} at module level"))
         else:
-            top.found.append(_found("top_level", stmt, f"a top-level {type(stmt).__name__.lower()} statement"))
+            top.found.append(finding("top_level", stmt, f"a top-level {type(stmt).__name__.lower()} statement"))
     if not top.launches:
-        top.found.append(_found("entry", None, "the file defines no launch function"))
+        top.found.append(finding("entry", None, "the file defines no launch function"))
     return top
 
 
 def _constant(
-    stmt: ast.Assign | ast.AnnAssign, bound: dict[str, str], top: _TopLevel, bind: Callable[[str, ast.stmt], None]
+    stmt: ast.Assign | ast.AnnAssign, bound: dict[str, str], top: TopLevel, bind: Callable[[str, ast.stmt], None]
 ) -> None:
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
     kind = _literal_kind(stmt.value, bound) if stmt.value is not None else None
     annotated = isinstance(stmt, ast.Assign) or is_constexpr_annotation(stmt.annotation, bound)
     if len(targets) != 1 or not isinstance(targets[0], ast.Name) or kind is None or not annotated:
         top.found.append(
-            _found(
+            finding(
                 "top_level", stmt, f"assigns {short(ast.unparse(stmt), 60)} at module level (not a literal constant)"
             )
         )
@@ -591,586 +437,32 @@ def _constant(
     top.constants[targets[0].id] = kind
 
 
-def _function(fn: ast.FunctionDef, bound: dict[str, str], facts: KernelFileFacts, top: _TopLevel) -> None:
+def _function(fn: ast.FunctionDef, bound: dict[str, str], facts: KernelFileFacts, top: TopLevel) -> None:
     if _is_kernel(fn, bound):
         top.kernels.add(fn.name)
         top.found.extend(_decorator_findings(fn, bound, facts))
         if fn.name == ENTRY:
-            top.found.append(_found("entry", fn, "launch is a @triton.jit function"))
+            top.found.append(finding("entry", fn, "launch is a @triton.jit function"))
         elif fn.name in TRUSTED_FUNCTIONS:
-            top.found.append(_found("original_only", fn, f"{fn.name} is a @triton.jit function"))
+            top.found.append(finding("original_only", fn, f"{fn.name} is a @triton.jit function"))
         return
     top.functions.add(fn.name)
     if fn.name == ENTRY:
         top.launches.append(fn)
         if len(top.launches) > 1:
-            top.found.append(_found("entry", fn, f"defines launch {len(top.launches)} times"))
+            top.found.append(finding("entry", fn, f"defines launch {len(top.launches)} times"))
         top.found.extend(_entry_findings(fn, facts))
     elif fn.name in TRUSTED_FUNCTIONS:
         if fn.name not in facts.trusted_functions:
-            top.found.append(_found("original_only", fn, f"defines {fn.name}, which the original does not"))
+            top.found.append(finding("original_only", fn, f"defines {fn.name}, which the original does not"))
         elif ast.dump(fn) != facts.trusted_functions[fn.name]:
-            top.found.append(_found("original_only", fn, f"{fn.name} differs from the original's"))
+            top.found.append(finding("original_only", fn, f"{fn.name} differs from the original's"))
         else:
             top.skipped.add(id(fn))
     else:
         top.found.append(
-            _found("top_level", fn, f"defines {fn.name}, which is neither a @triton.jit function nor launch")
+            finding("top_level", fn, f"defines {fn.name}, which is neither a @triton.jit function nor launch")
         )
-
-
-# --------------------------------------------------------------------------------------
-# launch
-# --------------------------------------------------------------------------------------
-
-
-def _assigned_names(fn: ast.FunctionDef) -> set[str]:
-    """Names stored anywhere in launch outside lambdas (its locals, as Python sees them)."""
-    names: set[str] = set()
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        stack.extend(ast.iter_child_nodes(node))
-    return names
-
-
-@dataclass
-class _Launch:
-    """The allow-list of launch, knowing which values are sizes, shapes, tensors or something else."""
-
-    bound: dict[str, str]
-    top: _TopLevel
-    kinds: dict[str, Kind] = field(default_factory=dict)
-    scopes: list[set[str]] = field(default_factory=list)  # a grid lambda's parameters
-    quiet: bool = False
-    found: list[Finding] = field(default_factory=list)
-
-    def check(self, fn: ast.FunctionDef) -> list[Finding]:
-        """Infer each local's kind (a fixpoint over all its assignments, whatever their order), then check."""
-        args = fn.args
-        params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *(a for a in (args.vararg, args.kwarg) if a)]
-        self.kinds = dict.fromkeys(_assigned_names(fn), None)
-        self.kinds.update(dict.fromkeys((a.arg for a in params), _TENSOR))  # inputs: tensors, the safe side
-        self.quiet = True
-        for _ in range(3 * len(self.kinds) + 2):  # each kind only rises: unknown, one kind, tensor
-            before = dict(self.kinds)
-            self.body(fn.body)
-            if self.kinds == before:
-                break
-        self.quiet = False
-        self.body(fn.body)
-        return self.found
-
-    def add(self, rule: str, node: ast.AST, construct: str) -> None:
-        if not self.quiet:
-            self.found.append(_found(rule, node, construct))
-
-    def local(self, name: str) -> bool:
-        return name in self.kinds or any(name in scope for scope in self.scopes)
-
-    def module_path(self, node: ast.expr) -> str | None:
-        parts = chain(node)
-        if not parts or parts[0] not in self.bound or self.local(parts[0]):
-            return None
-        return resolve(".".join([self.bound[parts[0]], *parts[1:]]))
-
-    def kernel(self, node: ast.expr) -> str | None:
-        """The file's kernel ``node`` names (not shadowed by a local), or None."""
-        if isinstance(node, ast.Name) and node.id in self.top.kernels and not self.local(node.id):
-            return node.id
-        return None
-
-    def is_launch(self, node: ast.Call) -> bool:
-        return isinstance(node.func, ast.Subscript) and self.kernel(node.func.value) is not None
-
-    # -- statements -----------------------------------------------------------------------
-
-    def body(self, statements: Iterable[ast.stmt]) -> None:
-        for statement in statements:
-            self.statement(statement)
-
-    def statement(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Expr):
-            value = node.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                return  # a docstring
-            if isinstance(value, ast.Call):
-                self.call(value, statement=True)
-                return
-            self.expr(value)
-            self.add("statement", node, f"the bare expression {short(ast.unparse(value), 60)}")
-        elif isinstance(node, ast.Assign):
-            kind = self.grid(node.value) if isinstance(node.value, ast.Lambda) else self.expr(node.value)
-            for target in node.targets:
-                self.store(target, node.value, kind)
-        elif isinstance(node, ast.AugAssign):
-            self.augmented(node)
-        elif isinstance(node, ast.If):
-            self.truth(node.test)
-            self.body(node.body)
-            self.body(node.orelse)
-        elif isinstance(node, ast.For):
-            self.loop(node)
-        elif isinstance(node, ast.Assert):
-            self.truth(node.test)
-            if node.msg is not None:
-                self.expr(node.msg)
-        elif isinstance(node, ast.Return):
-            self.returned(node)
-        elif not isinstance(node, (ast.Pass, ast.Break, ast.Continue)):
-            what = _STATEMENT_KINDS.get(type(node), type(node).__name__)
-            self.add("statement", node, what)
-
-    def store(self, target: ast.expr, value: ast.expr, kind: Kind) -> None:
-        if isinstance(target, ast.Name):
-            self.assign_name(target, kind)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            names = [n for n in target.elts if isinstance(n, ast.Name)]
-            if len(names) != len(target.elts):
-                self.add("statement", target, f"unpacking into {short(ast.unparse(target), 60)}")
-                return
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(names):
-                if any(isinstance(e, ast.Starred) for e in value.elts):
-                    self.add("statement", target, f"unpacking {short(ast.unparse(value), 60)}")
-                kinds = [self.expr_kind(e) for e in value.elts]
-            elif kind == _SHAPE:
-                kinds = [_NUMBER] * len(names)
-            elif kind is None:
-                kinds = [None] * len(names)
-            else:
-                rule = "torch_compute" if kind == _TENSOR else "expression"
-                self.add(rule, target, f"unpacks {short(ast.unparse(value), 60)} ({_KIND_WORDS[kind]})")
-                kinds = [_TENSOR] * len(names)
-            for name, item in zip(names, kinds):
-                self.assign_name(name, item)
-        elif isinstance(target, (ast.Subscript, ast.Attribute)):
-            self.expr(target.value)
-            self.add("mutation", target, f"writes {short(ast.unparse(target), 60)}")
-        else:
-            self.add("statement", target, f"an assignment to {short(ast.unparse(target), 60)}")
-
-    def expr_kind(self, node: ast.expr) -> Kind:
-        """The kind of an element already checked as part of its tuple (no second round of findings)."""
-        quiet, self.quiet = self.quiet, True
-        try:
-            return self.expr(node)
-        finally:
-            self.quiet = quiet
-
-    def assign_name(self, target: ast.Name, kind: Kind) -> None:
-        name = target.id
-        if name in self.bound or name in self.top.kernels or name in self.top.functions or name in BUILTINS:
-            self.add("name", target, f"assigns {name}, which names a module, a kernel, a function or a builtin")
-        if self.quiet and name in self.kinds:
-            self.kinds[name] = _join(self.kinds[name], kind)
-
-    def augmented(self, node: ast.AugAssign) -> None:
-        target = node.target
-        if not isinstance(target, ast.Name):
-            if isinstance(target, (ast.Subscript, ast.Attribute)):
-                self.expr(target.value)
-            self.expr(node.value)
-            self.add("mutation", node, f"writes {short(ast.unparse(target), 60)} in place")
-            return
-        current = self.name(ast.Name(id=target.id, ctx=ast.Load(), lineno=node.lineno))
-        if current == _TENSOR:
-            self.expr(node.value)
-            self.add("mutation", node, f"{short(ast.unparse(node), 60)} writes tensor {target.id} in place")
-            return
-        self.assign_name(target, self.binop(node, current, self.expr(node.value)))
-
-    def loop(self, node: ast.For) -> None:
-        it = node.iter
-        args = (
-            it.args
-            if isinstance(it, ast.Call)
-            and isinstance(it.func, ast.Name)
-            and it.func.id == "range"
-            and not self.local("range")
-            and 1 <= len(it.args) <= 3
-            and not it.keywords
-            and not any(isinstance(a, ast.Starred) for a in it.args)
-            else None
-        )
-        if args is None or not isinstance(node.target, ast.Name) or node.orelse:
-            self.add("statement", node, f"for {short(ast.unparse(node.target), 30)} in {short(ast.unparse(it), 50)}")
-            self.expr(it)
-        else:
-            for arg in args:
-                self.need(arg, self.expr(arg), (_NUMBER,), "range() of")
-        if isinstance(node.target, ast.Name):
-            self.assign_name(node.target, _NUMBER)
-        self.body(node.body)
-        self.body(node.orelse)
-
-    def returned(self, node: ast.Return) -> None:
-        value = node.value
-        items = value.elts if isinstance(value, ast.Tuple) else [value] if value is not None else []
-        if not items or not all(isinstance(i, ast.Name) and i.id in self.kinds for i in items):
-            shown = short(ast.unparse(value), 60) if value is not None else "nothing"
-            self.add("return", node, f"returns {shown}, not a local or a tuple of locals")
-        if value is not None:
-            self.expr(value)
-
-    # -- expressions ----------------------------------------------------------------------
-
-    def need(self, node: ast.expr, kind: Kind, allowed: tuple[str, ...], what: str) -> None:
-        """``kind`` must be one of ``allowed``: a tensor where it is not is PyTorch work."""
-        if kind is None or kind in allowed:
-            return
-        if kind == _TENSOR:
-            self.add("torch_compute", node, f"{what} tensor {short(ast.unparse(node), 50)}")
-        else:
-            self.add("expression", node, f"{what} {short(ast.unparse(node), 50)} ({_KIND_WORDS[kind]})")
-
-    def truth(self, node: ast.expr) -> Kind:
-        kind = self.expr(node)
-        self.need(node, kind, (_NUMBER, _SHAPE, _OTHER), "tests the truth of")
-        return kind
-
-    def expr(self, node: ast.expr) -> Kind:
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, (bool, int, float)):
-                return _NUMBER
-            if node.value is None or isinstance(node.value, str):
-                return _OTHER
-            self.add("expression", node, f"the literal {short(repr(node.value), 40)}")
-            return _OTHER
-        if isinstance(node, ast.Name):
-            return self.name(node)
-        if isinstance(node, ast.Attribute):
-            return self.attribute(node)
-        if isinstance(node, ast.Subscript):
-            return self.subscript(node)
-        if isinstance(node, ast.Call):
-            return self.call(node)
-        if isinstance(node, ast.BinOp):
-            return self.binop(node, self.expr(node.left), self.expr(node.right))
-        if isinstance(node, ast.UnaryOp):
-            kind = self.expr(node.operand)
-            if isinstance(node.op, ast.Not):
-                self.need(node.operand, kind, (_NUMBER, _SHAPE, _OTHER), "tests the truth of")
-                return _NUMBER
-            self.need(node.operand, kind, (_NUMBER,), f"{type(node.op).__name__.lower()} of")
-            return _NUMBER if kind in (_NUMBER, None) else _TENSOR
-        if isinstance(node, ast.BoolOp):
-            result: Kind = None
-            for value in node.values:
-                result = _join(result, self.truth(value))
-            return result
-        if isinstance(node, ast.Compare):
-            return self.compare(node)
-        if isinstance(node, ast.IfExp):
-            self.truth(node.test)
-            return _join(self.expr(node.body), self.expr(node.orelse))
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return self.sequence(node.elts)
-        if isinstance(node, ast.Lambda):
-            self.add("code_shape", node, "a lambda that is not a launch's grid")
-            return _GRID
-        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
-            self.add("code_shape", node, type(node).__name__.lower())
-            return _TENSOR
-        what = _EXPRESSION_KINDS.get(type(node), type(node).__name__)
-        self.add("expression", node, f"{what}: {short(ast.unparse(node), 60)}")
-        return _TENSOR
-
-    def name(self, node: ast.Name) -> Kind:
-        name = node.id
-        if any(name in scope for scope in self.scopes):
-            return _META
-        if name in self.kinds:
-            kind = self.kinds[name]
-            return kind if kind is not None or self.quiet else _TENSOR
-        constant = self.top.constants.get(name)
-        if constant == "dict":
-            self.add("global_state", node, f"reads the module-level dict {name}")
-            return None  # refused already: what is made of it adds nothing
-        if constant is not None:
-            return constant
-        if name in self.top.kernels:
-            self.add("kernel_launch", node, f"uses kernel {name} as a value, not as {name}[grid](...)")
-        elif name in self.bound:
-            self.add("name", node, f"uses module {name} as a value")
-        elif name in self.top.functions:
-            self.add("name", node, f"uses the top-level function {name}")
-        elif name in BUILTINS:
-            self.add("name", node, f"uses builtin {name} as a value")
-        else:
-            self.add("name", node, f"{name} is not a parameter, a local, a module, a kernel or a constant")
-        return _TENSOR
-
-    def attribute(self, node: ast.Attribute) -> Kind:
-        path = self.module_path(node)
-        if path is not None:
-            return self.module_value(node, path)
-        kernel = self.kernel(node.value)
-        if kernel is not None:
-            self.add(
-                "kernel_launch", node, f"uses {kernel}.{node.attr}; a kernel is only launched, {kernel}[grid](...)"
-            )
-            return _OTHER
-        base = self.expr(node.value)
-        if base in (_TENSOR, None):
-            if node.attr in TENSOR_FIELDS:
-                return TENSOR_FIELDS[node.attr]
-            self.add("torch_compute", node, f"reads .{node.attr} of tensor {short(ast.unparse(node.value), 50)}")
-            return _TENSOR
-        rule = "kernel_launch" if base == _META else "expression"
-        self.add(rule, node, f"reads .{node.attr} of {short(ast.unparse(node.value), 50)} ({_KIND_WORDS[base]})")
-        return _OTHER
-
-    def module_value(self, node: ast.expr, path: str) -> Kind:
-        root, _, attr = path.rpartition(".")
-        if root == "torch" and (attr in TORCH_DTYPES or attr in MEMORY_FORMATS):
-            return _OTHER
-        if root == "triton.language" and attr in VALUE_TL_DTYPES:
-            return _OTHER
-        if root == "math" and attr in MATH_CONSTANTS:
-            return _NUMBER
-        written = ast.unparse(node)
-        shown = written if written == path else f"{written} ({path})"
-        self.add("torch_compute" if path.split(".")[0] == "torch" else "expression", node, f"uses {shown}")
-        return _OTHER
-
-    def subscript(self, node: ast.Subscript) -> Kind:
-        base = self.expr(node.value)
-        index = node.slice
-        if base == _META:
-            if not (isinstance(index, ast.Constant) and isinstance(index.value, str)):
-                self.add("kernel_launch", node, f"reads {short(ast.unparse(node), 50)}, not meta['NAME']")
-            return _NUMBER
-        if base == _TENSOR:  # refused whatever the index
-            self.add("torch_compute", node, f"indexes tensor {short(ast.unparse(node), 60)}")
-            return _TENSOR
-        if isinstance(index, ast.Slice):
-            for bound_ in (index.lower, index.upper, index.step):
-                if bound_ is not None:
-                    self.need(bound_, self.expr(bound_), (_NUMBER,), "slices with")
-            kind: Kind = _SHAPE
-        else:
-            self.need(index, self.expr(index), (_NUMBER,), "indexes with")
-            kind = _NUMBER
-        if base not in (_SHAPE, None):
-            self.add("expression", node, f"indexes {short(ast.unparse(node.value), 50)} ({_KIND_WORDS[base]})")
-            return _OTHER
-        return kind if base is not None else None
-
-    def sequence(self, items: list[ast.expr]) -> Kind:
-        kinds: list[Kind] = []
-        for item in items:
-            if isinstance(item, ast.Starred):
-                kind = self.expr(item.value)
-                self.need(item.value, kind, (_SHAPE,), "unpacks")
-                kinds.append(_SHAPE if kind in (_SHAPE, None) else _TENSOR)
-            else:
-                kinds.append(self.expr(item))
-        if None in kinds:
-            return None
-        return _SHAPE if all(k in (_NUMBER, _SHAPE) for k in kinds) else _TENSOR
-
-    def binop(self, node: ast.BinOp | ast.AugAssign, a: Kind, b: Kind) -> Kind:
-        shown = short(ast.unparse(node), 60)
-        if _TENSOR in (a, b):
-            self.add("torch_compute", node, f"arithmetic on a tensor: {shown}")
-            return _TENSOR
-        if a is None or b is None:
-            return None
-        op = node.op
-        if a == b == _NUMBER:
-            return _NUMBER
-        if (isinstance(op, ast.Add) and a == b == _SHAPE) or (isinstance(op, ast.Mult) and {a, b} == {_SHAPE, _NUMBER}):
-            return _SHAPE
-        self.add("expression", node, f"arithmetic on {_KIND_WORDS[a]} and {_KIND_WORDS[b]}: {shown}")
-        return _OTHER
-
-    def compare(self, node: ast.Compare) -> Kind:
-        kinds = [self.expr(node.left), *(self.expr(c) for c in node.comparators)]
-        for op, (a, b) in zip(node.ops, zip(kinds, kinds[1:])):
-            if not isinstance(op, (ast.Is, ast.IsNot)) and _TENSOR in (a, b):
-                self.add("torch_compute", node, f"compares a tensor: {short(ast.unparse(node), 60)}")
-                break
-        return _NUMBER
-
-    def arguments(self, node: ast.Call) -> list[Kind]:
-        kinds = []
-        for arg in node.args:
-            if isinstance(arg, ast.Starred):
-                kind = self.expr(arg.value)
-                self.need(arg.value, kind, (_SHAPE,), "unpacks")
-                kinds.append(kind)
-            else:
-                kinds.append(self.expr(arg))
-        for kw in node.keywords:
-            self.expr(kw.value)
-            if kw.arg is None:
-                self.add("expression", kw.value, f"passes **{short(ast.unparse(kw.value), 50)}")
-        return kinds
-
-    # -- calls ----------------------------------------------------------------------------
-
-    def call(self, node: ast.Call, statement: bool = False) -> Kind:
-        func = node.func
-        if self.is_launch(node):
-            self.launch(node)
-            if not statement:
-                self.add("kernel_launch", node, f"uses the result of launching {ast.unparse(func)}")
-            return _OTHER
-        if isinstance(func, ast.Name):
-            return self.named_call(node, func.id)
-        if isinstance(func, ast.Attribute):
-            path = self.module_path(func)
-            return self.module_call(node, path) if path is not None else self.method(node, func)
-        self.arguments(node)
-        self.add("launch_call", node, f"calls the result of {short(ast.unparse(func), 60)}")
-        return _TENSOR
-
-    def named_call(self, node: ast.Call, name: str) -> Kind:
-        if self.local(name) or name not in BUILTINS or name == "range":
-            self.arguments(node)
-            if self.local(name):
-                self.add("launch_call", node, f"calls the local value {name}()")
-            elif name in self.top.kernels:
-                self.add("kernel_launch", node, f"calls kernel {name}() directly, not as {name}[grid](...)")
-            elif name in self.top.functions:
-                self.add("launch_call", node, f"calls {name}(), a top-level function that is not a kernel")
-            elif name == "range":
-                self.add("launch_call", node, "calls range() outside a for loop's header")
-            else:
-                self.add("launch_call", node, f"calls {name}()")
-            return _TENSOR
-        kinds = self.arguments(node)
-        if node.keywords:
-            self.add("launch_call", node, f"calls {name}() with keywords")
-        if len(kinds) != 1 and name != "min" and name != "max":
-            self.add("launch_call", node, f"calls {name}() with {len(kinds)} arguments")
-        if name == "len":
-            for arg, kind in zip(node.args, kinds):
-                self.need(arg, kind, (_SHAPE, _TENSOR, _OTHER), "len() of")
-            return _NUMBER
-        if name == "int":
-            for arg, kind in zip(node.args, kinds):
-                self.need(arg, kind, (_NUMBER,), "int() reads the value of")
-            return _NUMBER
-        if name == "tuple":
-            for arg, kind in zip(node.args, kinds):
-                self.need(arg, kind, (_SHAPE,), "tuple() iterates over")
-            return _SHAPE
-        allowed = (_SHAPE,) if len(kinds) == 1 else (_NUMBER,)  # max(shape) or max(a, b, ...)
-        for arg, kind in zip(node.args, kinds):
-            self.need(arg, kind, allowed, f"{name}() of")
-        return _NUMBER
-
-    def module_call(self, node: ast.Call, path: str) -> Kind:
-        written = ast.unparse(node.func)
-        shown = written if written == path else f"{written} ({path})"
-        kinds = self.arguments(node)
-        if path in ALLOCATIONS:
-            self.allocation(node, ALLOCATIONS[path], kinds, shown)
-            return _TENSOR
-        if path in SIZE_CALLS or (path.startswith("math.") and path[5:] in PYTHON_MATH - MATH_CONSTANTS):
-            if node.keywords or (path in SIZE_CALLS and len(kinds) != SIZE_CALLS[path]):
-                self.add("launch_call", node, f"calls {shown} with {len(kinds)} arguments and keywords")
-            for arg, kind in zip(node.args, kinds):
-                self.need(arg, kind, (_NUMBER,) if path in SIZE_CALLS else (_NUMBER, _SHAPE), f"{written}() of")
-            return _NUMBER
-        rule = "torch_compute" if path.split(".")[0] == "torch" else "launch_call"
-        self.add(rule, node, f"calls {shown}")
-        return _TENSOR
-
-    def allocation(self, node: ast.Call, form: str, kinds: list[Kind], shown: str) -> None:
-        if form == "like":
-            if len(kinds) != 1:
-                self.add("launch_call", node, f"calls {shown} with {len(kinds)} positional arguments")
-            for arg, kind in zip(node.args[:1], kinds):
-                self.need(arg, kind, (_TENSOR,), f"{shown} of")
-        elif form == "strided":
-            if len(kinds) != 2:
-                self.add("launch_call", node, f"calls {shown} with {len(kinds)} positional arguments")
-            for arg, kind in zip(node.args, kinds):
-                self.need(arg, kind, (_SHAPE,), f"{shown} of")
-        else:
-            for arg, kind in zip(node.args, kinds):
-                self.need(arg, kind, (_NUMBER, _SHAPE), f"{shown} of")
-        for kw in node.keywords:
-            if kw.arg == "out":
-                self.add("mutation", kw.value, f"{shown} writes into out={short(ast.unparse(kw.value), 40)}")
-            elif kw.arg not in ALLOCATION_KEYWORDS:
-                self.add("launch_call", kw.value, f"{shown} with {kw.arg}=")
-            else:
-                self.need(kw.value, self.expr_kind(kw.value), (_OTHER,), f"{shown} with {kw.arg}=")
-
-    def method(self, node: ast.Call, func: ast.Attribute) -> Kind:
-        attr = func.attr
-        kernel = self.kernel(func.value)
-        if kernel is not None:
-            self.arguments(node)
-            self.add("kernel_launch", node, f"calls {kernel}.{attr}(); a kernel is only launched, {kernel}[grid](...)")
-            return _OTHER
-        receiver = self.expr(func.value)
-        kinds = self.arguments(node)
-        shown = short(ast.unparse(func), 60)
-        if attr.endswith("_") and not attr.endswith("__"):
-            self.add("mutation", node, f"calls the in-place method {shown}()")
-            return _TENSOR
-        if receiver not in (_TENSOR, None):
-            rule = "kernel_launch" if receiver == _META else "launch_call"
-            self.add(rule, node, f"calls {shown}() of {_KIND_WORDS[receiver]}")
-            return _TENSOR
-        if attr not in TENSOR_QUERIES | TENSOR_SIZES | TENSOR_VIEWS:
-            self.add("torch_compute", node, f"calls {shown}(), not an allow-listed tensor method")
-            return _TENSOR
-        for arg, kind in zip(node.args, kinds):
-            self.need(arg, kind, (_NUMBER, _SHAPE, _OTHER), f"{shown}() with")
-        for kw in node.keywords:
-            self.need(kw.value, self.expr_kind(kw.value), (_NUMBER, _SHAPE, _OTHER), f"{shown}() with")
-        if attr in TENSOR_SIZES:
-            return _NUMBER if node.args else _SHAPE
-        return _NUMBER if attr in TENSOR_QUERIES else _TENSOR
-
-    def launch(self, node: ast.Call) -> None:
-        func = node.func
-        assert isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name)
-        kernel, grid = func.value.id, func.slice
-        kind = self.grid(grid) if isinstance(grid, ast.Lambda) else self.expr(grid)
-        if kind not in (_SHAPE, _GRID, None):
-            self.add(
-                "kernel_launch", grid, f"launches {kernel} on grid {short(ast.unparse(grid), 50)} ({_KIND_WORDS[kind]})"
-            )
-        for arg in node.args:
-            value = arg.value if isinstance(arg, ast.Starred) else arg
-            kind = self.expr(value)
-            if isinstance(arg, ast.Starred):
-                self.need(value, kind, (_SHAPE,), "unpacks")
-            elif kind in (_GRID, _META):
-                self.add(
-                    "kernel_launch", arg, f"passes {short(ast.unparse(arg), 50)} ({_KIND_WORDS[kind]}) to {kernel}"
-                )
-        for kw in node.keywords:
-            kind = self.expr(kw.value)
-            if kw.arg is None or kw.arg.startswith("_") or kw.arg in LAUNCH_DENIED_KEYWORDS:
-                self.add("kernel_launch", kw.value, f"launches {kernel} with {short(ast.unparse(kw), 50)}")
-            elif kind in (_GRID, _META):
-                self.add("kernel_launch", kw.value, f"passes {kw.arg}= ({_KIND_WORDS[kind]}) to {kernel}")
-
-    def grid(self, node: ast.Lambda) -> Kind:
-        """``lambda meta: (sizes...)``: one parameter, read only as ``meta["NAME"]``."""
-        args = node.args
-        if len(args.args) != 1 or args.posonlyargs or args.kwonlyargs or args.vararg or args.kwarg or args.defaults:
-            self.add("kernel_launch", node, f"the grid lambda takes ({ast.unparse(args)}), not one parameter meta")
-        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *(a for a in (args.vararg, args.kwarg) if a)]
-        self.scopes.append({a.arg for a in every})
-        try:
-            kind = self.expr(node.body)
-        finally:
-            self.scopes.pop()
-        if kind not in (_SHAPE, None):
-            self.add("kernel_launch", node.body, f"the grid lambda returns {short(ast.unparse(node.body), 50)}")
-        return _GRID
 
 
 # --------------------------------------------------------------------------------------
@@ -1178,7 +470,7 @@ class _Launch:
 # --------------------------------------------------------------------------------------
 
 
-def _host_module(tree: ast.Module, bound: dict[str, str], top: _TopLevel, facts: KernelFileFacts) -> ast.Module:
+def _host_module(tree: ast.Module, bound: dict[str, str], top: TopLevel, facts: KernelFileFacts) -> ast.Module:
     """Everything that is not a kernel body or a copy the original vouches for: the walker's ground."""
     body: list[ast.stmt] = []
     for stmt in tree.body:
@@ -1212,7 +504,7 @@ def _kernel_findings(tree: ast.Module, bound: dict[str, str], facts: KernelFileF
 def _findings(candidate_source: str, facts: KernelFileFacts) -> tuple[list[Finding], list[str]]:
     if len(candidate_source) > MAX_SOURCE_CHARS:
         return [
-            _found("size", None, f"source is {len(candidate_source):,} characters (limit {MAX_SOURCE_CHARS:,})")
+            finding("size", None, f"source is {len(candidate_source):,} characters (limit {MAX_SOURCE_CHARS:,})")
         ], []
     try:
         tree = ast.parse(candidate_source)
@@ -1227,7 +519,7 @@ def _findings(candidate_source: str, facts: KernelFileFacts) -> tuple[list[Findi
         found += [
             _from_violation(v)
             for v in walker.violations
-            if v.rule in _ANYWHERE or (v.rule == "code_shape" and v.construct != "lambda")
+            if v.rule in ANYWHERE or (v.rule == "code_shape" and v.construct != "lambda")
         ]
         tokens = {**walker.tokens, **kernel_walker.tokens}
         found += [_from_violation(v) for token, v in tokens.items() if token not in facts.tokens]
@@ -1235,12 +527,12 @@ def _findings(candidate_source: str, facts: KernelFileFacts) -> tuple[list[Findi
             _from_violation(v) for v in clock_string_violations(tree) if v.construct not in facts.trusted_clock_strings
         ]
         for fn in top.launches:
-            found += _Launch(bound, top).check(fn)
+            found += launch_findings(fn, bound, top)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None) or 1
         return [Finding("syntax", line, f"syntax error: {exc}", KERNEL_FILE_RULES["syntax"])], []
     except (RecursionError, MemoryError):
-        return [_found("size", None, "source nests too deeply to analyse")], []
+        return [finding("size", None, "source nests too deeply to analyse")], []
     return found, sorted(top.kernels)
 
 

@@ -12,17 +12,27 @@ from kernelopt.agents.roles.models import KernelCandidate, Plan
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.knowledge.card import Card
 
+SLOT, FILE = "slot", "file"  # what a candidate replaces: one kernel in Inductor's launcher, or a whole kernel file
 
-def contract_problem(source: str, kernel: KernelDef, language: str | None = None) -> str | None:
+
+def contract_problem(source: str, kernel: KernelDef, language: str | None = None, target: str = SLOT) -> str | None:
     """Why ``source`` cannot replace ``kernel`` in its launcher, or None.
 
     A cheap pre-check run on every reply, so the model repairs a broken contract
     in the same conversation instead of costing an evaluation; the static gate
     checks the full rule set afterwards. ``language`` (the plan's) must match the
     reply's: CUDA C++ is known by its first line; its slot is checked by gate 1's
-    C++ rules, whose first finding is the problem.
+    C++ rules, whose first finding is the problem. For a kernel file (``target``
+    :data:`FILE`, ``kernel.source`` the user's whole file) the problem is the kernel-file
+    gate's first finding.
     """
     from kernelopt.capture.cuda_kernel import CUDA_MARKER, is_cuda_source
+
+    if target == FILE:
+        from kernelopt.verify.static_kernel_file import check_static_kernel_file
+
+        verdict = check_static_kernel_file(source, original_source=kernel.source)
+        return None if verdict.passed else f"source: {verdict.reason}"
 
     cuda = is_cuda_source(source)
     if language == "cuda" and not cuda:
@@ -68,14 +78,18 @@ class Coder(Role[KernelCandidate]):
         kernel: KernelDef,
         hardware: Card | None = None,
         launch: Mapping[str, Any] | None = None,
+        target: str = SLOT,
     ) -> RoleResult[KernelCandidate]:
-        """Implement ``plan`` as a complete replacement module for ``kernel``."""
+        """Implement ``plan`` as a complete replacement module for ``kernel`` (with ``target`` :data:`FILE`,
+        a complete kernel file for the user's file ``kernel.source``)."""
         assert_no_tensors({"plan": plan, "kernel": kernel, "launch": launch})
+        language = "triton" if target == FILE else plan.language  # a kernel file stays Triton
         context = {
             "plan": plan,
             "kernel": kernel_view(kernel),
             "hardware": hardware,
             "launch": launch_view(launch),
-            "language": plan.language,
+            "language": language,
+            "target": target,
         }
-        return self.ask(context, lambda candidate: contract_problem(candidate.source, kernel, plan.language))
+        return self.ask(context, lambda candidate: contract_problem(candidate.source, kernel, language, target))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernelopt.agents.roles.base import Role, RoleResult, assert_no_tensors, trim
-from kernelopt.agents.roles.coder import contract_problem
+from kernelopt.agents.roles.coder import SLOT, contract_problem
 from kernelopt.agents.roles.context import kernel_view, launch_view
 from kernelopt.agents.roles.models import KernelCandidate, Plan
 from kernelopt.capture.output_code import KernelDef
@@ -35,8 +35,10 @@ class Repairer(Role[KernelCandidate]):
         kernel: KernelDef,
         plan: Plan | None = None,
         launch: Mapping[str, Any] | None = None,
+        target: str = SLOT,
     ) -> RoleResult[KernelCandidate]:
-        """Fix ``candidate`` (a replacement for ``kernel``) so that it passes the gate that failed."""
+        """Fix ``candidate`` (a replacement for ``kernel``, or with ``target`` "file" for the user's whole
+        kernel file) so that it passes the gate that failed."""
         if verdict.passed:
             raise ValueError(f"the {verdict.gate} gate passed; there is nothing to repair")
         assert_no_tensors({"candidate": candidate, "verdict": verdict, "kernel": kernel, "launch": launch})
@@ -45,6 +47,7 @@ class Repairer(Role[KernelCandidate]):
         language = "cuda" if is_cuda_source(candidate.source) else "triton"  # a repair keeps the language
         context = {
             "language": language,
+            "target": target,
             "candidate": candidate,
             "verdict": verdict,
             "details": details_text(verdict),
@@ -52,4 +55,4 @@ class Repairer(Role[KernelCandidate]):
             "kernel": kernel_view(kernel),
             "launch": launch_view(launch),
         }
-        return self.ask(context, lambda fixed: contract_problem(fixed.source, kernel, language))
+        return self.ask(context, lambda fixed: contract_problem(fixed.source, kernel, language, target))

@@ -1,0 +1,66 @@
+"""The agents on a standalone Triton kernel file, through the real OpenAI SDK to a scripted local server:
+the Coder's broken file fails gate 2, the Repairer, shown that verdict, writes a file that passes gates 1-3,
+all judged on CPU tensors by the kernel-file judge (Triton's interpreter)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("pydantic")
+pytest.importorskip("triton")
+
+from conftest import ROOT  # noqa: E402
+from kernelopt.evaluate.gate_settings import GateSettings  # noqa: E402
+from kernelopt.pipeline.optimize_file import optimize_file  # noqa: E402
+from kernelopt.search.nodes import NodeStore  # noqa: E402
+from kernelopt.search.termination import Budget  # noqa: E402
+from kernelopt.store import Store  # noqa: E402
+from llm_servers import Reply, ScriptedLLMServer  # noqa: E402
+
+PATH = ROOT / "examples" / "kernels" / "softmax_naive.py"
+SOURCE = PATH.read_text()
+STORE = "tl.store(y_ptr + row * y_stride + cols, num / tl.sum(num, axis=0), mask=mask)"
+BROKEN = SOURCE.replace(STORE, STORE.replace("num / tl.sum", "1.01 * num / tl.sum")).replace("num_warps=4", "num_warps=8")
+FIXED = SOURCE.replace("num_warps=4", "num_warps=8")
+
+
+def reply(obj: dict) -> Reply:
+    return Reply(text=json.dumps(obj), input_tokens=900, output_tokens=300)
+
+
+@pytest.fixture
+def server():
+    s = ScriptedLLMServer("openai").start()
+    yield s
+    s.stop()
+
+
+def test_a_broken_file_is_repaired_from_its_verdict_and_judged_like_any_candidate(tmp_path, server) -> None:
+    server.enqueue(
+        reply({"bottleneck": "latency-bound", "evidence": ["one row per program, 4 warps"], "headroom_us": 10.0, "notes": "few warps"}),
+        reply({"strategy": "more-warps", "change": "num_warps 8", "expected_effect": "-20%", "evidence": ["8192 columns"], "risks": []}),
+        reply({"source": BROKEN, "summary": "8 warps"}),
+        reply({"strategy": "more-warps", "what_worked": "nothing: wrong scale", "why": "a stray factor",
+               "apply_when": "wide rows", "avoid_when": "never", "speedup": None, "success": False}),
+        reply({"source": FIXED, "summary": "dropped the stray factor"}),
+    )
+    store = Store(tmp_path / "k.db")
+    report = optimize_file(
+        PATH, store, operators=[], budget=Budget(max_evaluations=2, patience=3), device="cpu", sizes={"ROWS": 6, "COLS": 50},
+        settings=GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=4, kernel_distributions=("neg",)),
+        llm=f"openai-compatible:kernel-coder@{server.base_url}", export_path=tmp_path / "s.kopt.py",
+    )
+    assert store.run(report.run_id).status == "done"
+    first, repaired = [n for n in NodeStore(store, report.run_id).nodes("softmax_naive") if n.operator == "llm"]
+    assert first.failed_gate == "correctness" and "output 0" in (first.reason or "")
+    assert f"repair of node {first.id}" in repaired.candidate.note and repaired.candidate.source == FIXED
+    assert repaired.result is not None
+    assert [(v["gate"], v["passed"]) for v in repaired.result.verdicts[:3]] == [("static", True), ("correctness", True), ("model", True)]
+    coder_system = json.dumps(server.requests[2].body)
+    assert "standalone Triton kernel file" in coder_system and "The kernel-file contract" in coder_system
+    assert "output 0" in json.dumps(server.requests[4].body)  # the Repairer saw the failing verdict
+    rows = store.connection.execute("SELECT role FROM transcripts ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["analyst", "planner", "coder", "judge", "repairer"]
+    assert report.llm_usage is not None and report.llm_usage["calls"] == 5
