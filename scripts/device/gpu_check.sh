@@ -60,7 +60,7 @@ if [[ $step == all || $step == models ]]; then  # each example model optimized, 
 fi
 if [[ $step == all || $step == kernels ]]; then  # standalone Triton and Helion kernel files, then the CLI on one
   python3 -c 'import psutil, rich, sklearn, helion; print("helion", helion.__version__)' 2>&1 | tail -1
-  timeout ${KERNELS_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_kernel_file.py 2>&1 \
+  timeout -s INT ${KERNELS_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_kernel_file.py 2>&1 \
     | tee "$OUT/pytest_gpu_kernel_file.txt" | tail -30
   (cd "$OUT" && timeout ${KERNEL_CLI_TIMEOUT:-240} $KO optimize "$OLDPWD/examples/kernels/softmax_naive.py" --budget 8 \
     --store "$STORE" 2>&1 | tee "$OUT/optimize_softmax_naive.txt" | tail -20)
