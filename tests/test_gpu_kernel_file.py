@@ -43,7 +43,7 @@ def test_a_naive_softmax_is_optimized_verified_and_delivered(tmp_path: Path) -> 
     print(report.final_reason, f"{report.speedup:.3f}x", report.speedup_iqr, report.best.note if report.best else None)
     assert store.run(report.run_id).status == "done"
     assert report.best is not None and report.final_reason.startswith("verified")
-    assert report.speedup > 1.03 and report.speedup_iqr[0] > 1.0  # four warps for 8192 columns leave a lot
+    assert report.speedup > 1.03 and report.speedup_iqr[0] > 1.0  # four warps for 32768 columns spill
     record = json.loads(Path(report.record or "").read_text())
     assert record["delivered"]["sha256"] == hashlib.sha256(export.read_bytes()).hexdigest()
     assert [v["gate"] for v in record["verdicts"]] == ["static", "correctness", "model", "performance"]

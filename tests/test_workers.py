@@ -49,6 +49,8 @@ def test_exception_is_an_error_with_traceback() -> None:
     assert result.reason == "ValueError: bad tile size"
     assert result.traceback is not None and "raise_value_error" in result.traceback
     assert not result.ok
+    assert result.origin is not None and result.origin.endswith(" in raise_value_error")  # the innermost frame
+    assert run("add", 1, 2).origin is None
 
 
 def test_segfault_is_a_crash_naming_the_signal() -> None:

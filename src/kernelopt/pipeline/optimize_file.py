@@ -251,7 +251,10 @@ def _run(
         peak = store.device_bandwidth(label) if device == "cuda" else None
         facts_call = worker.call(f"{FILE_SESSION}:file_facts", asdict(spec), peak, timeout_s=config.eval_timeout_s)
         if not facts_call.ok:
-            raise KerneloptError(f"{kernel_file.path}: the original file failed in the worker: {facts_call.reason}")
+            where = f" (at {facts_call.origin})" if facts_call.origin else ""
+            raise KerneloptError(
+                f"{kernel_file.path}: the original file failed in the worker: {facts_call.reason}{where}"
+            )
         facts = facts_call.value
         if facts.get("peak_gbps") and peak is None and device == "cuda":
             store.set_device_bandwidth(label, float(facts["peak_gbps"]), {"source": "kernel-file facts"})

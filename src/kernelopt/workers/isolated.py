@@ -67,6 +67,15 @@ class WorkerResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def origin(self) -> str | None:
+        """Where the target raised (``file:line in function`` of the innermost frame), or None."""
+        frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', self.traceback or "")
+        if not frames:
+            return None
+        path, line, function = frames[-1]
+        return f"{path}:{line} in {function}"
+
     def to_dict(self) -> dict[str, Any]:
         """All fields plus ``ok``; ``value`` is included as it is, not converted."""
         return {**asdict(self), "ok": self.ok}
