@@ -61,22 +61,25 @@ fi
 if [[ $step == all || $step == kernels ]]; then  # standalone Triton and Helion kernel files, then the CLI on one
   # Helion: the newest carried wheel that imports and runs a kernel on this torch (.whl_helion, carried on its own:
   # pip takes one version of a package at a time)
-  probe='import torch, helion, helion.language as hl
+  probe=$(mktemp --suffix .py)  # a file: Helion reads its kernels' source back
+  cat > "$probe" <<'PY'
+import torch, helion, helion.language as hl
 @helion.kernel(config=helion.Config(block_sizes=[64]))
 def add(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in hl.tile(x.size()):
         out[tile] = x[tile] + 1
     return out
-x = torch.zeros(1000, device="cuda"); assert bool((add(x) == 1).all()); print("helion", helion.__version__, "runs")'
+x = torch.zeros(1000, device="cuda"); assert bool((add(x) == 1).all()); print("helion", helion.__version__, "runs")
+PY
   for w in $(ls -r .whl_helion/helion-*.whl 2>/dev/null); do
     rm -rf /tmp/helion_site && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/helion_site "$w" .whl_helion/filecheck-*.whl \
-      && PYTHONPATH=/tmp/helion_site:$PYTHONPATH python3 -c "$probe" 2>&1 | tail -1 | tee -a "$OUT/helion_probe.txt" | grep -q runs \
+      && PYTHONPATH=/tmp/helion_site:$PYTHONPATH python3 "$probe" 2>&1 | tail -1 | tee -a "$OUT/helion_probe.txt" | grep -q runs \
       && export PYTHONPATH=/tmp/helion_site:$PYTHONPATH && break
   done
-  timeout -s INT ${KERNELS_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_kernel_file.py 2>&1 \
-    | tee "$OUT/pytest_gpu_kernel_file.txt" | tail -30
-  timeout ${KERNEL_CLI_TIMEOUT:-240} $KO optimize examples/kernels/softmax_naive.py --budget 8 --store "$STORE" \
+  timeout -s INT ${KERNELS_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_kernel_file.py \
+    ${KERNELS_K:+-k "$KERNELS_K"} 2>&1 | tee "$OUT/pytest_gpu_kernel_file.txt" | tail -30
+  [[ ${KERNEL_CLI:-1} == 1 ]] && timeout ${KERNEL_CLI_TIMEOUT:-240} $KO optimize examples/kernels/softmax_naive.py --budget 8 --store "$STORE" \
     --export "$OUT/softmax_naive.kopt.py" 2>&1 | tee "$OUT/optimize_softmax_naive.txt" | tail -20
 fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
