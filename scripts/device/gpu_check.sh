@@ -70,11 +70,11 @@ def add(x: torch.Tensor) -> torch.Tensor:
     for tile in hl.tile(x.size()):
         out[tile] = x[tile] + 1
     return out
-x = torch.zeros(1000, device="cuda"); assert bool((add(x) == 1).all()); print("helion", helion.__version__, "runs")
+x = torch.zeros(1000, device="cuda"); assert bool((add(x) == 1).all()); print("helion runs")
 PY
   for w in $(ls -r .whl_helion/helion-*.whl 2>/dev/null); do
     rm -rf /tmp/helion_site && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/helion_site "$w" .whl_helion/filecheck-*.whl \
-      && PYTHONPATH=/tmp/helion_site:$PYTHONPATH python3 "$probe" 2>&1 | tail -1 | tee -a "$OUT/helion_probe.txt" | grep -q runs \
+      && PYTHONPATH=/tmp/helion_site:$PYTHONPATH python3 "$probe" 2>&1 | tail -1 | sed "s|^|$(basename $w): |" | tee -a "$OUT/helion_probe.txt" | grep -q runs \
       && export PYTHONPATH=/tmp/helion_site:$PYTHONPATH && break
   done
   timeout -s INT ${KERNELS_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_kernel_file.py \
