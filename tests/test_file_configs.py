@@ -76,5 +76,21 @@ def test_the_operator_pins_the_file_s_own_configs_first_then_walks_outward_and_n
     more = op.propose(history[2], ctx, 50)
     keys = {c.key() for c in more}
     assert len(keys) == len(more) and not keys & {c.key() for c in first}
-    assert more[0].note.startswith("autotune:scale_add_kernel: ") and "->" in more[0].note
+    assert more[0].note.startswith("autotune:scale_add_kernel: pinned BLOCK=")
     assert op.propose(root, SearchContext(target="k", root_source="x = 1\n", nodes=[root]), 4) == []
+
+
+def test_a_note_names_the_whole_change_from_the_users_file_not_the_last_step() -> None:
+    op = FileLaunchConfigOperator()
+    root = _node(1, SOFTMAX)
+    site = "launch:0:softmax_kernel"
+    eight = _node(
+        2,
+        apply_config(SOFTMAX, {site: {"num_warps": 8, "num_stages": 3}}),
+        {site: {"num_warps": 8, "num_stages": 3}},
+        "launch-config",
+    )
+    ctx = SearchContext(target="k", root_source=SOFTMAX, nodes=[root, eight], rng=random.Random(0))
+    child = next(c for c in op.propose(eight, ctx, 10) if c.config == {site: {"num_warps": 8, "num_stages": 4}})
+    assert child.note == f"{site}: num_warps 4->8, num_stages 3->4"
+    assert "num_warps=8, num_stages=4)" in (child.source or "")

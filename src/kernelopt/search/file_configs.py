@@ -233,16 +233,22 @@ class FileLaunchConfigOperator:
                 changed = apply_config(parent_source, {k: v for k, v in config.items() if config.get(k) != base.get(k)})
             except (ValueError, SyntaxError):
                 continue
-            out.append(Candidate(ctx.target, self.name, source=changed, config=config, note=_note(base, config)))
+            out.append(Candidate(ctx.target, self.name, source=changed, config=config, note=_note(sites, config)))
             if len(out) >= n:
                 break
         return out
 
 
-def _note(old: Config, new: Config) -> str:
+def _note(sites: list[Site], config: Config) -> str:
+    """The whole change from the user's file (not the step from the parent): what a delivery's reader needs."""
+    by_id = {site.id: site for site in sites}
     parts = []
-    for site_id, values in new.items():
-        before = old.get(site_id, {})
+    for site_id, values in config.items():
+        site = by_id.get(site_id)
+        if site is None or site.kind == "autotune":
+            parts.append(f"{site_id}: pinned " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())))
+            continue
+        before = site.choices[0]
         changed = ", ".join(f"{k} {before.get(k, '-')}->{v}" for k, v in values.items() if before.get(k) != v)
         if changed:
             parts.append(f"{site_id}: {changed}")
