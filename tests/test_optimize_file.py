@@ -58,8 +58,14 @@ def test_the_delivery_is_the_judged_source_with_a_record_of_both_digests(tmp_pat
 
 
 def test_operators_that_only_mean_something_for_a_model_are_refused() -> None:
-    assert [op.name for op in file_operators(["launch-config", "eviction-policy"])] == ["launch-config", "eviction-policy"]
-    with pytest.raises(KerneloptError, match="compiler-knobs do not apply to a triton kernel file; choose from launch-config, eviction-policy"):
+    assert [op.name for op in file_operators(["launch-config", "eviction-policy"])] == [
+        "launch-config",
+        "eviction-policy",
+    ]
+    with pytest.raises(
+        KerneloptError,
+        match="compiler-knobs do not apply to a triton kernel file; choose from launch-config, eviction-policy",
+    ):
         file_operators(["compiler-knobs"])
 
 
@@ -83,4 +89,30 @@ def test_the_cli_refuses_llm_agents_for_a_helion_file_before_asking_for_a_gpu() 
     result = CliRunner().invoke(app, ["optimize", str(helion), "--llm", "openai:gpt-x"])
     assert result.exit_code != 0 and "the LLM agents rewrite Triton kernel files only" in result.output
     result = CliRunner().invoke(app, ["optimize", str(helion), "--operators", "eviction-policy"])
-    assert result.exit_code != 0 and "do not apply to a helion kernel file; choose from helion-autotune, helion-config" in result.output
+    assert (
+        result.exit_code != 0
+        and "do not apply to a helion kernel file; choose from helion-autotune, helion-config" in result.output
+    )
+
+
+def test_nodes_and_the_report_page_speak_of_the_user_s_file(tmp_path: Path) -> None:
+    from kernelopt.report import write_run_report
+
+    store = Store(tmp_path / "k.db")
+    report = optimize_file(SOFTMAX, store, budget=Budget(max_evaluations=1), settings=LIGHT, sizes=SMALL, device="cpu")
+    page = write_run_report(store, report.run_id, tmp_path / "run.html").read_text()
+    assert "vs the original file" in page and "the user's file (the baseline)" in page  # in the search graph's records
+    assert "vs torch.compile" not in page and "Amdahl bound" not in page
+    listing = CliRunner().invoke(app, ["nodes", str(report.run_id), "--store", str(tmp_path / "k.db")])
+    assert listing.exit_code == 0 and "the user's file (the baseline)" in listing.output
+
+
+def test_a_resumed_run_keeps_its_evaluations_and_continues_the_same_search(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    first = optimize_file(SOFTMAX, store, budget=Budget(max_evaluations=2), settings=LIGHT, sizes=SMALL, device="cpu")
+    before = {n.id: n.result for n in NodeStore(store, first.run_id).nodes("softmax_naive") if n.result is not None}
+    again = optimize_file(SOFTMAX, store, budget=Budget(max_evaluations=4), settings=LIGHT, sizes=SMALL, device="cpu",
+                          resume_run=first.run_id)  # fmt: skip
+    after = {n.id: n.result for n in NodeStore(store, again.run_id).nodes("softmax_naive") if n.result is not None}
+    assert again.run_id == first.run_id and again.evaluations == 4
+    assert all(after[i] == result for i, result in before.items())  # nothing judged twice

@@ -286,8 +286,9 @@ def print_runs(runs: list[Run], console: Console) -> None:
     console.print(table)
 
 
-def print_nodes(target: str, nodes: list[Node], console: Console) -> None:
-    """One target's search graph in creation order: best first is for the report, history is for this."""
+def print_nodes(target: str, nodes: list[Node], console: Console, baseline: str | None = None) -> None:
+    """One target's search graph in creation order: best first is for the report, history is for this.
+    ``baseline``: what the root is (Inductor's own kernel unless the run says otherwise: a kernel file)."""
     table = Table(title=target, title_justify="left")
     for col, justify in (
         ("id", "right"),
@@ -309,7 +310,7 @@ def print_nodes(target: str, nodes: list[Node], console: Console) -> None:
             speedup, record = fmt_ratio(n.fitness), n.reason or ""
         else:
             status, speedup, record = f"failed: {n.failed_gate}", "", n.reason or ""
-        change = n.candidate.note or ("Inductor's own kernel (the baseline)" if n.is_root else "")
+        change = n.candidate.note or ((baseline or "Inductor's own kernel (the baseline)") if n.is_root else "")
         table.add_row(
             str(n.id),
             "" if n.parent_id is None else str(n.parent_id),

@@ -307,7 +307,7 @@ def nodes(
     from kernelopt.store import Store
 
     with Store(store, read_only=True) as db:
-        db.run(run_id)  # an unknown run id is a clear error, not an empty listing
+        run = db.run(run_id)  # an unknown run id is a clear error, not an empty listing
         graph = NodeStore(db, run_id)
         targets = graph.targets()
         if kernel == "model":  # the help's name for the whole-model (compiler knobs) target
@@ -325,8 +325,9 @@ def nodes(
         raise KerneloptError(
             f"run {run_id} has no search nodes (an analyze or verify run, or killed before its search)"
         )
+    baseline = "the user's file (the baseline)" if run.args.get("input") not in (None, "model") else None
     for target, ns in found.items():
-        print_nodes(target, ns, out)
+        print_nodes(target, ns, out, baseline)
 
 
 @app.command()

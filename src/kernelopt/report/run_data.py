@@ -16,7 +16,7 @@ The end-to-end times beside it are the measured ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelopt.errors import KerneloptError
@@ -139,6 +139,8 @@ class Summary:
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     knobs: dict[str, Any] | None = None
+    kind: str = "model"  # what was optimized: a model, or a kernel file ("triton", "helion")
+    file_report: dict[str, Any] | None = None  # a kernel-file run's own report (FileReport.to_dict())
 
 
 @dataclass(frozen=True)
@@ -178,17 +180,51 @@ def load_run(store: Store, run_id: int) -> RunData:
     report = found.get("report")
     plans = {key[len(PLAN_KEY) :]: value for key, value in found.items() if key.startswith(PLAN_KEY)}
     graph = NodeStore(store, run_id)
+    kind = str(run.args.get("input") or "model")
+    file_report = found.get("file_report")
+    if kind != "model":  # a kernel file: its report in the shape of a model run's, one kernel (the file)
+        root = next((n for t in graph.targets() for n in graph.nodes(t) if n.is_root), None)
+        report, analysis = _as_run_report(file_report, root.candidate.source if root else None)
     kernels = _kernels(report, analysis)
-    trees = [_tree(target, graph.nodes(target), report, plans) for target in graph.targets()]
+    root_note = "the user's file (the baseline)" if kind != "model" else "Inductor's own kernel (the baseline)"
+    trees = [_tree(target, graph.nodes(target), report, plans, root_note) for target in graph.targets()]
+    summary = _summary(run, None if kind != "model" else analysis, report)
     return RunData(
         run=run,
-        summary=_summary(run, analysis, report),
+        summary=replace(summary, kind=kind, file_report=file_report),
         launches=_launches(analysis),
         kernels=kernels,
         trees=trees,
         transcripts=transcripts(store.connection, run_id),
         llm_usage=(report or {}).get("llm_usage"),
     )
+
+
+def _as_run_report(
+    file_report: dict[str, Any] | None, original: str | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A kernel-file run's report as (report, analysis) in a model run's shape: the file is the one kernel."""
+    if file_report is None:
+        return None, None
+    name = str(file_report.get("name"))
+    kernel = {
+        "name": name,
+        "before_us": file_report.get("original_us") or 0.0,
+        "speedup": file_report.get("speedup") or 1.0,
+        "evaluations": file_report.get("evaluations") or 0,
+        "failures_by_gate": file_report.get("failures_by_gate") or {},
+        "stop_reason": file_report.get("stop_reason") or "",
+        "best": file_report.get("best"),
+    }
+    optimized = _number(file_report.get("optimized_us"))
+    report = {
+        **{k: file_report.get(k) for k in ("final_reason", "evaluations", "gpu_s", "wall_s", "exported", "llm_usage")},
+        "kernels": [kernel],
+        "optimized_ms": optimized / 1000.0 if optimized else None,
+        "speedup_vs_compile": file_report.get("speedup"),
+        "speedup_vs_compile_iqr": file_report.get("speedup_iqr") if file_report.get("best") else None,
+    }
+    return report, {"kernels": {name: {"source": original}}}
 
 
 def _number(value: Any) -> float | None:
@@ -310,7 +346,11 @@ def verdict_of(node: Node) -> str:
 
 
 def _tree(
-    target: str, nodes: list[Node], report: dict[str, Any] | None, plans: dict[str, dict[str, Any]]
+    target: str,
+    nodes: list[Node],
+    report: dict[str, Any] | None,
+    plans: dict[str, dict[str, Any]],
+    root_note: str = "Inductor's own kernel (the baseline)",
 ) -> SearchTree:
     r = report or {}
     delivered_ids = {
@@ -328,13 +368,13 @@ def _tree(
     winner = delivered[0] if delivered else best
     return SearchTree(
         target=target,
-        nodes=[_tree_node(n, plans) for n in nodes],
+        nodes=[_tree_node(n, plans, root_note) for n in nodes],
         winner=winner.id if winner else None,
         delivered=bool(delivered),
     )
 
 
-def _tree_node(node: Node, plans: dict[str, dict[str, Any]]) -> TreeNode:
+def _tree_node(node: Node, plans: dict[str, dict[str, Any]], root_note: str) -> TreeNode:
     result = node.result
     gates = [
         {"gate": str(v.get("gate")), "passed": bool(v.get("passed")), "reason": str(v.get("reason") or "")}
@@ -345,7 +385,7 @@ def _tree_node(node: Node, plans: dict[str, dict[str, Any]]) -> TreeNode:
         id=node.id,
         parent_id=node.parent_id,
         operator=node.operator,
-        note=node.candidate.note or ("Inductor's own kernel (the baseline)" if node.is_root else ""),
+        note=node.candidate.note or (root_note if node.is_root else ""),
         verdict=verdict_of(node),
         fitness=node.fitness,
         reason=node.reason or "",

@@ -34,7 +34,8 @@ def render_run(data: RunData, figures: Mapping[str, go.Figure]) -> str:
     if data.trees or data.kernels:
         sections.append(("search", "Search", _search(data, figures)))
     if data.kernels:
-        sections.append(("kernels", "Replaced kernels", _diffs(data)))
+        title = "The delivered file" if s.kind != "model" else "Replaced kernels"
+        sections.append(("kernels", title, _diffs(data)))
     if data.transcripts or data.llm_usage:
         sections.append(("agents", "LLM agents", _agents(data)))
     sections.append(("provenance", "Provenance", _provenance(data)))
@@ -66,8 +67,67 @@ def _best_stock_note(s: Summary) -> str:
     return note
 
 
+def _us(value: object) -> str:
+    return f"{value:.1f} µs" if isinstance(value, (int, float)) else "—"
+
+
+def _file_summary(data: RunData) -> str:
+    """A kernel-file run: the original file against the delivered one, and the floor of both."""
+    s, f = data.summary, data.summary.file_report or {}
+    floor, original, optimized = f.get("min_time_us"), f.get("original_us"), f.get("optimized_us")
+    best = optimized or original
+    cards = [
+        card(
+            "vs the original file",
+            fmt_ratio(s.vs_compile) or "—",
+            f"IQR {s.vs_compile_iqr[0]:.3f}–{s.vs_compile_iqr[1]:.3f}× (final check)"
+            if s.vs_compile_iqr
+            else "the original stays",
+        ),
+        card("original", _us(original), "timed in a process that never loads a candidate"),
+        card("delivered", _us(optimized), "the final check's median" if optimized else "nothing delivered"),
+        card(
+            "roofline floor",
+            _us(floor),
+            f"the delivery at {100 * floor / best:.0f} % of it"
+            if floor and best
+            else "inputs read, outputs written once",
+        ),
+    ]
+    helion = f.get("helion") or {}
+    if helion:
+        tuned = (
+            "chose a config"
+            if helion.get("tuned")
+            else f"failed: {helion.get('error')}"
+            if helion.get("error")
+            else "not run"
+        )
+        over = f.get("over_helion_tuned")
+        cards.append(card("Helion's autotuner", fmt_ratio(over) or "—", f"{helion.get('effort', '')} effort, {tuned}"))
+    rows = [
+        ("outcome", s.final_reason or "—"),
+        ("kernel file", f"{s.problem} ({s.kind})"),
+        ("evaluations", "—" if s.evaluations is None else str(s.evaluations)),
+        ("evaluation worker time", "—" if s.gpu_s is None else f"{s.gpu_s:.1f} s"),
+        ("wall time", "—" if s.wall_s is None else f"{s.wall_s:.0f} s"),
+        ("delivered file", s.exported or "none (the user's file stays)"),
+        ("verification record", str(f.get("record") or "—")),
+    ]
+    unfinished = "" if s.finished else f'<p class="note fail">This run has not finished: {esc(s.final_reason)}</p>'
+    return (
+        f'{unfinished}<div class="cards">{"".join(cards)}</div>'
+        + table(("", ""), rows)
+        + '<p class="note">Speedups are medians of per-round ratios of the original file against the candidate, '
+        "timed interleaved with the L2 flushed, each side in a process of its own; in brackets their "
+        "interquartile range.</p>"
+    )
+
+
 def _summary(data: RunData) -> str:
     s = data.summary
+    if s.kind != "model":
+        return _file_summary(data)
     cards = [
         card(
             "vs torch.compile" if s.base_mode == "default" else f"vs torch.compile ({s.base_mode})",
@@ -220,6 +280,8 @@ def _records(data: RunData, key: str) -> dict[str, object]:
 def _diffs(data: RunData) -> str:
     replaced = data.replaced
     if not replaced:
+        if data.summary.kind != "model":
+            return '<p class="note">Nothing was delivered: the user\'s file stays.</p>'
         return '<p class="note">No kernel was replaced: the delivered model is the compiler\'s.</p>'
     parts = []
     for k in replaced:

@@ -61,7 +61,10 @@ EventSink = Callable[[str, dict[str, Any]], None]
 """Progress events: ``round``, ``evaluated``, ``stopped``, each with a dict of plain data."""
 
 ROOT_RESULT = EvaluationResult(
-    passed=True, fitness=1.0, failed_gate=None, reason="baseline: the compiler's own kernel, not evaluated"
+    passed=True,
+    fitness=1.0,
+    failed_gate=None,
+    reason="baseline: the original (the compiler's kernel or the user's file), not evaluated",
 )
 EXHAUSTED = "search space exhausted: round {round} produced no new candidate"
 
