@@ -20,7 +20,7 @@ SOFTMAX_PATH = ROOT / "examples" / "kernels" / "softmax_naive.py"
 SOFTMAX = SOFTMAX_PATH.read_text()
 IN_PLACE_PATH = FIXTURES / "kernel_files" / "add_in_place.py"
 IN_PLACE = IN_PLACE_PATH.read_text()
-SETTINGS = GateSettings(kernel_seeds=(0, 1), model_seeds=(0,), trials=5, kernel_distributions=("neg",))
+SETTINGS = GateSettings(kernel_seeds=(0, 1), model_seeds=(0,), trials=5, kernel_distributions=("neg",), kernel_edges=())
 STORE = "tl.store(y_ptr + row * y_stride + cols, num / tl.sum(num, axis=0), mask=mask)"
 
 
@@ -99,3 +99,11 @@ def test_an_in_place_file_is_judged_on_the_input_it_writes(in_place: FileSession
     half = IN_PLACE.replace("triton.cdiv(x.numel(), 256)", "triton.cdiv(x.numel(), 512)")  # half the blocks
     failed = _failed(in_place.evaluate(half, SETTINGS))
     assert failed["gate"] == "correctness" and "input 0 (written in place)" in failed["reason"]
+
+
+def test_a_softmax_without_its_max_subtraction_fails_only_on_the_edge_cases(softmax: FileSession) -> None:
+    unsafe = SOFTMAX.replace("    x = x - tl.max(x, axis=0)\n", "")
+    assert _gates(softmax.evaluate(unsafe, SETTINGS))[:2] == [("static", True), ("correctness", True)]
+    edges = GateSettings(kernel_seeds=(0, 1), model_seeds=(0,), trials=5, kernel_distributions=("neg",), kernel_edges=("large",))
+    failed = _failed(softmax.evaluate(unsafe, edges))
+    assert failed["gate"] == "correctness" and "seed 0, edge large" in failed["reason"]

@@ -25,7 +25,7 @@ pytest.importorskip("helion")
 PATH = ROOT / "examples" / "kernels" / "helion_rms_scale.py"
 SOURCE = PATH.read_text()
 SMALL = {"ROWS": 8, "COLS": 64}
-SETTINGS = GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=4, kernel_distributions=("neg",))
+SETTINGS = GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=4, kernel_distributions=("neg",), kernel_edges=())
 CONFIG = {"block_sizes": [4], "num_warps": 2, "num_stages": 1}
 
 

@@ -10,9 +10,11 @@ the judge copied into the judge's buffers, poisoned before every call.
 The gates, in order, stopping at the first that fails:
 
 1. static: :func:`~kernelopt.verify.static_kernel_file.check_static_kernel_file`;
-2. correctness: on every kernel seed and input distribution, the candidate's outputs
-   against the original's at the dtype's tolerance, the inputs the original leaves
-   alone left alone, the inputs it writes written the same (:func:`check_case`);
+2. correctness: on every kernel seed and input distribution, and once per edge case
+   (huge, all-negative, non-finite, tiny, constant values in the inputs' exact layouts;
+   the final check's), the candidate's outputs against the original's at the dtype's
+   tolerance, the inputs the original leaves alone left alone, the inputs it writes
+   written the same (:func:`check_case`);
 3. model: with a ``reference(*inputs)``, each output's error against the reference
    run in float64 must stay within ``max_error_ratio`` times the original's (the
    model gate's rule, :func:`judge_model`); without one, the original was gate 2's
@@ -39,6 +41,7 @@ from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.runner_file import ORIGINAL
 from kernelopt.evaluate.session import stage
 from kernelopt.measure.timer import SplitComparison, compare_split
+from kernelopt.problem.edges import edge_like_layout
 from kernelopt.problem.inputs import DISTRIBUTIONS
 from kernelopt.problem.kernel_file import HELION, KernelFile, load_kernel_file
 from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
@@ -48,6 +51,7 @@ from kernelopt.verify.perf_runner import WARMUP, rotating_sets
 from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
 from kernelopt.verify.verdict import Verdict
 
+EDGE = "edge:"  # a case name's prefix for an edge-case distribution (kernelopt.problem.edges)
 HELION_ENV = {"HELION_AUTOTUNE_EFFORT": "none"}
 """A Helion kernel with no config baked in runs its default config, never an autotuning pass of its own:
 the autotuner is an operator (``helion-autotune``), run once, within the run's budget."""
@@ -161,7 +165,7 @@ class FileSession:
         """The inputs of (seed, distribution) and the original's outputs on them, built once."""
         key = (seed, distribution)
         if key not in self._cases:
-            inputs = self.file.make_inputs(seed, self.device, distribution)
+            inputs = self._inputs(seed, distribution)
             run = clone_args(inputs)
             returned = _tensors(self.file.run_entry(run), f"{self.file.entry_name}()")
             written = {
@@ -169,8 +173,25 @@ class FileSession:
                 for i, (a, b) in enumerate(zip(inputs, run))
                 if isinstance(a, torch.Tensor) and bitwise_changes(f"input {i}", a, b)[0]
             }
-            self._cases[key] = Case(f"seed {seed}, {distribution} inputs", inputs, returned, written)
+            label = (
+                f"seed {seed}, edge {distribution[5:]}"
+                if distribution.startswith(EDGE)
+                else f"seed {seed}, {distribution} inputs"
+            )
+            self._cases[key] = Case(label, inputs, returned, written)
         return self._cases[key]
+
+    def _inputs(self, seed: int, distribution: str) -> list[Any]:
+        """The file's inputs for ``seed``: rescaled (a :data:`DISTRIBUTIONS` name) or, for ``edge:NAME``,
+        refilled in their exact layouts with the edge-case values of :mod:`kernelopt.problem.edges`."""
+        if not distribution.startswith(EDGE):
+            return self.file.make_inputs(seed, self.device, distribution)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        given = self.file.make_inputs(seed, self.device)
+        return [
+            edge_like_layout(t, distribution[len(EDGE) :], generator) if isinstance(t, torch.Tensor) else t
+            for t in given
+        ]
 
     def reference64(self, seed: int) -> list[torch.Tensor] | None:
         """The file's ``reference`` on seed ``seed``'s inputs in float64; None without a reference."""
@@ -362,10 +383,13 @@ class FileSession:
     def correctness(self, key: str, settings: GateSettings) -> tuple[Verdict, dict[int, list[torch.Tensor]]]:
         """Gate 2 over every kernel seed x distribution; also the candidate's given-input outputs per seed."""
         distributions = ["given", *[d for d in settings.kernel_distributions or DISTRIBUTIONS if d != "given"]]
+        distributions += [f"{EDGE}{e}" for e in settings.edges]  # once per run's first kernel seed, below
         verdicts: list[Verdict] = []
         kept: dict[int, list[torch.Tensor]] = {}
-        for seed in settings.kernel_seeds:
+        for n, seed in enumerate(settings.kernel_seeds):
             for distribution in distributions:
+                if distribution.startswith(EDGE) and n > 0:
+                    continue  # an edge case's point is its structure, not its sample: one seed
                 case = self.case(seed, distribution)
                 inputs, outputs, error = self._run(key, case)
                 if error is not None:
@@ -373,7 +397,15 @@ class FileSession:
                 verdicts.append(self._check(case, inputs, outputs))
                 if distribution == "given":
                     kept[seed] = outputs + [inputs[i] for i in sorted(case.written)]
-        return combine_cases(verdicts), kept
+        combined = combine_cases(verdicts)
+        if combined.passed:  # the kernel gate's wording names a snapshot and a kernel; here it is the file
+            combined = Verdict(
+                "correctness",
+                True,
+                f"{len(verdicts)} cases (seeds x distributions, edge cases) matched the original file",
+                combined.details,
+            )
+        return combined, kept
 
     def model_gate(self, key: str, settings: GateSettings, outputs: dict[int, list[torch.Tensor]]) -> Verdict:
         """Gate 3: every output's error against the float64 reference, within the ratio of the original's."""
