@@ -51,6 +51,7 @@ from kernelopt.verify.perf_runner import WARMUP, rotating_sets
 from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
 from kernelopt.verify.verdict import Verdict
 
+CASE_CACHE_BYTES = 4 << 30  # cases kept between candidates, beyond the given inputs' (always kept)
 EDGE = "edge:"  # a case name's prefix for an edge-case distribution (kernelopt.problem.edges)
 HELION_ENV = {"HELION_AUTOTUNE_EFFORT": "none"}
 """A Helion kernel with no config baked in runs its default config, never an autotuning pass of its own:
@@ -107,6 +108,7 @@ class FileSession:
             kernel.settings.autotune_effort = HELION_ENV["HELION_AUTOTUNE_EFFORT"]
         self._peak = peak_gbps
         self._cases: dict[tuple[int, str], Case] = {}
+        self._cached_bytes = 0
         self._ref64: dict[int, list[torch.Tensor]] = {}
         first = self.case(spec.seed, "given")
         runner_args = dict(
@@ -162,7 +164,9 @@ class FileSession:
         return out
 
     def case(self, seed: int, distribution: str) -> Case:
-        """The inputs of (seed, distribution) and the original's outputs on them, built once."""
+        """The inputs of (seed, distribution) and the original's outputs on them: kept for the next candidate
+        while the kept cases stay under :data:`CASE_CACHE_BYTES` (the given inputs always), else built
+        again each time, so a final check's 18 cases of a big file never sit on the GPU at once."""
         key = (seed, distribution)
         if key not in self._cases:
             inputs = self._inputs(seed, distribution)
@@ -178,7 +182,12 @@ class FileSession:
                 if distribution.startswith(EDGE)
                 else f"seed {seed}, {distribution} inputs"
             )
-            self._cases[key] = Case(label, inputs, returned, written)
+            case = Case(label, inputs, returned, written)
+            size = _nbytes(inputs) + _nbytes(returned) + _nbytes(list(written.values()))
+            if distribution != "given" and self._cached_bytes + size > CASE_CACHE_BYTES:
+                return case
+            self._cached_bytes += size
+            self._cases[key] = case
         return self._cases[key]
 
     def _inputs(self, seed: int, distribution: str) -> list[Any]:
