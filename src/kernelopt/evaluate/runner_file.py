@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import sys
 import tempfile
 import time
@@ -33,7 +34,8 @@ class _State:
         self.device = torch.device(device)
         self.entry = entry
         self.modules: dict[str, ModuleType] = {}
-        self.folder = Path(tempfile.mkdtemp(prefix="kernelopt-files-"))
+        # in the worker's own directory (its cwd), which the worker removes when it ends
+        self.folder = Path(tempfile.mkdtemp(prefix="kernelopt-files-", dir=os.getcwd()))
         self.opened: dict[str, list[Any]] = {}
         self.last: list[Any] = []  # what the last timed call returned, for the judge to check
 
