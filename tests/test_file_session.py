@@ -7,6 +7,7 @@ the GPU; only the device differs (``FileSpec.device="cpu"``; conftest sets ``TRI
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -104,7 +105,9 @@ def test_an_in_place_file_is_judged_on_the_input_it_writes(in_place: FileSession
 def test_a_softmax_without_its_max_subtraction_fails_only_on_the_edge_cases(softmax: FileSession) -> None:
     unsafe = SOFTMAX.replace("    x = x - tl.max(x, axis=0)\n", "")
     assert _gates(softmax.evaluate(unsafe, SETTINGS))[:2] == [("static", True), ("correctness", True)]
-    edges = GateSettings(kernel_seeds=(0, 1), model_seeds=(0,), trials=5, kernel_distributions=("neg",), kernel_edges=("large",))
+    edges = GateSettings(
+        kernel_seeds=(0, 1), model_seeds=(0,), trials=5, kernel_distributions=("neg",), kernel_edges=("large",)
+    )
     failed = _failed(softmax.evaluate(unsafe, edges))
     assert failed["gate"] == "correctness" and "seed 0, edge large" in failed["reason"]
 
@@ -122,3 +125,31 @@ def test_cases_beyond_the_cache_budget_are_built_again_not_kept(monkeypatch: pyt
         assert _gates(session.evaluate(candidate, SETTINGS))[:2] == [("static", True), ("correctness", True)]
     finally:
         session.close()
+
+
+def test_the_candidate_files_process_imports_no_gate_and_the_judge_stays_in_its_own() -> None:
+    import torch
+
+    from kernelopt.evaluate.file_remote import FileRunner
+
+    tests = Path(__file__).resolve().parent
+    x = torch.randn(6, 50)
+    runner = FileRunner(
+        original_source=SOFTMAX, entry="launch", calibration_inputs=[x], device="cpu", extra_path=[tests]
+    )
+    try:
+        runner.start()
+        assert len(runner.calibration_ms) >= 10  # the original was timed before any candidate
+        key, error, _ = runner.load(
+            apply_config(SOFTMAX, {"launch:0:softmax_kernel": {"num_warps": 8, "num_stages": 3}})
+        )
+        assert error is None
+        out = torch.full((6, 50), float("nan"))
+        assert runner.run_into(key, [x], [out])["error"] is None
+        torch.testing.assert_close(out, torch.softmax(x, dim=-1))  # written into the judge's buffer
+        modules = runner.worker.call("runner_backend:loaded_modules").value
+        assert "kernelopt.evaluate.runner_file" in modules and not [
+            m for m in modules if m.startswith("kernelopt.verify")
+        ]
+    finally:
+        runner.close()

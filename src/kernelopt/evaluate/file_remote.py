@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,8 +41,9 @@ class FileRunner(RemoteRunner):
         gpu: int | None = None,
         timeout_s: float = 600.0,
         env: dict[str, str] | None = None,
+        extra_path: Sequence[str | Path] = (),
     ) -> None:
-        super().__init__(device=device, gpu=gpu, timeout_s=timeout_s, env=env)
+        super().__init__(device=device, gpu=gpu, timeout_s=timeout_s, env=env, extra_path=extra_path)
         self.original_source, self.entry = original_source, entry
         self._calibration_inputs = list(calibration_inputs)
 
