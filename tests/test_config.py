@@ -236,7 +236,7 @@ def test_optimize_defaults_come_from_the_settings(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(opt, "require_gpu", lambda: None)
     monkeypatch.setattr(opt, "optimize", stand_in)
     problem = tmp_path / "p.py"
-    problem.write_text("")
+    problem.write_text("class Model:\n    pass\n")  # read as a problem file by kind; never loaded (the stand-in stops first)
     env = {"KERNELOPT_PATIENCE": "5", "KERNELOPT_EFFORT": "full"}
     result = _runner().invoke(app, ["optimize", str(problem), "--budget", "9", "--store", str(tmp_path / "k.db")], env=env)
     assert result.exit_code == 2 and "stand-in" in result.stderr
