@@ -113,14 +113,14 @@ def test_a_softmax_without_its_max_subtraction_fails_only_on_the_edge_cases(soft
 
 
 def test_cases_beyond_the_cache_budget_are_built_again_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kernelopt.evaluate.file_session as fs
+    import kernelopt.evaluate.file_cases as fs
 
     monkeypatch.setattr(fs, "CASE_CACHE_BYTES", 1)  # nothing but the given inputs fits
     session = FileSession(FileSpec(str(SOFTMAX_PATH), {"ROWS": 6, "COLS": 50}, 0, "cpu"))
     try:
         assert session.case(0, "given") is session.case(0, "given")
         neg = session.case(0, "neg")
-        assert neg is not session.case(0, "neg") and (0, "neg") not in session._cases
+        assert neg is not session.case(0, "neg") and (0, "neg") not in session.cases._cases
         candidate = apply_config(SOFTMAX, {"launch:0:softmax_kernel": {"num_warps": 8, "num_stages": 2}})
         assert _gates(session.evaluate(candidate, SETTINGS))[:2] == [("static", True), ("correctness", True)]
     finally:

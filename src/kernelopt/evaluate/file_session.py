@@ -24,6 +24,10 @@ The gates, in order, stopping at the first that fails:
    rotating over the same argument sets; readings checked against the judge's clock,
    the roofline floor from the call's ideal bytes, and the last timed call's outputs
    checked against the original on the same inputs.
+
+The cases and the float64 reference are :mod:`~kernelopt.evaluate.file_cases`; how a Helion
+file runs in the judge (no autotuning of its own, the autotuner as a stage) is
+:mod:`~kernelopt.evaluate.file_helion`.
 """
 
 from __future__ import annotations
@@ -35,27 +39,22 @@ from typing import Any
 
 import torch
 
+from kernelopt.evaluate.file_cases import EDGE, Case, FileCases, nbytes, tensors
+from kernelopt.evaluate.file_helion import HELION_ENV, helion_configs, quiet
 from kernelopt.evaluate.file_remote import FileRunner, ReferenceFileRunner
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.runner_file import ORIGINAL
 from kernelopt.evaluate.session import stage
 from kernelopt.measure.timer import SplitComparison, compare_split
-from kernelopt.problem.edges import edge_like_layout
 from kernelopt.problem.inputs import DISTRIBUTIONS
 from kernelopt.problem.kernel_file import HELION, KernelFile, load_kernel_file
 from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
-from kernelopt.verify.correctness import bitwise_changes, check_case, combine_cases, nan_fill_
+from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.model_gate import ModelGatePolicy, SeedResult, judge_model, output_stats, relative_error
 from kernelopt.verify.perf_runner import WARMUP, rotating_sets
 from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
 from kernelopt.verify.verdict import Verdict
-
-CASE_CACHE_BYTES = 4 << 30  # cases kept between candidates, beyond the given inputs' (always kept)
-EDGE = "edge:"  # a case name's prefix for an edge-case distribution (kernelopt.problem.edges)
-HELION_ENV = {"HELION_AUTOTUNE_EFFORT": "none"}
-"""A Helion kernel with no config baked in runs its default config, never an autotuning pass of its own:
-the autotuner is an operator (``helion-autotune``), run once, within the run's budget."""
 
 
 @dataclass
@@ -71,32 +70,6 @@ class FileSpec:
         return (self.path, tuple(sorted(self.overrides.items())), self.seed, self.device)
 
 
-@dataclass
-class Case:
-    """One set of inputs and what the original made of it."""
-
-    label: str
-    inputs: list[Any]  # pristine: every call gets a copy
-    expected: list[torch.Tensor]  # what the original returned
-    written: dict[int, torch.Tensor]  # input position -> its value after the original wrote it
-
-
-def _tensors(value: Any, what: str) -> list[torch.Tensor]:
-    items = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
-    for i, item in enumerate(items):
-        if not isinstance(item, torch.Tensor):
-            raise TypeError(f"{what} returned {type(item).__name__} at position {i}; it must return tensors")
-    return items
-
-
-def _float64(inputs: Sequence[Any]) -> list[Any]:
-    return [t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
-
-
-def _nbytes(tensors: Sequence[Any]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-
 class FileSession:
     """The judge of one kernel file: cases built once, many candidates through the four gates."""
 
@@ -104,12 +77,9 @@ class FileSession:
         self.spec = spec
         self.file: KernelFile = load_kernel_file(spec.path, spec.overrides)
         self.device = spec.device
-        for kernel in self.helion_kernels():
-            kernel.settings.autotune_effort = HELION_ENV["HELION_AUTOTUNE_EFFORT"]
+        quiet(self.file)
         self._peak = peak_gbps
-        self._cases: dict[tuple[int, str], Case] = {}
-        self._cached_bytes = 0
-        self._ref64: dict[int, list[torch.Tensor]] = {}
+        self.cases = FileCases(self.file, self.device)
         first = self.case(spec.seed, "given")
         runner_args = dict(
             original_source=self.file.source,
@@ -131,86 +101,12 @@ class FileSession:
             self._peak = measure_copy_bandwidth().gbps
         return self._peak
 
-    def helion_kernels(self) -> list[Any]:
-        """The file's ``helion.Kernel`` objects (none for a Triton file)."""
-        return [getattr(self.file.module, name) for name in self.file.kernels] if self.file.kind == HELION else []
-
     def helion_configs(self, effort: str | None = None, budget_s: int | None = None) -> dict[str, Any]:
-        """The first Helion kernel's default config on the run's inputs and, with ``effort``, what Helion's
-        autotuner chooses there within ``budget_s`` (the judge's own kernel keeps its default after)."""
-        kernel = self.helion_kernels()[0]
-        inputs = clone_args(self.case(self.spec.seed, "given").inputs)
-        bound = kernel.bind(tuple(inputs))
-        default = bound.config_spec.default_config()
-        out: dict[str, Any] = {"kernel": self.file.kernels[0], "default": dict(default), "tuned": None}
-        if effort is None:
-            return out
-        settings = kernel.settings
-        saved = (settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar)
-        started = time.monotonic()
-        try:
-            settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar = (
-                effort,
-                budget_s,
-                False,
-            )
-            out["tuned"] = dict(bound.autotune(tuple(inputs), force=True))
-        except Exception as exc:  # the user's kernel under Helion's tuner: its failure is data, not a crash
-            out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        finally:
-            settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar = saved
-            bound.set_config(default)
-        out.update(effort=effort, budget_s=budget_s, seconds=time.monotonic() - started)
-        return out
+        """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice."""
+        return helion_configs(self.file, clone_args(self.case(self.spec.seed, "given").inputs), effort, budget_s)
 
     def case(self, seed: int, distribution: str) -> Case:
-        """The inputs of (seed, distribution) and the original's outputs on them: kept for the next candidate
-        while the kept cases stay under :data:`CASE_CACHE_BYTES` (the given inputs always), else built
-        again each time, so a final check's 18 cases of a big file never sit on the GPU at once."""
-        key = (seed, distribution)
-        if key not in self._cases:
-            inputs = self._inputs(seed, distribution)
-            run = clone_args(inputs)
-            returned = _tensors(self.file.run_entry(run), f"{self.file.entry_name}()")
-            written = {
-                i: run[i]
-                for i, (a, b) in enumerate(zip(inputs, run))
-                if isinstance(a, torch.Tensor) and bitwise_changes(f"input {i}", a, b)[0]
-            }
-            label = (
-                f"seed {seed}, edge {distribution[5:]}"
-                if distribution.startswith(EDGE)
-                else f"seed {seed}, {distribution} inputs"
-            )
-            case = Case(label, inputs, returned, written)
-            size = _nbytes(inputs) + _nbytes(returned) + _nbytes(list(written.values()))
-            if distribution != "given" and self._cached_bytes + size > CASE_CACHE_BYTES:
-                return case
-            self._cached_bytes += size
-            self._cases[key] = case
-        return self._cases[key]
-
-    def _inputs(self, seed: int, distribution: str) -> list[Any]:
-        """The file's inputs for ``seed``: rescaled (a :data:`DISTRIBUTIONS` name) or, for ``edge:NAME``,
-        refilled in their exact layouts with the edge-case values of :mod:`kernelopt.problem.edges`."""
-        if not distribution.startswith(EDGE):
-            return self.file.make_inputs(seed, self.device, distribution)
-        generator = torch.Generator(device=self.device).manual_seed(seed)
-        given = self.file.make_inputs(seed, self.device)
-        return [
-            edge_like_layout(t, distribution[len(EDGE) :], generator) if isinstance(t, torch.Tensor) else t
-            for t in given
-        ]
-
-    def reference64(self, seed: int) -> list[torch.Tensor] | None:
-        """The file's ``reference`` on seed ``seed``'s inputs in float64; None without a reference."""
-        reference = self.file.reference
-        if reference is None:
-            return None
-        if seed not in self._ref64:
-            inputs = _float64(self.case(seed, "given").inputs)
-            self._ref64[seed] = _tensors(self.file._call("reference()", lambda: reference(*inputs)), "reference()")
-        return self._ref64[seed]
+        return self.cases.case(seed, distribution)
 
     def min_time_us(self) -> float | None:
         """The least time one call can take: its inputs read and outputs written once, at the peak."""
@@ -218,7 +114,7 @@ class FileSession:
         if not peak:
             return None
         case = self.case(self.spec.seed, "given")
-        return (_nbytes(case.inputs) + _nbytes(case.expected)) / (peak * 1e3)
+        return (nbytes(case.inputs) + nbytes(case.expected)) / (peak * 1e3)
 
     def facts(self) -> dict[str, Any]:
         case = self.case(self.spec.seed, "given")
@@ -427,7 +323,7 @@ class FileSession:
             )
         per_seed = []
         for seed in settings.model_seeds:
-            ref = self.reference64(seed)
+            ref = self.cases.reference64(seed)
             assert ref is not None
             case = self.case(seed, "given")
             if seed not in outputs:
@@ -499,7 +395,7 @@ class FileSession:
             return split, None
         before = last["before"]
         run = clone_args(before)
-        returned = _tensors(self.file.run_entry(run), f"{self.file.entry_name}()")
+        returned = tensors(self.file.run_entry(run), f"{self.file.entry_name}()")
         written = {i: run[i] for i in base.written}
         timed = Case("the last timed call", before, returned, written)
         return split, self._check(timed, last["after"], last["outputs"])

@@ -27,7 +27,8 @@ from kernelopt.agents.roles.coder import FILE
 from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.config import Settings, resolve
 from kernelopt.errors import KerneloptError
-from kernelopt.evaluate.file_session import HELION_ENV, FileSpec
+from kernelopt.evaluate.file_helion import HELION_ENV
+from kernelopt.evaluate.file_session import FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings, final_settings, search_settings
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, WorkerEvaluator, compile_cache_env, gpu_seconds
