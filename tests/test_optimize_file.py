@@ -57,6 +57,15 @@ def test_the_delivery_is_the_judged_source_with_a_record_of_both_digests(tmp_pat
     assert (data["speedup"], data["speedup_iqr"], data["node"], data["run_id"]) == (1.2, [1.1, 1.3], 3, 7)
 
 
+def test_without_an_export_path_the_file_lands_under_an_importable_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    report = FileReport("softmax_naive", "triton", 1, "cpu", 10.0, None, speedup=1.1, speedup_iqr=(1.05, 1.15))
+    report.best = Winner("launch-config", "n", SOFTMAX.read_text(), [], node=2)
+    written, record = _deliver(SOFTMAX, SOFTMAX.read_text(), report, None, {})
+    assert (written, record) == ("softmax_naive_kopt.py", "softmax_naive_kopt.json")
+    assert (tmp_path / written).exists() and (tmp_path / record).exists()
+
+
 def test_operators_that_only_mean_something_for_a_model_are_refused() -> None:
     assert [op.name for op in file_operators(["launch-config", "eviction-policy"])] == [
         "launch-config",

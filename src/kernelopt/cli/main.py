@@ -206,7 +206,9 @@ def optimize(
         None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."
     ),
     export: Path | None = typer.Option(
-        None, "--export", help="Where to write the verified model (default: <problem>.kopt.json)."
+        None,
+        "--export",
+        help="Where to write the verified model (default: <problem>.kopt.json; for a kernel file, the verified file: <stem>_kopt.py).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
     no_report: bool = typer.Option(

@@ -6,8 +6,8 @@ the whole file with the kernel-file operators (launch configurations and autotun
 eviction hints, the LLM agents), every candidate through the four gates of
 :class:`~kernelopt.evaluate.file_session.FileSession`, then the best candidates
 evaluated again with every seed and distribution. The first that passes is delivered:
-the faster file (``<stem>.kopt.py``, exactly the source that was judged) and its
-verification record (``<stem>.kopt.json``: the original's and the delivery's digests,
+the faster file (``<stem>_kopt.py``, exactly the source that was judged, importable by that name) and its
+verification record (``<stem>_kopt.json``: the original's and the delivery's digests,
 every verdict, the measured speedup, device and versions). Nothing is delivered when
 nothing passes. Every node is in the store, so ``--resume`` continues a killed run.
 """
@@ -149,7 +149,7 @@ def optimize_file(
 ) -> FileReport:
     """Search a faster version of a kernel file; deliver it with its record, or keep the original.
 
-    ``export_path``: where the faster file goes (default ``<stem>.kopt.py`` in the working
+    ``export_path``: where the faster file goes (default ``<stem>_kopt.py`` in the working
     directory; the record beside it, ``.json`` for ``.py``). ``device`` is ``cuda`` but in the
     CPU tests, which run Triton's interpreter (``TRITON_INTERPRET=1``). ``llm`` / ``llm_config``
     add the agents, writing whole kernel files (Triton files only)."""
@@ -394,7 +394,7 @@ def _deliver(
 ) -> tuple[str, str]:
     """Write the faster file exactly as judged, and its verification record beside it."""
     assert report.best is not None
-    target = Path(export_path or f"{original_path.stem}.kopt.py")
+    target = Path(export_path or f"{original_path.stem}_kopt.py")  # importable: no dot in the module name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(report.best.source)
     record_path = target.with_suffix(".json")
