@@ -535,3 +535,17 @@ def test_memcheck_tells_an_honest_kernel_from_an_out_of_bounds_read() -> None:
     assert cheat.status == "errors", cheat.to_dict()
     assert cheat.error_count and cheat.error_count > 0
     assert any("read" in line and "out of bounds" in line for line in cheat.errors), cheat.errors
+
+
+def test_the_replay_runs_a_kernel_file_s_entry_on_its_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kernel file's candidate (``file:launch``) is imported from its path and its entry runs once;
+    here on CPU tensors through Triton's interpreter (the GPU replay is the same with ``cuda``)."""
+    pytest.importorskip("triton")
+    from kernelopt.verify.memcheck_replay import FILE_PREFIX, replay
+
+    source = (Path(__file__).resolve().parents[1] / "examples" / "kernels" / "softmax_naive.py").read_text()
+    x = torch.randn(6, 50)
+    directory = write_replay(tmp_path / "replay", source, f"{FILE_PREFIX}launch", [x])
+    replay(directory, "cpu")
+    printed = capsys.readouterr().out
+    assert printed.index(READY_MARKER) < printed.index(DONE_MARKER)

@@ -23,7 +23,9 @@ The gates, in order, stopping at the first that fails:
    candidate, interleaved, L2 flushed, fresh input values before every call, both
    rotating over the same argument sets; readings checked against the judge's clock,
    the roofline floor from the call's ideal bytes, and the last timed call's outputs
-   checked against the original on the same inputs.
+   checked against the original on the same inputs. On the GPU, a candidate that passed
+   the final check's gates runs once more under compute-sanitizer's memcheck on the
+   file's inputs (:func:`~kernelopt.verify.memcheck.run_memcheck`).
 
 The cases and the float64 reference are :mod:`~kernelopt.evaluate.file_cases`; how a Helion
 file runs in the judge (no autotuning of its own, the autotuner as a stage) is
@@ -51,6 +53,8 @@ from kernelopt.problem.inputs import DISTRIBUTIONS
 from kernelopt.problem.kernel_file import HELION, KernelFile, load_kernel_file
 from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
+from kernelopt.verify.memcheck import run_memcheck
+from kernelopt.verify.memcheck_replay import FILE_PREFIX
 from kernelopt.verify.model_gate import ModelGatePolicy, SeedResult, judge_model, output_stats, relative_error
 from kernelopt.verify.perf_runner import WARMUP, rotating_sets
 from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
@@ -249,6 +253,24 @@ class FileSession:
         perf, split = self.performance(key, settings)
         result["kernel_comparison"] = split.to_dict()
         lap("performance")
+        if perf.passed and settings.memcheck and torch.device(self.device).type == "cuda":
+            enter("memcheck")
+            torch.cuda.empty_cache()  # the replay is a process of its own that needs the inputs on this GPU again
+            memcheck = run_memcheck(
+                source, f"{FILE_PREFIX}{self.file.entry_name}", self.case(self.spec.seed, "given").inputs
+            )
+            lap("memcheck")
+            result["memcheck"] = memcheck.to_dict()
+            if memcheck.status in ("errors", "failed"):
+                result["verdicts"].append(perf.to_dict())
+                return done(
+                    Verdict(
+                        "correctness",
+                        False,
+                        f"memcheck on the file's inputs: {memcheck.reason}",
+                        {"rule": "memcheck", "memcheck": memcheck.to_dict()},
+                    )
+                )
         result["passed"] = perf.passed
         return done(perf)
 

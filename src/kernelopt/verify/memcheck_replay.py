@@ -5,7 +5,9 @@
 ``DIR`` holds the candidate's source and its launch arguments, written by
 :func:`kernelopt.verify.memcheck.run_memcheck`. The replay puts every tensor on
 the GPU in its recorded shape, strides and dtype, builds the candidate with
-Inductor's own loader, launches it once and synchronizes.
+Inductor's own loader, launches it once and synchronizes. A kernel file's candidate
+(named ``file:ENTRY``) is imported from its own path and its entry runs once on the
+file's inputs.
 
 Each tensor gets an allocation of its own holding exactly the memory span its
 view addresses, starting at the view's first element (the storage offset is
@@ -35,6 +37,7 @@ SOURCE_FILE = "candidate.py"
 ARGS_FILE = "launch.pt"
 READY_MARKER = "kernelopt-memcheck-replay: arguments on device"
 DONE_MARKER = "kernelopt-memcheck-replay: launch completed"
+FILE_PREFIX = "file:"  # a kernel file's replay runs its entry point ("file:launch") on the arguments
 
 
 def unpack_arguments(entries: list[dict[str, Any]], device: str | torch.device) -> list[Any]:
@@ -57,22 +60,47 @@ def unpack_arguments(entries: list[dict[str, Any]], device: str | torch.device) 
     return args
 
 
-def main(argv: list[str]) -> int:
+def _synchronize(device: str | torch.device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _import_file(path: Path) -> Any:
+    """A kernel file imported from its own path (Triton reads a kernel's source back through it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kernelopt_memcheck_candidate", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def replay(directory: Path, device: str | torch.device = "cuda") -> None:
+    """The replay itself: the arguments on ``device``, the ready line, one launch, the done line.
+    A kernel named ``file:ENTRY`` is a kernel file's: its ``ENTRY`` function runs on the arguments."""
     from kernelopt.capture.snapshot import launch
     from kernelopt.capture.swap import build_kernel
 
+    payload = torch.load(directory / ARGS_FILE, weights_only=True)
+    args = unpack_arguments(payload["args"], device)
+    _synchronize(device)
+    print(READY_MARKER, flush=True)
+    name = str(payload["kernel"])
+    if name.startswith(FILE_PREFIX):
+        getattr(_import_file(directory / SOURCE_FILE), name[len(FILE_PREFIX) :])(*args)
+    else:
+        launch(build_kernel((directory / SOURCE_FILE).read_text(), name), args)
+    _synchronize(device)
+    print(DONE_MARKER, flush=True)
+
+
+def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: python -m kernelopt.verify.memcheck_replay DIR (got {argv[1:]})", file=sys.stderr)
         return 2
-    directory = Path(argv[1])
-    payload = torch.load(directory / ARGS_FILE, weights_only=True)
-    args = unpack_arguments(payload["args"], "cuda")
-    torch.cuda.synchronize()
-    print(READY_MARKER, flush=True)
-    kernel = build_kernel((directory / SOURCE_FILE).read_text(), payload["kernel"])
-    launch(kernel, args)
-    torch.cuda.synchronize()
-    print(DONE_MARKER, flush=True)
+    replay(Path(argv[1]))
     return 0
 
 
