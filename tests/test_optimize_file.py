@@ -13,7 +13,7 @@ from conftest import ROOT
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.gate_settings import GateSettings
-from kernelopt.pipeline.optimize_file import FileReport, _deliver, file_operators, optimize_file
+from kernelopt.pipeline.optimize_file import FileReport, deliver, file_operators, optimize_file
 from kernelopt.pipeline.records import Winner
 from kernelopt.search.nodes import NodeStore
 from kernelopt.search.termination import Budget
@@ -49,7 +49,7 @@ def test_the_delivery_is_the_judged_source_with_a_record_of_both_digests(tmp_pat
     source = SOFTMAX.read_text().replace("num_warps=4", "num_warps=8")
     report = FileReport("softmax_naive", "triton", 7, "NVIDIA H200", 10.0, 2.0, speedup=1.2, speedup_iqr=(1.1, 1.3))
     report.best = Winner("launch-config", "num_warps 4->8", source, [{"gate": "static", "passed": True}], node=3)
-    written, record = _deliver(SOFTMAX, SOFTMAX.read_text(), report, tmp_path / "s.kopt.py", {"sizes": {}})
+    written, record = deliver(SOFTMAX, SOFTMAX.read_text(), report, tmp_path / "s.kopt.py", {"sizes": {}})
     assert Path(written).read_text() == source
     data = json.loads(Path(record).read_text())
     assert data["delivered"]["sha256"] == hashlib.sha256(source.encode()).hexdigest()
@@ -61,7 +61,7 @@ def test_without_an_export_path_the_file_lands_under_an_importable_name(tmp_path
     monkeypatch.chdir(tmp_path)
     report = FileReport("softmax_naive", "triton", 1, "cpu", 10.0, None, speedup=1.1, speedup_iqr=(1.05, 1.15))
     report.best = Winner("launch-config", "n", SOFTMAX.read_text(), [], node=2)
-    written, record = _deliver(SOFTMAX, SOFTMAX.read_text(), report, None, {})
+    written, record = deliver(SOFTMAX, SOFTMAX.read_text(), report, None, {})
     assert (written, record) == ("softmax_naive_kopt.py", "softmax_naive_kopt.json")
     assert (tmp_path / written).exists() and (tmp_path / record).exists()
 

@@ -45,6 +45,7 @@ class VerifyReport:
     exported: str | None = None
     run_id: int | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    kind: str = "model"  # what was verified against: a model's kernel, or a kernel file ("triton", "helion")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +57,7 @@ class VerifyReport:
             "end_to_end": self.end_to_end,
             "exported": self.exported,
             "run_id": self.run_id,
+            "kind": self.kind,
         }
 
 

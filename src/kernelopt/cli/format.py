@@ -148,7 +148,8 @@ def print_verify(report: VerifyReport, console: Console) -> None:
     ]
     for line in filter(None, lines):
         console.print(line, markup=False, highlight=False)
-    verdict = "PASSED: exported " + str(report.exported) if report.passed else "REJECTED: the compiled baseline stays"
+    kept = "the compiled baseline stays" if report.kind == "model" else "your original file stays"
+    verdict = "PASSED: exported " + str(report.exported) if report.passed else f"REJECTED: {kept}"
     console.print(verdict, markup=False, highlight=False)
 
 

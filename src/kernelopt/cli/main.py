@@ -138,9 +138,13 @@ def analyze(
 @app.command()
 @user_errors
 def verify(
-    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
-    kernel: str = typer.Option(
-        ..., "--kernel", help="Name of the generated Triton kernel to replace (see kernelopt analyze)."
+    problem: Path = typer.Argument(
+        ..., help="A KernelBench-format problem file, or a standalone Triton or Helion kernel file."
+    ),
+    kernel: str | None = typer.Option(
+        None,
+        "--kernel",
+        help="Name of the generated Triton kernel to replace (see kernelopt analyze); not for a kernel file.",
     ),
     candidate: Path = typer.Option(
         ...,
@@ -149,7 +153,9 @@ def verify(
         "`// kernelopt: cuda` (see the README).",
     ),
     export: Path | None = typer.Option(
-        None, "--export", help="Where to write the verified model (default: <problem>.<kernel>.kopt.json)."
+        None,
+        "--export",
+        help="Where to write the verified model (default: <problem>.<kernel>.kopt.json; for a kernel file <stem>_kopt.py).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
     timeout: float | None = setting_option(
@@ -161,13 +167,29 @@ def verify(
     store: Path | None = STORE_OPTION,
     train: bool = TRAIN_OPTION,
 ) -> None:
-    """Run your own kernel through the four gates; export the re-stitched model if it passes."""
+    """Run your own kernel through the four gates; export the re-stitched model (or your faster kernel
+    file, with its verification record) if it passes."""
     from kernelopt.api.verify import verify as run_verify
     from kernelopt.cli.format import print_verify
+    from kernelopt.problem.kernel_file import MODEL, file_kind
     from kernelopt.store import Store
 
-    with Store(store) as db:
-        report = run_verify(problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin, train=train)
+    kind = file_kind(problem)
+    if kind != MODEL:
+        if kernel is not None or train:
+            flag = "--kernel" if kernel is not None else "--train"
+            raise KerneloptError(f"{flag} applies to a model; {problem} is a {kind} kernel file: leave {flag} out")
+        from kernelopt.api.verify_file import verify_file
+
+        with Store(store) as db:
+            report = verify_file(problem, candidate, db, export, timeout_s=timeout, margin=margin)
+    else:
+        if kernel is None:
+            raise KerneloptError(
+                f"{problem} is a problem file: name the generated kernel to replace with --kernel (see kernelopt analyze)"
+            )
+        with Store(store) as db:
+            report = run_verify(problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin, train=train)
     if as_json:
         print_json(report.to_dict())
     else:

@@ -223,7 +223,7 @@ def optimize_file(
             if client is not None:
                 client.close()
         if report.best is not None:
-            report.exported, report.record = _deliver(kernel_file.path, kernel_file.source, report, export_path, args)
+            report.exported, report.record = deliver(kernel_file.path, kernel_file.source, report, export_path, args)
         report.wall_s = time.monotonic() - started
         store.add_measurement(run_id, "file_report", report.to_dict())
     store.finish_run(run_id)
@@ -389,7 +389,7 @@ def _final_check(
     report.final_reason = "no candidate passed the final check; the original stays (" + "; ".join(reasons) + ")"
 
 
-def _deliver(
+def deliver(
     original_path: Path, original_source: str, report: FileReport, export_path: str | Path | None, args: dict[str, Any]
 ) -> tuple[str, str]:
     """Write the faster file exactly as judged, and its verification record beside it."""

@@ -1,0 +1,56 @@
+"""``kernelopt verify`` on a kernel file: your candidate file through the gates on CPU tensors, gate 1
+before any worker, the delivery when it passes, and the CLI's kind-aware flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT
+from kernelopt.api.verify_file import verify_file
+from kernelopt.cli.main import app
+from kernelopt.search.file_configs import apply_config
+from kernelopt.store import Store
+
+pytest.importorskip("triton")
+SOFTMAX = ROOT / "examples" / "kernels" / "softmax_naive.py"
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    """The softmax example at its CPU size (verify takes a file as it is: no size overrides)."""
+    path = tmp_path / "softmax_small.py"
+    path.write_text(SOFTMAX.read_text().replace("ROWS = 4096\nCOLS = 32768", "ROWS = 6\nCOLS = 50"))
+    return path
+
+
+def test_a_candidate_gate_1_refuses_is_rejected_before_any_worker(small: Path, tmp_path: Path) -> None:
+    cheat = tmp_path / "cheat.py"
+    cheat.write_text(small.read_text().replace("    return y\n", "    return torch.softmax(x, -1)\n", 1))
+    store = Store(tmp_path / "k.db")
+    report = verify_file(small, cheat, store, device="cpu")
+    assert not report.passed and [v.gate for v in report.verdicts] == ["static"] and report.run_id is None
+    assert store.runs() == []  # nothing was started
+
+
+def test_a_retuned_file_is_judged_with_the_final_check_s_settings_and_recorded(small: Path, tmp_path: Path) -> None:
+    candidate = tmp_path / "mine.py"
+    candidate.write_text(apply_config(small.read_text(), {"launch:0:softmax_kernel": {"num_warps": 8, "num_stages": 3}}))
+    store = Store(tmp_path / "k.db")
+    report = verify_file(small, candidate, store, tmp_path / "out_kopt.py", device="cpu")
+    assert [(v.gate, v.passed) for v in report.verdicts[:3]] == [("static", True), ("correctness", True), ("model", True)]
+    assert "edge cases" in report.verdicts[1].reason  # the final check's cases, edge cases among them
+    run = store.run(report.run_id or 0)
+    assert run.kind == "verify" and run.status == "done" and run.args["input"] == "triton"
+    assert store.measurements(report.run_id or 0, "evaluation")["evaluation"]["passed"] == report.passed
+    assert (tmp_path / "out_kopt.py").exists() == report.passed  # delivered only when it passed
+
+
+def test_the_cli_takes_no_kernel_name_for_a_kernel_file_and_needs_one_for_a_problem(small: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["verify", str(small), "--candidate", str(small), "--kernel", "k"])
+    assert result.exit_code != 0 and "--kernel applies to a model" in result.output
+    problem = ROOT / "examples" / "problems" / "level1" / "15_rmsnorm.py"
+    result = CliRunner().invoke(app, ["verify", str(problem), "--candidate", str(small)])
+    assert result.exit_code != 0 and "name the generated kernel to replace with --kernel" in result.output
