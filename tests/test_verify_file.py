@@ -54,3 +54,20 @@ def test_the_cli_takes_no_kernel_name_for_a_kernel_file_and_needs_one_for_a_prob
     problem = ROOT / "examples" / "problems" / "level1" / "15_rmsnorm.py"
     result = CliRunner().invoke(app, ["verify", str(problem), "--candidate", str(small)])
     assert result.exit_code != 0 and "name the generated kernel to replace with --kernel" in result.output
+
+
+def test_analyze_times_the_file_in_a_worker_and_records_it(small: Path, tmp_path: Path) -> None:
+    from kernelopt.pipeline.analyze_kernel_file import analyze_kernel_file
+
+    store = Store(tmp_path / "k.db")
+    found = analyze_kernel_file(small, store, trials=5, device="cpu")
+    assert found["kind"] == "triton" and found["inputs"] == [[6, 50]] and found["outputs"] == [[6, 50]]
+    assert found["time_us"] > 0 and found["min_time_us"] is None  # no peak bandwidth on a CPU
+    assert store.run(found["run_id"]).kind == "analyze"
+    assert store.measurements(found["run_id"], "kernel_file_analysis")["kernel_file_analysis"]["time_us"] == found["time_us"]
+    from kernelopt.report import write_run_report
+
+    page = write_run_report(store, found["run_id"], tmp_path / "a.html").read_text()
+    assert f"{found['time_us']:.1f} µs" in page and "an analyze run: no search" in page
+    result = CliRunner().invoke(app, ["analyze", str(small), "--stock-modes"])
+    assert result.exit_code != 0 and "--stock-modes applies to a model" in result.output

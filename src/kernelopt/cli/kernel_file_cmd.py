@@ -107,3 +107,24 @@ def print_file_report(report: FileReport, console: Console) -> None:
         lines.append(f"wrote {report.exported} (the verified file) and {report.record} (its verification record)")
     for line in lines:
         console.print(line, markup=False, highlight=False)
+
+
+def print_file_analysis(found: dict[str, Any], console: Console) -> None:
+    """A kernel file's time against its floor, in a few lines."""
+    lines = [
+        f"{found['name']} ({found['kind']} kernel file) on {found['device']} (run {found['run_id']})",
+        f"inputs {found.get('inputs')} -> outputs {found.get('outputs')}"
+        + (f", writes inputs {found['written_inputs']} in place" if found.get("written_inputs") else ""),
+        f"time {_us(found.get('time_us'))} µs (median, in a process that never loads a candidate)",
+    ]
+    if found.get("min_time_us"):
+        lines.append(
+            f"roofline floor {_us(found['min_time_us'])} µs at {found.get('peak_gbps') or 0:.0f} GB/s: "
+            f"{found.get('pct_of_roofline') or 0:.0f} % of it reached"
+        )
+    lines.append(
+        "reference(): "
+        + ("yes, judged in float64" if found.get("reference") else "none: the original is the reference")
+    )
+    for line in lines:
+        console.print(line, markup=False, highlight=False)

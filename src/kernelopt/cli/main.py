@@ -108,7 +108,9 @@ def user_errors(fn: F) -> F:
 @app.command()
 @user_errors
 def analyze(
-    problem: Path = typer.Argument(..., help="A KernelBench-format problem file."),
+    problem: Path = typer.Argument(
+        ..., help="A KernelBench-format problem file, or a standalone Triton or Helion kernel file."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
     seed: int = typer.Option(0, help="Seed for weights and inputs."),
     trials: int | None = setting_option(
@@ -125,8 +127,24 @@ def analyze(
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
     from kernelopt.cli.format import print_analysis
     from kernelopt.pipeline.analyze import analyze_file
+    from kernelopt.problem.kernel_file import MODEL, file_kind
     from kernelopt.store import Store
 
+    kind = file_kind(problem)
+    if kind != MODEL:  # a kernel file: its time against its roofline floor
+        from kernelopt.cli.kernel_file_cmd import print_file_analysis
+        from kernelopt.pipeline.analyze_kernel_file import analyze_kernel_file
+
+        if stock_modes or train:
+            flag = "--stock-modes" if stock_modes else "--train"
+            raise KerneloptError(f"{flag} applies to a model; {problem} is a {kind} kernel file: leave {flag} out")
+        with Store(store) as db:
+            found = analyze_kernel_file(problem, db, trials=trials)
+        if as_json:
+            print_json(found)
+        else:
+            print_file_analysis(found, out)
+        return
     with Store(store) as db:  # the problem file runs in a worker, never in this process
         report = analyze_file(problem, db, seed=seed, trials=trials, stock_modes=stock_modes, train=train)
     if as_json:

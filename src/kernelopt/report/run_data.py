@@ -191,13 +191,26 @@ def load_run(store: Store, run_id: int) -> RunData:
     summary = _summary(run, None if kind != "model" else analysis, report)
     return RunData(
         run=run,
-        summary=replace(summary, kind=kind, file_report=file_report),
+        summary=replace(
+            summary, kind=kind, file_report=file_report or _from_analysis(found.get("kernel_file_analysis"))
+        ),
         launches=_launches(analysis),
         kernels=kernels,
         trees=trees,
         transcripts=transcripts(store.connection, run_id),
         llm_usage=(report or {}).get("llm_usage"),
     )
+
+
+def _from_analysis(analysis: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What an analyze run of a kernel file measured, in the fields the page's summary reads."""
+    if not analysis:
+        return None
+    return {
+        "name": analysis.get("name"),
+        "original_us": analysis.get("time_us"),
+        "min_time_us": analysis.get("min_time_us"),
+    }
 
 
 def _as_run_report(
