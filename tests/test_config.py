@@ -98,7 +98,9 @@ def test_every_profile_sets_the_same_known_budgets_and_default_is_what_optimize_
              # since 2026-12-01 bench also times the CUDA-graph modes: the baseline is the best stock mode
              "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
              # and optimize builds on max-autotune-no-cudagraphs where it beats the default
-             "base_mode": "auto"}
+             "base_mode": "auto",
+             # since 2026-12-01 a Helion kernel file's autotuner stage: Helion's quick effort, at most 120 s
+             "helion_effort": "quick", "helion_budget_s": 120.0}
     assert PROFILES["default"] == today
     for f in setting_fields():  # each field documented and bound to its variable
         assert f.metadata["help"] and f.metadata["env"] == f"KERNELOPT_{f.name.upper()}"

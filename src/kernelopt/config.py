@@ -55,6 +55,7 @@ CONFIG_FILE = "kernelopt.toml"
 EFFORTS = ("quick", "default", "full")
 STOCK_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 """The torch.compile modes besides the default a user could have picked (CUDA graphs in the last two)."""
+HELION_EFFORTS = ("none", "quick", "full")  # Helion's own effort profiles
 BASE_MODES = ("auto", "default", "max-autotune-no-cudagraphs")
 """What an optimize run may start from: the faster of the modes it can build on, timed first (auto), or one of them."""
 
@@ -83,6 +84,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_margin_s": 900.0,
         "stock_modes": "max-autotune-no-cudagraphs",
         "base_mode": "auto",
+        "helion_effort": "quick",
+        "helion_budget_s": 60.0,
     },
     "default": {
         "budget": 48,
@@ -103,6 +106,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_margin_s": 900.0,
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
+        "helion_effort": "quick",
+        "helion_budget_s": 120.0,
     },
     "full": {
         "budget": 100,
@@ -123,6 +128,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_margin_s": 1800.0,
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
+        "helion_effort": "full",
+        "helion_budget_s": 600.0,
     },
 }
 
@@ -264,6 +271,18 @@ class Settings:
         kind=str,
         expect="one of " + ", ".join(BASE_MODES),
     )
+    helion_effort: str = _profiled(
+        "helion_effort",
+        "Helion's own autotuner effort for a Helion kernel file's helion-autotune stage: none, quick or full.",
+        kind=str,
+        expect="one of none, quick, full",
+    )
+    helion_budget_s: float = _profiled(
+        "helion_budget_s",
+        "At most this many seconds for Helion's autotuner (or the run's wall budget, if shorter).",
+        kind=float,
+        minimum=1.0,
+    )
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False, metadata={"help": None})
 
     def values(self) -> dict[str, Any]:
@@ -386,6 +405,8 @@ def _parse(f: dataclasses.Field, raw: object, where: str, fix: str) -> Any:
     if f.name == "effort" and value not in PROFILES:
         raise bad
     if f.name == "base_mode" and value not in BASE_MODES:
+        raise bad
+    if f.name == "helion_effort" and value not in HELION_EFFORTS:
         raise bad
     if f.name == "stock_modes":
         modes = [m.strip() for m in value.split(",")]

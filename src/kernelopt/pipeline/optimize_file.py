@@ -55,8 +55,6 @@ OPERATORS_BY_KIND: dict[str, dict[str, Callable[[], Operator]]] = {
 }
 DEFAULT_OPERATORS_BY_KIND = {TRITON: ("launch-config", "eviction-policy"), HELION: ("helion-autotune", "helion-config")}
 RECORD_FORMAT = "kernelopt-kernel-file/1"
-HELION_EFFORT = "quick"  # Helion's own effort profile for its autotuner (none | quick | full)
-HELION_BUDGET_S = 120  # at most this long for Helion's autotuner, unless the run's wall budget is shorter
 
 
 def file_operators(names: Sequence[str], kind: str = TRITON) -> list[Operator]:
@@ -143,7 +141,6 @@ def optimize_file(
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     config: Settings | None = None,
     device: str = "cuda",
-    helion_effort: str = HELION_EFFORT,
     llm: str | None = None,
     llm_config: str | Path | None = None,
 ) -> FileReport:
@@ -215,7 +212,6 @@ def optimize_file(
                 label,
                 seed,
                 device,
-                helion_effort,
                 notify,
             )
             report.llm_usage = asdict(client.usage()) if client is not None else None
@@ -244,7 +240,6 @@ def _run(
     label: str,
     seed: int,
     device: str,
-    helion_effort: str,
     notify: Callable[[str, dict[str, Any]], None],
 ) -> FileReport:
     """The worker's part of a run: facts, the Helion stage, the search and the final check."""
@@ -269,7 +264,7 @@ def _run(
         )
         if kernel_file.kind == HELION:
             report.helion = facts["helion"] = _helion_stage(
-                store, run_id, worker, spec, peak, "helion-autotune" in operators, helion_effort, budget, notify
+                store, run_id, worker, spec, peak, "helion-autotune" in operators, config, budget, notify
             )
         evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
         nodes = NodeStore(store, run_id)
@@ -316,16 +311,18 @@ def _helion_stage(
     spec: FileSpec,
     peak: float | None,
     autotune: bool,
-    effort: str,
+    config: Settings,
     budget: Budget,
     notify: Callable[[str, dict[str, Any]], None],
 ) -> dict[str, Any]:
-    """The Helion kernel's default config and, for ``helion-autotune``, Helion's own autotuner's choice,
-    run once per run (a resumed run reads it back) within :data:`HELION_BUDGET_S` or the wall budget."""
+    """The Helion kernel's default config and, for ``helion-autotune``, Helion's own autotuner's choice at
+    the ``helion_effort`` setting, run once per run (a resumed run reads it back) within the
+    ``helion_budget_s`` setting or the run's wall budget, whichever is shorter."""
     known = store.measurements(run_id, "helion").get("helion")
     if known is not None:
         return dict(known)
-    budget_s = int(min(HELION_BUDGET_S, budget.max_wall_s or HELION_BUDGET_S))
+    effort = config.helion_effort
+    budget_s = int(min(config.helion_budget_s, budget.max_wall_s or config.helion_budget_s))
     if autotune:
         notify("stage", {"stage": f"Helion's autotuner ({effort} effort, at most {budget_s} s)"})
     call = worker.call(
