@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import signal
 import time
 from pathlib import Path
@@ -202,3 +204,23 @@ def test_a_cancelled_worker_ends_at_once(worker_tmp: Path) -> None:
     assert time.monotonic() - started < 30
     pid = int((worker_tmp / "pid").read_text())
     assert not Path(f"/proc/{pid}").exists()  # ended and reaped
+
+
+def test_a_worker_of_another_user_gets_no_path_entry_it_cannot_reach(tmp_path, monkeypatch) -> None:
+    """``python -m kernelopt`` from root's private folder puts that folder first on sys.path; a worker
+    running as another user must not inherit it (on the H200 it met it as a PermissionError in an import)."""
+    from kernelopt.workers.environment import worker_env
+
+    private = tmp_path / "private"
+    (private / "inner").mkdir(parents=True)
+    private.chmod(0o700)
+    public = Path(tempfile.mkdtemp(prefix="kernelopt-public-"))  # under the world-searchable temp folder
+    try:
+        public.chmod(0o755)
+        monkeypatch.setattr(sys, "path", [str(private / "inner"), str(public), *sys.path])
+        other = worker_env(tmp_path, other_user=True)["PYTHONPATH"].split(os.pathsep)
+        same = worker_env(tmp_path, other_user=False)["PYTHONPATH"].split(os.pathsep)
+        assert str(private / "inner") not in other and str(private / "inner") in same
+        assert str(public) in other
+    finally:
+        public.rmdir()

@@ -14,6 +14,7 @@ processes; as root, workers therefore run as a user of their own
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -83,6 +84,20 @@ def worker_path(extra_path: Sequence[str | Path] = ()) -> list[str]:
     return list(dict.fromkeys(entries))
 
 
+def _others_reach(entry: str) -> bool:
+    """Whether a user of no group of ours may search every folder down to ``entry`` (and read it): an
+    entry it cannot is left out of its path rather than met as a PermissionError inside an import."""
+    path = Path(entry)
+    try:
+        for folder in [*reversed(path.parents), path]:
+            mode = folder.stat().st_mode
+            if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+                return False
+        return bool(path.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
 def worker_env(
     workdir: str | Path,
     *,
@@ -122,6 +137,8 @@ def worker_env(
         KERNELOPT_WORKER_DIR=workdir,  # what it starts inherits this: the reaper finds them by it
     )
     python_path = worker_path(extra_path)
+    if other_user:  # our working folder (sys.path[0] under `python -m`) may be root's private one
+        python_path = [entry for entry in python_path if _others_reach(entry)]
     if "PYTHONPATH" in explicit:
         python_path = [explicit.pop("PYTHONPATH"), *python_path]
     result["PYTHONPATH"] = os.pathsep.join(python_path)
