@@ -24,6 +24,14 @@ def backend(path: Any = None) -> Any:
     return _backend(path)
 
 
+def load_kernel(path: Any) -> Any:
+    """Import a delivered kernel file once it matches its verification record (see
+    :func:`kernelopt.deliver.kernel_file.load_kernel`)."""
+    from kernelopt.deliver.kernel_file import load_kernel as _load_kernel
+
+    return _load_kernel(path)
+
+
 def optimize(model: Any, example_inputs: Any, **kwargs: Any) -> Any:
     """Search faster kernels for a live model (see :func:`kernelopt.pipeline.live.optimize_model`)."""
     from kernelopt.pipeline.live import optimize_model

@@ -21,21 +21,12 @@ from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import compile_cache_env
 from kernelopt.pipeline.optimize_file import FileEvaluator, FileReport, deliver
 from kernelopt.pipeline.records import Winner
-from kernelopt.problem.kernel_file import HELION, load_kernel_file
+from kernelopt.problem.kernel_file import load_kernel_file
 from kernelopt.store import Store
+from kernelopt.verify.static_kernel_file import check_static_file
 from kernelopt.verify.verdict import Verdict
 from kernelopt.workers.identity import require_readable
 from kernelopt.workers.persistent import PersistentWorker
-
-
-def _static(kind: str, source: str, original: str) -> Verdict:
-    if kind == HELION:
-        from kernelopt.verify.static_helion import check_static_helion
-
-        return check_static_helion(source, original_source=original)
-    from kernelopt.verify.static_kernel_file import check_static_kernel_file
-
-    return check_static_kernel_file(source, original_source=original)
 
 
 def verify_file(
@@ -55,7 +46,7 @@ def verify_file(
     kernel_file = load_kernel_file(path)
     require_readable(kernel_file.path, "the kernel file")
     source = read_candidate(candidate_path)
-    static = _static(kernel_file.kind, source, kernel_file.source)
+    static = check_static_file(kernel_file.kind, source, original_source=kernel_file.source)
     name, entry = kernel_file.name, kernel_file.entry_name
     if not static.passed:
         return VerifyReport(problem=name, kernel=entry, passed=False, verdicts=[static], kind=kernel_file.kind)

@@ -50,7 +50,7 @@ from kernelopt.evaluate.runner_file import ORIGINAL
 from kernelopt.evaluate.session import stage
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem.inputs import DISTRIBUTIONS
-from kernelopt.problem.kernel_file import HELION, KernelFile, load_kernel_file
+from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
 from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.memcheck import run_memcheck
@@ -149,14 +149,10 @@ class FileSession:
     # -- one candidate ---------------------------------------------------------------------
 
     def static(self, source: str) -> Verdict:
-        """Gate 1 by the file's kind: a Triton file's rules, or a Helion file's baked config only."""
-        if self.file.kind == HELION:
-            from kernelopt.verify.static_helion import check_static_helion
+        """Gate 1 by the file's kind (:func:`~kernelopt.verify.static_kernel_file.check_static_file`)."""
+        from kernelopt.verify.static_kernel_file import check_static_file
 
-            return check_static_helion(source, original_source=self.file.source)
-        from kernelopt.verify.static_kernel_file import check_static_kernel_file
-
-        return check_static_kernel_file(source, original_source=self.file.source)
+        return check_static_file(self.file.kind, source, original_source=self.file.source)
 
     def evaluate_batch(self, sources: Sequence[str], settings: GateSettings) -> list[dict[str, Any]]:
         return [self.evaluate(source, settings) for source in sources]

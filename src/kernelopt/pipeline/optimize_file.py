@@ -26,6 +26,7 @@ from typing import Any
 from kernelopt.agents.roles.coder import FILE
 from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.config import Settings, resolve
+from kernelopt.deliver.kernel_file import RECORD_FORMAT
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.file_helion import HELION_ENV
 from kernelopt.evaluate.file_session import FileSpec
@@ -54,7 +55,6 @@ OPERATORS_BY_KIND: dict[str, dict[str, Callable[[], Operator]]] = {
     HELION: {"helion-autotune": HelionAutotuneOperator, "helion-config": HelionConfigOperator},
 }
 DEFAULT_OPERATORS_BY_KIND = {TRITON: ("launch-config", "eviction-policy"), HELION: ("helion-autotune", "helion-config")}
-RECORD_FORMAT = "kernelopt-kernel-file/1"
 
 
 def file_operators(names: Sequence[str], kind: str = TRITON) -> list[Operator]:
@@ -398,7 +398,7 @@ def deliver(
     record = {
         "format": RECORD_FORMAT,
         "kind": report.kind,
-        "original": {"path": str(original_path), "sha256": _digest(original_source)},
+        "original": {"path": str(original_path.resolve()), "sha256": _digest(original_source)},
         "delivered": {"path": str(target), "sha256": _digest(report.best.source)},
         "speedup": report.speedup,
         "speedup_iqr": list(report.speedup_iqr),

@@ -554,3 +554,12 @@ def check_static_kernel_file(candidate_source: str, *, original_source: str) -> 
         f"{len(KERNEL_FILE_RULES)} rules",
         {"level": "kernel_file", "kernels": kernels, "rules": list(KERNEL_FILE_RULES)},
     )
+
+
+def check_static_file(kind: str, candidate_source: str, *, original_source: str) -> Verdict:
+    """Gate 1 for a kernel file of either kind: a Triton file's rules, or a Helion file's baked config only."""
+    if kind == "helion":
+        from kernelopt.verify.static_helion import check_static_helion
+
+        return check_static_helion(candidate_source, original_source=original_source)
+    return check_static_kernel_file(candidate_source, original_source=original_source)

@@ -1,0 +1,82 @@
+"""A delivered kernel file, imported only after it is checked against its verification record.
+
+``optimize`` and ``verify`` deliver a faster kernel file exactly as it was judged, with a record
+beside it (``<name>.json``: the sha256 of the delivered file and of the original, every verdict).
+:func:`load_kernel` is the way back in: it refuses a file whose bytes are not the ones verified (an
+edit, a merge, a file swapped in), runs gate 1 again against the original where the original is
+still at its recorded path with its recorded digest, and only then imports the file. A delivered
+file is code: this guards against it changing after verification, not against trusting kernelopt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from kernelopt.errors import KerneloptError
+
+RECORD_FORMAT = "kernelopt-kernel-file/1"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _record(path: Path) -> dict:
+    record = path.with_suffix(".json")
+    if not record.is_file():
+        raise KerneloptError(
+            f"{path}: no verification record beside it ({record.name}); deliver files with kernelopt optimize or verify"
+        )
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError) as exc:
+        raise KerneloptError(
+            f"{record}: not a readable verification record ({type(exc).__name__}); verify the file again"
+        ) from exc
+    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
+        raise KerneloptError(
+            f"{record}: not a kernel-file verification record (format {RECORD_FORMAT}); verify the file again"
+        )
+    return data
+
+
+def check_delivery(path: str | Path) -> dict:
+    """The verification record of the delivered file at ``path``, after checking the file against it."""
+    path = Path(path)
+    if not path.is_file():
+        raise KerneloptError(f"{path}: no such kernel file")
+    data = _record(path)
+    source = path.read_bytes()
+    if _sha256(source) != (data.get("delivered") or {}).get("sha256"):
+        raise KerneloptError(
+            f"{path}: its bytes are not the ones verified (sha256 differs from {path.with_suffix('.json').name}); "
+            "it changed after verification: run kernelopt verify on it again"
+        )
+    original = Path((data.get("original") or {}).get("path") or "")
+    if original.is_file() and _sha256(original.read_bytes()) == (data.get("original") or {}).get("sha256"):
+        from kernelopt.verify.static_kernel_file import check_static_file
+
+        verdict = check_static_file(
+            str(data.get("kind", "triton")), source.decode(), original_source=original.read_text()
+        )
+        if not verdict.passed:
+            raise KerneloptError(f"{path}: gate 1 refuses it against {original}: {verdict.reason}")
+    return data
+
+
+def load_kernel(path: str | Path) -> ModuleType:
+    """Import the delivered kernel file at ``path`` once it matches its verification record."""
+    check_delivery(path)
+    path = Path(path).resolve()
+    name = f"kernelopt_delivered_{_sha256(str(path).encode())[:12]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton's @jit looks its module up here
+    spec.loader.exec_module(module)
+    return module
