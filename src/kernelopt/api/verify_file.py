@@ -17,9 +17,9 @@ from kernelopt.config import Settings, resolve
 from kernelopt.evaluate.file_helion import HELION_ENV
 from kernelopt.evaluate.file_session import FileSpec
 from kernelopt.evaluate.gate_settings import final_settings, search_settings
-from kernelopt.measure.environment import device_label, versions
+from kernelopt.measure.environment import versions
 from kernelopt.pipeline.evaluator import compile_cache_env
-from kernelopt.pipeline.optimize_file import FileEvaluator, FileReport, deliver
+from kernelopt.pipeline.optimize_file import FileEvaluator, FileReport, deliver, run_device
 from kernelopt.pipeline.records import Winner
 from kernelopt.problem.kernel_file import load_kernel_file
 from kernelopt.store import Store
@@ -50,11 +50,7 @@ def verify_file(
     name, entry = kernel_file.name, kernel_file.entry_name
     if not static.passed:
         return VerifyReport(problem=name, kernel=entry, passed=False, verdicts=[static], kind=kernel_file.kind)
-    if device == "cuda":
-        from kernelopt.pipeline.optimize import require_gpu
-
-        require_gpu("kernelopt verify")
-    label = device_label() if device == "cuda" else "cpu"
+    label = run_device(device, "kernelopt verify")
     args = {
         "input": kernel_file.kind,
         "candidate": str(candidate_path),

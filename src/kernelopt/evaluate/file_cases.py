@@ -20,6 +20,7 @@ from kernelopt.problem.edges import edge_like_layout
 from kernelopt.problem.kernel_file import KernelFile
 from kernelopt.problem.layouts import clone_args
 from kernelopt.verify.correctness import bitwise_changes
+from kernelopt.verify.model_level import double_copy
 
 CASE_CACHE_BYTES = 4 << 30  # cases kept between candidates, beyond the given inputs' (always kept)
 EDGE = "edge:"  # a case name's prefix for an edge-case distribution (kernelopt.problem.edges)
@@ -46,10 +47,6 @@ def tensors(value: Any, what: str) -> list[torch.Tensor]:
 
 def nbytes(values: Sequence[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in values if isinstance(t, torch.Tensor))
-
-
-def _float64(inputs: Sequence[Any]) -> list[Any]:
-    return [t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
 
 
 class FileCases:
@@ -99,6 +96,6 @@ class FileCases:
         if reference is None:
             return None
         if seed not in self._ref64:
-            inputs = _float64(self.case(seed, "given").inputs)
+            inputs = double_copy(self.case(seed, "given").inputs)
             self._ref64[seed] = tensors(self.file._call("reference()", lambda: reference(*inputs)), "reference()")
         return self._ref64[seed]

@@ -11,7 +11,6 @@ sides of the ratio the same way, each in a process of the same kind.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import torch
 
 from kernelopt.errors import ProblemError
-from kernelopt.evaluate.remote import CALIBRATION_CALLS, RemoteRunner
+from kernelopt.evaluate.remote import RemoteRunner
 from kernelopt.evaluate.runner_file import ORIGINAL
 from kernelopt.workers.shared_tensors import share, share_args
 
@@ -61,14 +60,7 @@ class FileRunner(RemoteRunner):
     def _calibrate_file(self) -> None:
         shared = share_args(self._calibration_inputs)
         self._raw("time_run", ORIGINAL, shared)  # warm: the first call compiles (and autotunes)
-        unexplained = []
-        for _ in range(CALIBRATION_CALLS):
-            _sync(self.device)
-            started = time.perf_counter()
-            reported = float(self._raw("time_run", ORIGINAL, shared)["ms"])
-            unexplained.append((time.perf_counter() - started) * 1000.0 - reported)
-        self._raw("release")
-        self.calibration_ms = tuple(unexplained)
+        self._calibrate_on(lambda: self._raw("time_run", ORIGINAL, shared)["ms"])
 
     def start(self) -> None:
         """Start and calibrate now (not on the first candidate)."""

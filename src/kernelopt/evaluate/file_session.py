@@ -34,7 +34,6 @@ file runs in the judge (no autotuning of its own, the autotuner as a stage) is
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +46,7 @@ from kernelopt.evaluate.file_remote import FileRunner, ReferenceFileRunner
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.runner_file import ORIGINAL
-from kernelopt.evaluate.session import stage
+from kernelopt.evaluate.steps import Stages, memcheck_failure, screened_out
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem.inputs import DISTRIBUTIONS
 from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
@@ -159,46 +158,19 @@ class FileSession:
 
     def evaluate(self, source: str, settings: GateSettings) -> dict[str, Any]:
         """The four gates in order for one candidate file; stops at the first failure."""
-        started = time.monotonic()
-        result: dict[str, Any] = {"verdicts": [], "passed": False, "timings": {}}
-        clock = [started]
-        current = ["static"]
-
-        def lap(name: str) -> None:
-            now = time.monotonic()
-            result["timings"][name] = round(now - clock[0], 6)
-            clock[0] = now
-
-        def enter(name: str) -> None:
-            current[0] = name
-            stage(name)
-
-        def done(verdict: Verdict | None = None) -> dict[str, Any]:
-            if verdict is not None:
-                result["verdicts"].append(verdict.to_dict())
-            result["gpu_s"] = time.monotonic() - started
-            return result
-
-        enter("static")
+        result: dict[str, Any] = {"verdicts": [], "passed": False}
+        stages = Stages(result)
+        stages.enter("static")
         static = self.static(source)
-        lap("static")
+        stages.lap("static")
         if not static.passed:
-            return done(static)
+            return stages.done(static)
         result["verdicts"].append(static.to_dict())
         try:
-            return self._dynamic_gates(source, settings, result, lap, enter, done)
+            return self._dynamic_gates(source, settings, result, stages.lap, stages.enter, stages.done)
         except RunnerDied as exc:
             self.runner.restart()
-            gate = current[0] if current[0] in ("correctness", "model", "performance") else "correctness"
-            result["worker_status"] = exc.outcome.status
-            return done(
-                Verdict(
-                    gate,
-                    False,
-                    f"{exc} (in the {current[0]} stage)",
-                    {"rule": "candidate_process", "stage": current[0], "worker": exc.outcome.to_dict()},
-                )
-            )
+            return stages.died(exc)
 
     def _dynamic_gates(
         self,
@@ -223,14 +195,7 @@ class FileSession:
             result["screen"] = screened.to_dict()
             speedup = screened.comparison.speedup
             if speedup < settings.screen_min_speedup:
-                return done(
-                    Verdict(
-                        "performance",
-                        False,
-                        f"screened out: {speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
-                        f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run",
-                    )
-                )
+                return done(screened_out(speedup, settings.screen_trials, settings.screen_min_speedup))
             enter("correctness")
         correctness, outputs = self.correctness(key, settings)
         lap("correctness")
@@ -259,14 +224,7 @@ class FileSession:
             result["memcheck"] = memcheck.to_dict()
             if memcheck.status in ("errors", "failed"):
                 result["verdicts"].append(perf.to_dict())
-                return done(
-                    Verdict(
-                        "correctness",
-                        False,
-                        f"memcheck on the file's inputs: {memcheck.reason}",
-                        {"rule": "memcheck", "memcheck": memcheck.to_dict()},
-                    )
-                )
+                return done(memcheck_failure(memcheck, "the file's inputs"))
         result["passed"] = perf.passed
         return done(perf)
 

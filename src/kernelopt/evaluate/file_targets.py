@@ -12,7 +12,7 @@ from typing import Any
 
 from kernelopt.evaluate.file_session import FileSession, FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings
-from kernelopt.evaluate.session import stage
+from kernelopt.evaluate.steps import stage
 
 _SESSIONS: dict[tuple, FileSession] = {}
 

@@ -30,6 +30,7 @@ from kernelopt.evaluate.compile_pool import CompilePool, default_workers
 from kernelopt.evaluate.gate_settings import SEARCH_DISTRIBUTIONS, GateSettings, final_settings, search_settings
 from kernelopt.evaluate.remote import ReferenceRunner, RemoteRunner, RunnerDied
 from kernelopt.evaluate.restitched import RestitchedModel
+from kernelopt.evaluate.steps import STAGE_MARK, Stages, memcheck_failure, screened_out, stage
 from kernelopt.measure import measure_copy_bandwidth
 from kernelopt.measure.split_timer import SplitComparison
 from kernelopt.problem import load_problem
@@ -41,8 +42,6 @@ from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, ju
 from kernelopt.verify.static import check_static
 from kernelopt.verify.subkernel import as_launcher, run_subkernel_gate
 from kernelopt.verify.verdict import Verdict
-
-STAGE_MARK = "kernelopt-stage:"
 
 
 @dataclass
@@ -63,11 +62,6 @@ class ProblemSpec:
             tuple(sorted(self.options.items())),
             self.train,
         )
-
-
-def stage(name: str) -> None:
-    """Announce a stage, so a parent can say where a dead worker died."""
-    print(f"{STAGE_MARK} {name}", flush=True)
 
 
 class EvaluationSession:
@@ -163,7 +157,6 @@ class EvaluationSession:
         ``result["timings"]`` holds the seconds of each stage (``compile`` is a cache hit
         when the compile pool warmed it); ``gpu_s`` is the whole evaluation. A candidate
         whose process dies or hangs fails at the gate it was in; this session lives on."""
-        started = time.monotonic()
         address, var, kernel = self.kernel(name)
         result: dict[str, Any] = {
             "verdicts": [],
@@ -171,47 +164,21 @@ class EvaluationSession:
             "address": address.to_dict(),
             "original_source": kernel.source,
         }
-        timings: dict[str, float] = {}
-        result["timings"] = timings
-        clock = [started]
-        current = ["static"]
-
-        def lap(stage_name: str) -> None:
-            now = time.monotonic()
-            timings[stage_name] = round(now - clock[0], 6)
-            clock[0] = now
-
-        def enter(stage_name: str) -> None:
-            current[0] = stage_name
-            stage(stage_name)
-
-        def done(verdict: Verdict | None = None) -> dict[str, Any]:
-            if verdict is not None:
-                result["verdicts"].append(verdict.to_dict())
-            result["gpu_s"] = time.monotonic() - started
-            return result
-
-        enter("static")
+        stages = Stages(result)
+        stages.enter("static")
         if static is None:  # evaluate_batch passes the verdict it already has
             static = check_static(source, kernel_name=kernel.name, original_source=kernel.source)
-        lap("static")
+        stages.lap("static")
         if not static.passed:
-            return done(static)
+            return stages.done(static)
         result["verdicts"].append(static.to_dict())
         try:
-            return self._dynamic_gates(name, kernel, address, source, settings, result, lap, enter, done)
+            return self._dynamic_gates(
+                name, kernel, address, source, settings, result, stages.lap, stages.enter, stages.done
+            )
         except RunnerDied as exc:
             self.runner.restart()
-            gate = current[0] if current[0] in ("correctness", "model", "performance") else "correctness"
-            result["worker_status"] = exc.outcome.status
-            return done(
-                Verdict(
-                    gate,
-                    False,
-                    f"{exc} (in the {current[0]} stage)",
-                    {"rule": "candidate_process", "stage": current[0], "worker": exc.outcome.to_dict()},
-                )
-            )
+            return stages.died(exc)
 
     def _dynamic_gates(
         self,
@@ -239,16 +206,7 @@ class EvaluationSession:
             result["screen"] = screened.to_dict()
             speedup = screened.comparison.speedup
             if speedup < settings.screen_min_speedup:
-                return done(
-                    Verdict(
-                        "performance",
-                        False,
-                        (
-                            f"screened out: {speedup:.3f}x in a {settings.screen_trials}-trial interleaved run "
-                            f"(below {settings.screen_min_speedup:g}x); correctness and model gates not run"
-                        ),
-                    )
-                )
+                return done(screened_out(speedup, settings.screen_trials, settings.screen_min_speedup))
             enter("correctness")
         correctness = run_subkernel_gate(
             kernel,
@@ -320,14 +278,7 @@ class EvaluationSession:
             result["memcheck"] = memcheck.to_dict()
             if memcheck.status in ("errors", "failed"):
                 result["verdicts"].append(perf.to_dict())
-                return done(
-                    Verdict(
-                        "correctness",
-                        False,
-                        f"memcheck on the recorded launch: {memcheck.reason}",
-                        {"rule": "memcheck", "memcheck": memcheck.to_dict()},
-                    )
-                )
+                return done(memcheck_failure(memcheck, "the recorded launch"))
         result["passed"] = perf.passed
         return done(perf)
 

@@ -8,22 +8,19 @@ device's measured copy peak), which is what says whether a search can pay.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from kernelopt.config import Settings, resolve
-from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.file_helion import HELION_ENV
 from kernelopt.evaluate.file_session import FileSpec
-from kernelopt.measure.environment import device_label, versions
+from kernelopt.measure.environment import versions
 from kernelopt.pipeline.evaluator import compile_cache_env
+from kernelopt.pipeline.optimize_file import file_facts, run_device
 from kernelopt.problem.kernel_file import load_kernel_file
 from kernelopt.store import Store
 from kernelopt.workers.identity import require_readable
 from kernelopt.workers.persistent import PersistentWorker
-
-FILE_SESSION = "kernelopt.evaluate.file_targets"
 
 
 def analyze_kernel_file(
@@ -33,25 +30,13 @@ def analyze_kernel_file(
     config = resolve(config, analyze_trials=trials)
     kernel_file = load_kernel_file(path)
     require_readable(kernel_file.path, "the kernel file")
-    if device == "cuda":
-        from kernelopt.pipeline.optimize import require_gpu
-
-        require_gpu("kernelopt analyze")
-    label = device_label() if device == "cuda" else "cpu"
+    label = run_device(device, "kernelopt analyze")
     run_id = store.start_run("analyze", kernel_file.name, label, versions(), {"input": kernel_file.kind})
     with store.recording(run_id):
         spec = FileSpec(str(kernel_file.path.resolve()), {}, 0, device)
         peak = store.device_bandwidth(label) if device == "cuda" else None
         with PersistentWorker(env={**compile_cache_env(config), **HELION_ENV}) as worker:
-            call = worker.call(
-                f"{FILE_SESSION}:file_facts", asdict(spec), peak, config.analyze_trials, timeout_s=config.eval_timeout_s
-            )
-        if not call.ok:
-            where = f" (at {call.origin})" if call.origin else ""
-            raise KerneloptError(f"{kernel_file.path}: the file failed in the worker: {call.reason}{where}")
-        facts = dict(call.value)
-        if device == "cuda" and peak is None and facts.get("peak_gbps"):
-            store.set_device_bandwidth(label, float(facts["peak_gbps"]), {"source": "kernel-file facts"})
+            facts = file_facts(worker, spec, store, label, peak, config.eval_timeout_s, config.analyze_trials)
         time_us, floor = facts["original"]["median_us"], facts.get("min_time_us")
         analysis = {
             "name": kernel_file.name,

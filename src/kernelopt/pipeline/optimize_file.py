@@ -161,13 +161,9 @@ def optimize_file(
         raise KerneloptError(
             f"{kernel_file.path}: the LLM agents rewrite Triton kernel files only; leave --llm out for a {kernel_file.kind} file"
         )
-    if device == "cuda":  # after the checks of what was asked, so a wrong request is named first
-        from kernelopt.pipeline.optimize import require_gpu
-
-        require_gpu()
+    label = run_device(device, "kernelopt optimize")  # after the checks of what was asked: a wrong request first
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     settings = settings or search_settings(config)
-    label = device_label() if device == "cuda" else "cpu"
     args = {
         "input": kernel_file.kind,
         "operators": operators,
@@ -226,6 +222,40 @@ def optimize_file(
     return report
 
 
+def run_device(device: str, command: str) -> str:
+    """The device label of a kernel-file run; on ``cuda`` a GPU is asked for first (one line if there is
+    none). ``cpu`` is the CPU tests' device (Triton's interpreter)."""
+    if device != "cuda":
+        return "cpu"
+    from kernelopt.pipeline.optimize import require_gpu
+
+    require_gpu(command)
+    return device_label()
+
+
+def file_facts(
+    worker: PersistentWorker,
+    spec: FileSpec,
+    store: Store,
+    label: str,
+    peak: float | None,
+    timeout_s: float,
+    trials: int | None = None,
+) -> dict[str, Any]:
+    """The file's shapes, the original's time in a clean worker and its roofline floor, from the worker;
+    a peak bandwidth it had to measure is kept in the store for the device. A file that fails there is
+    one error line naming where it raised."""
+    extra = () if trials is None else (trials,)
+    call = worker.call(f"{FILE_SESSION}:file_facts", asdict(spec), peak, *extra, timeout_s=timeout_s)
+    if not call.ok:
+        where = f" (at {call.origin})" if call.origin else ""
+        raise KerneloptError(f"{spec.path}: the original file failed in the worker: {call.reason}{where}")
+    facts = dict(call.value)
+    if facts.get("peak_gbps") and peak is None and spec.device == "cuda":
+        store.set_device_bandwidth(label, float(facts["peak_gbps"]), {"source": "kernel-file facts"})
+    return facts
+
+
 def _run(
     kernel_file: KernelFile,
     store: Store,
@@ -245,15 +275,7 @@ def _run(
     """The worker's part of a run: facts, the Helion stage, the search and the final check."""
     with PersistentWorker(env={**compile_cache_env(config), **HELION_ENV}) as worker:
         peak = store.device_bandwidth(label) if device == "cuda" else None
-        facts_call = worker.call(f"{FILE_SESSION}:file_facts", asdict(spec), peak, timeout_s=config.eval_timeout_s)
-        if not facts_call.ok:
-            where = f" (at {facts_call.origin})" if facts_call.origin else ""
-            raise KerneloptError(
-                f"{kernel_file.path}: the original file failed in the worker: {facts_call.reason}{where}"
-            )
-        facts = facts_call.value
-        if facts.get("peak_gbps") and peak is None and device == "cuda":
-            store.set_device_bandwidth(label, float(facts["peak_gbps"]), {"source": "kernel-file facts"})
+        facts = file_facts(worker, spec, store, label, peak, config.eval_timeout_s)
         report = FileReport(
             name=kernel_file.name,
             kind=kernel_file.kind,

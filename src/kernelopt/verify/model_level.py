@@ -23,7 +23,7 @@ from kernelopt.verify.verdict import Verdict
 DEFAULT_SEEDS: tuple[int, ...] = default_of("model_seeds")  # gate 3's seeds (kernelopt.config)
 
 
-def _double_copy(values: Sequence[Any]) -> list[Any]:
+def double_copy(values: Sequence[Any]) -> list[Any]:
     """Copies of ``values`` with floating tensors in float64 (always copies: the eager model may write
     to its inputs, and the baseline and the candidate run on these inputs afterwards)."""
     return [
@@ -86,7 +86,7 @@ def _reference(
         return cache.entries[seed]
     model64 = copy.deepcopy(model).double()
     with torch.no_grad():  # one pass at a time: the float64 inputs are gone before the baseline runs
-        refs = [r.detach() for r in outputs_as_list(model64(*_double_copy(inputs)), problem.path)]
+        refs = [r.detach() for r in outputs_as_list(model64(*double_copy(inputs)), problem.path)]
         del model64
         base = [o.detach().clone() for o in outputs_as_list(run_baseline(_fresh(inputs)), problem.path)]
     entry = (
