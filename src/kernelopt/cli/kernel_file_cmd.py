@@ -19,6 +19,13 @@ from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 
 
+def refuse_model_flags(path: Path, kind: str, flags: dict[str, bool]) -> None:
+    """One line for the first flag given that only means something for a model."""
+    for flag, given in flags.items():
+        if given:
+            raise KerneloptError(f"{flag} applies to a model; {path} is a {kind} kernel file: leave {flag} out")
+
+
 def optimize_kernel_file(
     path: Path,
     kind: str,
@@ -38,9 +45,7 @@ def optimize_kernel_file(
     from kernelopt.cli.format import OptimizeProgress
     from kernelopt.store import Store
 
-    for flag, given in refused.items():
-        if given:
-            raise KerneloptError(f"{flag} applies to a model; {path} is a {kind} kernel file: leave {flag} out")
+    refuse_model_flags(path, kind, refused)
     with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
         report = optimize_file(
             path,

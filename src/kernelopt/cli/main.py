@@ -132,12 +132,10 @@ def analyze(
 
     kind = file_kind(problem)
     if kind != MODEL:  # a kernel file: its time against its roofline floor
-        from kernelopt.cli.kernel_file_cmd import print_file_analysis
+        from kernelopt.cli.kernel_file_cmd import print_file_analysis, refuse_model_flags
         from kernelopt.pipeline.analyze_kernel_file import analyze_kernel_file
 
-        if stock_modes or train:
-            flag = "--stock-modes" if stock_modes else "--train"
-            raise KerneloptError(f"{flag} applies to a model; {problem} is a {kind} kernel file: leave {flag} out")
+        refuse_model_flags(problem, kind, {"--stock-modes": stock_modes, "--train": train})
         with Store(store) as db:
             found = analyze_kernel_file(problem, db, trials=trials)
         if as_json:
@@ -194,10 +192,10 @@ def verify(
 
     kind = file_kind(problem)
     if kind != MODEL:
-        if kernel is not None or train:
-            flag = "--kernel" if kernel is not None else "--train"
-            raise KerneloptError(f"{flag} applies to a model; {problem} is a {kind} kernel file: leave {flag} out")
         from kernelopt.api.verify_file import verify_file
+        from kernelopt.cli.kernel_file_cmd import refuse_model_flags
+
+        refuse_model_flags(problem, kind, {"--kernel": kernel is not None, "--train": train})
 
         with Store(store) as db:
             report = verify_file(problem, candidate, db, export, timeout_s=timeout, margin=margin)

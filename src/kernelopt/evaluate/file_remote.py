@@ -85,16 +85,7 @@ class FileRunner(RemoteRunner):
 
     def timed_file(self, key: str, args_of: Callable[[], Sequence[Any]]) -> Callable[[], float]:
         """One timed call of file ``key`` on the argument set ``args_of()`` names at call time."""
-        cache: dict[int, list[Any]] = {}
-
-        def run() -> float:
-            args = args_of()
-            shared = cache.get(id(args))
-            if shared is None:
-                shared = cache[id(args)] = share_args(args)
-            return float(self.call("time_run", key, shared)["ms"])
-
-        return run
+        return self._timed(args_of, "time_run", key)
 
 
 class ReferenceFileRunner(FileRunner):

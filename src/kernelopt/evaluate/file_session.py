@@ -55,8 +55,8 @@ from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.memcheck_replay import FILE_PREFIX
 from kernelopt.verify.model_gate import ModelGatePolicy, SeedResult, judge_model, output_stats, relative_error
-from kernelopt.verify.perf_runner import WARMUP, rotating_sets
-from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
+from kernelopt.verify.perf_runner import WARMUP, judge_timed, rotating_sets
+from kernelopt.verify.performance import PerformancePolicy
 from kernelopt.verify.verdict import Verdict
 
 
@@ -382,19 +382,7 @@ class FileSession:
         policy = PerformancePolicy(margin=settings.margin)
         split, timed = self._time(key, settings.trials, keep_last=True)
         assert timed is not None
-        if not timed.passed:
-            return Verdict(
-                "performance",
-                False,
-                f"the timed candidate's outputs are wrong: {timed.reason}",
-                {"rule": "timed_outputs", **timed.details},
-            ), split
-        evidence = judge_timing_evidence(
-            split.comparison.candidate.samples_ms, split.candidate_wall_ms, self.runner.calibration_ms, policy
-        )
-        if evidence is not None:
-            return evidence, split
-        return judge_performance(split.comparison, self.min_time_us(), policy), split
+        return judge_timed(timed, split, self.runner.calibration_ms, self.min_time_us(), policy), split
 
     def close(self) -> None:
         self.runner.close()

@@ -164,6 +164,10 @@ class RemoteRunner:
 
     def timed(self, name: str, key: str, args_of: Callable[[], Sequence[Any]]) -> Callable[[], float]:
         """One timed remote launch on the argument set ``args_of()`` names at call time (ms, as reported)."""
+        return self._timed(args_of, "time_launch", name, key)
+
+    def _timed(self, args_of: Callable[[], Sequence[Any]], call: str, *head: Any) -> Callable[[], float]:
+        """A timed remote ``call(*head, shared args)``; each argument set is shared with the process once."""
         cache: dict[int, list[Any]] = {}
 
         def run() -> float:
@@ -171,7 +175,7 @@ class RemoteRunner:
             shared = cache.get(id(args))
             if shared is None:
                 shared = cache[id(args)] = share_args(args)
-            return float(self.call("time_launch", name, key, shared)["ms"])
+            return float(self.call(call, *head, shared)["ms"])
 
         return run
 

@@ -173,22 +173,36 @@ def run_performance_gate(
     policy = policy or PerformancePolicy()
     split, before, after = time_kernels(kernel, original, runner, key, args, trials, reference)
     timed = check_launch(kernel, lambda a: launch(original, a), before, after, "the last timed call")
+    floor = min_time_us(kernel, args, peak_gbps)
+    return judge_timed(timed, split, runner.calibration_ms, floor, policy), split
+
+
+def judge_timed(
+    timed: Verdict,
+    split: SplitComparison,
+    calibration_ms: Sequence[float],
+    floor_us: float | None,
+    policy: PerformancePolicy,
+) -> Verdict:
+    """Gate 4's verdict on a finished interleaved timing: the last timed call's outputs right (``timed``,
+    the judge's check of them), the candidate's readings borne out by the judge's clock, then a real,
+    noise-aware speedup above the roofline floor ``floor_us`` (None: unknown, not checked)."""
     if not timed.passed:
         return Verdict(
             "performance",
             False,
             f"the timed candidate's outputs are wrong: {timed.reason}",
             {"rule": "timed_outputs", **timed.details},
-        ), split
+        )
     evidence = judge_timing_evidence(
-        split.comparison.candidate.samples_ms, split.candidate_wall_ms, runner.calibration_ms, policy
+        split.comparison.candidate.samples_ms, split.candidate_wall_ms, calibration_ms, policy
     )
     if evidence is not None:
-        return evidence, split
-    verdict = judge_performance(split.comparison, min_time_us(kernel, args, peak_gbps), policy)
+        return evidence
+    verdict = judge_performance(split.comparison, floor_us, policy)
     verdict.details["wall_ms_median"] = sorted(split.candidate_wall_ms)[len(split.candidate_wall_ms) // 2]
-    verdict.details["calibrated_overhead_ms"] = list(runner.calibration_ms)
-    return verdict, split
+    verdict.details["calibrated_overhead_ms"] = list(calibration_ms)
+    return verdict
 
 
 def screen(
