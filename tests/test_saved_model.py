@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -107,9 +108,19 @@ def test_optimize_on_a_live_model_says_it_needs_a_gpu_before_any_work(tmp_path, 
     assert not (worker_tmp / "bundle").exists()
 
 
+def test_a_bad_budget_or_effort_is_refused_in_one_line_before_anything_is_saved(worker_tmp) -> None:
+    for bad, says in [({"budget": 0}, "argument budget=0: expected a whole number of at least 1"),
+                      ({"max_targets": -1}, "argument max_targets=-1"),
+                      ({"effort": "fast"}, "argument effort='fast': expected an effort profile")]:
+        with pytest.raises(KerneloptError, match=re.escape(says)) as caught:
+            kernelopt.optimize(Gated(), [torch.ones(1, 8), 0.0], workdir=worker_tmp / "bundle", **bad)
+        assert "\n" not in str(caught.value)
+    assert not (worker_tmp / "bundle").exists()
+
+
 def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels(tmp_path, worker_tmp) -> None:
     from kernelopt.capture.swap import KernelAddress
-    from kernelopt.deliver.export import Replacement, export_model
+    from kernelopt.deliver.export import Replacement, export_model, read_export
     from kernelopt.pipeline.live import Optimized
     from kernelopt.pipeline.records import OptimizeReport
     from test_backend import HONEST, KERNEL
@@ -123,8 +134,10 @@ def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels
     assert kept.exported is None
     with pytest.raises(ValueError, match="nothing to load: no candidate passed"):
         kept.load()
-    with pytest.raises(ValueError, match="nothing to save: no candidate passed"):
-        kept.save(tmp_path / "kept.kopt.json")
+    baseline = kept.save(tmp_path / "kept.kopt.json")  # the same script runs when nothing won
+    doc = read_export(baseline)  # sealed: its digest checks
+    assert doc["replacements"] == [] and doc["verification"] == {"baseline_kept": "no candidate passed"}
+    assert kernelopt.backend(baseline).replacements == []  # Inductor's compile exactly
     with torch.no_grad():
         torch._dynamo.reset()
         torch.testing.assert_close(kept.module(x, 0.5), model(x, 0.5))

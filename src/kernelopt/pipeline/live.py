@@ -15,6 +15,7 @@ from typing import Any
 
 from torch import nn
 
+from kernelopt.config import Settings
 from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.problem.saved import INPUTS_FILE, check_movable, save_model_problem
@@ -28,6 +29,7 @@ class Optimized:
     report: OptimizeReport
     problem_path: Path
     model: nn.Module
+    train: bool = False
 
     @property
     def exported(self) -> Path | None:
@@ -49,17 +51,21 @@ class Optimized:
 
     def save(self, path: str | Path) -> Path:
         """Keep the verified result: a copy of the ``.kopt.json`` (digest and verification record
-        inside), for ``kernelopt.backend(path)`` or ``kernelopt.load(path, model=...)`` in any process."""
-        if self.exported is None:
-            raise ValueError(
-                f"nothing to save: {self.report.final_reason}; use torch.compile(model) as it is the fastest found"
-            )
-        import shutil
-
+        inside), for ``kernelopt.backend(path)`` or ``kernelopt.load(path, model=...)`` in any process.
+        With nothing exported the file holds no replacement and says why (``baseline_kept``), so the
+        same script runs either way: its backend is Inductor's compile exactly."""
         target = Path(path)
-        if target.suffix != ".json":
+        if not target.name.endswith(".json"):
             raise ValueError(f"{target}: name the file *.kopt.json, the format kernelopt.load and backend read")
         target.parent.mkdir(parents=True, exist_ok=True)
+        if self.exported is None:
+            from kernelopt.deliver.export import export_model
+            from kernelopt.problem import load_problem
+
+            problem = load_problem(self.problem_path, train=self.train)
+            return export_model(target, problem, [], {"baseline_kept": self.report.final_reason})
+        import shutil
+
         shutil.copyfile(self.exported, target)
         return target
 
@@ -94,16 +100,23 @@ def optimize_model(
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     train: bool = False,
     loss_fn: Callable[[Any], Any] | None = None,
+    budget: int | None = None,
+    max_targets: int | None = None,
+    config: Settings | None = None,
 ) -> Optimized:
     """Search faster kernels for ``model`` on ``example_inputs``; verified, or the compiler's baseline kept.
 
     The saved problem goes to ``workdir`` (default: a folder under the ``cache`` setting);
     the exported file is written beside it. ``train``: the training step (forward and
     backward kernels, every gradient judged against float64; loss ``loss_fn(outputs)``,
-    else the sum of the outputs)."""
+    else the sum of the outputs). ``budget`` (candidate evaluations) and ``max_targets``
+    (kernels searched) left as None come from ``config`` (default: the settings in effect,
+    ``kernelopt config``) with ``effort`` applied."""
+    from kernelopt.config import resolve
     from kernelopt.pipeline.optimize import optimize, require_gpu
     from kernelopt.search.operators import DEFAULT_OPERATORS
 
+    config = resolve(config, effort=effort, budget=budget, max_targets=max_targets)  # a bad value stops here
     require_gpu("kernelopt.optimize")
     path = save_model_problem(model, example_inputs, workdir, train=train, loss_fn=loss_fn)
     check_movable(path, train=train)
@@ -111,13 +124,13 @@ def optimize_model(
         path,
         _store(store),
         operators=list(operators) if operators is not None else DEFAULT_OPERATORS,
-        effort=effort,
         llm=llm,
+        config=config,
         export_path=path.parent / "model.kopt.json",
         on_event=on_event,
         train=train,
     )
-    return Optimized(report, path, model)
+    return Optimized(report, path, model, train)
 
 
 def analyze_model(
