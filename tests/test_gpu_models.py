@@ -3,7 +3,8 @@ fresh process through the user's own ``torch.compile(model, backend=kernelopt.ba
 criterion).
 
 The test is the user's script: it builds the model object and its inputs itself, hands the live objects to
-``kernelopt.optimize`` with a small budget, and saves the result whether or not a kernel won (with none, the
+``kernelopt.optimize`` with a small budget (its saved copy in kernelopt's own folder, which the workers' user
+can read where kernelopt runs as root), and saves the result whether or not a kernel won (with none, the
 file holds no replacement and the backend is Inductor's compile exactly). The fresh process builds its own
 instance from the same file and seed, as a user's script would, and compares the tuned compile against eager
 at the model's dtype. Row-L2 at 4096 rows joins the models because, compiled in the default mode, it holds a
@@ -77,7 +78,6 @@ def test_each_example_model_optimizes_saves_and_loads_in_a_fresh_process(name: s
         max_targets=1,
         config=load_settings({"base_mode": "default"}),
         store=Store(tmp_path / "k.db"),
-        workdir=tmp_path / "work",
         train=name in TRAIN,
         loss_fn=problem.module.get_loss if name in TRAIN else None,
     )

@@ -229,3 +229,52 @@ def test_a_root_judge_refuses_to_lend_cuda_memory_to_another_user(monkeypatch: p
     RemoteRunner(device="cpu").close()  # CPU tensors travel as files lent to the worker's group
     monkeypatch.setattr(identity.os, "geteuid", lambda: NOBODY.uid)  # a judge that is itself a worker
     identity.check_cuda_lending(NOBODY)
+
+
+@needs_root
+def test_a_saved_model_goes_where_the_workers_user_can_read_it_and_no_one_else(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from kernelopt.workers.identity import can_read, readable_root
+
+    if not can_reach(tempfile.gettempdir(), NOBODY):
+        pytest.skip(f"the temp directory {tempfile.gettempdir()} is closed to nobody")
+    base = Path(tempfile.mkdtemp())
+    fallback = Path(tempfile.mkdtemp())
+    monkeypatch.setattr(tempfile, "tempdir", str(fallback))  # where the fallback goes
+    try:
+        base.chmod(0o755)
+        fallback.chmod(0o755)
+        assert readable_root(base / "cache" / "models", NOBODY) == base / "cache" / "models"  # reachable: kept
+        assert readable_root(base / "cache" / "models", None) == base / "cache" / "models"
+        base.chmod(0o700)  # as root's home is (every kernelopt.optimize on the H200 failed there)
+        own = readable_root(base / "cache" / "models", NOBODY)
+        info = own.stat()
+        assert own == fallback / "kernelopt-models-for-nobody"
+        assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, NOBODY.gid, 0o750)  # its group alone
+        (own / "bundle").mkdir(mode=0o755)
+        assert can_read(own / "bundle", NOBODY)
+        assert not can_read(own / "bundle", WorkerIdentity("stranger", 12345, 12345))
+        (fallback / "kernelopt-other-for-nobody").symlink_to(base)
+        with pytest.raises(KerneloptError, match="not a folder kernelopt made for nobody"):
+            readable_root(base / "other", NOBODY)
+    finally:
+        shutil.rmtree(base)
+        shutil.rmtree(fallback)
+
+
+@needs_root
+def test_a_workdir_the_workers_user_cannot_enter_is_refused_before_anything_is_saved(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import torch
+
+    from kernelopt.problem.saved import save_model_problem
+
+    monkeypatch.setattr(identity, "worker_identity", lambda: NOBODY)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(KerneloptError, match="nobody, the user kernelopt's workers run as .* cannot enter") as caught:
+        save_model_problem(torch.nn.Linear(2, 2).eval(), [torch.ones(1, 2)], private / "bundle")
+    assert "\n" not in str(caught.value)
+    assert not (private / "bundle" / "model.pt").exists()

@@ -182,14 +182,17 @@ def save_model_problem(
     torch.save(inputs, buffer)
     inputs_blob = buffer.getvalue()
     loss_blob = _object_bytes(loss_fn, "loss_fn") if loss_fn is not None else b""
-    if directory is None:
+    from kernelopt.workers.identity import readable_root, require_reachable_folder, worker_identity
+
+    if directory is None:  # a folder the workers' user can read, even where the cache is root's private one
         from kernelopt.config import load_settings
 
         digest = hashlib.sha256(blob + inputs_blob + loss_blob).hexdigest()[:16]
-        directory = load_settings().cache / "models" / digest
+        directory = readable_root(load_settings().cache / "models", worker_identity()) / digest
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o755)  # workers may run as another user (kernelopt.workers)
+    require_reachable_folder(folder, "the folder the model is saved in (workdir)")
     files = [(MODEL_FILE, blob), (INPUTS_FILE, inputs_blob)] + ([(LOSS_FILE, loss_blob)] if loss_blob else [])
     for name, data in files:
         _write(folder / name, data)

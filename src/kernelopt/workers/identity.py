@@ -271,6 +271,43 @@ def worker_cache(path: str | Path, identity: WorkerIdentity | None) -> Path:
     return own
 
 
+def readable_root(path: str | Path, identity: WorkerIdentity | None) -> Path:
+    """A folder, for this process's folder ``path``, where it writes files its workers of ``identity``
+    must read (a saved model): ``path`` itself where that user can reach it, else
+    ``kernelopt-<name>-for-<user>`` in the temp directory, this process's, open to that user's group
+    alone (mode 750: a user's weights are not for everyone on the machine). A folder of that name
+    that is a link or not this process's own is refused: it could hand the workers someone else's model."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if identity is None or can_reach(path, identity):
+        return path
+    own = Path(tempfile.gettempdir()) / f"kernelopt-{path.name}-for-{identity.user}"
+    try:
+        own.mkdir(mode=0o750)
+    except FileExistsError:
+        info = own.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise KerneloptError(
+                f"{own}: not a folder kernelopt made for {identity.user}; remove it and run again"
+            ) from None
+    os.chown(own, -1, identity.gid, follow_symlinks=False)
+    os.chmod(own, 0o750)
+    return own
+
+
+def require_reachable_folder(path: str | Path, what: str) -> None:
+    """One line, before anything is written there, when the user workers run as cannot enter ``path``,
+    a folder the caller named for files those workers must read."""
+    identity = worker_identity()
+    if identity is None or can_read(path, identity):
+        return
+    raise KerneloptError(
+        f"{path}: {identity.user}, the user kernelopt's workers run as (kernelopt runs as root), cannot enter "
+        f"{what}; name a folder under one every user may enter (not a private home or pytest's tmp_path), "
+        "or leave it out for kernelopt's own, or set KERNELOPT_WORKER_USER=root (a candidate can then read your API keys)"
+    )
+
+
 def check_cuda_lending(identity: WorkerIdentity | None) -> None:
     """Refuse, in one line, to lend CUDA memory from this process to workers of ``identity`` when the
     driver will not let them open it (a root lender, a worker of another user)."""
