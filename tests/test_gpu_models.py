@@ -67,7 +67,7 @@ def test_each_example_model_optimizes_saves_and_loads_in_a_fresh_process(name: s
     if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
         pytest.skip(f"needs {NEEDS[name]}")
     path, sizes = CASES[name]
-    problem = load_problem(path, overrides=sizes or None, train=name in TRAIN)
+    problem = load_problem(path, overrides=sizes or None)
     model, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")  # the user's own objects
     if name not in TRAIN:
         model.eval()

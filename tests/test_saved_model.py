@@ -201,3 +201,31 @@ def test_a_training_step_of_a_live_model_carries_its_loss_to_every_process(tmp_p
         save_model_problem(model, [x, 0.25], tmp_path / "a", loss_fn=squared_error)
     with pytest.raises(KerneloptError, match="loss_fn is a int"):
         save_model_problem(model, [x, 0.25], tmp_path / "b", train=True, loss_fn=3)
+
+
+def test_a_loss_and_model_pickled_by_value_compile_in_a_process_without_their_module(tmp_path) -> None:
+    """Dynamo reads an inlined function's globals back by its module's name: a worker has no module of
+    the user's (on the H200 the training step of examples/models/train_step_mlp.py failed so)."""
+    from conftest import ROOT
+
+    problem = load_problem(ROOT / "examples" / "models" / "train_step_mlp.py").small()
+    path = save_model_problem(problem.build_model(0, "cpu"), problem.make_inputs(0, "cpu"), tmp_path / "bundle",
+                              train=True, loss_fn=problem.module.get_loss)
+    script = textwrap.dedent(
+        """
+        import sys, torch
+        from kernelopt.problem import load_problem
+        saved = load_problem(sys.argv[1], train=True)
+        step, inputs = saved.build_model(0, "cpu"), saved.make_inputs(0, "cpu")
+        eager = step(*inputs)
+        got = torch.compile(step, backend="eager")(*inputs)
+        assert len(got) == len(eager) == 1 + len(step.grad_names), (len(got), len(eager))
+        for g, e in zip(got, eager):
+            torch.testing.assert_close(g, e)
+        print("compiled", len(got))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "compiled 9", done.stdout  # the logits and 8 gradients

@@ -20,7 +20,10 @@ class Model(nn.Module):
 
     def forward(self, x):
         h = self.first(x)
-        if h.sum() > 0:  # reads a value on the host: Dynamo ends the first graph here
+        # Reads a value on the host: Dynamo ends the first graph here. A layer norm's rows have mean
+        # square about 1, so the branch is taken whatever the rounding (a test on their sum, which is
+        # about 0, went either way between eager and compiled runs).
+        if h.pow(2).mean() > 0.5:
             h = h * 2.0
         return torch.softmax(self.second(h), dim=-1)
 

@@ -23,6 +23,7 @@ kernelopt generates itself (its random cases and edge cases).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import os
 import sys
@@ -30,7 +31,7 @@ import sysconfig
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 import torch
@@ -52,7 +53,7 @@ LOSS_SOURCE = """
 def get_loss(outputs):  # the loss the user passed (loss_fn), saved beside the model
     global _LOSS
     if "_LOSS" not in globals():
-        _LOSS = torch.load(_HERE / "{loss}", map_location="cpu", weights_only=False)
+        _LOSS = importable(torch.load(_HERE / "{loss}", map_location="cpu", weights_only=False))
     return _LOSS(outputs)
 """
 CHECK_TIMEOUT_S = 300.0
@@ -63,12 +64,14 @@ import pathlib
 
 import torch
 
+from kernelopt.problem.saved import importable
+
 _HERE = pathlib.Path(__file__).resolve().parent
 
 
 class Model(torch.nn.Module):
     def __new__(cls, *args, **kwargs):  # the saved module itself, not a wrapper around it
-        return torch.load(_HERE / "{model}", map_location="cpu", weights_only=False)
+        return importable(torch.load(_HERE / "{model}", map_location="cpu", weights_only=False))
 
 
 def get_inputs():
@@ -224,6 +227,40 @@ def _write(path: Path, data: bytes) -> None:
     tmp.write_bytes(data)
     os.chmod(tmp, 0o644)
     tmp.replace(path)
+
+
+def importable(obj: Any) -> Any:
+    """``obj`` (a loaded model or loss), with every module its by-value code names made importable.
+
+    Dynamo, inlining a function whose globals are not its caller's (a loss or a forward called
+    from kernelopt's training step), reads those globals back through
+    ``importlib.import_module(fn.__module__)`` for its guards. A function cloudpickle carried by
+    value still names the user's module, which the worker does not have, so the compile failed
+    with ModuleNotFoundError. Each such name gets a module holding those very globals, where no
+    module of that name is loaded or findable; nothing of the user's is imported."""
+    functions: list[FunctionType] = []
+    if isinstance(obj, FunctionType):
+        functions.append(obj)
+    elif isinstance(obj, nn.Module):
+        for cls in {type(m) for m in obj.modules()}:
+            for klass in cls.__mro__:
+                functions.extend(v for v in vars(klass).values() if isinstance(v, FunctionType))
+    for fn in functions:
+        name = fn.__module__
+        if not name or fn.__globals__.get("__name__") != name or (name in sys.modules and name not in _MADE):
+            continue
+        if name not in sys.modules:
+            try:
+                if importlib.util.find_spec(name) is not None:
+                    continue
+            except (ImportError, ValueError):
+                pass
+            sys.modules[name] = _MADE[name] = ModuleType(name)
+        sys.modules[name].__dict__.update(fn.__globals__)
+    return obj
+
+
+_MADE: dict[str, ModuleType] = {}  # the modules importable() registered, which it may fill further
 
 
 def check_bundle(problem_path: str, train: bool = False) -> dict[str, Any]:
