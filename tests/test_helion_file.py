@@ -135,3 +135,24 @@ def test_optimize_walks_helion_configs_on_cpu_and_records_the_default(tmp_path: 
     nodes = NodeStore(store, report.run_id).nodes("helion_rms_scale")
     assert [n.operator for n in nodes].count("helion-config") == 2
     assert store.measurements(report.run_id, "helion")["helion"]["kernel"] == "rms_scale"
+
+
+def test_helion_s_autotuner_is_not_run_for_an_original_already_at_its_roofline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernelopt.pipeline import optimize_file as module
+
+    measured = module.file_facts
+
+    def at_roofline(*args, **kwargs):  # as on the H200: 134 us against a floor of 126 us
+        facts = measured(*args, **kwargs)
+        facts["min_time_us"] = facts["original"]["median_us"] * 0.94
+        return facts
+
+    monkeypatch.setattr(module, "file_facts", at_roofline)
+    store = Store(tmp_path / "k.db")
+    report = optimize_file(PATH, store, operators=["helion-autotune", "helion-config"], budget=Budget(max_evaluations=2),
+                           settings=SETTINGS, sizes=SMALL, export_path=tmp_path / "h.kopt.py", device="cpu")  # fmt: skip
+    assert report.helion is not None and report.helion["tuned"] is None  # never asked to autotune
+    assert report.helion["skipped"] == "the original runs at 94% of its roofline (>= 90%), so no search follows"
+    assert report.stop_reason.startswith("best kernel at 94% of the roofline") and report.evaluations == 0

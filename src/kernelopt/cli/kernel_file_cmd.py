@@ -98,6 +98,8 @@ def print_file_report(report: FileReport, console: Console) -> None:
             )
         elif h.get("error"):
             lines.append(f"Helion's autotuner failed: {h['error']}")
+        elif h.get("skipped"):
+            lines.append(f"Helion's autotuner not run: {h['skipped']}")
         if report.over_helion_tuned is not None:
             lines.append(f"{report.over_helion_tuned:.3f}x over Helion's own autotuned config (search timings)")
     if report.min_time_us:

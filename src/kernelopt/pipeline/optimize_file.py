@@ -285,9 +285,13 @@ def _run(
             min_time_us=facts.get("min_time_us"),
         )
         if kernel_file.kind == HELION:
+            near = _near_roofline(report, budget)
+            autotune = "helion-autotune" in operators and near is None
             report.helion = facts["helion"] = _helion_stage(
-                store, run_id, worker, spec, peak, "helion-autotune" in operators, config, budget, notify
+                store, run_id, worker, spec, peak, autotune, config, budget, notify
             )
+            if "helion-autotune" in operators and near is not None:
+                report.helion["skipped"] = near  # the search would stop before judging its choice
         evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
         nodes = NodeStore(store, run_id)
         root = Candidate(kernel_file.name, "root", source=kernel_file.source)
@@ -324,6 +328,18 @@ def _run(
         if report.best is not None and tuned and report.best.search_speedup:
             report.over_helion_tuned = report.best.search_speedup / (tuned[0].fitness or 1.0)
     return report
+
+
+def _near_roofline(report: FileReport, budget: Budget) -> str | None:
+    """Why Helion's autotuner is not worth its minutes: the original already runs within the budget's
+    roofline fraction, where the search stops before any candidate (on the H200 the autotuner once ran
+    78 s for a choice nothing judged)."""
+    if not report.min_time_us or not report.original_us:
+        return None
+    ratio = report.min_time_us / report.original_us
+    if ratio < budget.roofline_fraction:
+        return None
+    return f"the original runs at {ratio:.0%} of its roofline (>= {budget.roofline_fraction:.0%}), so no search follows"
 
 
 def _helion_stage(
