@@ -55,9 +55,9 @@ def verify_file(
     source = read_candidate(candidate_path)
     slot = cuda_candidate_slot(kernel_file, candidate_path, source, kernel, export_path)
     static = check_static_file(kernel_file.kind, source, original_source=kernel_file.source, kernel=slot)
-    name, entry = kernel_file.name, kernel_file.entry_name
+    name, replaced = kernel_file.name, slot or kernel_file.entry_name  # what is replaced: the file, or its kernel
     if not static.passed:
-        return VerifyReport(problem=name, kernel=entry, passed=False, verdicts=[static], kind=kernel_file.kind)
+        return VerifyReport(problem=name, kernel=replaced, passed=False, verdicts=[static], kind=kernel_file.kind)
     label = run_device(device, "kernelopt verify")
     args = {
         "input": kernel_file.kind,
@@ -75,13 +75,17 @@ def verify_file(
         cmp = result.measurements.get("kernel_comparison")
         report = VerifyReport(
             problem=name,
-            kernel=entry,
+            kernel=replaced,
             passed=result.passed and result.fitness > 1.0,
             verdicts=[Verdict.from_dict(v) for v in result.verdicts],
             kernel_speedup=cmp,
             run_id=run_id,
             kind=kernel_file.kind,
         )
+        build_s = result.measurements.get("build_s")
+        if build_s is not None:  # nvcc's time, apart from the gates'
+            report.raw["build_s"] = build_s
+            report.raw["gates_s"] = max(0.0, float(result.measurements.get("gpu_s", 0.0)) - float(build_s))
         if report.passed and cmp:
             delivery = FileReport(
                 name, kernel_file.kind, run_id, label, cmp["baseline"]["median_ms"] * 1000.0, None,
