@@ -9,7 +9,8 @@ the judge copied into the judge's buffers, poisoned before every call.
 
 The gates, in order, stopping at the first that fails:
 
-1. static: :func:`~kernelopt.verify.static_kernel_file.check_static_kernel_file`;
+1. static: :func:`~kernelopt.verify.static_kernel_file.check_static_file` (a CUDA C++ candidate: the
+   C++ rules in the slot of ``FileSpec.kernel``, which the candidate's process binds to the build);
 2. correctness: on every kernel seed and input distribution, and once per edge case
    (huge, all-negative, non-finite, tiny, constant values in the inputs' exact layouts;
    the final check's), the candidate's outputs against the original's at the dtype's

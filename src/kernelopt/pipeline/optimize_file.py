@@ -151,7 +151,7 @@ def optimize_file(
     ``export_path``: where the faster file goes (default ``<stem>_kopt.py`` in the working
     directory; the record beside it, ``.json`` for ``.py``). ``device`` is ``cuda`` but in the
     CPU tests, which run Triton's interpreter (``TRITON_INTERPRET=1``). ``llm`` / ``llm_config``
-    add the agents, writing whole kernel files (Triton files only)."""
+    add the agents, writing whole kernel files or CUDA C++ for the main kernel (Triton files only)."""
     config = resolve(config)
     started = time.monotonic()
     notify = on_event or (lambda kind, data: None)
