@@ -420,3 +420,70 @@ def test_a_prompt_s_digest_covers_the_files_its_includes_include() -> None:
 
     body = (PROMPTS / "coder.md").read_text()
     assert _includes(body) == ["_contract.md", "_contract_cuda.md", "_contract_file.md"]
+
+
+# -- CUDA C++ for a kernel file's kernel: the Coder is no longer held to Triton for files -----------
+
+SOFTMAX_FILE = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "softmax_naive.py"
+SOFTMAX_CU = SOFTMAX_FILE.with_suffix(".cu")
+
+
+@pytest.fixture(scope="module")
+def softmax_file() -> KernelDef:
+    from kernelopt.capture.output_code import triton_kernel_def
+
+    return triton_kernel_def("softmax_kernel", SOFTMAX_FILE.read_text())  # as optimize_file shows a file
+
+
+def test_a_kernel_file_s_cuda_plan_gets_the_file_slot_contract_and_a_python_reply_goes_back(softmax_file) -> None:
+    from kernelopt.agents.roles.coder import FILE
+
+    client = ScriptedClient([
+        _reply({"source": SOFTMAX_FILE.read_text(), "summary": "the file again"}),
+        _reply({"source": SOFTMAX_CU.read_text(), "summary": "two passes, one block per row"}),
+    ])
+    result = Coder(client).run(Plan(**CUDA_PLAN), softmax_file, target=FILE)
+    system = client.calls[0]["messages"][0].content
+    assert "kernel of a standalone Triton kernel file, `softmax_kernel`, with CUDA C++" in system
+    assert "The CUDA C++ slot contract" in system and "(x_ptr, y_ptr, n_cols, x_stride, y_stride)" in system
+    assert "The file's own `launch` is kept byte for byte" in system and "compute your own grid" in system
+    assert "The kernel-file contract" not in system and "in_ptr*" not in system
+    assert result.repairs == 1 and "first line must be `// kernelopt: cuda`" in client.calls[1]["messages"][-1].content
+    assert result.output.source == SOFTMAX_CU.read_text()
+
+
+def test_a_kernel_file_s_cuda_reply_that_skips_rows_goes_back_with_gate_one_s_reason(softmax_file) -> None:
+    from kernelopt.agents.roles.coder import FILE
+
+    skipping = SOFTMAX_CU.read_text().replace("  MaxSum acc{", "  if (blockIdx.x & 1) return;\n  MaxSum acc{", 1)
+    client = ScriptedClient([_reply({"source": skipping, "summary": "s"}), _reply({"source": SOFTMAX_CU.read_text(), "summary": "s"})])
+    result = Coder(client).run(Plan(**CUDA_PLAN), softmax_file, target=FILE)
+    assert result.repairs == 1 and "if (blockIdx.x & 1) return" in client.calls[1]["messages"][-1].content
+
+
+def test_a_kernel_file_s_triton_plan_keeps_the_file_contract_and_refuses_cuda(softmax_file) -> None:
+    from kernelopt.agents.roles.coder import FILE
+
+    client = ScriptedClient([
+        _reply({"source": SOFTMAX_CU.read_text(), "summary": "C++"}),
+        _reply({"source": SOFTMAX_FILE.read_text().replace("num_warps=4", "num_warps=8"), "summary": "8 warps"}),
+    ])
+    result = Coder(client).run(Plan(**PLAN), softmax_file, target=FILE)
+    system = client.calls[0]["messages"][0].content
+    assert "The kernel-file contract" in system and "The CUDA C++ slot contract" not in system
+    assert "the plan asks for a Triton kernel file, not CUDA C++" in client.calls[1]["messages"][-1].content
+    assert "num_warps=8" in result.output.source
+
+
+def test_a_kernel_file_s_cuda_candidate_is_repaired_in_cuda_for_its_slot(softmax_file) -> None:
+    from kernelopt.agents.roles.coder import FILE
+
+    broken = KernelCandidate(source=SOFTMAX_CU.read_text().replace("acc.max = v;", "acc.max = vv;"), summary="first")
+    verdict = Verdict("correctness", False, 'candidate for softmax_kernel does not compile: k.cu(40): error: identifier "vv"',
+                      {"rule": "build"})
+    client = ScriptedClient([_reply({"source": SOFTMAX_CU.read_text(), "summary": "fixed"})])
+    result = Repairer(client).run(broken, verdict, softmax_file, plan=Plan(**CUDA_PLAN), target=FILE)
+    system, user = client.calls[0]["messages"][0].content, client.user_text()
+    assert "the kernel `softmax_kernel` of a user's standalone Triton kernel file, in CUDA C++" in system
+    assert "The file's own `launch` is kept byte for byte" in system and "nvcc's first error" in system
+    assert 'identifier "vv"' in user and result.output.source == SOFTMAX_CU.read_text()

@@ -93,3 +93,51 @@ def test_a_helion_kernel_is_tuned_by_helion_s_autotuner_within_the_budget_and_ve
         assert "helion.Config(" in export.read_text() and report.speedup > 1.0
     else:
         assert not export.exists()
+
+
+CU = KERNELS / "softmax_naive.cu"
+
+
+def _verify_cuda(source: str, tmp_path: Path, name: str):
+    from kernelopt.api.verify_file import verify_file
+
+    candidate = tmp_path / f"{name}.cu"
+    candidate.write_text(source)
+    export = tmp_path / f"{name}_kopt.cu"
+    report = verify_file(KERNELS / "softmax_naive.py", candidate, Store(tmp_path / "k.db"), export, kernel="softmax_kernel")
+    print({v.gate: (v.passed, v.reason[:200]) for v in report.verdicts}, report.kernel_speedup and report.kernel_speedup.get("speedup"))
+    return report, export
+
+
+def test_the_hand_written_cuda_softmax_passes_the_four_gates_and_is_delivered_and_loaded_again(tmp_path: Path) -> None:
+    import torch
+
+    import kernelopt
+    from kernelopt.capture.cuda_slot import CudaSlot
+
+    report, export = _verify_cuda(CU.read_text(), tmp_path, "softmax_cuda")
+    assert report.passed, [v.reason for v in report.verdicts]
+    assert [v.gate for v in report.verdicts] == ["static", "correctness", "model", "performance"]
+    assert all(v.passed for v in report.verdicts) and report.verdicts[0].details["language"] == "cuda"
+    assert "edge cases" in report.verdicts[1].reason  # the final check's cases: NaN, infinities, constant rows
+    record = json.loads(export.with_suffix(".json").read_text())
+    assert record["language"] == "cuda" and record["kernel"] == "softmax_kernel"
+    assert record["delivered"]["sha256"] == hashlib.sha256(export.read_bytes()).hexdigest()
+    module = kernelopt.load_kernel(export)
+    assert isinstance(module.softmax_kernel, CudaSlot)
+    x = torch.randn(512, 32768, device="cuda")
+    torch.testing.assert_close(module.launch(x), torch.softmax(x, dim=-1))
+
+
+def test_a_cuda_softmax_that_skips_every_other_row_fails_correctness(tmp_path: Path) -> None:
+    skipping = (
+        CU.read_text()
+        .replace("x + static_cast<int64_t>(blockIdx.x) * x_stride", "x + 2 * static_cast<int64_t>(blockIdx.x) * x_stride")
+        .replace("y + static_cast<int64_t>(blockIdx.x) * y_stride", "y + 2 * static_cast<int64_t>(blockIdx.x) * y_stride")
+        .replace("static_cast<unsigned int>(rows)", "static_cast<unsigned int>((rows + 1) / 2)")
+    )
+    assert skipping.count("2 * static_cast") == 2 and skipping.count("(rows + 1) / 2") == 2
+    report, export = _verify_cuda(skipping, tmp_path, "skipping")
+    gates = {v.gate: v for v in report.verdicts}
+    assert gates["static"].passed and not gates["correctness"].passed, [v.reason for v in report.verdicts]
+    assert gates["correctness"].details.get("rule") != "build" and not report.passed and not export.exists()

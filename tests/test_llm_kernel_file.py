@@ -64,3 +64,30 @@ def test_a_broken_file_is_repaired_from_its_verdict_and_judged_like_any_candidat
     rows = store.connection.execute("SELECT role FROM transcripts ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["analyst", "planner", "coder", "judge", "repairer"]
     assert report.llm_usage is not None and report.llm_usage["calls"] == 5
+
+
+def test_the_planner_may_choose_cuda_for_a_file_and_the_coder_s_cpp_is_judged_in_the_file_s_slot(tmp_path, server) -> None:
+    cu = (ROOT / "examples" / "kernels" / "softmax_naive.cu").read_text()
+    server.enqueue(
+        reply({"bottleneck": "memory-bound", "evidence": ["256 values a thread spill"], "headroom_us": 10.0, "notes": "spills"}),
+        reply({"strategy": "warp-shuffle-rows", "change": "one block per row in CUDA C++", "expected_effect": "-30%",
+               "evidence": ["4 warps for 32768 columns"], "risks": [], "language": "cuda"}),
+        reply({"source": cu, "summary": "online softmax, one block per row"}),
+        reply({"strategy": "warp-shuffle-rows", "what_worked": "did not build here", "why": "no CUDA", "apply_when": "a GPU",
+               "avoid_when": "never", "speedup": None, "success": False}),
+    )
+    store = Store(tmp_path / "k.db")
+    report = optimize_file(
+        PATH, store, operators=[], budget=Budget(max_evaluations=1, patience=3), device="cpu", sizes={"ROWS": 6, "COLS": 50},
+        settings=GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=4, kernel_distributions=("neg",)),
+        llm=f"openai-compatible:kernel-coder@{server.base_url}", export_path=tmp_path / "s_kopt.py",
+    )
+    (node,) = [n for n in NodeStore(store, report.run_id).nodes("softmax_naive") if n.operator == "llm"]
+    assert node.candidate.source == cu and report.kernel == "softmax_kernel"
+    static = node.result.verdicts[0]
+    assert static["gate"] == "static" and static["passed"] and static["details"]["kernel"] == "softmax_kernel"
+    if not __import__("torch").cuda.is_available():  # no CUDA build of PyTorch here: the build is the verdict
+        assert node.failed_gate == "correctness" and node.result.verdicts[1]["details"]["rule"] == "build"
+        assert "build_s" in node.result.measurements and report.best is None
+    coder_system = json.dumps(server.requests[2].body)
+    assert "The CUDA C++ slot contract" in coder_system and "x_ptr, y_ptr, n_cols, x_stride, y_stride" in coder_system

@@ -48,9 +48,10 @@ def test_a_retuned_file_is_judged_with_the_final_check_s_settings_and_recorded(s
     assert (tmp_path / "out_kopt.py").exists() == report.passed  # delivered only when it passed
 
 
-def test_the_cli_takes_no_kernel_name_for_a_kernel_file_and_needs_one_for_a_problem(small: Path, tmp_path: Path) -> None:
+def test_the_cli_takes_a_kernel_name_for_a_file_only_with_cuda_and_needs_one_for_a_problem(small: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["verify", str(small), "--candidate", str(small), "--kernel", "k"])
-    assert result.exit_code != 0 and "--kernel applies to a model" in result.output
+    assert result.exit_code != 0 and "names the kernel a CUDA C++ candidate replaces" in result.output
+    assert "leave --kernel out" in result.output
     problem = ROOT / "examples" / "problems" / "level1" / "15_rmsnorm.py"
     result = CliRunner().invoke(app, ["verify", str(problem), "--candidate", str(small)])
     assert result.exit_code != 0 and "name the generated kernel to replace with --kernel" in result.output

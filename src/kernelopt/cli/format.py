@@ -146,6 +146,11 @@ def print_verify(report: VerifyReport, console: Console) -> None:
         _speedup_line("kernel speedup     ", report.kernel_speedup),
         _speedup_line("end-to-end speedup ", (report.end_to_end or {}).get("comparison")),
     ]
+    if report.raw.get("build_s") is not None:
+        lines.append(
+            f"CUDA C++ build      {report.raw['build_s']:.1f} s (nvcc; 0 when cached), "
+            f"apart from the gates' {report.raw.get('gates_s', 0.0):.1f} s"
+        )
     for line in filter(None, lines):
         console.print(line, markup=False, highlight=False)
     kept = "the compiled baseline stays" if report.kind == "model" else "your original file stays"

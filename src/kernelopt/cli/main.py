@@ -160,18 +160,20 @@ def verify(
     kernel: str | None = typer.Option(
         None,
         "--kernel",
-        help="Name of the generated Triton kernel to replace (see kernelopt analyze); not for a kernel file.",
+        help="Name of the generated Triton kernel to replace (see kernelopt analyze); for a kernel file, the "
+        "@triton.jit kernel a CUDA C++ candidate replaces (where launch launches more than one).",
     ),
     candidate: Path = typer.Option(
         ...,
         "--candidate",
-        help="The replacement kernel: a Python file in Inductor's format, or CUDA C++ whose first line is "
-        "`// kernelopt: cuda` (see the README).",
+        help="The replacement kernel: a Python file in Inductor's format (for a kernel file: a whole kernel "
+        "file), or CUDA C++ whose first line is `// kernelopt: cuda` (see the README).",
     ),
     export: Path | None = typer.Option(
         None,
         "--export",
-        help="Where to write the verified model (default: <problem>.<kernel>.kopt.json; for a kernel file <stem>_kopt.py).",
+        help="Where to write the verified model (default: <problem>.<kernel>.kopt.json; for a kernel file "
+        "<stem>_kopt.py, or <stem>_kopt.cu for CUDA C++).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
     timeout: float | None = setting_option(
@@ -195,10 +197,10 @@ def verify(
         from kernelopt.api.verify_file import verify_file
         from kernelopt.cli.kernel_file_cmd import refuse_model_flags
 
-        refuse_model_flags(problem, kind, {"--kernel": kernel is not None, "--train": train})
+        refuse_model_flags(problem, kind, {"--train": train})
 
         with Store(store) as db:
-            report = verify_file(problem, candidate, db, export, timeout_s=timeout, margin=margin)
+            report = verify_file(problem, candidate, db, export, kernel=kernel, timeout_s=timeout, margin=margin)
     else:
         if kernel is None:
             raise KerneloptError(

@@ -41,15 +41,18 @@ class FileRunner(RemoteRunner):
         timeout_s: float = 600.0,
         env: dict[str, str] | None = None,
         extra_path: Sequence[str | Path] = (),
+        slot: str | None = None,
+        runtime: Sequence[str] = (),
     ) -> None:
         super().__init__(device=device, gpu=gpu, timeout_s=timeout_s, env=env, extra_path=extra_path)
         self.original_source, self.entry = original_source, entry
+        self.slot, self.runtime = slot, list(runtime)  # the kernel a CUDA C++ candidate replaces, its parameters
         self._calibration_inputs = list(calibration_inputs)
 
     def _ensure(self) -> None:
         if self.worker.alive and self.worker.starts == self._started:
             return
-        self._raw("start", self.device, self.entry)
+        self._raw("start", self.device, self.entry, self.slot, self.runtime)
         self._started = self.worker.starts
         self.built.clear()
         reply = self._raw("load", self.original_source, True)

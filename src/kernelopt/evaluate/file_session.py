@@ -9,7 +9,8 @@ the judge copied into the judge's buffers, poisoned before every call.
 
 The gates, in order, stopping at the first that fails:
 
-1. static: :func:`~kernelopt.verify.static_kernel_file.check_static_kernel_file`;
+1. static: :func:`~kernelopt.verify.static_kernel_file.check_static_file` (a CUDA C++ candidate: the
+   C++ rules in the slot of ``FileSpec.kernel``, which the candidate's process binds to the build);
 2. correctness: on every kernel seed and input distribution, and once per edge case
    (huge, all-negative, non-finite, tiny, constant values in the inputs' exact layouts;
    the final check's), the candidate's outputs against the original's at the dtype's
@@ -40,6 +41,7 @@ from typing import Any
 
 import torch
 
+from kernelopt.capture.cuda_kernel import is_cuda_source
 from kernelopt.evaluate.file_cases import EDGE, Case, FileCases, nbytes, tensors
 from kernelopt.evaluate.file_helion import HELION_ENV, helion_configs, quiet
 from kernelopt.evaluate.file_remote import FileRunner, ReferenceFileRunner
@@ -49,10 +51,10 @@ from kernelopt.evaluate.runner_file import ORIGINAL
 from kernelopt.evaluate.steps import Stages, memcheck_failure, screened_out
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem.inputs import DISTRIBUTIONS
-from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
+from kernelopt.problem.kernel_file import TRITON, KernelFile, load_kernel_file
 from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
-from kernelopt.verify.memcheck import run_memcheck
+from kernelopt.verify.memcheck import CudaSlotReplay, run_memcheck
 from kernelopt.verify.memcheck_replay import FILE_PREFIX
 from kernelopt.verify.model_gate import ModelGatePolicy, SeedResult, judge_model, output_stats, relative_error
 from kernelopt.verify.perf_runner import WARMUP, judge_timed, rotating_sets
@@ -68,9 +70,10 @@ class FileSpec:
     overrides: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     device: str = "cuda"  # "cpu" in the CPU tests (Triton's interpreter)
+    kernel: str | None = None  # the kernel a CUDA C++ candidate replaces (None: the only one launch launches)
 
     def key(self) -> tuple:
-        return (self.path, tuple(sorted(self.overrides.items())), self.seed, self.device)
+        return (self.path, tuple(sorted(self.overrides.items())), self.seed, self.device, self.kernel)
 
 
 class FileSession:
@@ -91,7 +94,8 @@ class FileSession:
             device=self.device,
             env=HELION_ENV,
         )
-        self.runner = FileRunner(**runner_args)  # type: ignore[arg-type]
+        self.slot = cuda_slot(self.file, spec.kernel)
+        self.runner = FileRunner(**runner_args, slot=self.slot[0], runtime=self.slot[1])  # type: ignore[arg-type]
         self.reference = ReferenceFileRunner(**runner_args)  # type: ignore[arg-type]
 
     # -- the trusted side ------------------------------------------------------------------
@@ -151,7 +155,7 @@ class FileSession:
         """Gate 1 by the file's kind (:func:`~kernelopt.verify.static_kernel_file.check_static_file`)."""
         from kernelopt.verify.static_kernel_file import check_static_file
 
-        return check_static_file(self.file.kind, source, original_source=self.file.source)
+        return check_static_file(self.file.kind, source, original_source=self.file.source, kernel=self.spec.kernel)
 
     def evaluate_batch(self, sources: Sequence[str], settings: GateSettings) -> list[dict[str, Any]]:
         return [self.evaluate(source, settings) for source in sources]
@@ -182,12 +186,14 @@ class FileSession:
         done: Callable[..., dict[str, Any]],
     ) -> dict[str, Any]:
         enter("correctness")
-        key, error, _ = self.runner.load(source)
+        key, error, seconds = self.runner.load(source)
         lap("compile")
+        cuda = is_cuda_source(source)
+        if cuda:
+            result["build_s"] = seconds  # nvcc's time (0 for a cached build), apart from the gates' own
         if error is not None:
-            return done(
-                Verdict("correctness", False, f"the candidate file does not import: {error}", {"rule": "build"})
-            )
+            reason = error if cuda else f"the candidate file does not import: {error}"
+            return done(Verdict("correctness", False, reason, {"rule": "build"}))
         if settings.screen_trials > 0:
             enter("screen")
             screened = self._time(key, settings.screen_trials, keep_last=False)[0]
@@ -217,9 +223,15 @@ class FileSession:
         if perf.passed and settings.memcheck and torch.device(self.device).type == "cuda":
             enter("memcheck")
             torch.cuda.empty_cache()  # the replay is a process of its own that needs the inputs on this GPU again
-            memcheck = run_memcheck(
-                source, f"{FILE_PREFIX}{self.file.entry_name}", self.case(self.spec.seed, "given").inputs
-            )
+            inputs = self.case(self.spec.seed, "given").inputs
+            entry = f"{FILE_PREFIX}{self.file.entry_name}"
+            if cuda:  # the original file runs in the replay, its slot bound to the built source
+                slot, runtime = self.slot
+                memcheck = run_memcheck(
+                    self.file.source, entry, inputs, cuda=CudaSlotReplay(source, slot or "", runtime)
+                )
+            else:
+                memcheck = run_memcheck(source, entry, inputs)
             lap("memcheck")
             result["memcheck"] = memcheck.to_dict()
             if memcheck.status in ("errors", "failed"):
@@ -387,6 +399,20 @@ class FileSession:
     def close(self) -> None:
         self.runner.close()
         self.reference.close()
+
+
+def cuda_slot(file: KernelFile, kernel: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """(the kernel a CUDA C++ candidate replaces, its runtime parameters), read from the trusted original;
+    (None, ()) where there is none to name (a Helion file, or several kernels and no choice: gate 1 says so)."""
+    from kernelopt.verify.static_file_cuda import resolve_slot, slot_runtime
+
+    if file.kind != TRITON:
+        return None, ()
+    try:
+        slot = resolve_slot(file.source, kernel)
+    except ValueError:
+        return None, ()
+    return slot, slot_runtime(file.source, slot)
 
 
 def _describe(items: Sequence[dict[str, Any]]) -> str:

@@ -6,7 +6,9 @@ a private temporary file (Triton reads a kernel's source back through ``inspect`
 its ``launch`` runs on inputs the judge lent (:mod:`kernelopt.workers.shared_tensors`)
 and what it returns is copied into the judge's output buffers; a timed call is one
 call with its own events and an L2 flush, a reading the judge checks against its own
-clock. Like the other runner, it imports no gate, tolerance or comparison.
+clock. A CUDA C++ candidate is built here and runs inside a fresh import of the original
+file, in the slot of the kernel the judge named (:mod:`kernelopt.capture.cuda_slot`).
+Like the other runner, it imports no gate, tolerance or comparison.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ ORIGINAL = "original"
 
 
 class _State:
-    def __init__(self, device: str, entry: str) -> None:
+    def __init__(self, device: str, entry: str, slot: str | None, runtime: Sequence[str]) -> None:
         self.device = torch.device(device)
         self.entry = entry
+        self.slot, self.runtime = slot, tuple(runtime)  # the kernel a CUDA C++ candidate replaces
+        self.original_source: str | None = None
         self.modules: dict[str, ModuleType] = {}
         # in the worker's own directory (its cwd), which the worker removes when it ends
         self.folder = Path(tempfile.mkdtemp(prefix="kernelopt-files-", dir=os.getcwd()))
@@ -53,10 +57,14 @@ def digest(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
-def start(device: str = "cuda", entry: str = "launch") -> dict[str, Any]:
-    """Start (or restart) this runner; ``entry`` is the function of a file that runs it."""
+def start(
+    device: str = "cuda", entry: str = "launch", slot: str | None = None, runtime: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Start (or restart) this runner; ``entry`` is the function of a file that runs it, ``slot`` the kernel
+    a CUDA C++ candidate replaces and ``runtime`` that kernel's runtime parameters (the judge read both
+    from the original)."""
     global _STATE
-    _STATE = _State(device, entry)
+    _STATE = _State(device, entry, slot, runtime)
     return {"ok": True}
 
 
@@ -72,18 +80,37 @@ def _load(state: _State, key: str, source: str) -> ModuleType:
     return module
 
 
+def _load_cuda(state: _State, key: str, source: str) -> ModuleType:
+    """The original file imported afresh with its slot kernel bound to the built CUDA C++ ``source``."""
+    from kernelopt.capture.cuda_kernel import build_cuda_kernel
+    from kernelopt.capture.cuda_slot import bind_cuda_slot
+
+    if state.slot is None or state.original_source is None:
+        raise RuntimeError("no kernel slot was named for a CUDA C++ candidate (the judge names it at start)")
+    launcher = build_cuda_kernel(source, state.slot)
+    module = _load(state, key, state.original_source)
+    bind_cuda_slot(module, state.slot, launcher, state.runtime)
+    return module
+
+
 def load(source: str, original: bool = False) -> dict[str, Any]:
-    """Import one file (a candidate, or with ``original`` the user's own); a failure is returned as
-    text, never raised."""
+    """Import one file (a candidate, or with ``original`` the user's own; a CUDA C++ candidate is built and
+    bound into a fresh import of the original); a failure is returned as text, never raised."""
+    from kernelopt.capture.cuda_kernel import CudaBuildError, is_cuda_source
+
     state = _state()
     key = ORIGINAL if original else digest(source)
     started = time.monotonic()
+    if original:
+        state.original_source = source
     if key not in state.modules:
         try:
-            module = _load(state, key, source)
+            module = _load_cuda(state, key, source) if is_cuda_source(source) else _load(state, key, source)
             if not callable(getattr(module, state.entry, None)):
                 raise RuntimeError(f"the file defines no {state.entry} function")
             state.modules[key] = module
+        except CudaBuildError as exc:  # nvcc's first error, as it stands, for the Repairer
+            return {"digest": key, "error": str(exc), "seconds": time.monotonic() - started}
         except Exception as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return {"digest": key, "error": f"{type(exc).__name__}: {text}", "seconds": time.monotonic() - started}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.agents.roles.coder import FILE
+from kernelopt.capture.cuda_kernel import is_cuda_source
 from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.config import Settings, resolve
 from kernelopt.deliver.kernel_file import RECORD_FORMAT
@@ -117,6 +118,7 @@ class FileReport:
     gpu_s: float = 0.0
     wall_s: float = 0.0
     llm_usage: dict[str, Any] | None = None
+    kernel: str | None = None  # the kernel a CUDA C++ candidate of this run replaces
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,7 +151,7 @@ def optimize_file(
     ``export_path``: where the faster file goes (default ``<stem>_kopt.py`` in the working
     directory; the record beside it, ``.json`` for ``.py``). ``device`` is ``cuda`` but in the
     CPU tests, which run Triton's interpreter (``TRITON_INTERPRET=1``). ``llm`` / ``llm_config``
-    add the agents, writing whole kernel files (Triton files only)."""
+    add the agents, writing whole kernel files or CUDA C++ for the main kernel (Triton files only)."""
     config = resolve(config)
     started = time.monotonic()
     notify = on_event or (lambda kind, data: None)
@@ -182,7 +184,9 @@ def optimize_file(
         run_id = resume_run
     else:
         run_id = store.start_run("optimize", kernel_file.name, label, versions(), args)
-    spec = FileSpec(str(kernel_file.path.resolve()), dict(kernel_file.overrides), seed, device)
+    spec = FileSpec(
+        str(kernel_file.path.resolve()), dict(kernel_file.overrides), seed, device, main_kernel(kernel_file)
+    )
     with store.recording(run_id):
         notify("run", {"run_id": run_id, "problem": kernel_file.name})
         client = None
@@ -220,6 +224,17 @@ def optimize_file(
         store.add_measurement(run_id, "file_report", report.to_dict())
     store.finish_run(run_id)
     return report
+
+
+def main_kernel(kernel_file: KernelFile) -> str | None:
+    """The kernel of a Triton file the agents are shown and a CUDA C++ candidate replaces: the first that
+    ``launch`` launches (None for a Helion file)."""
+    if kernel_file.kind != TRITON:
+        return None
+    from kernelopt.verify.static_file_cuda import launched_kernels
+
+    launched = launched_kernels(kernel_file.source)
+    return launched[0] if launched else kernel_file.kernels[0]
 
 
 def run_device(device: str, command: str) -> str:
@@ -283,6 +298,7 @@ def _run(
             device=label,
             original_us=facts["original"]["median_us"],
             min_time_us=facts.get("min_time_us"),
+            kernel=spec.kernel,
         )
         if kernel_file.kind == HELION:
             near = _near_roofline(report, budget)
@@ -295,8 +311,9 @@ def _run(
         evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
         nodes = NodeStore(store, run_id)
         root = Candidate(kernel_file.name, "root", source=kernel_file.source)
-        # the agents' view of a Triton file: its first kernel's signature, the whole file as the source
-        kernel = triton_kernel_def(kernel_file.kernels[0], kernel_file.source) if kernel_file.kind == TRITON else None
+        # the agents' view of a Triton file: its main kernel's signature (a CUDA C++ candidate's slot), the whole
+        # file as the source
+        kernel = triton_kernel_def(spec.kernel, kernel_file.source) if spec.kernel is not None else None
 
         def context(history: list[Node]) -> SearchContext:
             return SearchContext(
@@ -427,9 +444,14 @@ def _final_check(
 def deliver(
     original_path: Path, original_source: str, report: FileReport, export_path: str | Path | None, args: dict[str, Any]
 ) -> tuple[str, str]:
-    """Write the faster file exactly as judged, and its verification record beside it."""
+    """Write the faster file exactly as judged, and its verification record beside it. A CUDA C++ winner
+    is ``<stem>_kopt.cu``: it runs inside the original file (its record names the kernel it replaces)."""
     assert report.best is not None
-    target = Path(export_path or f"{original_path.stem}_kopt.py")  # importable: no dot in the module name
+    cuda = is_cuda_source(report.best.source)
+    suffix = ".cu" if cuda else ".py"
+    target = Path(export_path or f"{original_path.stem}_kopt{suffix}")  # importable: no dot in the module name
+    if cuda and target.suffix != ".cu":
+        target = target.with_suffix(".cu")  # the winner is C++: the report names the path it went to
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(report.best.source)
     record_path = target.with_suffix(".json")
@@ -450,6 +472,9 @@ def deliver(
         "versions": versions(),
         "sizes": args.get("sizes") or {},
         "verdicts": report.best.verdicts,
+        "language": "cuda" if cuda else report.kind,
     }
+    if cuda:
+        record["kernel"] = report.kernel
     record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return str(target), str(record_path)

@@ -53,7 +53,7 @@ from kernelopt.measure.sanitizer import (
     unsupported_reason,
 )
 from kernelopt.problem.layouts import span_elements
-from kernelopt.verify.memcheck_replay import ARGS_FILE, DONE_MARKER, READY_MARKER, SOURCE_FILE
+from kernelopt.verify.memcheck_replay import ARGS_FILE, CUDA_FILE, DONE_MARKER, READY_MARKER, SOURCE_FILE
 from kernelopt.workers.environment import worker_env
 from kernelopt.workers.hardening import protect_parent_environment
 from kernelopt.workers.identity import hand_over, worker_identity
@@ -130,14 +130,30 @@ def pack_arguments(args: Sequence[Any]) -> list[dict[str, Any]]:
     return entries
 
 
-def write_replay(directory: str | Path, source: str, kernel_name: str, args: Sequence[Any]) -> Path:
+@dataclass(frozen=True)
+class CudaSlotReplay:
+    """A kernel file's CUDA C++ candidate: its source, the kernel it replaces and that kernel's runtime
+    parameters (the replay imports the original file and binds the slot, as the candidate's process does)."""
+
+    source: str
+    slot: str
+    runtime: tuple[str, ...]
+
+
+def write_replay(
+    directory: str | Path, source: str, kernel_name: str, args: Sequence[Any], cuda: CudaSlotReplay | None = None
+) -> Path:
     """Write what :mod:`kernelopt.verify.memcheck_replay` reads into ``directory``; returns it."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    for name in (SOURCE_FILE, ARGS_FILE, OUTPUT_FILE):  # never write through a planted link
+    for name in (SOURCE_FILE, CUDA_FILE, ARGS_FILE, OUTPUT_FILE):  # never write through a planted link
         (directory / name).unlink(missing_ok=True)
     (directory / SOURCE_FILE).write_text(source)
-    torch.save({"kernel": kernel_name, "args": pack_arguments(args)}, directory / ARGS_FILE)
+    payload: dict[str, Any] = {"kernel": kernel_name, "args": pack_arguments(args)}
+    if cuda is not None:
+        (directory / CUDA_FILE).write_text(cuda.source)
+        payload["cuda"] = {"slot": cuda.slot, "runtime": list(cuda.runtime)}
+    torch.save(payload, directory / ARGS_FILE)
     return directory
 
 
@@ -152,13 +168,15 @@ def run_memcheck(
     print_limit: int = DEFAULT_PRINT_LIMIT,
     error_exitcode: int = DEFAULT_ERROR_EXITCODE,
     workdir: str | Path | None = None,
+    cuda: CudaSlotReplay | None = None,
 ) -> MemcheckResult:
     """Launch ``kernel_name`` from ``source`` once on ``args`` under memcheck and say what it found.
 
     ``args`` are the launch's arguments as the kernel's ``run`` takes them (a
     snapshot's ``args``); tensors may be on any device. ``gpu`` pins the replay to
     one of the GPUs this process sees; ``sanitizer`` overrides where the tool is
-    looked for. ``workdir`` is used and kept instead of a fresh temporary directory.
+    looked for. ``workdir`` is used and kept instead of a fresh temporary directory. With ``cuda``,
+    ``source`` is a kernel file and the CUDA C++ candidate runs in its slot.
     A caller's mistake (an argument that cannot be saved) raises; everything the
     candidate or the tool does is reported in the result.
     """
@@ -172,7 +190,7 @@ def run_memcheck(
     keep = workdir is not None
     directory = Path(workdir) if workdir is not None else make_workdir("kernelopt-memcheck-")
     try:
-        directory = write_replay(directory.resolve(), source, kernel_name, args)
+        directory = write_replay(directory.resolve(), source, kernel_name, args, cuda)
         hand_over(directory, identity)
         env = worker_env(directory, gpu=gpu, env=REPLAY_ENV, other_user=identity is not None)
         command = memcheck_command(

@@ -7,7 +7,8 @@
 the GPU in its recorded shape, strides and dtype, builds the candidate with
 Inductor's own loader, launches it once and synchronizes. A kernel file's candidate
 (named ``file:ENTRY``) is imported from its own path and its entry runs once on the
-file's inputs.
+file's inputs; a CUDA C++ candidate for a kernel file (``candidate.cu`` beside the file) is built
+and bound into the file's slot first, as the candidate's process does it.
 
 Each tensor gets an allocation of its own holding exactly the memory span its
 view addresses, starting at the view's first element (the storage offset is
@@ -34,6 +35,7 @@ from typing import Any
 import torch
 
 SOURCE_FILE = "candidate.py"
+CUDA_FILE = "candidate.cu"  # a kernel file's CUDA C++ candidate; candidate.py is then the original file
 ARGS_FILE = "launch.pt"
 READY_MARKER = "kernelopt-memcheck-replay: arguments on device"
 DONE_MARKER = "kernelopt-memcheck-replay: launch completed"
@@ -89,7 +91,14 @@ def replay(directory: Path, device: str | torch.device = "cuda") -> None:
     print(READY_MARKER, flush=True)
     name = str(payload["kernel"])
     if name.startswith(FILE_PREFIX):
-        getattr(_import_file(directory / SOURCE_FILE), name[len(FILE_PREFIX) :])(*args)
+        module = _import_file(directory / SOURCE_FILE)
+        if "cuda" in payload:
+            from kernelopt.capture.cuda_kernel import build_cuda_kernel
+            from kernelopt.capture.cuda_slot import bind_cuda_slot
+
+            slot, runtime = str(payload["cuda"]["slot"]), [str(p) for p in payload["cuda"]["runtime"]]
+            bind_cuda_slot(module, slot, build_cuda_kernel((directory / CUDA_FILE).read_text(), slot), runtime)
+        getattr(module, name[len(FILE_PREFIX) :])(*args)
     else:
         launch(build_kernel((directory / SOURCE_FILE).read_text(), name), args)
     _synchronize(device)

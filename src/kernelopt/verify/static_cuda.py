@@ -483,7 +483,7 @@ def _split_arguments(text: str) -> list[str]:
     return parts
 
 
-def _entry(code: str, runtime: tuple[str, ...] | None) -> list[Finding]:
+def _entry(code: str, runtime: tuple[str, ...] | None, either: frozenset[str] = frozenset()) -> list[Finding]:
     found = []
     kernels = re.findall(r"\b__global__\b", code)
     entries = list(re.finditer(r"\blaunch\s*\(([^)]*)\)\s*\{", code))
@@ -519,6 +519,8 @@ def _entry(code: str, runtime: tuple[str, ...] | None) -> list[Finding]:
             )
         else:
             for (kind, name), expected in zip(typed, runtime):
+                if expected in either:
+                    continue  # a parameter whose name does not say whether it is a pointer
                 pointer = "ptr" in expected
                 if pointer != bool(TENSOR_TYPE.match(kind)):
                     want = "a torch::Tensor" if pointer else "a scalar"
@@ -557,8 +559,11 @@ def _body(code: str, opened: int) -> tuple[int, str]:
     return opened, code[opened:]
 
 
-def cuda_findings(source: str, runtime: tuple[str, ...] | None = None) -> list[Finding]:
-    """Every broken rule of ``source``; ``runtime`` (the Triton kernel's runtime parameters) checks the slot."""
+def cuda_findings(
+    source: str, runtime: tuple[str, ...] | None = None, either: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """Every broken rule of ``source``; ``runtime`` (the Triton kernel's runtime parameters) checks the slot:
+    a ``torch::Tensor`` for each ``*ptr*`` name, a scalar for each other one but those in ``either``."""
     if len(source) > MAX_SOURCE_CHARS:
         return [_found("size", 1, f"source is {len(source):,} characters (limit {MAX_SOURCE_CHARS:,})")]
     scrubbed = _scrub(source)
@@ -569,8 +574,37 @@ def cuda_findings(source: str, runtime: tuple[str, ...] | None = None) -> list[F
         *_qualified(code),
         *_inline_asm(code, source, scrubbed.strings),
         *_launches(code),
-        *_entry(code, runtime),
+        *_entry(code, runtime, either),
     ]
+
+
+SKIP_RULE = "skip"
+SKIP_EXPLANATION = (
+    "a block returns early only past the end of its data (`if (row >= rows) return;`), never on its number's "
+    "parity or value: that skips work"
+)
+_SKIPPING_TEST = re.compile(r"%|\^|==|!=|(?<![&|])[&|](?![&|=])")
+
+
+def block_skip_findings(source: str) -> list[Finding]:
+    """``if (...) return;`` whose test reads ``blockIdx`` with ``%``, ``&``, ``|``, ``^``, ``==`` or ``!=``: a
+    kernel that leaves every other (or one chosen) block's rows unwritten. Bounds guards compare with
+    ``<``/``>=`` and pass; what text cannot show (a guard against a halved bound) is gate 2's."""
+    code = _scrub(source).code
+    found = []
+    for match in re.finditer(r"\bif\s*\(", code):
+        depth, end = 1, match.end()
+        while end < len(code) and depth:
+            depth += {"(": 1, ")": -1}.get(code[end], 0)
+            end += 1
+        test = code[match.end() : end - 1]
+        if re.match(r"\s*\{?\s*return\b", code[end:]) and "blockIdx" in test and _SKIPPING_TEST.search(test):
+            found.append(
+                Finding(
+                    SKIP_RULE, _line(code, match.start()), f"if ({' '.join(test.split())}) return", SKIP_EXPLANATION
+                )
+            )
+    return found
 
 
 def check_static_cuda(candidate_source: str, *, kernel_name: str, original_source: str | None) -> Verdict:

@@ -556,8 +556,33 @@ def check_static_kernel_file(candidate_source: str, *, original_source: str) -> 
     )
 
 
-def check_static_file(kind: str, candidate_source: str, *, original_source: str) -> Verdict:
-    """Gate 1 for a kernel file of either kind: a Triton file's rules, or a Helion file's baked config only."""
+def check_static_file(
+    kind: str,
+    candidate_source: str,
+    *,
+    original_source: str,
+    kernel: str | None = None,
+    python_source: str | None = None,
+) -> Verdict:
+    """Gate 1 for a kernel file of either kind: a Triton file's rules, or a Helion file's baked config only.
+    A CUDA C++ candidate (its first line ``// kernelopt: cuda``) fills the slot of the Triton kernel ``kernel``
+    (:mod:`~kernelopt.verify.static_file_cuda`); ``python_source`` is the Python it runs inside, where that is
+    not the original by construction."""
+    from kernelopt.capture.cuda_kernel import is_cuda_source
+
+    if is_cuda_source(candidate_source):
+        if kind == "helion":
+            return Verdict(
+                "static",
+                False,
+                "a CUDA C++ candidate replaces a @triton.jit kernel; a Helion file's candidates are helion.Config choices",
+                {"rule": "slot", "language": "cuda"},
+            )
+        from kernelopt.verify.static_file_cuda import check_static_file_cuda
+
+        return check_static_file_cuda(
+            candidate_source, original_source=original_source, kernel=kernel, python_source=python_source
+        )
     if kind == "helion":
         from kernelopt.verify.static_helion import check_static_helion
 

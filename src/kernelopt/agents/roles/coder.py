@@ -23,22 +23,22 @@ def contract_problem(source: str, kernel: KernelDef, language: str | None = None
     checks the full rule set afterwards. ``language`` (the plan's) must match the
     reply's: CUDA C++ is known by its first line; its slot is checked by gate 1's
     C++ rules, whose first finding is the problem. For a kernel file (``target``
-    :data:`FILE`, ``kernel.source`` the user's whole file) the problem is the kernel-file
-    gate's first finding.
+    :data:`FILE`, ``kernel.source`` the user's whole file, ``kernel.name`` its main kernel:
+    a CUDA C++ reply's slot) the problem is the kernel-file gate's first finding.
     """
     from kernelopt.capture.cuda_kernel import CUDA_MARKER, is_cuda_source
-
-    if target == FILE:
-        from kernelopt.verify.static_kernel_file import check_static_kernel_file
-
-        verdict = check_static_kernel_file(source, original_source=kernel.source)
-        return None if verdict.passed else f"source: {verdict.reason}"
 
     cuda = is_cuda_source(source)
     if language == "cuda" and not cuda:
         return f"source: the plan asks for CUDA C++: its first line must be `{CUDA_MARKER}`"
     if language == "triton" and cuda:
-        return "source: the plan asks for a Triton kernel, not CUDA C++"
+        what = "a Triton kernel file" if target == FILE else "a Triton kernel"
+        return f"source: the plan asks for {what}, not CUDA C++"
+    if target == FILE:
+        from kernelopt.verify.static_kernel_file import check_static_file
+
+        verdict = check_static_file("triton", source, original_source=kernel.source, kernel=kernel.name)
+        return None if verdict.passed else f"source: {verdict.reason}"
     if cuda:
         from kernelopt.verify.static_cuda import check_static_cuda
 
@@ -81,9 +81,10 @@ class Coder(Role[KernelCandidate]):
         target: str = SLOT,
     ) -> RoleResult[KernelCandidate]:
         """Implement ``plan`` as a complete replacement module for ``kernel`` (with ``target`` :data:`FILE`,
-        a complete kernel file for the user's file ``kernel.source``)."""
+        a complete kernel file for the user's file ``kernel.source``, or with the plan's language ``cuda``
+        CUDA C++ in the slot of its kernel ``kernel.name``)."""
         assert_no_tensors({"plan": plan, "kernel": kernel, "launch": launch})
-        language = "triton" if target == FILE else plan.language  # a kernel file stays Triton
+        language = plan.language
         context = {
             "plan": plan,
             "kernel": kernel_view(kernel),

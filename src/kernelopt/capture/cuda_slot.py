@@ -1,0 +1,64 @@
+"""A CUDA C++ candidate in one ``@triton.jit`` kernel's place inside a standalone kernel file.
+
+A kernel file's ``launch`` calls its kernels as ``kernel[grid](*args, **keywords)``. To run a CUDA
+C++ candidate (:mod:`kernelopt.capture.cuda_kernel`) there without touching ``launch``, the kernel's
+name in the loaded module is rebound to a :class:`CudaSlot`: indexing it with the grid gives a call
+that binds the arguments by the Triton function's own signature (its defaults applied), keeps the
+runtime parameters in order and hands them to the built ``launch`` (tensors stay tensors, sizes stay
+scalars). The grid, the ``tl.constexpr`` values and the launch options (``num_warps``,
+``num_stages``...) are Triton's business and are dropped: the CUDA source computes its own grid.
+So the C++ contract is the captured-kernel one: the Triton kernel's runtime parameters, in order.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+
+class CudaSlot:
+    """What a kernel file's ``launch`` finds under the replaced kernel's name."""
+
+    def __init__(self, name: str, launcher: Any, runtime: Sequence[str], signature: inspect.Signature) -> None:
+        self.__name__ = name
+        self.launcher = launcher  # a CudaLauncher: run(*runtime args)
+        self.runtime = tuple(runtime)
+        self._signature = signature
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return self._call
+
+    def _call(self, *args: Any, **keywords: Any) -> None:
+        known = {k: v for k, v in keywords.items() if k in self._signature.parameters}  # the rest: launch options
+        try:
+            bound = self._signature.bind_partial(*args, **known)
+        except TypeError as exc:
+            raise TypeError(f"{self.__name__}[grid](...): {exc}") from None
+        bound.apply_defaults()
+        missing = [name for name in self.runtime if name not in bound.arguments]
+        if missing:
+            raise TypeError(f"{self.__name__}[grid](...) passes no value for runtime parameter {missing[0]}")
+        self.launcher.run(*(bound.arguments[name] for name in self.runtime))
+
+
+def python_function(kernel: Any) -> Callable[..., Any]:
+    """The plain function under Triton's wrappers (``@triton.autotune``, ``@triton.heuristics``, ``@triton.jit``
+    and the interpreter's stand-in each keep the one they wrap as ``.fn``)."""
+    seen = 0
+    while not inspect.isfunction(kernel):
+        kernel = getattr(kernel, "fn", None)
+        seen += 1
+        if kernel is None or seen > 8:
+            raise TypeError("not a Triton kernel: no plain function under its decorators")
+    return kernel
+
+
+def bind_cuda_slot(module: ModuleType, name: str, launcher: Any, runtime: Sequence[str]) -> CudaSlot:
+    """Rebind kernel ``name`` of the loaded kernel file ``module`` to the built CUDA ``launcher``;
+    ``runtime`` are the kernel's runtime parameters (read by the caller from the trusted original)."""
+    signature = inspect.signature(python_function(getattr(module, name)))
+    slot = CudaSlot(name, launcher, runtime, signature)
+    setattr(module, name, slot)
+    return slot
