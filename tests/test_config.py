@@ -186,8 +186,10 @@ def test_store_cache_and_compile_workers_are_read_from_the_settings(tmp_path: Pa
     assert default_store_path() == tmp_path / "from-env.db"
     env = compile_cache_env()
     workers = worker_identity()  # a worker of another user keeps a cache folder of its own beside ours
-    triton = tmp_path / "cache" / ("triton" if workers is None else f"triton-{workers.user}")
-    assert env == {"TRITON_CACHE_DIR": str(triton), "KERNELOPT_COMPILE_WORKERS": "2"}
+    own = "" if workers is None else f"-{workers.user}"
+    triton, cuda = tmp_path / "cache" / f"triton{own}", tmp_path / "cache" / f"cuda{own}"
+    assert env == {"TRITON_CACHE_DIR": str(triton), "KERNELOPT_CUDA_BUILD_DIR": str(cuda), "KERNELOPT_COMPILE_WORKERS": "2"}
+    assert cuda.is_dir()  # made, and the workers' user's own where that is another user
 
 
 # -- command line ------------------------------------------------------------------------

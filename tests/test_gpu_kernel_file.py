@@ -76,7 +76,9 @@ def test_a_helion_kernel_is_tuned_by_helion_s_autotuner_within_the_budget_and_ve
     report = optimize_file(
         KERNELS / "helion_rms_scale.py",
         store,
-        budget=Budget(max_evaluations=6, patience=2, max_wall_s=60),
+        # no stop at the roofline: the example's default config already runs at 94 % of it on the H200, where
+        # the autotuner is rightly skipped (a CPU test holds that); here its choice must be run and judged
+        budget=Budget(max_evaluations=6, patience=2, max_wall_s=60, roofline_fraction=1.01),
         export_path=export,
     )
     print(

@@ -96,6 +96,7 @@ def test_secrets_do_not_reach_the_worker(monkeypatch: pytest.MonkeyPatch) -> Non
     for name in SECRETS:
         monkeypatch.setenv(name, "sk-do-not-leak")
     monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/triton-cache")
+    monkeypatch.setenv("KERNELOPT_CUDA_BUILD_DIR", "/tmp/cuda-builds")
     monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
     monkeypatch.setenv("TRITON_AUTH_HEADER", "Bearer sk-do-not-leak")
     monkeypatch.setenv("SOME_UNLISTED_VARIABLE", "x")
@@ -108,6 +109,7 @@ def test_secrets_do_not_reach_the_worker(monkeypatch: pytest.MonkeyPatch) -> Non
     assert environ["TRITON_PRINT_AUTOTUNING"] == "1"  # the allow-list lets Triton's settings through
     # ... and our cache folder too, unless the worker runs as another user, who could not write it
     assert environ.get("TRITON_CACHE_DIR") == ("/tmp/triton-cache" if worker_identity() is None else None)
+    assert environ.get("KERNELOPT_CUDA_BUILD_DIR") == ("/tmp/cuda-builds" if worker_identity() is None else None)
     assert environ["HOME"] == environ["TMPDIR"] == cwd
     assert Path(cwd).name.startswith("kernelopt-worker-")
     assert environ["PYTHONUNBUFFERED"] == "1" and environ["PYTHONDONTWRITEBYTECODE"] == "1"

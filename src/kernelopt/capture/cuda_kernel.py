@@ -53,8 +53,10 @@ def source_key(source: str) -> str:
 
 
 def build_root() -> Path:
-    """Where builds live: ``KERNELOPT_CUDA_BUILD_DIR``, else a folder of this user's under the temp dir
-    (candidates' processes may run as another user than the judge; each builds where it may write)."""
+    """Where builds live: ``KERNELOPT_CUDA_BUILD_DIR`` (workers get the workers' user's own cache folder
+    from :func:`~kernelopt.pipeline.evaluator.compile_cache_env`, shared by every worker and run), else a
+    folder of this user's under the temp dir: a user's own process (``kernelopt.load_kernel``) never loads
+    a library that a worker of another user built."""
     configured = os.environ.get("KERNELOPT_CUDA_BUILD_DIR")
     return Path(configured) if configured else Path(tempfile.gettempdir()) / f"kernelopt-cuda-{os.getuid()}"
 

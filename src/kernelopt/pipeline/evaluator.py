@@ -176,8 +176,8 @@ class ChunkedResults:
 
 
 def compile_cache_env(config: Settings | None = None) -> dict[str, str]:
-    """A Triton kernel cache that outlives one worker: a restarted worker, and the next run,
-    do not recompile the kernels already built. Candidates cannot write files (the static
+    """A Triton kernel cache and a CUDA C++ build cache that outlive one worker: a restarted worker,
+    the workers it starts, and the next run do not recompile the kernels already built. Candidates cannot write files (the static
     gate refuses any I/O), so sharing it does not let one candidate tamper with another.
 
     The cache root is the ``cache`` setting (workers that run as a user of their own keep
@@ -185,5 +185,11 @@ def compile_cache_env(config: Settings | None = None) -> dict[str, str]:
     gets the ``compile_workers`` setting as ``KERNELOPT_COMPILE_WORKERS``, wherever it was set
     (a worker reads no settings file of its own)."""
     config = config or load_settings()
-    triton = worker_cache(config.cache / "triton", worker_identity())
-    return {"TRITON_CACHE_DIR": str(triton), "KERNELOPT_COMPILE_WORKERS": str(config.compile_workers)}
+    identity = worker_identity()
+    return {
+        "TRITON_CACHE_DIR": str(worker_cache(config.cache / "triton", identity)),
+        # CUDA C++ candidates' builds, by source hash: nvcc ran ~95 s per build on the H200, once in the
+        # candidate's process, again in memcheck's replay, again in every later run
+        "KERNELOPT_CUDA_BUILD_DIR": str(worker_cache(config.cache / "cuda", identity)),
+        "KERNELOPT_COMPILE_WORKERS": str(config.compile_workers),
+    }

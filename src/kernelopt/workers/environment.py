@@ -30,13 +30,16 @@ INHERITED_NAMES = frozenset(
         "CUDA_PATH",
         "CUDA_MODULE_LOADING",
         "KERNELOPT_COMPILE_WORKERS",
+        "KERNELOPT_CUDA_BUILD_DIR",  # the workers' CUDA C++ build cache (pipeline.evaluator.compile_cache_env)
         "KERNELOPT_WORKER_USER",  # a worker kept root (a bench problem) drops its own workers the same way
     }
 )
 INHERITED_PREFIXES = ("NVIDIA_", "TRITON_", "TORCHINDUCTOR_", "TORCH_")
 # Folders of ours a worker of another user could not write (Inductor sets the first in our own
 # os.environ on its first compile here); such a worker makes its own in its directory.
-OUR_FOLDERS = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR"})
+OUR_FOLDERS = frozenset(
+    {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "KERNELOPT_CUDA_BUILD_DIR"}
+)
 
 
 def looks_secret(name: str) -> bool:
