@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, FIXTURES
+from conftest import EXAMPLES, FIXTURES, fake_nvcc
 from kernelopt.capture import cuda_kernel
 from kernelopt.capture.cuda_kernel import (
     CUDA_MARKER,
@@ -75,10 +75,7 @@ class FakeExtensions:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeExtensions:
     ext = FakeExtensions()
-    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", ext.load_inline)
-    monkeypatch.setattr(cuda_kernel, "_BUILT", {})
-    monkeypatch.setattr(cuda_kernel.shutil, "which", lambda name: "/usr/bin/ninja")
-    monkeypatch.setenv("KERNELOPT_CUDA_BUILD_DIR", str(tmp_path / "builds"))
+    fake_nvcc(monkeypatch, tmp_path, ext.load_inline)
     return ext
 
 

@@ -17,8 +17,7 @@ import torch
 from typer.testing import CliRunner
 
 import kernelopt
-from conftest import ROOT
-from kernelopt.capture import cuda_kernel
+from conftest import ROOT, fake_nvcc
 from kernelopt.capture.cuda_slot import CudaSlot, bind_cuda_slot
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError
@@ -74,10 +73,7 @@ class FakeExtensions:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeExtensions:
     ext = FakeExtensions()
-    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", ext.load_inline)
-    monkeypatch.setattr(cuda_kernel, "_BUILT", {})
-    monkeypatch.setattr(cuda_kernel.shutil, "which", lambda name: "/usr/bin/ninja")
-    monkeypatch.setenv("KERNELOPT_CUDA_BUILD_DIR", str(tmp_path / "builds"))
+    fake_nvcc(monkeypatch, tmp_path, ext.load_inline)
     return ext
 
 
