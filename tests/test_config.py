@@ -255,7 +255,7 @@ def test_optimize_defaults_come_from_the_settings(tmp_path: Path, monkeypatch: p
 
 
 def test_help_names_the_setting_and_its_effective_default() -> None:
-    from kernelopt.cli.main import _SHOWN  # read when the command line was imported
+    from kernelopt.cli.common import _SHOWN  # read when the command line was imported
 
     result = _runner().invoke(app, ["optimize", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kernelopt.cli.main import EFFORT_OPTION, STORE_OPTION, app, err, out, print_json, setting_option, user_errors
+from kernelopt.cli.common import EFFORT_OPTION, STORE_OPTION, app, err, out, print_json, setting_option, user_errors
 from kernelopt.search.operators import DEFAULT_OPERATORS
 
 if TYPE_CHECKING:

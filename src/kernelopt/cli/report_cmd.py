@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kernelopt.cli.main import STORE_OPTION, app, out, user_errors
+from kernelopt.cli.common import STORE_OPTION, app, out, user_errors
 from kernelopt.errors import KerneloptError
 
 if TYPE_CHECKING:
