@@ -82,3 +82,42 @@ def test_a_file_whose_replacement_fails_the_static_gate_is_refused(tmp_path) -> 
     path.write_text(json.dumps(seal(doc)))
     with pytest.raises(KerneloptError, match="verified with triton 0.0.1"):
         kernelopt.backend(path)
+
+
+def test_the_users_mode_and_options_reach_inductor_on_top_of_the_exports(tmp_path, monkeypatch) -> None:
+    """torch.compile hands a custom backend its mode and options: they used to raise TypeError here."""
+    from kernelopt.capture import compat
+
+    problem = load_problem(EXAMPLES / "level1/12_softmax_wide.py").small()
+    replacement = Replacement(KernelAddress(0, KERNEL.name, KERNEL.sha256), HONEST)
+    path = export_model(tmp_path / "m.kopt.json", problem, [replacement], {"passed": True},
+                        options={"coordinate_descent_tuning": True, "max_autotune": False})
+    tuned = kernelopt.backend(path)
+    assert tuned.compile_options() == {"coordinate_descent_tuning": True, "max_autotune": False}
+    assert tuned.compile_options("reduce-overhead") == {"coordinate_descent_tuning": True, "max_autotune": False,
+                                                        "triton.cudagraphs": True}
+    merged = tuned.compile_options("max-autotune", {"max_autotune": False})
+    assert merged["triton.cudagraphs"] is True and merged["max_autotune"] is False  # the user's options last
+    with pytest.raises(KerneloptError, match="mode='fast'.*not a mode this torch knows; pass one of default") as bad:
+        tuned.compile_options("fast")
+    assert "\n" not in str(bad.value)
+    seen: list[dict] = []
+    real = compat.compile_fx_with_inner_hook
+
+    def spy(gm, inputs, hook, options):
+        seen.append(dict(options))
+        return real(gm, inputs, hook, options)
+
+    monkeypatch.setattr(compat, "compile_fx_with_inner_hook", spy)
+    torch.manual_seed(0)
+    model, x = Small().eval(), torch.randn(4, 16)
+    with torch.no_grad():
+        torch._dynamo.reset()
+        got = torch.compile(model, backend=tuned, mode="reduce-overhead")(x)  # CUDA graphs: skipped on a CPU
+        torch._dynamo.reset()
+        by_name = torch.compile(model, backend="kernelopt", options={"max_autotune": False})(x)
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, model(x))
+    torch.testing.assert_close(by_name, model(x))
+    assert seen[0]["triton.cudagraphs"] is True and seen[0]["coordinate_descent_tuning"] is True
+    assert seen[-1] == {"max_autotune": False}

@@ -37,3 +37,22 @@ def test_a_replacement_runs_in_the_users_compile_and_a_new_shape_keeps_inductors
         other = problem.with_sizes(seq_len=256).make_inputs(0, "cuda")
         torch.testing.assert_close(compiled(*other), model(*other), rtol=1e-5, atol=1e-5)
         assert tuned.report.used == {kernel.name: 1}  # the recompiled graph kept Inductor's kernel
+
+
+def test_a_replacement_runs_under_cuda_graphs_when_the_user_asks_for_reduce_overhead(tmp_path) -> None:
+    problem = load_problem(RMSNORM, overrides=SIZES)
+    model, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
+    artifact = capture(model, inputs)
+    kernel = next(k for _, k in artifact.kernels() if k.language == "triton")
+    address, _, _ = find_kernel(artifact, kernel.name)
+    path = export_model(tmp_path / "m.kopt.json", problem, [Replacement(address, HONEST["rsqrt_rewrite"](kernel.source))],
+                        {"note": "test"})  # fmt: skip
+    with torch.no_grad():
+        expected = model(*inputs)
+        torch._dynamo.reset()
+        tuned = kernelopt.backend(path)
+        compiled = torch.compile(model, backend=tuned, mode="reduce-overhead", dynamic=False)
+        for _ in range(3):  # warm-up, then the recording, then a replay
+            got = compiled(*inputs)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert tuned.report.used == {kernel.name: 1}

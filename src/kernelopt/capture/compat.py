@@ -113,6 +113,11 @@ def mode_options(mode: str) -> dict[str, Any]:
     return dict(torch._inductor.list_mode_options(mode))
 
 
+def compile_modes() -> list[str]:
+    """The ``torch.compile`` modes this torch knows (torch's own table)."""
+    return list(torch._inductor.list_mode_options())
+
+
 def has_inductor_option(name: str) -> bool:
     """Whether this torch's Inductor config has the (dotted) option ``name``."""
     import torch._inductor.config as inductor_config

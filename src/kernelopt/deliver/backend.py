@@ -31,6 +31,7 @@ from kernelopt.capture import compat
 from kernelopt.capture.output_code import OutputCode, parse_output_code
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.deliver.export import Replacement, check_replacements_static, check_versions, read_export
+from kernelopt.errors import KerneloptError
 
 log = logging.getLogger("kernelopt.backend")
 
@@ -89,13 +90,37 @@ class KerneloptBackend:
         if self.replacements:
             atexit.register(self.say_unused)  # once, when every graph that will compile has
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    def compile_options(self, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The Inductor options of one compile: the export's (those the replacements were verified under),
+        then the user's ``torch.compile(mode=..., options=...)``, which torch hands a custom backend. A
+        kernel the user's options change no longer matches its replacement, and runs as Inductor made it."""
+        merged = dict(self.options)
+        if mode is not None and mode != "default":
+            if mode not in compat.compile_modes():
+                raise KerneloptError(
+                    f"torch.compile(mode={mode!r}): not a mode this torch knows; pass one of "
+                    f"{', '.join(compat.compile_modes())}"
+                )
+            merged.update(compat.mode_options(mode))
+        merged.update(options or {})
+        return merged
+
+    def __call__(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: list[Any],
+        mode: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Any:
+        """Compile one graph. ``mode="reduce-overhead"`` (or ``max-autotune``) runs it under Inductor's CUDA
+        graphs: the replacements are installed before the graph's first call, so its recording holds them."""
+        settings = self.compile_options(mode, options)
         if not self.replacements:
-            return compat.compile_fx_with_inner_hook(gm, example_inputs, lambda _cg: None, self.options)
+            return compat.compile_fx_with_inner_hook(gm, example_inputs, lambda _cg: None, settings)
         graphs: list[Any] = []
         # Inductor's caches would hand back a compiled graph without running the hook that sees its module.
         with compat.fresh_compile():
-            compiled = compat.compile_fx_with_inner_hook(gm, example_inputs, graphs.append, self.options)
+            compiled = compat.compile_fx_with_inner_hook(gm, example_inputs, graphs.append, settings)
         for cg in graphs:
             self._swap_into(cg)
         self.report.graphs += len(graphs)
@@ -160,8 +185,14 @@ def store_backend(store_path: str | Path | None = None) -> KerneloptBackend:
 _STORE_BACKEND: list[KerneloptBackend] = []  # one per process: the store is read at the first compile
 
 
-def kernelopt_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-    """``backend="kernelopt"`` (the ``torch_dynamo_backends`` entry point): the store's verified kernels."""
+def kernelopt_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any],
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """``backend="kernelopt"`` (the ``torch_dynamo_backends`` entry point): the store's verified kernels,
+    under the ``mode`` and ``options`` given to ``torch.compile``."""
     if not _STORE_BACKEND:
         _STORE_BACKEND.append(store_backend())
-    return _STORE_BACKEND[0](gm, example_inputs)
+    return _STORE_BACKEND[0](gm, example_inputs, mode=mode, options=options)
