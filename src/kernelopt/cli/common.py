@@ -5,6 +5,7 @@ commands on :data:`app`; :mod:`kernelopt.cli.main` imports every command module,
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import sys
@@ -99,3 +100,29 @@ def user_errors(fn: F) -> F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+SIZE_OPTION = typer.Option(
+    None,
+    "--size",
+    help="NAME=VALUE: set a size constant of the file for this run (repeatable), e.g. --size batch_size=4096.",
+)
+
+
+def parse_sizes(items: list[str] | None) -> dict[str, Any] | None:
+    """``--size NAME=VALUE`` options as overrides of the file's size constants (None: the file's own)."""
+    if not items:
+        return None
+    sizes: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise KerneloptError(f"--size {item!r}: expected NAME=VALUE, e.g. --size batch_size=4096")
+        try:
+            sizes[name] = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            raise KerneloptError(
+                f"--size {item!r}: {raw.strip()!r} is not a number or another Python literal"
+            ) from None
+    return sizes

@@ -40,6 +40,7 @@ def optimize_kernel_file(
     as_json: bool,
     refused: dict[str, bool],
     err: Console,
+    sizes: dict[str, Any] | None = None,
 ) -> FileReport:
     """The run for a kernel file (its kind read by ``optimize``), with the model-only flags refused."""
     from kernelopt.cli.format import OptimizeProgress
@@ -59,6 +60,7 @@ def optimize_kernel_file(
             config=config,
             llm=llm,
             llm_config=llm_config,
+            sizes=sizes,
         )
     return report
 

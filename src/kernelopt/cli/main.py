@@ -13,11 +13,13 @@ import typer
 
 from kernelopt.cli.common import (
     EFFORT_OPTION,
+    SIZE_OPTION,
     STORE_OPTION,
     TRAIN_OPTION,
     app,
     err,
     out,
+    parse_sizes,
     print_json,
     setting_option,
     user_errors,
@@ -45,6 +47,7 @@ def analyze(
         help="Also time each stock torch.compile mode (the stock_modes setting) against the default.",
     ),
     train: bool = TRAIN_OPTION,
+    size: list[str] | None = SIZE_OPTION,
 ) -> None:
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
     from kernelopt.cli.format import print_analysis
@@ -52,6 +55,7 @@ def analyze(
     from kernelopt.problem.kernel_file import MODEL, file_kind
     from kernelopt.store import Store
 
+    sizes = parse_sizes(size)
     kind = file_kind(problem)
     if kind != MODEL:  # a kernel file: its time against its roofline floor
         from kernelopt.cli.kernel_file_cmd import print_file_analysis, refuse_model_flags
@@ -59,14 +63,14 @@ def analyze(
 
         refuse_model_flags(problem, kind, {"--stock-modes": stock_modes, "--train": train})
         with Store(store) as db:
-            found = analyze_kernel_file(problem, db, trials=trials)
+            found = analyze_kernel_file(problem, db, trials=trials, sizes=sizes)
         if as_json:
             print_json(found)
         else:
             print_file_analysis(found, out)
         return
     with Store(store) as db:  # the problem file runs in a worker, never in this process
-        report = analyze_file(problem, db, seed=seed, trials=trials, stock_modes=stock_modes, train=train)
+        report = analyze_file(problem, db, seed=seed, trials=trials, stock_modes=stock_modes, train=train, sizes=sizes)
     if as_json:
         print_json(report.to_dict())
     else:
@@ -183,19 +187,23 @@ def optimize(
         help="Also time the result against each stock torch.compile mode (the stock_modes setting).",
     ),
     train: bool = TRAIN_OPTION,
+    size: list[str] | None = SIZE_OPTION,
 ) -> None:
     """Search faster kernels for a problem; export a verified model, or keep the compiler's baseline."""
     from kernelopt.cli.format import OptimizeProgress, print_optimize
     from kernelopt.pipeline.optimize import optimize as run_optimize
     from kernelopt.pipeline.optimize import require_gpu
     from kernelopt.problem.kernel_file import MODEL, file_kind
+    from kernelopt.problem.loader import check_size_names
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
 
     config = load_settings(
         {"effort": effort, "budget": budget, "patience": patience, "max_targets": max_targets, "store": store}
     )
+    sizes = parse_sizes(size)
     kind = file_kind(problem)  # a problem, or a standalone Triton / Helion kernel file
+    check_size_names(problem, sizes)  # bad input before the GPU check and the progress display
     plan = Budget(max_evaluations=config.budget, max_wall_s=time_limit, patience=config.patience)
     names = [o.strip() for o in operators.split(",") if o.strip()]
     if kind != MODEL:
@@ -203,7 +211,7 @@ def optimize(
 
         refused = {"--train": train, "--stock-modes": stock_modes, "--max-targets": max_targets is not None}
         done = optimize_kernel_file(
-            problem, kind, names, policy, plan, config, export, resume, llm, llm_config, as_json, refused, err
+            problem, kind, names, policy, plan, config, export, resume, llm, llm_config, as_json, refused, err, sizes
         )
         if as_json:
             print_json(done.to_dict())
@@ -228,6 +236,7 @@ def optimize(
             write_report=not no_report,
             stock_modes=stock_modes,
             train=train,
+            sizes=sizes,
         )
     if as_json:
         print_json(report.to_dict())

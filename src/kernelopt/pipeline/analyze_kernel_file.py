@@ -24,16 +24,25 @@ from kernelopt.workers.persistent import PersistentWorker
 
 
 def analyze_kernel_file(
-    path: str | Path, store: Store, *, trials: int | None = None, config: Settings | None = None, device: str = "cuda"
+    path: str | Path,
+    store: Store,
+    *,
+    trials: int | None = None,
+    config: Settings | None = None,
+    device: str = "cuda",
+    sizes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The file's shapes, its time (median µs), its roofline floor and the share of it reached."""
+    """The file's shapes (``sizes``: its size constants set for this run), its time (median µs), its
+    roofline floor and the share of it reached."""
     config = resolve(config, analyze_trials=trials)
-    kernel_file = load_kernel_file(path)
+    kernel_file = load_kernel_file(path, overrides=sizes)
     require_readable(kernel_file.path, "the kernel file")
     label = run_device(device, "kernelopt analyze")
-    run_id = store.start_run("analyze", kernel_file.name, label, versions(), {"input": kernel_file.kind})
+    run_id = store.start_run(
+        "analyze", kernel_file.name, label, versions(), {"input": kernel_file.kind, "sizes": dict(sizes or {})}
+    )
     with store.recording(run_id):
-        spec = FileSpec(str(kernel_file.path.resolve()), {}, 0, device)
+        spec = FileSpec(str(kernel_file.path.resolve()), dict(sizes or {}), 0, device)
         peak = store.device_bandwidth(label) if device == "cuda" else None
         with PersistentWorker(env={**compile_cache_env(config), **HELION_ENV}) as worker:
             facts = file_facts(worker, spec, store, label, peak, config.eval_timeout_s, config.analyze_trials)

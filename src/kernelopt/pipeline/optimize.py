@@ -45,7 +45,7 @@ from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
-from kernelopt.pipeline.run_context import RunContext, analysis_of
+from kernelopt.pipeline.run_context import RunContext, analysis_of, resumed_sizes
 from kernelopt.pipeline.stock_modes import (
     SEARCH_BASES,
     best_stock_for,
@@ -122,6 +122,8 @@ def optimize(
             warnings.append(data["message"])  # kept in the report too, not only shown
         notify(kind, data)
 
+    if resume_run is not None:  # a resumed run keeps the sizes it started with
+        sizes = resumed_sizes(store, resume_run, sizes)
     problem = load_problem(problem_path, overrides=sizes, train=train)
     require_readable(problem.path, "the problem file")
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
@@ -154,6 +156,7 @@ def optimize(
                 "seed": seed,
                 "settings": config.values(),
                 "train": train,
+                "sizes": dict(problem.overrides),
             },
         )
     with store.recording(run_id):  # a bad --llm, a failed search or export: the run ends failed

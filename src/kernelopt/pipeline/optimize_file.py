@@ -36,6 +36,7 @@ from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, WorkerEvaluator, compile_cache_env, gpu_seconds
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, winner_of
 from kernelopt.pipeline.records import Winner
+from kernelopt.pipeline.run_context import resumed_sizes
 from kernelopt.problem.kernel_file import HELION, TRITON, KernelFile, load_kernel_file
 from kernelopt.search.builtin_operators import EvictionPolicyOperator
 from kernelopt.search.candidate import Candidate, EvaluationResult
@@ -155,6 +156,8 @@ def optimize_file(
     config = resolve(config)
     started = time.monotonic()
     notify = on_event or (lambda kind, data: None)
+    if resume_run is not None:  # a resumed run keeps the sizes it started with
+        sizes = resumed_sizes(store, resume_run, sizes)
     kernel_file = load_kernel_file(path, overrides=sizes)  # a broken file stops here, in one line
     require_readable(kernel_file.path, "the kernel file")
     operators = list(default_operators(kernel_file.kind) if operators is None else operators)

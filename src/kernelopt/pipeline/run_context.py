@@ -62,3 +62,12 @@ def analysis_of(run: RunContext, key: str = "analysis") -> ProblemAnalysis:
         run.store.set_device_bandwidth(run.label, analysis.report.peak_gbps, {"source": "optimize analysis"})
     run.peak = analysis.report.peak_gbps
     return analysis
+
+
+def resumed_sizes(store: Store, run_id: int, sizes: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The sizes a resumed run goes on with: those it started with; other ones given now are one line."""
+    started = dict(store.run(run_id).args.get("sizes") or {})
+    if sizes is not None and dict(sizes) != started:
+        shown = " ".join(f"--size {k}={v!r}" for k, v in started.items()) or "no --size"
+        raise KerneloptError(f"run {run_id} was started with {shown}: resume it with the same sizes, or leave them out")
+    return started or None

@@ -62,18 +62,29 @@ def _size_constants(tree: ast.Module) -> dict[str, SizeValue]:
 
 def _rewrite_sizes(tree: ast.Module, overrides: dict[str, Any], path: Path) -> ast.Module:
     seen: set[str] = set()
+    numbers: list[str] = []  # the names a user would mean: top-level numbers
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
+            if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, (int, float)):
+                numbers.append(name)
             if name in overrides:
                 stmt.value = ast.copy_location(ast.parse(repr(overrides[name]), mode="eval").body, stmt.value)
                 seen.add(name)
     missing = sorted(set(overrides) - seen)
     if missing:
         raise ProblemError(
-            f"{path}: cannot override {', '.join(missing)}: no top-level assignment of that name in the file"
+            f"{path}: cannot override {', '.join(missing)}: no top-level assignment of that name in the file; "
+            f"its size constants: {', '.join(numbers) or 'none'}"
         )
     return ast.fix_missing_locations(tree)
+
+
+def check_size_names(path: str | Path, overrides: dict[str, Any] | None) -> None:
+    """Refuse, in one line and without running the file, overrides naming no size constant of it."""
+    if overrides:
+        path = Path(path)
+        _rewrite_sizes(ast.parse(path.read_text(), filename=str(path)), dict(overrides), path)
 
 
 _F = TypeVar("_F", bound="InputFile")
