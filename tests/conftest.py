@@ -69,3 +69,16 @@ def fake_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, load_inline) -> N
     monkeypatch.setattr(cuda_kernel, "_BUILT", {})
     monkeypatch.setattr(cuda_kernel.shutil, "which", lambda name: "/usr/bin/ninja")
     monkeypatch.setenv("KERNELOPT_CUDA_BUILD_DIR", str(tmp_path / "builds"))
+
+
+def forge_record(delivered: Path, text: str) -> None:
+    """Write ``text`` as a delivered kernel file and forge its record's digest to match, as an attacker who
+    can write both files would: only gate 1, run again on load, stands between it and the user."""
+    import hashlib
+    import json
+
+    delivered.write_text(text)
+    record = delivered.with_suffix(".json")
+    data = json.loads(record.read_text())
+    data["delivered"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    record.write_text(json.dumps(data))

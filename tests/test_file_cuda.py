@@ -17,7 +17,7 @@ import torch
 from typer.testing import CliRunner
 
 import kernelopt
-from conftest import ROOT, fake_nvcc
+from conftest import ROOT, fake_nvcc, forge_record
 from kernelopt.capture.cuda_slot import CudaSlot, bind_cuda_slot
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError
@@ -245,17 +245,10 @@ def test_load_kernel_refuses_an_edited_cu_a_changed_original_and_a_forged_record
     cu.write_text(good.replace("THREADS = 1024", "THREADS = 512"))
     with pytest.raises(KerneloptError, match="its bytes are not the ones verified"):
         kernelopt.load_kernel(cu)
-    cheat = good.replace(STREAM, "cudaStream_t stream; cudaStreamCreate(&stream);")
-    cu.write_text(cheat)
-    record = cu.with_suffix(".json")
-    data = json.loads(record.read_text())
-    data["delivered"]["sha256"] = hashlib.sha256(cheat.encode()).hexdigest()  # a record forged to match
-    record.write_text(json.dumps(data))
+    forge_record(cu, good.replace(STREAM, "cudaStream_t stream; cudaStreamCreate(&stream);"))
     with pytest.raises(KerneloptError, match="gate 1 refuses it.*cudaStreamCreate"):
         kernelopt.load_kernel(cu)
-    cu.write_text(good)
-    data["delivered"]["sha256"] = hashlib.sha256(good.encode()).hexdigest()
-    record.write_text(json.dumps(data))
+    forge_record(cu, good)  # the verified source back, its record matching again
     original.write_text(original.read_text().replace("num_warps=4", "num_warps=8"))  # its Python part changed
     with pytest.raises(KerneloptError, match="runs inside its original file.*not there with the digest"):
         kernelopt.load_kernel(cu)

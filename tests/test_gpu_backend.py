@@ -19,7 +19,8 @@ RMSNORM = EXAMPLES / "level1/15_rmsnorm.py"
 SIZES = {"batch_size": 8, "seq_len": 512, "hidden": 1024}
 
 
-def test_a_replacement_runs_in_the_users_compile_and_a_new_shape_keeps_inductors(tmp_path) -> None:
+def _exported(tmp_path):
+    """RMSNorm's captured Triton kernel, rewritten honestly and exported: (problem, model, inputs, kernel, path)."""
     problem = load_problem(RMSNORM, overrides=SIZES)
     model, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
     artifact = capture(model, inputs)
@@ -27,6 +28,11 @@ def test_a_replacement_runs_in_the_users_compile_and_a_new_shape_keeps_inductors
     address, _, _ = find_kernel(artifact, kernel.name)
     source = HONEST["rsqrt_rewrite"](kernel.source)
     path = export_model(tmp_path / "m.kopt.json", problem, [Replacement(address, source)], {"note": "test"})
+    return problem, model, inputs, kernel, path
+
+
+def test_a_replacement_runs_in_the_users_compile_and_a_new_shape_keeps_inductors(tmp_path) -> None:
+    problem, model, inputs, kernel, path = _exported(tmp_path)
     with torch.no_grad():
         expected = model(*inputs)
         torch._dynamo.reset()
@@ -40,13 +46,7 @@ def test_a_replacement_runs_in_the_users_compile_and_a_new_shape_keeps_inductors
 
 
 def test_a_replacement_runs_under_cuda_graphs_when_the_user_asks_for_reduce_overhead(tmp_path) -> None:
-    problem = load_problem(RMSNORM, overrides=SIZES)
-    model, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
-    artifact = capture(model, inputs)
-    kernel = next(k for _, k in artifact.kernels() if k.language == "triton")
-    address, _, _ = find_kernel(artifact, kernel.name)
-    path = export_model(tmp_path / "m.kopt.json", problem, [Replacement(address, HONEST["rsqrt_rewrite"](kernel.source))],
-                        {"note": "test"})  # fmt: skip
+    _, model, inputs, kernel, path = _exported(tmp_path)
     with torch.no_grad():
         expected = model(*inputs)
         torch._dynamo.reset()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import kernelopt
-from conftest import ROOT
+from conftest import ROOT, forge_record
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.optimize_file import FileReport, deliver
 from kernelopt.pipeline.records import Winner
@@ -40,15 +40,7 @@ def test_a_file_changed_after_verification_is_refused(delivered: Path) -> None:
 
 
 def test_a_record_that_vouches_for_a_cheat_is_refused_by_gate_1(delivered: Path) -> None:
-    import hashlib
-    import json
-
-    cheat = delivered.read_text().replace("    return y\n", "    return torch.softmax(x, -1)\n", 1)
-    delivered.write_text(cheat)
-    record = delivered.with_suffix(".json")
-    data = json.loads(record.read_text())
-    data["delivered"]["sha256"] = hashlib.sha256(cheat.encode()).hexdigest()  # a record forged to match
-    record.write_text(json.dumps(data))
+    forge_record(delivered, delivered.read_text().replace("    return y\n", "    return torch.softmax(x, -1)\n", 1))
     with pytest.raises(KerneloptError, match="gate 1 refuses it"):
         kernelopt.load_kernel(delivered)
 
