@@ -334,3 +334,15 @@ def test_memcheck_s_replay_runs_the_original_file_with_its_slot_bound_to_the_cud
     assert DONE_MARKER in capsys.readouterr().out
     (call,) = fake.recorder.calls  # the launch went through the built source, not Triton
     assert torch.equal(call[0], x) and call[2:] == (50, 50, 50) and len(fake.builds) == 1
+
+
+def test_the_slot_takes_runtime_arguments_by_position_or_by_keyword_around_constexprs() -> None:
+    import inspect
+
+    recorder = Recorder()
+    slot = CudaSlot("k", recorder, ("x_ptr", "n"), inspect.signature(lambda x_ptr, BLOCK, n, EVEN=1: None))
+    x = torch.ones(2)
+    slot[(1,)](x, 64, 7, num_warps=4)  # positional, a constexpr between the two (the direct path)
+    slot[(1,)](x, 64, n=8)  # the size by keyword (bound by the signature)
+    slot[(1,)](x_ptr=x, BLOCK=64, n=9, EVEN=0, num_stages=2)
+    assert [(a is x, n) for a, n in recorder.calls] == [(True, 7), (True, 8), (True, 9)]
