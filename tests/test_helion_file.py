@@ -156,3 +156,53 @@ def test_helion_s_autotuner_is_not_run_for_an_original_already_at_its_roofline(
     assert report.helion is not None and report.helion["tuned"] is None  # never asked to autotune
     assert report.helion["skipped"] == "the original runs at 94% of its roofline (>= 90%), so no search follows"
     assert report.stop_reason.startswith("best kernel at 94% of the roofline") and report.evaluations == 0
+
+
+def test_helion_s_search_algorithm_is_a_setting_checked_before_any_worker(tmp_path: Path) -> None:
+    from kernelopt.config import load_settings
+    from kernelopt.errors import KerneloptError
+    from kernelopt.evaluate.file_helion import check_search, search_names
+
+    names = search_names()
+    assert names is not None and "PatternSearch" in names
+    check_search("")  # Helion's own pick
+    check_search("PatternSearch")
+    with pytest.raises(KerneloptError, match="helion_search='Nope': this Helion has no such search; pass one of "):
+        optimize_file(PATH, Store(tmp_path / "k.db"), config=load_settings({"helion_search": "Nope"}), sizes=SMALL,
+                      device="cpu")  # fmt: skip
+    assert not (tmp_path / "k.db").exists() or Store(tmp_path / "k.db").runs() == []  # refused before any run
+
+
+def test_the_chosen_search_reaches_helion_only_while_its_autotuner_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import types
+
+    from kernelopt.evaluate import file_helion
+
+    seen: list[str | None] = []
+
+    class Bound:
+        config_spec = types.SimpleNamespace(default_config=lambda: {"block_sizes": [8]})
+
+        def autotune(self, args, force):
+            seen.append(os.environ.get("HELION_AUTOTUNER"))
+            return {"block_sizes": [16]}
+
+        def set_config(self, config):
+            seen.append(f"reset to {config}")
+
+    kernel = types.SimpleNamespace(
+        bind=lambda args: Bound(),
+        settings=types.SimpleNamespace(autotune_effort="none", autotune_budget_seconds=None, autotune_progress_bar=True),
+    )
+    monkeypatch.setattr(file_helion, "helion_kernels", lambda file: [kernel])
+    monkeypatch.delenv("HELION_AUTOTUNER", raising=False)
+    file = types.SimpleNamespace(kernels=["k"])
+    out = file_helion.helion_configs(file, [], "quick", 30, "PatternSearch")
+    assert seen == ["PatternSearch", "reset to {'block_sizes': [8]}"] and "HELION_AUTOTUNER" not in os.environ
+    assert out["tuned"] == {"block_sizes": [16]} and out["search"] == "PatternSearch" and out["effort"] == "quick"
+    assert kernel.settings.autotune_effort == "none"  # the judge's own kernel runs its default config again
+    seen.clear()
+    monkeypatch.setenv("HELION_AUTOTUNER", "RandomSearch")  # the user's own, outside the stage
+    assert file_helion.helion_configs(file, [], "quick", 30)["search"] is None
+    assert seen[0] == "RandomSearch" and os.environ["HELION_AUTOTUNER"] == "RandomSearch"

@@ -283,6 +283,15 @@ class Settings:
         kind=float,
         minimum=1.0,
     )
+    helion_search: str = _setting(
+        "Helion's own search algorithm for the helion-autotune stage, by its name in "
+        "helion.autotuner.search_algorithms (PatternSearch, DifferentialEvolutionSearch, ...); empty: "
+        "the one Helion picks itself.",
+        env="KERNELOPT_HELION_SEARCH",
+        default="",
+        kind=str,
+        expect="a name from helion.autotuner.search_algorithms, or empty",
+    )
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False, metadata={"help": None})
 
     def values(self) -> dict[str, Any]:

@@ -96,7 +96,8 @@ def print_file_report(report: FileReport, console: Console) -> None:
         h = report.helion
         if h.get("tuned"):
             lines.append(
-                f"Helion's autotuner ({h.get('effort')} effort) chose its config in {h.get('seconds', 0):.0f} s (tried first)"
+                f"Helion's autotuner ({h['search'] + ', ' if h.get('search') else ''}{h.get('effort')} effort) chose its "
+                f"config in {h.get('seconds', 0):.0f} s (tried first)"
             )
         elif h.get("error"):
             lines.append(f"Helion's autotuner failed: {h['error']}")

@@ -9,13 +9,16 @@ run's budget (:func:`helion_configs`); the ``helion-autotune`` operator then pro
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from kernelopt.errors import KerneloptError
 from kernelopt.problem.kernel_file import HELION, KernelFile
 
 HELION_ENV = {"HELION_AUTOTUNE_EFFORT": "none"}
+SEARCH_ENV = "HELION_AUTOTUNER"  # Helion's own name for its search algorithm setting
 
 
 def helion_kernels(file: KernelFile) -> list[Any]:
@@ -29,11 +32,32 @@ def quiet(file: KernelFile) -> None:
         kernel.settings.autotune_effort = HELION_ENV["HELION_AUTOTUNE_EFFORT"]
 
 
+def search_names() -> list[str] | None:
+    """The search algorithms this Helion offers by name (None: Helion is not importable here)."""
+    try:
+        from helion.autotuner import search_algorithms
+    except ImportError:
+        return None
+    return sorted(search_algorithms)
+
+
+def check_search(name: str) -> None:
+    """Refuse, in one line, a ``helion_search`` setting this Helion does not know (before any worker)."""
+    names = search_names()
+    if name and names is not None and name not in names:
+        raise KerneloptError(f"helion_search={name!r}: this Helion has no such search; pass one of {', '.join(names)}")
+
+
 def helion_configs(
-    file: KernelFile, inputs: Sequence[Any], effort: str | None = None, budget_s: int | None = None
+    file: KernelFile,
+    inputs: Sequence[Any],
+    effort: str | None = None,
+    budget_s: int | None = None,
+    search: str = "",
 ) -> dict[str, Any]:
     """The first Helion kernel's default config on ``inputs`` and, with ``effort``, what Helion's autotuner
-    chooses there within ``budget_s`` seconds (the judge's own kernel keeps its default config after)."""
+    (``search``: its algorithm by name, empty for Helion's own pick) chooses there within ``budget_s``
+    seconds (the judge's own kernel keeps its default config after)."""
     kernel = helion_kernels(file)[0]
     bound = kernel.bind(tuple(inputs))
     default = bound.config_spec.default_config()
@@ -42,8 +66,11 @@ def helion_configs(
         return out
     settings = kernel.settings
     saved = (settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar)
+    saved_search = os.environ.get(SEARCH_ENV)
     started = time.monotonic()
     try:
+        if search:  # Helion's own default_autotuner_fn reads it when the tuner starts
+            os.environ[SEARCH_ENV] = search
         settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar = (
             effort,
             budget_s,
@@ -54,6 +81,10 @@ def helion_configs(
         out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
         settings.autotune_effort, settings.autotune_budget_seconds, settings.autotune_progress_bar = saved
+        if saved_search is None:
+            os.environ.pop(SEARCH_ENV, None)
+        else:
+            os.environ[SEARCH_ENV] = saved_search
         bound.set_config(default)
-    out.update(effort=effort, budget_s=budget_s, seconds=time.monotonic() - started)
+    out.update(effort=effort, search=search or None, budget_s=budget_s, seconds=time.monotonic() - started)
     return out

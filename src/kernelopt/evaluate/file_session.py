@@ -108,9 +108,12 @@ class FileSession:
             self._peak = measure_copy_bandwidth().gbps
         return self._peak
 
-    def helion_configs(self, effort: str | None = None, budget_s: int | None = None) -> dict[str, Any]:
+    def helion_configs(
+        self, effort: str | None = None, budget_s: int | None = None, search: str = ""
+    ) -> dict[str, Any]:
         """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice."""
-        return helion_configs(self.file, clone_args(self.case(self.spec.seed, "given").inputs), effort, budget_s)
+        inputs = clone_args(self.case(self.spec.seed, "given").inputs)
+        return helion_configs(self.file, inputs, effort, budget_s, search)
 
     def case(self, seed: int, distribution: str) -> Case:
         return self.cases.case(seed, distribution)

@@ -36,12 +36,17 @@ def file_facts(spec: dict[str, Any], peak_gbps: float | None, trials: int = 20) 
 
 
 def helion_configs(
-    spec: dict[str, Any], peak_gbps: float | None, effort: str | None = None, budget_s: int | None = None
+    spec: dict[str, Any],
+    peak_gbps: float | None,
+    effort: str | None = None,
+    budget_s: int | None = None,
+    search: str = "",
 ) -> dict[str, Any]:
-    """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice."""
+    """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice (``search``:
+    its algorithm by name)."""
     s = _session(spec, peak_gbps)
     stage("helion-autotune")
-    return s.helion_configs(effort, budget_s)
+    return s.helion_configs(effort, budget_s, search)
 
 
 def evaluate_file_candidates(

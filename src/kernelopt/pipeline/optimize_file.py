@@ -29,7 +29,7 @@ from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.config import Settings, resolve
 from kernelopt.deliver.kernel_file import RECORD_FORMAT
 from kernelopt.errors import KerneloptError
-from kernelopt.evaluate.file_helion import HELION_ENV
+from kernelopt.evaluate.file_helion import HELION_ENV, check_search
 from kernelopt.evaluate.file_session import FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings, final_settings, search_settings
 from kernelopt.measure.environment import device_label, versions
@@ -166,6 +166,8 @@ def optimize_file(
         raise KerneloptError(
             f"{kernel_file.path}: the LLM agents rewrite Triton kernel files only; leave --llm out for a {kernel_file.kind} file"
         )
+    if kernel_file.kind == HELION and "helion-autotune" in operators:
+        check_search(config.helion_search)
     label = run_device(device, "kernelopt optimize")  # after the checks of what was asked: a wrong request first
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     settings = settings or search_settings(config)
@@ -382,13 +384,15 @@ def _helion_stage(
     effort = config.helion_effort
     budget_s = int(min(config.helion_budget_s, budget.max_wall_s or config.helion_budget_s))
     if autotune:
-        notify("stage", {"stage": f"Helion's autotuner ({effort} effort, at most {budget_s} s)"})
+        how = f"{config.helion_search}, " if config.helion_search else ""
+        notify("stage", {"stage": f"Helion's autotuner ({how}{effort} effort, at most {budget_s} s)"})
     call = worker.call(
         f"{FILE_SESSION}:helion_configs",
         asdict(spec),
         peak,
         effort if autotune else None,
         budget_s,
+        config.helion_search,
         timeout_s=budget_s * 3 + 300,  # its compiles and benchmarks can overrun its own budget
     )
     if not call.ok:
