@@ -26,7 +26,7 @@ from kernelopt.workers.identity import worker_identity
 
 TESTS_DIR = Path(__file__).resolve().parent
 TARGET = "bench_targets:scripted"
-PROCESS_SETTINGS = {"effort", "store", "cache", "compile_workers", "worker_user"}  # not budgets: no profile sets them
+PROCESS_SETTINGS = {"effort", "store", "cache", "compile_workers", "worker_user", "helion_search"}  # not budgets: no profile sets them
 
 
 @pytest.fixture
