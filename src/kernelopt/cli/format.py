@@ -41,7 +41,7 @@ def analysis_table(report: AnalysisReport) -> Table:
     for row in report.launches:
         table.add_row(
             str(row.index),
-            KIND_LABEL.get(row.kind, row.kind),
+            "copy" if row.moves_only else KIND_LABEL.get(row.kind, row.kind),
             row.name,
             _num(row.time_us, ".1f"),
             _num(100 * row.share, ".1f"),
@@ -63,6 +63,7 @@ def summary_lines(report: AnalysisReport) -> list[str]:
         f"GPU busy {100 * report.gpu_busy:.0f}% of the compiled forward; launch-overhead bound "
         f"(no gaps between launches) {report.launch_overhead_bound:.2f}x",
         *floor_lines(report),
+        *moves_lines(report),
         *stock_lines(report),
         f"peak copy bandwidth {report.peak_gbps:.0f} GB/s; "
         f"torch {report.versions.get('torch')}, triton {report.versions.get('triton')}"
@@ -80,6 +81,18 @@ def floor_lines(report: AnalysisReport) -> list[str]:
     if report.fusion_bound is not None:
         return [line + f"fusion bound {report.fusion_bound:.2f}x over compiled"]
     return [line + "no fusion bound: vendor calls run, and their time is not only traffic"]
+
+
+def moves_lines(report: AnalysisReport) -> list[str]:
+    """The Triton kernels that only move data (kind ``copy`` in the table), where there are any."""
+    if not report.moves_launches:
+        return []
+    share = report.moves_ms / report.attributed_ms if report.attributed_ms else 0.0
+    return [
+        f"data movement only (layout copies, transposes, concatenations): {report.moves_launches} launches, "
+        f"{report.moves_ms:.3f} ms ({100 * share:.0f}% of GPU time); no launch config removes it, only a "
+        "changed call sequence"
+    ]
 
 
 def stock_lines(report: AnalysisReport) -> list[str]:

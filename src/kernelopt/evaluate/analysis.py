@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import Artifact, Launch, LaunchSink
+from kernelopt.capture.copy_kernels import moves_only
 from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
 from kernelopt.config import default_of
 from kernelopt.measure import Roofline, amdahl_bound, compare
@@ -48,6 +49,7 @@ class LaunchReport:
     headroom_us: float | None = None
     config: dict[str, Any] | None = None
     kernel_sha256: str | None = None
+    moves_only: bool = False  # a Triton kernel that only moves data: a layout copy, transpose or concatenation
 
 
 @dataclass
@@ -70,6 +72,8 @@ class AnalysisReport:
     floor_bytes: int | None = None  # inputs, weights and outputs, each read or written once
     floor_ms: float | None = None  # floor_bytes at the peak copy bandwidth
     fusion_bound: float | None = None  # compiled over floor_ms; None where vendor calls run (their work is not traffic)
+    moves_ms: float = 0.0  # GPU time of the Triton kernels that only move data (capture.copy_kernels)
+    moves_launches: int = 0
     stock: dict[str, Any] = field(default_factory=dict)  # analyze --stock-modes: mode -> its process's record
     launches: list[LaunchReport] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
@@ -84,8 +88,11 @@ def launch_traffic(launch: Launch) -> tuple[int, int]:
     return traffic_bytes(launch.args)
 
 
-def build_launch_reports(launches: list[Launch], times_us: dict[int, float], peak_gbps: float) -> list[LaunchReport]:
-    """Join captured launches with their measured times; roofline for generated Triton kernels only."""
+def build_launch_reports(
+    launches: list[Launch], times_us: dict[int, float], peak_gbps: float, sources: dict[str, str] | None = None
+) -> list[LaunchReport]:
+    """Join captured launches with their measured times; roofline for generated Triton kernels only, and
+    with ``sources`` (kernel name -> Inductor's module) which of them only move data."""
     total = sum(times_us.values()) or 1.0
     rows = []
     for launch in launches:
@@ -100,6 +107,8 @@ def build_launch_reports(launches: list[Launch], times_us: dict[int, float], pea
             config=launch.config,
             kernel_sha256=launch.kernel_sha256,
         )
+        if launch.kind == "triton" and sources and launch.name in sources:
+            row.moves_only = moves_only(sources[launch.name], launch.name)
         if launch.kind == "triton" and t > 0:
             read, written = launch_traffic(launch)
             roof = Roofline(bytes_read=read, bytes_written=written, time_us=t, peak_gbps=peak_gbps)
@@ -151,7 +160,10 @@ def summarize_analysis(
     floor_us = floor_bytes / (peak_gbps * 1e3) if floor_bytes and peak_gbps > 0 else None
     only_generated = bool(rows) and all(r.kind == "triton" for r in rows)
     fusion = max(1.0, compiled_us / floor_us) if floor_us and only_generated else None
+    movers = [r for r in rows if r.moves_only]
     return AnalysisReport(
+        moves_ms=sum(r.time_us for r in movers) / 1000.0,
+        moves_launches=len(movers),
         problem=problem,
         device=device,
         peak_gbps=peak_gbps,
@@ -205,7 +217,7 @@ def analyze_artifact(
 
         attribution = attribute(instrumented_call, LAUNCH_LABEL_PREFIX, iterations=profile_iterations)
     times = {int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()}
-    rows = build_launch_reports(artifact.launches, times, peak)
+    rows = build_launch_reports(artifact.launches, times, peak, {k.name: k.source for _, k in artifact.kernels()})
     return summarize_analysis(
         name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us, floor
     )
