@@ -122,8 +122,9 @@ def optimize(
             warnings.append(data["message"])  # kept in the report too, not only shown
         notify(kind, data)
 
-    if resume_run is not None:  # a resumed run keeps the sizes it started with
-        sizes = resumed_sizes(store, resume_run, sizes)
+    given_sizes = sizes
+    if resume_run is not None:  # a resumed run keeps the sizes it started with (other ones: refused below)
+        sizes = resumed_sizes(store, resume_run, None)
     problem = load_problem(problem_path, overrides=sizes, train=train)
     require_readable(problem.path, "the problem file")
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
@@ -142,6 +143,7 @@ def optimize(
         if bool(run.args.get("train")) != train:
             mode = "--train" if run.args.get("train") else "no --train"
             raise KerneloptError(f"run {resume_run} was started with {mode}: resume it the same way")
+        resumed_sizes(store, resume_run, given_sizes)  # after the check that it is this file's run
         run_id = resume_run
     else:
         run_id = store.start_run(

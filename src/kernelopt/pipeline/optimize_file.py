@@ -156,8 +156,9 @@ def optimize_file(
     config = resolve(config)
     started = time.monotonic()
     notify = on_event or (lambda kind, data: None)
-    if resume_run is not None:  # a resumed run keeps the sizes it started with
-        sizes = resumed_sizes(store, resume_run, sizes)
+    given_sizes = sizes
+    if resume_run is not None:  # a resumed run keeps the sizes it started with (other ones: refused below)
+        sizes = resumed_sizes(store, resume_run, None)
     kernel_file = load_kernel_file(path, overrides=sizes)  # a broken file stops here, in one line
     require_readable(kernel_file.path, "the kernel file")
     operators = list(default_operators(kernel_file.kind) if operators is None else operators)
@@ -186,6 +187,7 @@ def optimize_file(
             raise KerneloptError(
                 f"run {resume_run} is a {run.kind} run of {run.problem}, not a kernel-file run of {kernel_file.name}"
             )
+        resumed_sizes(store, resume_run, given_sizes)  # after the check that it is this file's run
         run_id = resume_run
     else:
         run_id = store.start_run("optimize", kernel_file.name, label, versions(), args)
