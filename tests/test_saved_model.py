@@ -132,8 +132,10 @@ def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels
     report = OptimizeReport("gated", 1, "cpu", 1.0, 1.0, 1.0, final_reason="no candidate passed")
     kept = Optimized(report, path, model)
     assert kept.exported is None
-    with pytest.raises(ValueError, match="nothing to load: no candidate passed"):
-        kept.load()
+    loaded = kept.load(device="cpu")  # Inductor's compile, nothing swapped, as the baseline file says
+    assert loaded.swaps == []
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x, 0.5), model(x, 0.5))
     baseline = kept.save(tmp_path / "kept.kopt.json")  # the same script runs when nothing won
     doc = read_export(baseline)  # sealed: its digest checks
     assert doc["replacements"] == [] and doc["verification"] == {"baseline_kept": "no candidate passed"}

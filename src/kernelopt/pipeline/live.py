@@ -21,6 +21,8 @@ from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.problem.saved import INPUTS_FILE, check_movable, save_model_problem
 from kernelopt.store import Store
 
+BASELINE_FILE = "baseline.kopt.json"  # what save() writes where nothing beat the compiler
+
 
 @dataclass
 class Optimized:
@@ -71,17 +73,15 @@ class Optimized:
 
     def load(self, device: str = "cuda") -> Any:
         """The user's model captured on its example inputs with the verified replacements swapped in, each
-        proven to run (``kernelopt.load``); :attr:`module` is the everyday form."""
-        if self.exported is None:
-            raise ValueError(
-                f"nothing to load: {self.report.final_reason}; use torch.compile(model) as it is the fastest found"
-            )
+        proven to run (``kernelopt.load``); :attr:`module` is the everyday form. With nothing exported,
+        the same from the file :meth:`save` writes then: Inductor's compile, nothing swapped."""
         import torch
 
         from kernelopt.deliver.export import load
 
+        exported = self.exported or self.save(self.problem_path.parent / BASELINE_FILE)
         inputs = torch.load(self.problem_path.parent / INPUTS_FILE, map_location="cpu", weights_only=False)
-        return load(self.exported, model=self.model, device=device, example_inputs=inputs)
+        return load(exported, model=self.model, device=device, example_inputs=inputs)
 
 
 def _store(store: Store | str | Path | None) -> Store:
