@@ -61,6 +61,12 @@ def _original(data: dict) -> tuple[Path, str | None]:
 
 def check_delivery(path: str | Path) -> dict:
     """The verification record of the delivered file at ``path``, after checking the file against it."""
+    return _checked(path)[0]
+
+
+def _checked(path: str | Path) -> tuple[dict, str, Path, str | None]:
+    """The record, the delivered text, the original's path and its text (where its digest still holds),
+    each read once and checked: what :func:`load_kernel` builds is the text the digests vouched for."""
     path = Path(path)
     if not path.is_file():
         raise KerneloptError(f"{path}: no such kernel file")
@@ -86,28 +92,26 @@ def check_delivery(path: str | Path) -> dict:
             source.decode(),
             original_source=original_source,
             kernel=data.get("kernel") if cuda else None,
-            python_source=original.read_text() if cuda else None,
+            python_source=original_source if cuda else None,
         )
         if not verdict.passed:
             raise KerneloptError(f"{path}: gate 1 refuses it against {original}: {verdict.reason}")
-    return data
+    return data, source.decode(), original, original_source
 
 
 def load_kernel(path: str | Path) -> ModuleType:
     """Import the delivered kernel file at ``path`` once it matches its verification record; a CUDA C++
     delivery comes back as the original file's module with its kernel slot bound to the built source."""
-    data = check_delivery(path)
+    data, source, original, original_source = _checked(path)
     path = Path(path).resolve()
     name = f"kernelopt_delivered_{_sha256(str(path).encode())[:12]}"
-    source = path.read_text()
     if not is_cuda_source(source):
         return _import(name, path)
     from kernelopt.capture.cuda_kernel import CudaBuildError, build_cuda_kernel
     from kernelopt.capture.cuda_slot import bind_cuda_slot
     from kernelopt.verify.static_file_cuda import resolve_slot, slot_runtime
 
-    original, original_source = _original(data)
-    assert original_source is not None  # check_delivery refused it otherwise
+    assert original_source is not None  # _checked refused it otherwise
     slot = resolve_slot(original_source, data.get("kernel"))
     try:
         launcher = build_cuda_kernel(source, slot)

@@ -46,7 +46,7 @@ from kernelopt.search.helion_configs import HelionAutotuneOperator, HelionConfig
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import Operator, SearchContext
 from kernelopt.search.policy import make_policy
-from kernelopt.search.termination import Budget
+from kernelopt.search.termination import Budget, SearchState
 from kernelopt.store import Store
 from kernelopt.workers.identity import require_readable
 from kernelopt.workers.persistent import PersistentWorker
@@ -358,10 +358,8 @@ def _near_roofline(report: FileReport, budget: Budget) -> str | None:
     """Why Helion's autotuner is not worth its minutes: the original already runs within the budget's
     roofline fraction, where the search stops before any candidate (on the H200 the autotuner once ran
     78 s for a choice nothing judged)."""
-    if not report.min_time_us or not report.original_us:
-        return None
-    ratio = report.min_time_us / report.original_us
-    if ratio < budget.roofline_fraction:
+    ratio = SearchState(best_time_us=report.original_us, min_time_us=report.min_time_us).roofline_ratio()
+    if ratio is None or ratio < budget.roofline_fraction:
         return None
     return f"the original runs at {ratio:.0%} of its roofline (>= {budget.roofline_fraction:.0%}), so no search follows"
 

@@ -23,6 +23,14 @@ from kernelopt.store.llm_records import Transcript
 STOCK_MODE_NOTE = "not timed: kernelopt optimize --stock-modes (or kernelopt bench) times every stock mode beside it"
 
 
+def _summary_block(s: Summary, cards: list[str], rows: list[tuple[str, str]], note: str) -> str:
+    """A run's summary: a line when it has not finished, the cards, the facts table and how to read them."""
+    unfinished = "" if s.finished else f'<p class="note fail">This run has not finished: {esc(s.final_reason)}</p>'
+    return (
+        f'{unfinished}<div class="cards">{"".join(cards)}</div>' + table(("", ""), rows) + f'<p class="note">{note}</p>'
+    )
+
+
 def render_run(data: RunData, figures: Mapping[str, go.Figure]) -> str:
     """The whole page of ``data``'s run, with ``figures`` (from :func:`~kernelopt.report.figures.run_figures`)."""
     run, s = data.run, data.summary
@@ -114,13 +122,12 @@ def _file_summary(data: RunData) -> str:
         ("delivered file", s.exported or "none (the user's file stays)"),
         ("verification record", str(f.get("record") or "—")),
     ]
-    unfinished = "" if s.finished else f'<p class="note fail">This run has not finished: {esc(s.final_reason)}</p>'
-    return (
-        f'{unfinished}<div class="cards">{"".join(cards)}</div>'
-        + table(("", ""), rows)
-        + '<p class="note">Speedups are medians of per-round ratios of the original file against the candidate, '
-        "timed interleaved with the L2 flushed, each side in a process of its own; in brackets their "
-        "interquartile range.</p>"
+    return _summary_block(
+        s,
+        cards,
+        rows,
+        "Speedups are medians of per-round ratios of the original file against the candidate, timed interleaved "
+        "with the L2 flushed, each side in a process of its own; in brackets their interquartile range.",
     )
 
 
@@ -189,12 +196,12 @@ def _summary(data: RunData) -> str:
         )
     rows += [("warning", w) for w in s.warnings]
     rows += [(f"skipped {name}", reason) for name, reason in s.skipped]
-    unfinished = "" if s.finished else f'<p class="note fail">This run has not finished: {esc(s.final_reason)}</p>'
-    return (
-        f'{unfinished}<div class="cards">{"".join(cards)}</div>'
-        + table(("", ""), rows)
-        + '<p class="note">Speedups are medians of per-round ratios timed interleaved in one process with the L2 '
-        "flushed; in brackets their interquartile range. The bounds say what kernel work could buy at best.</p>"
+    return _summary_block(
+        s,
+        cards,
+        rows,
+        "Speedups are medians of per-round ratios timed interleaved in one process with the L2 flushed; in "
+        "brackets their interquartile range. The bounds say what kernel work could buy at best.",
     )
 
 

@@ -241,6 +241,17 @@ def _permits(info: os.stat_result, identity: WorkerIdentity, user_bit: int) -> b
     return bool(info.st_mode & (user_bit >> 6))
 
 
+def _own_folder(path: Path, mode: int, owners: tuple[int, ...], what: str) -> None:
+    """Make ``path`` (``mode``), or accept the one there only as a real folder owned by one of ``owners``:
+    a link or someone else's folder in a shared temp directory could hand workers another's files."""
+    try:
+        path.mkdir(mode=mode)
+    except FileExistsError:
+        info = path.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in owners:
+            raise KerneloptError(f"{path}: not a folder kernelopt made for {what}; remove it and run again") from None
+
+
 def worker_cache(path: str | Path, identity: WorkerIdentity | None) -> Path:
     """The folder workers of ``identity`` keep a cache in, for the cache folder ``path`` of this process.
 
@@ -259,14 +270,7 @@ def worker_cache(path: str | Path, identity: WorkerIdentity | None) -> Path:
         own = path.with_name(f"{path.name}-{identity.user}")
     else:
         own = Path(tempfile.gettempdir()) / f"kernelopt-{path.name}-{identity.user}"
-    try:
-        own.mkdir(mode=0o700)
-    except FileExistsError:
-        info = own.lstat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (identity.uid, os.geteuid()):
-            raise KerneloptError(
-                f"{own}: not a folder kernelopt made for {identity.user}'s cache; remove it and run again"
-            ) from None
+    _own_folder(own, 0o700, (identity.uid, os.geteuid()), f"{identity.user}'s cache")
     hand_over(own, identity)
     return own
 
@@ -282,14 +286,7 @@ def readable_root(path: str | Path, identity: WorkerIdentity | None) -> Path:
     if identity is None or can_reach(path, identity):
         return path
     own = Path(tempfile.gettempdir()) / f"kernelopt-{path.name}-for-{identity.user}"
-    try:
-        own.mkdir(mode=0o750)
-    except FileExistsError:
-        info = own.lstat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise KerneloptError(
-                f"{own}: not a folder kernelopt made for {identity.user}; remove it and run again"
-            ) from None
+    _own_folder(own, 0o750, (os.geteuid(),), identity.user)
     os.chown(own, -1, identity.gid, follow_symlinks=False)
     os.chmod(own, 0o750)
     return own
