@@ -127,6 +127,31 @@ def test_output_module_missing_is_a_clear_error() -> None:
         compat.output_module(Fake())
 
 
+def test_call_function_is_the_graphs_call_and_its_code_can_be_swapped() -> None:
+    """Graph candidates replace the code object of the function behind an output module's ``call``;
+    this torch's wrapper must still be a plain function (or a method bound to one) that every
+    caller reaches."""
+    import types
+
+    from kernelopt.capture import capture
+
+    artifact = capture(torch.nn.Tanh(), [torch.randn(4, 8)])
+    function = compat.call_function(artifact.graphs[0].module)
+    assert isinstance(function, types.FunctionType) and "args" in function.__code__.co_varnames
+    original = function.__code__
+    params = ", ".join(original.co_varnames[: original.co_argcount])
+    module_code = compile(f"def call({params}):\n    raise LookupError('swapped')\n", "<test>", "exec")
+    function.__code__ = next(c for c in module_code.co_consts if isinstance(c, types.CodeType))
+    try:
+        with pytest.raises(LookupError, match="swapped"):
+            artifact(torch.randn(4, 8))
+    finally:
+        function.__code__ = original
+    artifact(torch.randn(4, 8))  # the original again
+    with pytest.raises(UnsupportedEnvironment, match="no call function"):
+        compat.call_function(types.ModuleType("empty"))
+
+
 def test_heuristic_decorators_and_launcher_contract_exist() -> None:
     """Pinned candidates are built with fixed_config; kernels launch with .run(*args, stream=...)."""
     import inspect
@@ -160,7 +185,9 @@ def test_coordinate_descent_hooks_exist() -> None:
 
     tuner = compat.caching_autotuner_class()
     assert "_should_coordesc_tune" in vars(tuner), "CachingAutotuner._should_coordesc_tune moved"
-    assert 'inductor_meta.get("coordinate_descent_tuning"' in inspect.getsource(tuner.run), "run() no longer reads the flag"
+    assert 'inductor_meta.get("coordinate_descent_tuning"' in inspect.getsource(tuner.run), (
+        "run() no longer reads the flag"
+    )
 
     class NotTunable:
         _should_coordesc_tune = False

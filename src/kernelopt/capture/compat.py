@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any
@@ -155,6 +156,29 @@ def load_source_module(source: str) -> ModuleType:
     from torch._inductor.codecache import PyCodeCache
 
     return PyCodeCache.load(source)
+
+
+def call_function(module: ModuleType) -> types.FunctionType:
+    """The function behind an output module's ``call`` (torch >= 2.9 binds it to a ``Runner``;
+    earlier ones define it at module level). Every wrapper around the graph (AOTAutograd's,
+    Dynamo's) holds this same function object, so replacing its code object swaps the call
+    sequence wherever it is called from."""
+    call = getattr(module, "call", None)
+    function = getattr(call, "__func__", call)
+    if not isinstance(function, types.FunctionType):
+        raise UnsupportedEnvironment(
+            f"Inductor's output module has no call function (found {type(call).__name__}); "
+            f"torch {torch.__version__} may have changed its wrapper (see capture/compat.py)"
+        )
+    return function
+
+
+def build_cpp_kernel(argtypes: Sequence[str], source: str) -> Any:
+    """Build a C++ kernel Inductor generated for CPU tensors, as its wrapper does
+    (``async_compile.cpp_pybinding``, synchronously)."""
+    from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+    return CppPythonBindingsCodeCache.load_pybinding(list(argtypes), source)
 
 
 def warm_compile(kernel: Any) -> None:

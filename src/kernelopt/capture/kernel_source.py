@@ -8,6 +8,7 @@ wrapper's ``.run(...)`` call and the grid computed from ``grid_type`` still fit.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 
@@ -46,3 +47,10 @@ def pin_launch_config(source: str, name: str, config: dict[str, Any]) -> str:
     start = sum(len(line) for line in lines[: dec.lineno - 1]) + dec.col_offset
     end = sum(len(line) for line in lines[: dec.end_lineno - 1]) + dec.end_col_offset
     return source[:start] + new + source[end:]
+
+
+def renamed(source: str, old: str, new: str) -> str:
+    """A Triton kernel's source under another name: its ``def`` and Inductor's ``kernel_name``
+    metadata (the only two places a generated kernel names itself)."""
+    source = re.sub(rf"\bdef {re.escape(old)}\(", f"def {new}(", source, count=1)
+    return source.replace(f"'kernel_name': '{old}'", f"'kernel_name': '{new}'")

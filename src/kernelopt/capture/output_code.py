@@ -29,6 +29,16 @@ _SIZE_HINTS_RE = re.compile(r"size_hints=(\{[^{}]*\})")
 _INDUCTOR_META_RE = re.compile(r"inductor_meta=(\{.*?\})\s*(?:,\s*\w+=|\)\s*\n)", re.S)
 
 
+_BACKEND_HASH_RE = re.compile(r"'backend_hash': '[0-9A-Fa-f]*'")
+
+
+def without_backend_hash(source: str) -> str:
+    """A kernel's source without the Triton backend hash Inductor stamps on it, which follows the
+    compiling process's environment (the ptxas it found): two processes' captures of one kernel
+    differ only there."""
+    return _BACKEND_HASH_RE.sub("", source)
+
+
 def source_hash(source: str) -> str:
     """The identity of a kernel's source (hex sha256), used to refuse stale swaps."""
     return hashlib.sha256(source.encode()).hexdigest()
@@ -152,6 +162,11 @@ def triton_kernel_def(name: str, source: str) -> KernelDef:
         mutated_arg_names=tuple(meta.get("mutated_arg_names", ())),
         grid_type=meta.get("grid_type"),
     )
+
+
+def cpp_argtypes(source: str) -> dict[str, tuple[str, ...]]:
+    """Each C++ kernel's argument types as its ``cpp_pybinding`` call names them, by variable."""
+    return {var: tuple(ast.literal_eval(f"[{sig}]")) for var, sig, _ in _CPP_RE.findall(source)}
 
 
 def parse_kernels(source: str) -> dict[str, KernelDef]:

@@ -69,6 +69,7 @@ class RemoteRunner:
         self._started = -1  # worker.starts at our last start-up
         self._originals: dict[str, str] = {}
         self._calibration_kernel: tuple[str, list[Any]] | None = None
+        self._calibrate_model = False  # no kernel to calibrate on: the original model's timed forward
         self.calibration_ms: tuple[float, ...] = ()
         self.built: set[str] = set()
 
@@ -91,6 +92,8 @@ class RemoteRunner:
         self.calibration_ms = ()
         if self._calibration_kernel is not None:
             self._calibrate(*self._calibration_kernel)
+        elif self._calibrate_model:
+            self._calibrate_forward()
 
     def call(self, name: str, *args: Any, timeout_s: float | None = None) -> Any:
         """One call into the candidate's process (started, and calibrated, first if it is not running)."""
@@ -122,6 +125,26 @@ class RemoteRunner:
                 if not self.calibration_ms:
                     self._calibrate(*self._calibration_kernel)
         self._ensure()
+
+    def calibrate_on_model(self) -> None:
+        """Calibrate this process on the original model's timed forward, where no kernel was registered
+        (a graph candidate's evaluation times whole models only); a process a candidate already
+        touched is restarted first, as for :meth:`register_original`."""
+        if self._calibration_kernel is not None or self._calibrate_model:
+            self._ensure()
+            return
+        self._calibrate_model = True
+        if self.worker.alive and self.worker.starts == self._started:
+            if self.built:
+                self.restart()
+            else:
+                self._calibrate_forward()
+        self._ensure()
+
+    def _calibrate_forward(self) -> None:
+        self._raw("warm_model")  # the capture is not part of any reading
+        self._raw("time_model")
+        self._calibrate_on(lambda: self._raw("time_model")["ms"])
 
     def _calibrate(self, name: str, args: list[Any]) -> None:
         shared = share_args(args)
@@ -190,9 +213,19 @@ class RemoteRunner:
         if self.spec is not None:
             self.call("warm_model")
 
-    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
-        """Install (address, digest, original source) replacements in the candidate process's model."""
-        return dict(self.call("set_swaps", list(replacements)))
+    def set_swaps(
+        self, replacements: Sequence[tuple[dict[str, Any], str, str]], graphs: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """Install (address, digest, original source) replacements and built graph candidates (by
+        digest) in the candidate process's model."""
+        return dict(self.call("set_swaps", list(replacements), list(graphs)))
+
+    def build_graph(self, candidate: dict[str, Any]) -> tuple[str, str | None, float]:
+        """(digest, error or None, seconds) of building a graph candidate's kernels in the candidate's
+        process; as for :meth:`build`, the process counts as touched either way."""
+        reply = self.call("build_graph", candidate)
+        self.built.add(reply["digest"])
+        return str(reply["digest"]), reply["error"], float(reply["seconds"])
 
     def forward_into(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
         """The re-stitched model's outputs for ``inputs``, copied into ``outputs`` (the judge's buffers)."""
@@ -227,8 +260,13 @@ class ReferenceRunner(RemoteRunner):
     def launcher(self, name: str, key: str) -> Callable[[Sequence[Any]], None]:
         raise RuntimeError("the reference process never launches a candidate; use the candidate's RemoteRunner")
 
-    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
+    def set_swaps(
+        self, replacements: Sequence[tuple[dict[str, Any], str, str]], graphs: Sequence[str] = ()
+    ) -> dict[str, Any]:
         raise RuntimeError("the reference process runs the original model only; use the candidate's RemoteRunner")
+
+    def build_graph(self, candidate: dict[str, Any]) -> tuple[str, str | None, float]:
+        raise RuntimeError("the reference process never builds a candidate; use the candidate's RemoteRunner")
 
     def timed(self, name: str, key: str, args_of: Callable[[], Sequence[Any]]) -> Callable[[], float]:
         if key != ORIGINAL:

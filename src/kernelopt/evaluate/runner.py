@@ -62,6 +62,7 @@ class _State:
         self.backend = getattr(importlib.import_module(module), name)
         self.device = torch.device(device)
         self.kernels: dict[str, Any] = {}
+        self.graphs: dict[str, tuple[Any, dict[str, Any]]] = {}  # digest -> (GraphCandidate, its built kernels)
         self.originals: dict[str, Any] = {}
         self.session: Any = None  # the captured model, built on the first model-level call
         self.spec: dict[str, Any] | None = None
@@ -101,6 +102,27 @@ def build(name: str, source: str) -> dict[str, Any]:
     if key not in state.kernels:
         try:
             state.kernels[key] = state.backend.build(source, name)
+        except Exception as exc:
+            return {
+                "digest": key,
+                "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                "seconds": time.monotonic() - started,
+            }
+    return {"digest": key, "error": None, "seconds": time.monotonic() - started}
+
+
+def build_graph(candidate: dict[str, Any]) -> dict[str, Any]:
+    """Build a graph candidate's kernels (a changed call sequence, :mod:`kernelopt.capture.graph_swap`);
+    a failure is returned as text, never raised."""
+    from kernelopt.capture.graph_swap import GraphCandidate, build_graph_kernels
+
+    state = _state()
+    graph = GraphCandidate.from_dict(candidate)
+    key = graph.digest()
+    started = time.monotonic()
+    if key not in state.graphs:
+        try:
+            state.graphs[key] = (graph, build_graph_kernels(graph))
         except Exception as exc:
             return {
                 "digest": key,
@@ -177,12 +199,15 @@ def warm_model() -> dict[str, Any]:
     return {"ok": True}
 
 
-def set_swaps(replacements: Sequence[tuple[dict[str, Any], str, str]]) -> dict[str, Any]:
-    """Install built candidates (address, digest, the judge's original source) in this process's
-    captured model, and prove they run."""
+def set_swaps(replacements: Sequence[tuple[dict[str, Any], str, str]], graphs: Sequence[str] = ()) -> dict[str, Any]:
+    """Install built candidates (address, digest, the judge's original source) and built graph
+    candidates (by digest) in this process's captured model, and prove they run."""
     state = _state()
     model = _session(state)
-    return model.set_swaps([(address, state.kernels[key], source) for address, key, source in replacements])
+    return model.set_swaps(
+        [(address, state.kernels[key], source) for address, key, source in replacements],
+        [state.graphs[key] for key in graphs],
+    )
 
 
 def kernel_source(name: str) -> dict[str, Any]:

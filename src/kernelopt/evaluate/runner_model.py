@@ -11,17 +11,16 @@ never held a baseline result) is all a stale-output kernel could read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from kernelopt.capture import capture
+from kernelopt.capture.graph_swap import GraphCandidate, GraphSwap, check_graphs_live, restore_graph, swap_graph
+from kernelopt.capture.output_code import without_backend_hash
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
 from kernelopt.problem import load_problem, outputs_as_list
-
-_BACKEND_HASH = re.compile(r"'backend_hash': '[0-9A-Fa-f]*'")
 
 
 class RunnerModel:
@@ -36,11 +35,20 @@ class RunnerModel:
         self.inputs = self.problem.make_inputs(seed, device)
         self.artifact = capture(model, self.inputs, spec.get("options") or {})
         self.swaps: list[Swap] = []
+        self.graph_swaps: list[GraphSwap] = []
 
-    def set_swaps(self, replacements: Sequence[tuple[dict[str, Any], Any, str]]) -> dict[str, Any]:
+    def set_swaps(
+        self,
+        replacements: Sequence[tuple[dict[str, Any], Any, str]],
+        graphs: Sequence[tuple[GraphCandidate, dict[str, Any]]] = (),
+    ) -> dict[str, Any]:
         """Replace the installed swaps with ``replacements`` (address dict, built kernel, the judge's
-        source of the original); an empty list restores the compiled model. Proves each replacement
-        launches. Returns which kernels this capture compiled with another Triton backend hash."""
+        source of the original) and ``graphs`` (graph candidates with their built kernels); empty
+        lists restore the compiled model. Proves each replacement launches and each changed call
+        sequence runs. Returns which kernels this capture compiled with another Triton backend hash."""
+        for graph_swap in reversed(self.graph_swaps):
+            restore_graph(self.artifact, graph_swap)
+        self.graph_swaps = []
         for swap in reversed(self.swaps):
             restore(self.artifact, swap)
         self.swaps = []
@@ -50,9 +58,13 @@ class RunnerModel:
             if here.sha256 != address["sha256"]:
                 other_backend.append(here.name)
             self.swaps.append(swap_kernel(self.artifact, here, "", kernel=kernel))
+        for candidate, built in graphs:
+            self.graph_swaps.append(swap_graph(self.artifact, candidate, built))
         if self.swaps:
             check_swaps_live(self.artifact, self.swaps, self.inputs)
-        return {"swaps": len(self.swaps), "other_backend_hash": other_backend}
+        if self.graph_swaps:
+            check_graphs_live(self.artifact, self.graph_swaps, self.inputs)
+        return {"swaps": len(self.swaps), "graphs": len(self.graph_swaps), "other_backend_hash": other_backend}
 
     def _same_kernel(self, address: KernelAddress, judge_source: str) -> KernelAddress:
         """This capture's address of the judge's kernel. The two captures compile the same problem, but
@@ -61,7 +73,7 @@ class RunnerModel:
         other difference is refused by ``swap_kernel``'s hash check."""
         graph = self.artifact.graphs[address.graph] if 0 <= address.graph < len(self.artifact.graphs) else None
         mine = next((k for k in graph.kernels.values() if k.name == address.name), None) if graph else None
-        if mine is not None and _BACKEND_HASH.sub("", mine.source) == _BACKEND_HASH.sub("", judge_source):
+        if mine is not None and without_backend_hash(mine.source) == without_backend_hash(judge_source):
             return KernelAddress(address.graph, address.name, mine.sha256)
         return address
 

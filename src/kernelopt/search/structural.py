@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from kernelopt.capture.kernel_source import renamed
 from kernelopt.capture.output_code import KernelDef
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
@@ -61,8 +62,7 @@ def matching_kernel(original: KernelDef, variants: Sequence[KernelDef]) -> Kerne
 
 def as_replacement(variant: KernelDef, name: str) -> str:
     """The variant's source under the original's kernel name (its ``def`` and ``inductor_meta``)."""
-    source = re.sub(rf"\bdef {re.escape(variant.name)}\(", f"def {name}(", variant.source, count=1)
-    return source.replace(f"'kernel_name': '{variant.name}'", f"'kernel_name': '{name}'")
+    return renamed(variant.source, variant.name, name)
 
 
 def describe(options: dict[str, Any]) -> str:

@@ -9,11 +9,11 @@ of, with names it can account for:
 
 * unpacking ``args`` and ``args.clear()``; ``assert_size_stride`` / ``assert_alignment``;
   ``with torch.cuda._DeviceGuard(i):`` and ``torch.cuda.set_device(i)``;
-* buffers: ``bufN = empty_strided_cuda(shape, stride, torch.<dtype>)`` and
+* buffers: ``bufN = empty_strided_cuda(shape, stride, torch.<dtype>)`` (``_cpu`` for CPU tensors) and
   ``bufN = reinterpret_tensor(name, shape, stride, offset)``, each with literal layouts;
   ``streamN = get_raw_stream(i)``; ``del`` of locals;
 * launches: ``K.run(...)`` of a kernel the original module defines or of a candidate kernel
-  (each passes gate 1 on its own), ``extern_kernels.OP(...)`` of a vendor call the original
+  (each passes gate 1 on its own), or ``K(...)`` where ``K`` is a C++ kernel (CPU tensors), ``extern_kernels.OP(...)`` of a vendor call the original
   already makes, with arguments that are locals, literals or ``reinterpret_tensor`` views;
 * ``return`` of as many locals as the original returns.
 
@@ -30,6 +30,7 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kernelopt.capture.call_sequence import WrapperFacts, wrapper_facts
 from kernelopt.verify.static_findings import Finding, findings_verdict
 from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
 from kernelopt.verify.verdict import Verdict
@@ -46,70 +47,19 @@ WRAPPER_RULES: dict[str, str] = {
     "return": "the graph returns as many outputs as the original",
 }
 PRIORITY = {rule: i for i, rule in enumerate(WRAPPER_RULES)}
-HELPERS = frozenset(
-    {"empty_strided_cuda", "reinterpret_tensor", "get_raw_stream", "assert_size_stride", "assert_alignment"}
-)
+ALLOCATORS = frozenset({"empty_strided_cuda", "empty_strided_cpu"})
+HELPERS = ALLOCATORS | {"reinterpret_tensor", "get_raw_stream", "assert_size_stride", "assert_alignment"}
 
 
 def _found(rule: str, node: ast.AST | None, construct: str) -> Finding:
     return Finding(rule, getattr(node, "lineno", 1), construct, WRAPPER_RULES[rule])
 
 
-@dataclass(frozen=True)
-class WrapperFacts:
-    """What the original graph's module vouches for: its kernels, vendor calls, call parameters, outputs."""
-
-    kernels: frozenset[str]
-    vendor_ops: frozenset[str]
-    params: tuple[str, ...]
-    outputs: int
-
-
-def _call_function(tree: ast.Module) -> ast.FunctionDef | None:
-    """``call``: a module-level function, or the method of Inductor's ``Runner`` class (torch >= 2.9)."""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "call":
-            return node
-        if isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "call":
-                    return item
-    return None
-
-
-def wrapper_facts(original_source: str) -> WrapperFacts:
-    """The facts of the original output module (trusted; ``ValueError`` when it has no ``call``)."""
-    tree = ast.parse(original_source)
-    call = _call_function(tree)
-    if call is None:
-        raise ValueError("the original output code defines no call function")
-    kernels: set[str] = set()
-    for node in tree.body:  # name = async_compile.triton('name', '''...''') and friends
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            if (
-                isinstance(func, ast.Attribute)
-                and isinstance(func.value, ast.Name)
-                and func.value.id == "async_compile"
-            ):
-                kernels.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    vendor = {
-        n.func.attr
-        for n in ast.walk(call)
-        if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and isinstance(n.func.value, ast.Name)
-        and n.func.value.id == "extern_kernels"
-    }
-    returns = [n for n in ast.walk(call) if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple)]
-    outputs = len(returns[-1].value.elts) if returns else 0  # type: ignore[union-attr]
-    return WrapperFacts(frozenset(kernels), frozenset(vendor), tuple(a.arg for a in call.args.args), outputs)
-
-
 @dataclass
 class _Checker:
     facts: WrapperFacts
     kernels: frozenset[str]
+    cpp_kernels: frozenset[str]
     found: list[Finding] = field(default_factory=list)
     local: set[str] = field(default_factory=set)
 
@@ -117,6 +67,8 @@ class _Checker:
 
     def literal(self, node: ast.expr, what: str) -> None:
         """Layouts, dtypes and sizes: numbers, tuples of numbers, ``torch.<dtype>``."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and what.startswith("assert_"):
+            return  # the tag Inductor's size asserts carry ('input')
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
             return
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -236,12 +188,7 @@ class _Checker:
             self.found.append(_found("statement", node, f"an assignment to {ast.unparse(target)}"))
             return
         helper = value.func.id if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else None
-        if (
-            helper == "empty_strided_cuda"
-            and isinstance(value, ast.Call)
-            and len(value.args) == 3
-            and not value.keywords
-        ):
+        if helper in ALLOCATORS and isinstance(value, ast.Call) and len(value.args) == 3 and not value.keywords:
             for item in value.args:
                 self.literal(item, "a buffer's layout")
         elif helper == "reinterpret_tensor" and isinstance(value, ast.Call):
@@ -278,6 +225,12 @@ class _Checker:
             for keyword in node.keywords:
                 self.operand(keyword.value)
             return
+        if isinstance(func, ast.Name) and func.id in self.cpp_kernels:  # a C++ kernel is called directly
+            for arg in node.args:
+                self.operand(arg)
+            if node.keywords:
+                self.found.append(_found("statement", node, f"{name}(..., {ast.unparse(node.keywords[0])})"))
+            return
         if name in ("assert_size_stride", "assert_alignment") and node.args and isinstance(node.args[0], ast.Name):
             self.read(node.args[0])
             for item in node.args[1:]:
@@ -303,9 +256,13 @@ class _Checker:
 
 
 def wrapper_findings(
-    candidate_source: str, facts: WrapperFacts, candidate_kernels: Iterable[str] = ()
+    candidate_source: str,
+    facts: WrapperFacts,
+    candidate_kernels: Iterable[str] = (),
+    candidate_cpp_kernels: Iterable[str] = (),
 ) -> list[Finding]:
-    """Every broken rule of a candidate ``call`` function (source of the function alone)."""
+    """Every broken rule of a candidate ``call`` function (source of the function alone).
+    ``candidate_cpp_kernels``: those of the candidate's own kernels that are C++ (called directly)."""
     if len(candidate_source) > MAX_SOURCE_CHARS:
         return [_found("size", None, f"source is {len(candidate_source):,} characters (limit {MAX_SOURCE_CHARS:,})")]
     try:
@@ -325,21 +282,27 @@ def wrapper_findings(
         found.append(
             _found("shape", call, f"call({', '.join(params)}) for the original's call({', '.join(facts.params)})")
         )
-    checker = _Checker(facts, facts.kernels | frozenset(candidate_kernels))
+    cpp = frozenset(candidate_cpp_kernels)
+    checker = _Checker(facts, facts.kernels | frozenset(candidate_kernels) | cpp, facts.cpp_kernels | cpp)
     checker.local.update(params)
     checker.body(call.body)
     return found + checker.found
 
 
 def check_static_wrapper(
-    candidate_source: str, *, original_source: str, candidate_kernels: Iterable[str] = ()
+    candidate_source: str,
+    *,
+    original_source: str,
+    candidate_kernels: Iterable[str] = (),
+    candidate_cpp_kernels: Iterable[str] = (),
 ) -> Verdict:
     """Gate 1 for a changed call sequence of the graph whose output module is ``original_source``.
-    ``candidate_kernels``: the names of the candidate's own kernels, each checked by gate 1 on its own."""
+    ``candidate_kernels``: the names of the candidate's own kernels, each checked by gate 1 on its own
+    (``candidate_cpp_kernels`` those of them that are C++, for CPU tensors)."""
     facts = wrapper_facts(original_source)
-    kernels = sorted(candidate_kernels)
+    kernels = sorted(set(candidate_kernels) | set(candidate_cpp_kernels))
     return findings_verdict(
-        wrapper_findings(candidate_source, facts, kernels),
+        wrapper_findings(candidate_source, facts, kernels, candidate_cpp_kernels),
         PRIORITY,
         f"static checks passed for a call sequence of {len(facts.kernels) + len(kernels)} kernels; "
         f"{len(WRAPPER_RULES)} rules",

@@ -1,0 +1,262 @@
+"""Swap one graph's call sequence inside a live compiled model, and undo it.
+
+A *graph candidate* changes which kernels run in one graph of Inductor's output: its code is a
+new ``call`` for that graph, in the shape Inductor writes it, with the kernels it launches that
+the graph does not have (under names of their own, so they never shadow the graph's). The
+candidates made here come from Inductor itself: the same graph compiled under other options
+(:func:`from_variant`), which may fuse differently, split a reduction, or drop a layout copy.
+
+Inductor's loaded module resolves ``call``'s globals on every call, and every wrapper around it
+holds the same function object (:func:`kernelopt.capture.compat.call_function`), so the swap
+puts the candidate's code object into that function and its kernels into the module's globals:
+nothing recompiles, vendor calls stay Inductor's, and :func:`restore_graph` puts the original
+code back. A candidate is addressed by the digest of the graph's output code it was made for; a
+recompiled graph (other torch, other options) is refused instead of being patched blindly.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelopt.capture import compat
+from kernelopt.capture.artifact import Artifact, CapturedGraph
+from kernelopt.capture.call_sequence import call_source_of, graph_digest, wrapper_facts
+from kernelopt.capture.kernel_source import renamed
+from kernelopt.capture.output_code import cpp_argtypes, source_hash
+from kernelopt.capture.swap import SwapError, build_kernel
+
+
+@dataclass(frozen=True)
+class GraphKernel:
+    """One kernel a graph candidate launches: Triton source as Inductor writes it, or (CPU) C++
+    source with the argument types Inductor's binding needs."""
+
+    name: str
+    language: str  # "triton" | "cpp"
+    source: str
+    argtypes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "language": self.language, "source": self.source, "argtypes": list(self.argtypes)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GraphKernel:
+        return cls(str(d["name"]), str(d["language"]), str(d["source"]), tuple(d.get("argtypes") or ()))
+
+
+@dataclass(frozen=True)
+class GraphCandidate:
+    """A changed call sequence for one graph: ``call_source`` (one ``def call``) and its own kernels."""
+
+    graph: int
+    original_digest: str  # graph_digest of the graph's output code, as captured
+    call_source: str
+    kernels: tuple[GraphKernel, ...]
+    origin: str  # what made it (e.g. "Inductor under {'split_reductions': False}")
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [k.name for k in self.kernels]
+
+    def digest(self) -> str:
+        """The candidate's identity: its call and every kernel's source."""
+        parts = [self.call_source, *(f"{k.name}\n{k.language}\n{k.source}" for k in self.kernels)]
+        return source_hash("\n\0".join(parts))[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "graph": self.graph,
+            "original_digest": self.original_digest,
+            "call_source": self.call_source,
+            "kernels": [k.to_dict() for k in self.kernels],
+            "origin": self.origin,
+            "options": dict(self.options),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GraphCandidate:
+        return cls(
+            int(d["graph"]),
+            str(d["original_digest"]),
+            str(d["call_source"]),
+            tuple(GraphKernel.from_dict(k) for k in d["kernels"]),
+            str(d.get("origin", "")),
+            dict(d.get("options") or {}),
+        )
+
+
+def _rename_calls(call_source: str, names: Mapping[str, str]) -> str:
+    """``call_source`` with every reference to a kernel variable renamed (by token, never by text)."""
+    tree = ast.parse(call_source)
+    spans: list[tuple[int, int, int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            spans.append((node.lineno, node.col_offset, node.end_col_offset or node.col_offset, names[node.id]))
+    lines = call_source.splitlines(keepends=True)
+    for lineno, start, end, new in sorted(spans, reverse=True):
+        line = lines[lineno - 1]
+        lines[lineno - 1] = line[:start] + new + line[end:]
+    return "".join(lines)
+
+
+def from_variant(
+    original: CapturedGraph, variant: CapturedGraph, tag: str, origin: str, options: Mapping[str, Any] | None = None
+) -> GraphCandidate | None:
+    """``variant`` (the same graph compiled under other options) as a candidate for ``original``'s
+    call sequence, or None where it cannot stand in: other parameters or another number of
+    outputs, or the very same kernels and calls (the options changed nothing here). Its kernels
+    are renamed ``<tag>_<name>``, so they live beside the graph's own."""
+    mine, theirs = wrapper_facts(original.source_code), wrapper_facts(variant.source_code)
+    if mine.params != theirs.params or mine.outputs != theirs.outputs:
+        return None
+    call = call_source_of(variant.source_code)
+    if call == call_source_of(original.source_code) and all(
+        var in original.kernels and original.kernels[var].source == k.source for var, k in variant.kernels.items()
+    ):
+        return None
+    launched = {n.id for n in ast.walk(ast.parse(call)) if isinstance(n, ast.Name)}
+    argtypes = cpp_argtypes(variant.source_code)
+    names = {var: f"{tag}_{var}" for var in variant.kernels if var in launched}
+    kernels = []
+    for var, new in names.items():
+        kernel = variant.kernels[var]
+        if kernel.language == "triton":
+            kernels.append(GraphKernel(new, "triton", renamed(kernel.source, kernel.name, new)))
+        else:
+            kernels.append(GraphKernel(new, kernel.language, kernel.source, argtypes.get(var, ())))
+    return GraphCandidate(
+        original.index,
+        graph_digest(original.source_code),
+        _rename_calls(call, names),
+        tuple(kernels),
+        origin,
+        dict(options or {}),
+    )
+
+
+def build_graph_kernels(candidate: GraphCandidate) -> dict[str, Any]:
+    """Every kernel of the candidate built, by name (``SwapError`` naming the first that fails)."""
+    built: dict[str, Any] = {}
+    for kernel in candidate.kernels:
+        if kernel.language == "triton":
+            built[kernel.name] = build_kernel(kernel.source, kernel.name)
+        elif kernel.language == "cpp":
+            try:
+                built[kernel.name] = compat.build_cpp_kernel(kernel.argtypes, kernel.source)
+            except Exception as exc:  # the candidate's failure
+                raise SwapError(
+                    f"kernel {kernel.name} does not build: {type(exc).__name__}: {exc}".splitlines()[0]
+                ) from exc
+        else:
+            raise SwapError(f"kernel {kernel.name} is {kernel.language}: a graph candidate's kernels are Triton or C++")
+    return built
+
+
+def _call_code(call_source: str) -> types.CodeType:
+    try:
+        module_code = compile(call_source, "<kernelopt graph candidate>", "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise SwapError(f"the candidate's call does not compile: {exc}") from exc
+    codes = [c for c in module_code.co_consts if isinstance(c, types.CodeType) and c.co_name == "call"]
+    if len(codes) != 1:
+        raise SwapError("the candidate's source is not one function named call")
+    return codes[0]
+
+
+@dataclass
+class GraphSwap:
+    """A live call-sequence swap: enough to undo it, and to prove it ran."""
+
+    graph: int
+    function: types.FunctionType
+    original_code: types.CodeType
+    code: types.CodeType
+    kernels: dict[str, Any]
+    digest: str
+
+
+def swap_graph(artifact: Artifact, candidate: GraphCandidate, built: Mapping[str, Any]) -> GraphSwap:
+    """Install ``candidate`` (its kernels ``built``) as graph ``candidate.graph``'s call sequence."""
+    if not 0 <= candidate.graph < len(artifact.graphs):
+        raise SwapError(f"graph {candidate.graph} does not exist (artifact has {len(artifact.graphs)})")
+    graph = artifact.graphs[candidate.graph]
+    here = graph_digest(graph.source_code)
+    if here != candidate.original_digest:
+        raise SwapError(
+            f"graph {candidate.graph} compiled differently from the one the candidate was made for "
+            f"(graph digest {here[:12]} != {candidate.original_digest[:12]}): "
+            "recompile with the same torch and settings"
+        )
+    missing = [name for name in candidate.kernel_names if name not in built]
+    if missing:
+        raise SwapError(f"graph candidate kernel(s) {', '.join(missing)} were not built")
+    function = compat.call_function(graph.module)
+    code = _call_code(candidate.call_source)
+    if code.co_freevars or code.co_argcount != function.__code__.co_argcount:
+        raise SwapError(f"the candidate's call takes {code.co_argcount} parameters, the graph's takes "
+                        f"{function.__code__.co_argcount}")  # fmt: skip
+    module_globals = vars(graph.module)
+    clashes = [name for name in candidate.kernel_names if name in module_globals]
+    if clashes:
+        raise SwapError(f"graph candidate kernel {clashes[0]} would shadow a name of the graph's module")
+    kernels = {name: built[name] for name in candidate.kernel_names}
+    module_globals.update(kernels)
+    swap = GraphSwap(candidate.graph, function, function.__code__, code, kernels, candidate.digest())
+    function.__code__ = code
+    return swap
+
+
+def restore_graph(artifact: Artifact, swap: GraphSwap) -> None:
+    """Undo a call-sequence swap (idempotent)."""
+    swap.function.__code__ = swap.original_code
+    module_globals = vars(artifact.graphs[swap.graph].module)
+    for name in swap.kernels:
+        module_globals.pop(name, None)
+
+
+class _Counted:
+    """A kernel that counts its launches (``.run`` for Triton, a call for C++) and delegates."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel, self.launches = kernel, 0
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        self.launches += 1
+        return self.kernel.run(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.launches += 1
+        return self.kernel(*args, **kwargs)
+
+
+def check_graphs_live(artifact: Artifact, swaps: Sequence[GraphSwap], inputs: Sequence[Any]) -> None:
+    """Run once and prove every swapped call ran and launched each of its own kernels."""
+    counted: list[tuple[GraphSwap, str, _Counted]] = []
+    for swap in swaps:
+        module_globals = vars(artifact.graphs[swap.graph].module)
+        for name, kernel in swap.kernels.items():
+            module_globals[name] = proxy = _Counted(kernel)
+            counted.append((swap, name, proxy))
+    before = compat.recompile_count()
+    try:
+        artifact(*inputs)
+    finally:
+        for swap, name, _ in counted:
+            vars(artifact.graphs[swap.graph].module)[name] = swap.kernels[name]
+    if compat.recompile_count() != before:
+        raise SwapError(
+            "the compiled model recompiled (new input shapes, dtypes or a Dynamo reset), which drops a swapped "
+            "call sequence; call it with the inputs it was captured with"
+        )
+    stale = [f"graph {s.graph}" for s in swaps if s.function.__code__ is not s.code]
+    idle = [name for _, name, proxy in counted if proxy.launches == 0]
+    if stale or idle:
+        raise SwapError(
+            f"the swapped call sequence did not run as installed ({', '.join(stale + idle)}): "
+            "the compiled model no longer uses it"
+        )

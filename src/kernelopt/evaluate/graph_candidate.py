@@ -1,0 +1,95 @@
+"""One graph candidate (a changed call sequence of one graph) through the gates, judged from outside.
+
+A graph candidate changes which kernels run, so there is no single kernel to compare launch by
+launch: gate 2 has nothing of its own to run, and the model gate judges the changed graph inside
+the whole model against float64, on every model seed. Gate 1 reads the call and each kernel it
+brings (:mod:`kernelopt.verify.static_graph`) before anything of it reaches a process; the
+candidate's process builds and installs it (:mod:`kernelopt.evaluate.runner`) and proves it runs;
+gate 4 times the whole re-stitched model there against the compiled one in the reference process,
+interleaved, with the readings checked against the judge's clock (calibrated on the original
+model's forward when no kernel calibrated that process).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelopt.capture.graph_swap import GraphCandidate
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.evaluate.remote import RunnerDied
+from kernelopt.evaluate.restitched import RestitchedModel
+from kernelopt.evaluate.steps import Stages
+from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance, judge_timing_evidence
+from kernelopt.verify.static_graph import check_static_graph
+from kernelopt.verify.verdict import Verdict
+
+NO_SUBKERNEL = (
+    "a changed call sequence has no single kernel to compare launch by launch: the model gate judges the whole graph"
+)
+
+
+def evaluate_graph(
+    restitched: RestitchedModel, graph_source: str, candidate: GraphCandidate, settings: GateSettings
+) -> dict[str, Any]:
+    """The gates in order for ``candidate`` against the graph whose output code is ``graph_source``;
+    stops at the first failure. The candidate's process is left with nothing installed."""
+    runner = restitched.runner
+    result: dict[str, Any] = {
+        "verdicts": [],
+        "passed": False,
+        "graph": candidate.graph,
+        "digest": candidate.digest(),
+        "origin": candidate.origin,
+    }
+    stages = Stages(result)
+    stages.enter("static")
+    static = check_static_graph(candidate, original_source=graph_source)
+    stages.lap("static")
+    if not static.passed:
+        return stages.done(static)
+    result["verdicts"].append(static.to_dict())
+    result["verdicts"].append(Verdict("correctness", True, NO_SUBKERNEL, {"level": "graph"}).to_dict())
+    try:
+        runner.calibrate_on_model()  # before anything of the candidate runs in that process
+        stages.enter("model")
+        key, error, seconds = runner.build_graph(candidate.to_dict())
+        stages.lap("compile")
+        result["build_s"] = round(seconds, 6)
+        if error is not None:
+            return stages.done(Verdict("model", False, error, {"rule": "build"}))
+        try:
+            runner.set_swaps([], [key])
+        except RunnerDied as exc:
+            if exc.outcome.status != "error":
+                raise
+            return stages.done(
+                Verdict(
+                    "model", False, f"the call sequence cannot be stitched in: {exc.outcome.reason}", {"rule": "swap"}
+                )
+            )
+        model_verdict = restitched.model_gate(settings.model_seeds, settings.max_error_ratio)
+        stages.lap("model")
+        if not model_verdict.passed:
+            return stages.done(model_verdict)
+        result["verdicts"].append(model_verdict.to_dict())
+
+        stages.enter("performance")
+        e2e = restitched.end_to_end(max(10, settings.trials))
+        stages.lap("performance")
+        result["kernel_comparison"] = e2e.comparison.to_dict()  # for a graph candidate the "kernel" is the model
+        result["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
+        evidence = judge_timing_evidence(
+            e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, runner.calibration_ms, what="model"
+        )
+        verdict = evidence or judge_performance(e2e.comparison, None, PerformancePolicy(margin=settings.margin))
+        result["passed"] = verdict.passed
+        return stages.done(verdict)
+    except RunnerDied as exc:
+        runner.restart()
+        return stages.died(exc)
+    finally:
+        if runner.worker.alive:
+            try:
+                runner.set_swaps([], [])
+            except RunnerDied:
+                runner.restart()
