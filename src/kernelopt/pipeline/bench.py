@@ -141,7 +141,8 @@ def run_bench(
     the results record them, and a resumed bench keeps them.
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
-    nothing, or existing results without ``resume``; every failure of a problem is
+    nothing, existing results without ``resume``, a size no selected problem defines, or
+    sizes other than those of the results resumed; every failure of a problem is
     recorded in its outcome instead.
     """
     if time_limit_s is not None and time_limit_s <= 0:
