@@ -560,3 +560,87 @@ def test_cli_bench_passes_the_stock_modes_to_each_problem_and_refuses_a_bad_one(
     bad = _runner().invoke(app, [*args, "--out", str(tmp_path / "b"), "--stock-modes", "reduce-overhead,eager"])
     assert bad.exit_code == 2 and "expected torch.compile modes separated by commas, each once" in bad.stderr
     assert _calls(suite) == ["01_fast.py"]  # the bad value ran nothing
+
+
+# -- --size ------------------------------------------------------------------------------
+
+
+def _sized_suite(root: Path) -> Path:
+    """Three problems: two define batch_size (one a tuple shape too), one only dim."""
+    suite = _suite(root, {"01_a": FAST, "02_b": FAST, "03_c": FAST})
+    for name, constants in (("01_a", "batch_size = 8\nshape = (2, 3)\n"), ("02_b", "batch_size = 16\n"), ("03_c", "dim = 3\n")):
+        path = suite / "level1" / f"{name}.py"
+        path.write_text(path.read_text() + constants)
+    return suite
+
+
+def test_a_size_applies_to_every_problem_that_defines_it_and_is_recorded(tmp_path: Path) -> None:
+    suite = _sized_suite(tmp_path / "suite")
+    report = _bench(suite, tmp_path / "out", sizes={"batch_size": 2, "shape": (4, 5)})
+    a, b, c = report.outcomes
+    assert a.details["options"]["sizes"] == {"batch_size": 2, "shape": (4, 5)} and a.details["sizes"]
+    assert b.details["options"]["sizes"] == {"batch_size": 2}
+    assert "sizes" not in c.details["options"] and "sizes" not in c.details  # it defines neither: its own sizes
+    document = json.loads(report.json_path.read_text())
+    assert document["meta"]["sizes"] == {"batch_size": 2, "shape": [4, 5]}
+    assert document["outcomes"][1]["details"]["sizes"] == {"batch_size": 2}
+    assert "Sizes: `--size batch_size=2 --size shape=(4, 5)`" in report.markdown_path.read_text()
+    assert report.report_path and "<td>sizes</td><td>--size batch_size=2 --size shape=(4, 5)</td>" in report.report_path.read_text()
+
+
+def test_a_size_no_selected_problem_defines_is_one_line_naming_theirs(tmp_path: Path) -> None:
+    suite = _sized_suite(tmp_path / "suite")
+    with pytest.raises(KerneloptError, match=r"--size nosuch: no selected problem of .* theirs: batch_size, dim, shape$"):
+        _bench(suite, tmp_path / "out", sizes={"batch_size": 2, "nosuch": 1})
+    with pytest.raises(KerneloptError, match="--size dim: .* theirs: batch_size, shape$"):
+        _bench(suite, tmp_path / "out", sizes={"dim": 2}, problems=["01_a", "02_b"])  # the selection's, not the suite's
+    assert not (tmp_path / "out").exists() and _calls(suite) == []
+    # the real target too: said before the GPU check, in one line
+    result = _runner().invoke(app, ["bench", str(suite), "--out", str(tmp_path / "cli"), "--size", "nosuch=1"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "theirs: batch_size, dim, shape" in lines[0] and "GPU" not in lines[0], lines
+
+
+def test_a_resumed_bench_keeps_its_sizes_and_refuses_others(tmp_path: Path) -> None:
+    suite = _sized_suite(tmp_path / "suite")
+    out = tmp_path / "out"
+    _bench(suite, out, sizes={"batch_size": 2, "shape": (4, 5)}, problems=["01_a"])
+    with pytest.raises(KerneloptError, match=r"made with --size batch_size=2 --size shape=\(4, 5\): resume with the same sizes or leave --size out"):
+        _bench(suite, out, resume=True, sizes={"batch_size": 4})
+    with pytest.raises(KerneloptError, match="made with --size batch_size=2"):
+        _bench(suite, out, resume=True, sizes={})  # explicitly none is other sizes too
+    report = _bench(suite, out, resume=True)  # left out: the sizes it started with
+    assert report.resumed == ["level1/01_a"] and report.outcomes[1].details["options"]["sizes"] == {"batch_size": 2}
+    again = _bench(suite, out, resume=True, retry_failed=True, sizes={"batch_size": 2, "shape": (4, 5)})  # the same
+    assert json.loads(again.json_path.read_text())["meta"]["sizes"] == {"batch_size": 2, "shape": [4, 5]}
+    plain = tmp_path / "plain"
+    _bench(suite, plain, problems=["01_a"])
+    with pytest.raises(KerneloptError, match="made with no --size"):
+        _bench(suite, plain, resume=True, sizes={"batch_size": 2})
+
+
+def test_benches_at_other_sizes_do_not_merge(tmp_path: Path) -> None:
+    from kernelopt.pipeline.bench import merge_results
+
+    suite = _sized_suite(tmp_path / "suite")
+    _bench(suite, tmp_path / "s1", shard=(1, 2), sizes={"batch_size": 2})
+    _bench(suite, tmp_path / "s2", shard=(2, 2))
+    with pytest.raises(KerneloptError, match=r"different sizes \(--size batch_size=2; no --size\); merge benches run with the same --size"):
+        merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
+    _bench(suite, tmp_path / "s3", shard=(2, 2), sizes={"batch_size": 2})
+    merged = merge_results([tmp_path / "s1", tmp_path / "s3"], tmp_path / "all")
+    assert merged.meta["sizes"] == {"batch_size": 2} and len(merged.outcomes) == 3
+
+
+def test_cli_bench_passes_the_sizes_to_each_problem(tmp_path: Path) -> None:
+    suite = _sized_suite(tmp_path / "suite")
+    args = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR), "--out", str(tmp_path / "a")]
+    result = _runner().invoke(app, [*args, "--size", "batch_size=4", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert [o["details"]["options"].get("sizes") for o in document["outcomes"]] == [{"batch_size": 4}, {"batch_size": 4}, None]
+    bad = _runner().invoke(app, [*args, "--resume", "--size", "batch_size=8"])
+    assert bad.exit_code == 2 and "resume with the same sizes or leave --size out" in bad.stderr
+    bad = _runner().invoke(app, [*args, "--size", "batch_size"])
+    assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.stderr

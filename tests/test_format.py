@@ -52,6 +52,9 @@ def test_verify_report_lists_every_gate_and_the_outcome() -> None:
     assert "correctness  FAIL  seed 1: out_ptr0 differs" in text
     assert "kernel speedup      1.165x (IQR 1.162-1.169x): 9337.4 us -> 8014.4 us" in text
     assert "REJECTED: the compiled baseline stays" in text
+    assert text.splitlines()[0] == "verify triton_red_x_0 in rowl2"  # at the file's own sizes
+    report.sizes = {"batch_size": 64, "dim": 1023}
+    assert render(print_verify, report).splitlines()[0] == "verify triton_red_x_0 in rowl2 at batch_size=64, dim=1023"
 
 
 def test_progress_counts_evaluations_best_and_failures() -> None:

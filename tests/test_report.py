@@ -195,6 +195,36 @@ def test_an_analyze_run_shows_where_the_time_goes_without_a_search(tmp_path: Pat
     assert "an analyze run: no search" in page and "has not finished" not in page
     assert trace(blobs(page, "figure")["time-by-kind"], "triton")["y"] == ["torch.compile (analysed)"]  # no after
     assert 'id="search"' not in page
+    # a record from before copies were told apart: no copy kind, no claim either way
+    assert "copy" not in [t["name"] for t in blobs(page, "figure")["time-by-kind"]["data"]]
+    assert "Data movement only" not in page and "only moves data" not in page
+
+
+def _analyze_page(tmp_path: Path, analysis: dict) -> str:
+    with Store(tmp_path / "k.db") as store:
+        run_id = store.start_run("analyze", "12_softmax_wide", "cpu", {"torch": "x"})
+        store.add_measurement(run_id, "analysis", analysis)
+        store.finish_run(run_id)
+        return write_run_report(store, run_id, tmp_path / f"a{run_id}.html").read_text()
+
+
+def test_an_analyze_run_shows_which_kernels_only_move_data_and_their_share(tmp_path: Path) -> None:
+    from report_runs import _analysis
+
+    analysis = _analysis()
+    copy = {**analysis["launches"][2], "moves_only": True}  # triton_poi_tiny_1, launched twice
+    analysis["launches"] = [*analysis["launches"][:2], copy, {**copy, "index": 3, "time_us": 6.0}]
+    analysis.update(moves_ms=0.010, moves_launches=2)
+    page = _analyze_page(tmp_path, analysis)
+    figures = blobs(page, "figure")
+    assert trace(figures["time-by-kind"], "copy")["x"] == [10.0] and trace(figures["time-by-kind"], "triton")["x"] == [780.0]
+    assert "[copy] triton_poi_tiny_1" in figures["time-by-kernel"]["data"][0]["y"]
+    line = "2 launches, 0.01 ms (1.3 % of the GPU time)"  # 10 of 796 µs
+    assert f"<td>data movement only</td><td>{line}; see where the time goes</td>" in page
+    assert "<h3>Data movement only</h3>" in page and line in page
+    assert "<td>triton_poi_tiny_1</td><td class=num>2</td><td class=num>10.0</td><td class=num>1.3</td>" in page
+    none = _analyze_page(tmp_path, {**_analysis(), "moves_ms": 0.0, "moves_launches": 0})
+    assert "No generated kernel only moves data" in none and "data movement only</td>" not in none
 
 
 def test_a_compiler_knob_search_is_drawn_with_its_delivered_options(tmp_path: Path) -> None:

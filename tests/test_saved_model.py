@@ -231,3 +231,57 @@ def test_a_loss_and_model_pickled_by_value_compile_in_a_process_without_their_mo
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "compiled 9", done.stdout  # the logits and 8 gradients
+
+
+@pytest.mark.parametrize("call", [kernelopt.analyze, kernelopt.optimize], ids=["analyze", "optimize"])
+def test_a_bad_config_store_or_setting_is_one_line_before_anything_is_saved(call, worker_tmp) -> None:
+    from kernelopt.config import load_settings
+
+    cases = [({"config": {"effort": "quick"}}, "config is a dict; pass a kernelopt.config.Settings"),
+             ({"store": 3}, "argument store=3"),
+             ({"effort": "fast"}, "argument effort='fast': expected an effort profile"),
+             ({"config": load_settings(), "effort": "fast"}, "argument effort='fast'")]  # fmt: skip
+    if call is kernelopt.analyze:
+        cases += [({"trials": 0}, "argument analyze_trials=0: expected a whole number of at least 1"),
+                  ({"stock_modes": "eager"}, "argument stock_modes='eager': expected torch.compile modes"),
+                  ({"stock_modes": 2}, "stock_modes is a int; pass True")]  # fmt: skip
+    for bad, says in cases:
+        with pytest.raises(KerneloptError, match=re.escape(says)) as caught:
+            call(Gated(), [torch.ones(1, 8), 0.0], workdir=worker_tmp / "bundle", **bad)
+        assert "\n" not in str(caught.value)
+    assert not (worker_tmp / "bundle").exists()
+
+
+def test_analyze_on_a_live_model_runs_the_file_analysis_with_the_settings_given(tmp_path, worker_tmp, monkeypatch) -> None:
+    """The analysis itself needs the GPU: what is checked is what reaches it (the worker's analyze_file)."""
+    from kernelopt.config import load_settings
+    from kernelopt.pipeline import analyze as analyze_run
+    from kernelopt.pipeline import optimize as optimize_run
+    from kernelopt.store import Store
+    from kernelopt.workers.identity import readable_root, worker_identity
+
+    calls = []
+
+    def analysis(path, store, *, config, stock_modes, train):
+        calls.append({"path": path, "store": store.path, "config": config, "stock_modes": stock_modes, "train": train})
+        return "the report"
+
+    monkeypatch.setattr(analyze_run, "analyze_file", analysis)
+    monkeypatch.setattr(optimize_run, "require_gpu", lambda command: None)
+    config = load_settings({"analyze_trials": 7, "store": tmp_path / "mine.db", "cache": worker_tmp / "cache"})
+    model, x = Gated().eval(), torch.ones(2, 8)
+    assert kernelopt.analyze(model, [x, 0.5], config=config) == "the report"
+    (first,) = calls
+    assert first["config"].analyze_trials == 7 and first["store"] == tmp_path / "mine.db"  # the config's store
+    assert first["path"].is_relative_to(readable_root(worker_tmp / "cache" / "models", worker_identity()))
+    assert first["stock_modes"] is False and first["train"] is False
+    kernelopt.analyze(model, [x, 0.5], config=config, trials=3, effort="quick", stock_modes="reduce-overhead",
+                      store=tmp_path / "other.db", workdir=worker_tmp / "bundle")  # fmt: skip
+    second = calls[1]
+    assert second["config"].analyze_trials == 3 and second["config"].effort == "quick"
+    assert second["config"].stock_modes == "reduce-overhead" and second["stock_modes"] is True
+    assert second["store"] == tmp_path / "other.db" and second["path"] == worker_tmp / "bundle" / "problem.py"
+    with Store(tmp_path / "given.db") as given:
+        kernelopt.analyze(model, [x, 0.5], store=given, stock_modes=True, workdir=worker_tmp / "bundle")
+    assert calls[2]["store"] == tmp_path / "given.db" and calls[2]["stock_modes"] is True
+    assert calls[2]["config"].stock_modes == load_settings().stock_modes  # True: the setting's modes

@@ -72,3 +72,52 @@ def test_analyze_times_the_file_in_a_worker_and_records_it(small: Path, tmp_path
     assert f"{found['time_us']:.1f} µs" in page and "an analyze run: no search" in page
     result = CliRunner().invoke(app, ["analyze", str(small), "--stock-modes"])
     assert result.exit_code != 0 and "--stock-modes applies to a model" in result.output
+
+
+def test_a_kernel_file_is_judged_at_the_sizes_given_and_the_run_says_so(tmp_path: Path, monkeypatch) -> None:
+    """At the file's own 4096 x 32768 Triton's interpreter would not finish: the sizes reach the judge."""
+    import functools
+    import json
+
+    from kernelopt.api import verify_file as api
+
+    monkeypatch.setattr(api, "verify_file", functools.partial(verify_file, device="cpu"))  # the CLI's, on a CPU
+    candidate = tmp_path / "mine.py"
+    candidate.write_text(apply_config(SOFTMAX.read_text(), {"launch:0:softmax_kernel": {"num_warps": 8, "num_stages": 3}}))
+    store = tmp_path / "k.db"
+    args = ["verify", str(SOFTMAX), "--candidate", str(candidate), "--store", str(store), "--json",
+            "--export", str(tmp_path / "out_kopt.py"), "--size", "ROWS=6", "--size", "COLS=50"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code in (0, 1), result.output  # passed, or not faster on a CPU: judged either way
+    report = json.loads(result.stdout)
+    assert report["sizes"] == {"ROWS": 6, "COLS": 50}
+    assert [(v["gate"], v["passed"]) for v in report["verdicts"][:2]] == [("static", True), ("correctness", True)]
+    with Store(store) as db:
+        assert db.run(report["run_id"]).args["sizes"] == {"ROWS": 6, "COLS": 50}
+
+
+def test_a_delivery_verified_at_other_sizes_records_them(small: Path, tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from kernelopt.api import verify_file as api
+    from kernelopt.search.candidate import EvaluationResult
+
+    judged = []
+
+    class Passing:  # a judge that finds the candidate 1.2x faster: what is checked is what the delivery records
+        def __init__(self, worker, spec, settings, peak, timeout_s) -> None:
+            judged.append(spec)
+
+        def one(self, source: str) -> EvaluationResult:
+            cmp = {"baseline": {"median_ms": 1.2}, "candidate": {"median_ms": 1.0}, "speedup_q1": 1.1, "speedup_q3": 1.3}
+            gates = [{"gate": g, "passed": True, "reason": "fine", "details": {}} for g in ("static", "correctness")]
+            return EvaluationResult(True, 1.2, None, "faster", gates, {"kernel_comparison": cmp})
+
+    monkeypatch.setattr(api, "FileEvaluator", Passing)
+    candidate = tmp_path / "mine.py"
+    candidate.write_text(apply_config(small.read_text(), {"launch:0:softmax_kernel": {"num_warps": 8, "num_stages": 3}}))
+    report = api.verify_file(small, candidate, Store(tmp_path / "k.db"), tmp_path / "out_kopt.py", device="cpu",
+                             sizes={"ROWS": 3})  # fmt: skip
+    assert report.passed and judged[0].overrides == {"ROWS": 3}
+    record = json.loads((tmp_path / "out_kopt.json").read_text())
+    assert record["sizes"] == {"ROWS": 3} and report.sizes == {"ROWS": 3}

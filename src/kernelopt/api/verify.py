@@ -28,6 +28,7 @@ from kernelopt.evaluate.one_candidate import EvaluationRequest, verify_candidate
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.peak import peak_bandwidth
 from kernelopt.problem import load_problem
+from kernelopt.problem.loader import check_size_names
 from kernelopt.store import Store
 from kernelopt.verify.static import check_static_candidate
 from kernelopt.verify.verdict import Verdict
@@ -46,6 +47,7 @@ class VerifyReport:
     run_id: int | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     kind: str = "model"  # what was verified against: a model's kernel, or a kernel file ("triton", "helion")
+    sizes: dict[str, Any] = field(default_factory=dict)  # the file's size constants set for the verification
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ class VerifyReport:
             "exported": self.exported,
             "run_id": self.run_id,
             "kind": self.kind,
+            "sizes": self.sizes,
         }
 
 
@@ -81,21 +84,27 @@ def verify(
     margin: float | None = None,
     config: Settings | None = None,
     train: bool = False,
+    sizes: dict[str, Any] | None = None,
 ) -> VerifyReport:
     """Verify one candidate for one kernel of a problem; export the model if it passes
-    (``train``: a kernel of the problem's training step, forward or backward).
+    (``train``: a kernel of the problem's training step, forward or backward). ``sizes``: the
+    problem's size constants set for this verification (checked before anything runs); the
+    export carries them, so :func:`kernelopt.load` rebuilds the model at the sizes verified.
 
     ``timeout_s``, ``trials`` and ``margin`` left as None come from ``config`` (default:
     :func:`~kernelopt.config.load_settings`): ``verify_timeout_s``, ``trials``, ``margin``,
     and the gates' seeds ``kernel_seeds`` and ``model_seeds``."""
     config = resolve(config, verify_timeout_s=timeout_s, trials=trials, margin=margin)
+    check_size_names(problem_path, sizes)
     source = read_candidate(candidate_path)
     static = check_static_candidate(source, kernel_name=kernel)
     if not static.passed:
-        return VerifyReport(problem=Path(problem_path).stem, kernel=kernel, passed=False, verdicts=[static])
+        return VerifyReport(
+            problem=Path(problem_path).stem, kernel=kernel, passed=False, verdicts=[static], sizes=dict(sizes or {})
+        )
     if not torch.cuda.is_available():
         raise KerneloptError("kernelopt verify needs an NVIDIA GPU with CUDA; torch sees none")
-    problem = load_problem(problem_path, train=train)
+    problem = load_problem(problem_path, overrides=sizes, train=train)
     require_readable(problem.path, "the problem file")
     request = EvaluationRequest(
         problem_path=str(problem.path.resolve()),
@@ -107,6 +116,7 @@ def verify(
         trials=config.trials,
         margin=config.margin,
         train=train,
+        overrides=dict(problem.overrides),
     )
     run_id = None
     if store is not None:
@@ -115,7 +125,13 @@ def verify(
             problem.name,
             device_label(),
             versions(),
-            {"kernel": kernel, "candidate": str(candidate_path), "margin": config.margin, "settings": config.values()},
+            {
+                "kernel": kernel,
+                "candidate": str(candidate_path),
+                "margin": config.margin,
+                "settings": config.values(),
+                "sizes": dict(problem.overrides),
+            },
         )
     try:
         report = _judge(request, problem, kernel, source, export_path, run_id, config.verify_timeout_s)
@@ -150,6 +166,7 @@ def _judge(
         end_to_end=result.get("end_to_end"),
         run_id=run_id,
         raw=result,
+        sizes=dict(problem.overrides),
     )
     if report.passed:
         target = export_path or Path(f"{problem.path.stem}.{kernel}.kopt.json")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from kernelopt.api.verify import VerifyReport, read_candidate
 from kernelopt.capture.cuda_kernel import CUDA_MARKER, is_cuda_source
@@ -45,29 +46,35 @@ def verify_file(
     margin: float | None = None,
     config: Settings | None = None,
     device: str = "cuda",
+    sizes: dict[str, Any] | None = None,
 ) -> VerifyReport:
     """Judge ``candidate_path`` as a replacement for the kernel file at ``path`` (a CUDA C++ candidate: for its
-    kernel ``kernel``); deliver it if it passes. ``device`` is ``cuda`` but in the CPU tests (Triton's
-    interpreter)."""
+    kernel ``kernel``); deliver it if it passes. ``sizes``: the file's size constants set for the judging (its
+    inputs' shapes), recorded with the run and in the delivery's verification record. ``device`` is ``cuda``
+    but in the CPU tests (Triton's interpreter)."""
     config = resolve(config, verify_timeout_s=timeout_s, margin=margin)
-    kernel_file = load_kernel_file(path)
+    kernel_file = load_kernel_file(path, overrides=sizes)  # a size the file does not have stops here, in one line
     require_readable(kernel_file.path, "the kernel file")
     source = read_candidate(candidate_path)
     slot = cuda_candidate_slot(kernel_file, candidate_path, source, kernel, export_path)
     static = check_static_file(kernel_file.kind, source, original_source=kernel_file.source, kernel=slot)
     name, replaced = kernel_file.name, slot or kernel_file.entry_name  # what is replaced: the file, or its kernel
+    sizes = dict(kernel_file.overrides)
     if not static.passed:
-        return VerifyReport(problem=name, kernel=replaced, passed=False, verdicts=[static], kind=kernel_file.kind)
+        return VerifyReport(
+            problem=name, kernel=replaced, passed=False, verdicts=[static], kind=kernel_file.kind, sizes=sizes
+        )
     label = run_device(device, "kernelopt verify")
     args = {
         "input": kernel_file.kind,
         "candidate": str(candidate_path),
         "margin": config.margin,
         "settings": config.values(),
+        "sizes": sizes,
     }
     run_id = store.start_run("verify", name, label, versions(), args)
     with store.recording(run_id):
-        spec = FileSpec(str(kernel_file.path.resolve()), {}, 0, device, slot)
+        spec = FileSpec(str(kernel_file.path.resolve()), sizes, 0, device, slot)
         settings = final_settings(search_settings(config), config)
         peak = store.device_bandwidth(label) if device == "cuda" else None
         with PersistentWorker(env={**compile_cache_env(config), **HELION_ENV}) as worker:
@@ -81,6 +88,7 @@ def verify_file(
             kernel_speedup=cmp,
             run_id=run_id,
             kind=kernel_file.kind,
+            sizes=sizes,
         )
         build_s = result.measurements.get("build_s")
         if build_s is not None:  # nvcc's time, apart from the gates'
@@ -94,7 +102,7 @@ def verify_file(
                 best=Winner("verify", f"your file {candidate_path}", source, result.verdicts), kernel=slot,
             )  # fmt: skip
             report.exported, _record = deliver(
-                kernel_file.path, kernel_file.source, delivery, export_path, {"sizes": {}}
+                kernel_file.path, kernel_file.source, delivery, export_path, {"sizes": sizes}
             )
         store.add_measurement(run_id, "evaluation", {**report.to_dict(), "result": asdict(result)})
     store.finish_run(run_id)

@@ -10,7 +10,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kernelopt.cli.common import EFFORT_OPTION, STORE_OPTION, app, err, out, print_json, setting_option, user_errors
+from kernelopt.cli.common import (
+    EFFORT_OPTION,
+    STORE_OPTION,
+    app,
+    err,
+    out,
+    parse_sizes,
+    print_json,
+    setting_option,
+    user_errors,
+)
 from kernelopt.search.operators import DEFAULT_OPERATORS
 
 if TYPE_CHECKING:
@@ -78,6 +88,12 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html beside the results."),
     store: Path | None = STORE_OPTION,
+    size: list[str] | None = typer.Option(
+        None,
+        "--size",
+        help="NAME=VALUE: set a size constant in every problem that defines it (repeatable), e.g. --size "
+        "batch_size=64; a resumed bench keeps the sizes it started with.",
+    ),
     worker_target: str | None = typer.Option(None, "--worker-target", hidden=True),
     worker_path: list[Path] | None = typer.Option(None, "--worker-path", hidden=True),
 ) -> None:
@@ -87,6 +103,7 @@ def bench(
     from kernelopt.search.operators import make_operators
 
     config = load_settings({"effort": effort, "budget": budget, "max_targets": max_targets, "stock_modes": stock_modes})
+    sizes = parse_sizes(size)
     selected = [name.strip() for name in problems.split(",") if name.strip()] if problems else None
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
@@ -113,6 +130,7 @@ def bench(
         retry_failed=retry_failed,
         config=config,
         write_report=not no_report,
+        sizes=sizes,
     )
     _show(report, as_json)
 

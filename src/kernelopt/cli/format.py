@@ -152,7 +152,9 @@ def _speedup_line(label: str, cmp: dict | None) -> str | None:
 
 
 def print_verify(report: VerifyReport, console: Console) -> None:
-    console.print(f"verify {report.kernel} in {report.problem}", markup=False, highlight=False)
+    at = ", ".join(f"{name}={value!r}" for name, value in report.sizes.items())
+    head = f"verify {report.kernel} in {report.problem}" + (f" at {at}" if at else "")
+    console.print(head, markup=False, highlight=False)
     for v in report.verdicts:
         console.print(f"  {v.gate:<12} {'pass' if v.passed else 'FAIL'}  {v.reason}", markup=False, highlight=False)
     lines = [

@@ -110,15 +110,19 @@ def verify(
     ),
     store: Path | None = STORE_OPTION,
     train: bool = TRAIN_OPTION,
+    size: list[str] | None = SIZE_OPTION,
 ) -> None:
     """Run your own kernel through the four gates; export the re-stitched model (or your faster kernel
     file, with its verification record) if it passes."""
     from kernelopt.api.verify import verify as run_verify
     from kernelopt.cli.format import print_verify
     from kernelopt.problem.kernel_file import MODEL, file_kind
+    from kernelopt.problem.loader import check_size_names
     from kernelopt.store import Store
 
+    sizes = parse_sizes(size)
     kind = file_kind(problem)
+    check_size_names(problem, sizes)  # bad input before the candidate is read or a worker starts
     if kind != MODEL:
         from kernelopt.api.verify_file import verify_file
         from kernelopt.cli.kernel_file_cmd import refuse_model_flags
@@ -126,14 +130,18 @@ def verify(
         refuse_model_flags(problem, kind, {"--train": train})
 
         with Store(store) as db:
-            report = verify_file(problem, candidate, db, export, kernel=kernel, timeout_s=timeout, margin=margin)
+            report = verify_file(
+                problem, candidate, db, export, kernel=kernel, timeout_s=timeout, margin=margin, sizes=sizes
+            )
     else:
         if kernel is None:
             raise KerneloptError(
                 f"{problem} is a problem file: name the generated kernel to replace with --kernel (see kernelopt analyze)"
             )
         with Store(store) as db:
-            report = run_verify(problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin, train=train)
+            report = run_verify(
+                problem, kernel, candidate, db, export, timeout_s=timeout, margin=margin, train=train, sizes=sizes
+            )
     if as_json:
         print_json(report.to_dict())
     else:

@@ -56,7 +56,7 @@ from kernelopt.pipeline.bench_results import (
 )
 from kernelopt.pipeline.metrics import ProblemOutcome
 from kernelopt.pipeline.suite_check import check_suite
-from kernelopt.problem.loader import SuiteEntry
+from kernelopt.problem.loader import SuiteEntry, recorded_sizes, size_flags, size_names, suite_files
 from kernelopt.workers import WorkerResult, run_isolated
 from kernelopt.workers.identity import require_readable
 
@@ -117,6 +117,7 @@ def run_bench(
     retry_failed: bool = False,
     config: Settings | None = None,
     write_report: bool = True,
+    sizes: dict[str, Any] | None = None,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
 
@@ -135,10 +136,13 @@ def run_bench(
     a report that cannot be written leaves ``report_error``, never a failed bench.
     ``config`` (default: :func:`~kernelopt.config.load_settings`) bounds the workers and,
     for the default target, travels to each problem as ``options["settings"]`` (a worker
-    reads no settings itself).
+    reads no settings itself). ``sizes`` (``--size NAME=VALUE``) sets a size constant in every
+    selected problem that defines it (:func:`problem_sizes`; each travels as ``options["sizes"]``);
+    the results record them, and a resumed bench keeps them.
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
-    nothing, or existing results without ``resume``; every failure of a problem is
+    nothing, existing results without ``resume``, a size no selected problem defines, or
+    sizes other than those of the results resumed; every failure of a problem is
     recorded in its outcome instead.
     """
     if time_limit_s is not None and time_limit_s <= 0:
@@ -152,12 +156,15 @@ def run_bench(
     if gpus < 1:
         raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
     _check_target(target, extra_path)
-    if target == DEFAULT_TARGET:
-        _require_gpus(gpus)
     root = suite_root(suite_dir).resolve()
-    require_readable(root, "the suite")
     out_dir = Path(results_dir)
     previous = _previous_results(out_dir, root, resume)
+    if previous is not None:  # a resumed bench goes on at the sizes it started with
+        sizes = _resumed_sizes(out_dir, previous["meta"], sizes)
+    applied = problem_sizes(root, problems, sizes)  # bad input before the GPU check
+    if target == DEFAULT_TARGET:
+        _require_gpus(gpus)
+    require_readable(root, "the suite")
 
     entries = check_suite(root, only=list(problems) if problems else None, extra_path=extra_path)
     _check_selection(root, entries, problems)
@@ -185,6 +192,7 @@ def run_bench(
         versions=_versions(),
         gpus=gpus,
         shard=list(shard) if shard else None,
+        sizes=dict(sizes or {}),
     )
     order = [entry.name for entry in entries]
     outcomes = dict(done)
@@ -206,7 +214,8 @@ def run_bench(
             gpu = free_gpus.pop(0) if gpus > 1 else None
             _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
         try:
-            outcome = _bench_one(entry, target, time_limit_s, timeout_s, extra_options or {}, extra_path, gpu, stop)
+            options = {**(extra_options or {}), **({"sizes": applied[entry.path]} if applied.get(entry.path) else {})}
+            outcome = _bench_one(entry, target, time_limit_s, timeout_s, options, extra_path, gpu, stop)
         finally:
             with lock:
                 if gpu is not None:
@@ -277,6 +286,8 @@ def _bench_one(
     )
     outcome = _outcome_of(entry, result)
     outcome.details["kernelopt_source"] = source_digest()  # which code ran it, in a bench resumed across changes
+    if extra_options.get("sizes"):
+        outcome.details["sizes"] = extra_options["sizes"]  # the size constants this problem ran at
     if gpu is not None:
         outcome.details["gpu"] = gpu
     return outcome
@@ -336,6 +347,26 @@ def _check_selection(root: Path, entries: list[SuiteEntry], problems: Sequence[s
         raise KerneloptError(f"{root}: no problem matches {', '.join(unmatched)} (see the file names under it)")
 
 
+def problem_sizes(
+    root: Path, problems: Sequence[str] | None, sizes: dict[str, Any] | None
+) -> dict[Path, dict[str, Any]]:
+    """The ``sizes`` each selected problem file takes: those naming one of its size constants (read
+    without running it). A name no selected problem defines would change nothing, so it is one line
+    listing the size constants they do define."""
+    if not sizes:
+        return {}
+    files = suite_files(root, problems)
+    defined = {path: size_names(path) for _, path in files}
+    unknown = [name for name in sizes if not any(name in names for names in defined.values())]
+    if files and unknown:  # no file selected: the selection check says so
+        known = sorted({name for names in defined.values() for name in names})
+        raise KerneloptError(
+            f"--size {', '.join(unknown)}: no selected problem of {root} defines a size constant of that name; "
+            f"theirs: {', '.join(known) or 'none'}"
+        )
+    return {path: {k: v for k, v in sizes.items() if k in names} for path, names in defined.items()}
+
+
 def _require_gpus(gpus: int) -> None:
     """The real benchmark needs the GPUs it was asked for: said once, before any worker starts or any
     results folder is written (without a GPU every problem would only record a run error)."""
@@ -372,6 +403,17 @@ def _previous_results(out_dir: Path, root: Path, resume: bool) -> dict[str, Any]
         raise KerneloptError(f"{path} holds results for the suite {suite}, not {root}; choose another --out")
     previous["meta"]["suite"] = str(root)
     return previous
+
+
+def _resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | None) -> dict[str, Any]:
+    """The sizes a resumed bench goes on with: those its results were made with; other ones are one line."""
+    started = recorded_sizes(meta.get("sizes"))
+    if sizes is not None and dict(sizes) != started:
+        raise KerneloptError(
+            f"{out_dir / RESULTS_JSON} holds results made with {size_flags(started)}: resume with the same sizes "
+            "or leave --size out, or choose another --out for these"
+        )
+    return started
 
 
 def _ordered(outcomes: dict[str, ProblemOutcome], order: list[str]) -> list[ProblemOutcome]:
@@ -412,6 +454,7 @@ __all__ = [
     "BenchReport",
     "default_worker_timeout",
     "merge_results",
+    "problem_sizes",
     "run_bench",
     "suite_root",
 ]

@@ -82,6 +82,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         patience=int(options.get("patience", config.patience)),
     )
     name = options.get("name", Path(problem_path).stem)
+    sizes = options.get("sizes") or None  # the bench's --size overrides this problem defines
     try:
         report = optimize(
             problem_path,
@@ -94,6 +95,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             on_event=clock,
             config=config,
             write_report=False,  # the bench writes one report for the suite; each run's stays a command away
+            sizes=sizes,
         )
     except KerneloptError as exc:
         return {
@@ -111,7 +113,9 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     modes = config.stock_modes.split(",")
     if not report.on_default:  # the run's own timing is against its base: time the default too
         modes = ["default", *modes]
-    stock = time_stock_modes(problem_path, modes, exported, clock, run=run_isolated, known=reused_stock(report))
+    stock = time_stock_modes(
+        problem_path, modes, exported, clock, run=run_isolated, known=reused_stock(report), overrides=sizes
+    )
     clock.enter(None)
     compiled_ms, compile_speedup, compile_iqr = default_baseline(report, stock)
     ma = stock.get("max-autotune-no-cudagraphs")

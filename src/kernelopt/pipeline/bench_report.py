@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelopt.pipeline.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
+from kernelopt.problem.loader import size_flags
 
 
 def fmt_ms(value: float | None, missing: str = "") -> str:
@@ -58,6 +59,8 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         + f". Started {meta.get('started')}, finished {meta.get('finished') or '(not finished)'}.",
         "",
     ]
+    if meta.get("sizes"):
+        lines += [f"Sizes: `{size_flags(meta['sizes'])}`, in every problem that defines the constant.", ""]
     merged = meta.get("merged_from") or []
     if merged:
         lines += [

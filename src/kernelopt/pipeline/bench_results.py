@@ -22,6 +22,7 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench_report import markdown_report
 from kernelopt.pipeline.metrics import ProblemOutcome, summarize
+from kernelopt.problem.loader import size_flags
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
@@ -103,7 +104,8 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path, write_
     (with its HTML report, unless ``write_report`` is False).
 
     A problem found in several keeps its ``ok`` outcome over a failed one, else the last
-    one given. Raises :class:`KerneloptError` for a missing results file or a different suite.
+    one given. Raises :class:`KerneloptError` for a missing results file, a different suite or
+    different ``--size`` overrides.
     """
     if not result_dirs:
         raise KerneloptError("nothing to merge: name at least one results directory")
@@ -117,6 +119,11 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path, write_
     if len(suites) > 1:
         raise KerneloptError(
             f"these results are of different suites ({', '.join(sorted(suites))}); merge one suite at a time"
+        )
+    sizes = {size_flags(d["meta"].get("sizes")) for d in documents}
+    if len(sizes) > 1:  # one scoreboard, one problem size: numbers at other sizes do not add up
+        raise KerneloptError(
+            f"these results were made at different sizes ({'; '.join(sorted(sizes))}); merge benches run with the same --size"
         )
     outcomes: dict[str, ProblemOutcome] = {}
     for document in documents:

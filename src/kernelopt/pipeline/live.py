@@ -15,7 +15,8 @@ from typing import Any
 
 from torch import nn
 
-from kernelopt.config import Settings
+from kernelopt.config import Settings, resolve
+from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.problem.saved import INPUTS_FILE, check_movable, save_model_problem
@@ -84,8 +85,20 @@ class Optimized:
         return load(exported, model=self.model, device=device, example_inputs=inputs)
 
 
-def _store(store: Store | str | Path | None) -> Store:
-    return store if isinstance(store, Store) else Store(store)
+def _settings(config: Settings | None, store: Store | str | Path | None, **arguments: object) -> Settings:
+    """``config`` (default: the settings in effect) with the keywords given on top, a ``store`` path among
+    them; each is checked here, before anything is saved, and a wrong one is one line."""
+    if config is not None and not isinstance(config, Settings):
+        raise KerneloptError(
+            f"config is a {type(config).__name__}; pass a kernelopt.config.Settings, "
+            "e.g. kernelopt.config.load_settings({'effort': 'quick'})"
+        )
+    return resolve(config, store=None if isinstance(store, Store) else store, **arguments)
+
+
+def _store(store: Store | str | Path | None, config: Settings) -> Store:
+    """The store given, else the one at the run's ``store`` setting (which a path given as ``store`` sets)."""
+    return store if isinstance(store, Store) else Store(config.store)
 
 
 def optimize_model(
@@ -111,18 +124,17 @@ def optimize_model(
     backward kernels, every gradient judged against float64; loss ``loss_fn(outputs)``,
     else the sum of the outputs). ``budget`` (candidate evaluations) and ``max_targets``
     (kernels searched) left as None come from ``config`` (default: the settings in effect,
-    ``kernelopt config``) with ``effort`` applied."""
-    from kernelopt.config import resolve
+    ``kernelopt config``) with ``effort`` applied; ``store`` None: the ``store`` setting's."""
     from kernelopt.pipeline.optimize import optimize, require_gpu
     from kernelopt.search.operators import DEFAULT_OPERATORS
 
-    config = resolve(config, effort=effort, budget=budget, max_targets=max_targets)  # a bad value stops here
+    config = _settings(config, store, effort=effort, budget=budget, max_targets=max_targets)  # bad values stop here
     require_gpu("kernelopt.optimize")
-    path = save_model_problem(model, example_inputs, workdir, train=train, loss_fn=loss_fn)
+    path = save_model_problem(model, example_inputs, workdir, train=train, loss_fn=loss_fn, cache=config.cache)
     check_movable(path, train=train)
     report = optimize(
         path,
-        _store(store),
+        _store(store, config),
         operators=list(operators) if operators is not None else DEFAULT_OPERATORS,
         llm=llm,
         config=config,
@@ -137,18 +149,34 @@ def analyze_model(
     model: nn.Module,
     example_inputs: Sequence[Any],
     *,
+    effort: str | None = None,
+    trials: int | None = None,
+    stock_modes: bool | str = False,
     store: Store | str | Path | None = None,
     workdir: str | Path | None = None,
     train: bool = False,
     loss_fn: Callable[[Any], Any] | None = None,
+    config: Settings | None = None,
 ) -> AnalysisReport:
     """Where the compiled ``model`` spends its GPU time on ``example_inputs``, launch by launch
-    (``train``: of its training step, forward and backward)."""
-    from kernelopt.api.analyze import analyze
-    from kernelopt.pipeline.optimize import require_gpu
-    from kernelopt.problem import load_problem
+    (``train``: of its training step, forward and backward; loss ``loss_fn(outputs)``).
 
+    The analysis ``kernelopt analyze`` makes of a file, in a worker, with the same settings:
+    ``trials`` (timed eager and compiled runs) left as None comes from ``config`` (default: the
+    settings in effect) with ``effort`` applied, and ``store`` None is the ``store`` setting's.
+    ``stock_modes``: True times each mode of the ``stock_modes`` setting against the default, each
+    in a process of its own; a string (``"reduce-overhead,max-autotune"``) names the modes."""
+    from kernelopt.pipeline.analyze import analyze_file
+    from kernelopt.pipeline.optimize import require_gpu
+
+    if not isinstance(stock_modes, (bool, str)):
+        raise KerneloptError(
+            f"stock_modes is a {type(stock_modes).__name__}; pass True (the stock_modes setting's modes) "
+            "or the modes, e.g. 'reduce-overhead,max-autotune'"
+        )
+    modes = stock_modes if isinstance(stock_modes, str) else None
+    config = _settings(config, store, effort=effort, analyze_trials=trials, stock_modes=modes)  # bad values stop here
     require_gpu("kernelopt.analyze")
-    path = save_model_problem(model, example_inputs, workdir, train=train, loss_fn=loss_fn)
+    path = save_model_problem(model, example_inputs, workdir, train=train, loss_fn=loss_fn, cache=config.cache)
     check_movable(path, train=train)
-    return analyze(load_problem(path, train=train), _store(store))
+    return analyze_file(path, _store(store, config), config=config, stock_modes=bool(stock_modes), train=train)

@@ -11,6 +11,7 @@ from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.records import ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, ProblemSpec
 from kernelopt.pipeline.evaluator import SESSION
+from kernelopt.problem.loader import recorded_sizes, size_flags
 from kernelopt.search.operators import Operator
 from kernelopt.search.policy import SelectionPolicy
 from kernelopt.search.termination import Budget
@@ -66,8 +67,9 @@ def analysis_of(run: RunContext, key: str = "analysis") -> ProblemAnalysis:
 
 def resumed_sizes(store: Store, run_id: int, sizes: dict[str, Any] | None) -> dict[str, Any] | None:
     """The sizes a resumed run goes on with: those it started with; other ones given now are one line."""
-    started = dict(store.run(run_id).args.get("sizes") or {})
+    started = recorded_sizes(store.run(run_id).args.get("sizes"))
     if sizes is not None and dict(sizes) != started:
-        shown = " ".join(f"--size {k}={v!r}" for k, v in started.items()) or "no --size"
-        raise KerneloptError(f"run {run_id} was started with {shown}: resume it with the same sizes, or leave them out")
+        raise KerneloptError(
+            f"run {run_id} was started with {size_flags(started)}: resume it with the same sizes, or leave them out"
+        )
     return started or None

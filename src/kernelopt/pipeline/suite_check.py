@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelopt.problem.loader import SuiteEntry, problem_files
+from kernelopt.problem.loader import SuiteEntry, suite_files
 from kernelopt.workers import run_isolated
 
 LOADING_MARK = "kernelopt-loading:"
@@ -76,12 +76,7 @@ def check_suite(
     extra_path: Sequence[str | Path] = (),
 ) -> list[SuiteEntry]:
     """The suite's (selected) files as entries whose ``error`` says why a file does not load."""
-    chosen = []
-    for path in problem_files(root):
-        name = str(path.relative_to(root).with_suffix(""))
-        if only and not any(sel == name or sel == path.stem or sel in name for sel in only):
-            continue
-        chosen.append((name, path))
+    chosen = suite_files(root, only)
     errors: dict[Path, str | None] = {}
     todo = [path for _, path in chosen]
     while todo:

@@ -84,7 +84,28 @@ def check_size_names(path: str | Path, overrides: dict[str, Any] | None) -> None
     """Refuse, in one line and without running the file, overrides naming no size constant of it."""
     if overrides:
         path = Path(path)
-        _rewrite_sizes(ast.parse(path.read_text(), filename=str(path)), dict(overrides), path)
+        _rewrite_sizes(_parse_file(path), dict(overrides), path)
+
+
+def size_names(path: str | Path) -> list[str]:
+    """The size constants of the file at ``path``, in file order, read without running it (none for a
+    file that does not parse: loading it says why)."""
+    try:
+        return list(_size_constants(_parse_file(Path(path))))
+    except ProblemError:
+        return []
+
+
+def recorded_sizes(recorded: dict[str, Any] | None) -> dict[str, Any]:
+    """Size overrides read back from JSON (a run's args, a bench's results), as they were given: a tuple
+    constant comes back a list, and a list is never a size constant, so it is made a tuple again."""
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in (recorded or {}).items()}
+
+
+def size_flags(sizes: dict[str, Any] | None) -> str:
+    """``sizes`` (as given, or read back from JSON) as the ``--size`` options that ask for them ("no --size"
+    for none)."""
+    return " ".join(f"--size {name}={value!r}" for name, value in recorded_sizes(sizes).items()) or "no --size"
 
 
 _F = TypeVar("_F", bound="InputFile")
@@ -241,9 +262,8 @@ def _problem_name(path: Path) -> str:
     return path.stem
 
 
-def execute_file(path: Path, overrides: dict[str, Any] | None, prefix: str) -> tuple[ModuleType, dict[str, SizeValue]]:
-    """Execute a user's file in a fresh module, with size constants overridden; returns the module and
-    the file's size constants. Every fault is one :class:`ProblemError` line naming the file."""
+def _parse_file(path: Path) -> ast.Module:
+    """The file's syntax tree; a missing, unreadable or unparsable file is one line naming it."""
     if not path.is_file():
         raise ProblemError(f"{path}: no such file")
     try:
@@ -251,10 +271,16 @@ def execute_file(path: Path, overrides: dict[str, Any] | None, prefix: str) -> t
     except (OSError, UnicodeDecodeError) as exc:
         raise ProblemError(f"{path}: cannot read the file ({_short(exc)})") from exc
     try:
-        tree = ast.parse(text, filename=str(path))
+        return ast.parse(text, filename=str(path))
     except SyntaxError as exc:
         where = f"{path}:{exc.lineno}" if exc.lineno else str(path)  # no line for e.g. null bytes
         raise ProblemError(f"{where}: syntax error: {exc.msg}") from exc
+
+
+def execute_file(path: Path, overrides: dict[str, Any] | None, prefix: str) -> tuple[ModuleType, dict[str, SizeValue]]:
+    """Execute a user's file in a fresh module, with size constants overridden; returns the module and
+    the file's size constants. Every fault is one :class:`ProblemError` line naming the file."""
+    tree = _parse_file(path)
     sizes = _size_constants(tree)
     if overrides:
         tree = _rewrite_sizes(tree, overrides, path)
@@ -322,13 +348,21 @@ class SuiteEntry:
     error: str | None
 
 
-def load_suite(suite_dir: str | Path, only: Sequence[str] | None = None) -> Iterator[SuiteEntry]:
-    """Load every problem of a directory; a broken file is yielded with its error, never raised."""
+def suite_files(suite_dir: str | Path, only: Sequence[str] | None = None) -> list[tuple[str, Path]]:
+    """(name, path) of every problem file of a directory that ``only`` selects (by name, file stem or
+    part of the name; None: all), in a stable order."""
     root = Path(suite_dir)
+    chosen = []
     for path in problem_files(root):
         name = str(path.relative_to(root).with_suffix(""))
-        if only and not any(sel == name or sel == path.stem or sel in name for sel in only):
-            continue
+        if not only or any(sel == name or sel == path.stem or sel in name for sel in only):
+            chosen.append((name, path))
+    return chosen
+
+
+def load_suite(suite_dir: str | Path, only: Sequence[str] | None = None) -> Iterator[SuiteEntry]:
+    """Load every problem of a directory; a broken file is yielded with its error, never raised."""
+    for name, path in suite_files(suite_dir, only):
         try:
             yield SuiteEntry(name, path, load_problem(path, name=name), None)
         except ProblemError as exc:

@@ -156,11 +156,12 @@ def save_model_problem(
     *,
     train: bool = False,
     loss_fn: Any = None,
+    cache: Path | None = None,
 ) -> Path:
     """Save ``model`` and ``example_inputs`` as a problem; returns the ``problem.py`` path.
 
-    ``directory`` None: a folder named by the content's digest under the ``cache``
-    setting, so saving the same model and inputs again reuses it. ``train``: the run
+    ``directory`` None: a folder named by the content's digest under ``cache`` (default:
+    the ``cache`` setting), so saving the same model and inputs again reuses it. ``train``: the run
     optimizes the training step (no eval-mode warning); ``loss_fn(outputs)``, saved
     beside the model (by value where it is the user's own code), becomes the problem's
     ``get_loss``."""
@@ -191,7 +192,7 @@ def save_model_problem(
         from kernelopt.config import load_settings
 
         digest = hashlib.sha256(blob + inputs_blob + loss_blob).hexdigest()[:16]
-        directory = readable_root(load_settings().cache / "models", worker_identity()) / digest
+        directory = readable_root((cache or load_settings().cache) / "models", worker_identity()) / digest
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o755)  # workers may run as another user (kernelopt.workers)

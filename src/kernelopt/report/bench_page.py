@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from kernelopt.pipeline.bench_report import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_share
 from kernelopt.pipeline.metrics import BASELINE_LABELS, BASELINES
+from kernelopt.problem.loader import size_flags
 from kernelopt.report.bench_data import BenchData
 from kernelopt.report.page import card, chart, document, esc, table
 
@@ -146,6 +147,7 @@ def _provenance(data: BenchData) -> str:
         ("device", meta.get("device") or "unknown"),
         ("time limit per kernel", "—" if meta.get("time_limit_s") is None else f"{meta['time_limit_s']:g} s"),
         ("worker time-out", "—" if meta.get("worker_timeout_s") is None else f"{meta['worker_timeout_s']:g} s"),
+        ("sizes", size_flags(meta["sizes"]) if meta.get("sizes") else "each problem file's own"),
     ]
     rows += [(f"version: {name}", str(value)) for name, value in sorted(versions.items()) if value is not None]
     merged = meta.get("merged_from") or []

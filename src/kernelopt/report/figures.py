@@ -26,8 +26,15 @@ from kernelopt.report.run_data import Launch, RunData, SearchTree
 from kernelopt.report.tree_layout import tree_layout
 
 TEMPLATE = "plotly_white"
-KIND_ORDER = ("vendor", "aten", "cpp", "triton")
-KIND_COLORS = {"vendor": "#4c78a8", "aten": "#72b7b2", "cpp": "#b279a2", "triton": "#f58518", "other": "#bab0ac"}
+KIND_ORDER = ("vendor", "aten", "cpp", "triton", "copy")  # copy: generated kernels that only move data
+KIND_COLORS = {
+    "vendor": "#4c78a8",
+    "aten": "#72b7b2",
+    "cpp": "#b279a2",
+    "triton": "#f58518",
+    "copy": "#e45756",
+    "other": "#bab0ac",
+}
 OUTSIDE_KERNELS = "outside kernels"  # the compiled forward's time no launch accounts for (launch gaps, host)
 VERDICT_COLORS = {
     "root": "#4c78a8",
@@ -93,8 +100,8 @@ def time_by_kind(data: RunData) -> go.Figure:
     before: dict[str, float] = defaultdict(float)
     after: dict[str, float] = defaultdict(float)
     for launch in data.launches:
-        before[launch.kind] += launch.time_us
-        after[launch.kind] += data.after_us(launch.name, launch.time_us)
+        before[launch.shown_kind] += launch.time_us
+        after[launch.shown_kind] += data.after_us(launch.name, launch.time_us)
     compiled_us = (data.summary.compiled_ms or 0.0) * 1000.0
     outside = max(0.0, compiled_us - sum(before.values()))
     kinds = [k for k in KIND_ORDER if k in before] + sorted(set(before) - set(KIND_ORDER))
@@ -136,7 +143,7 @@ def time_by_kernel(data: RunData) -> go.Figure:
     """Horizontal bars per kernel (summed over its launches), before and after, the largest first."""
     per_kernel: dict[tuple[str, str], float] = defaultdict(float)
     for launch in data.launches:
-        per_kernel[(launch.kind, launch.name)] += launch.time_us
+        per_kernel[(launch.shown_kind, launch.name)] += launch.time_us
     ranked = sorted(per_kernel.items(), key=lambda item: item[1], reverse=True)
     shown, rest = ranked[:TOP_KERNELS], ranked[TOP_KERNELS:]
     names = [label(f"[{kind}] {name}") for (kind, name), _ in shown]

@@ -43,6 +43,12 @@ class Launch:
     achieved_gbps: float | None
     pct_of_peak: float | None
     headroom_us: float | None
+    moves_only: bool = False  # a generated kernel that only moves data (capture.copy_kernels); False in older records
+
+    @property
+    def shown_kind(self) -> str:
+        """The kind the report shows: ``copy`` for a kernel that only moves data, as ``kernelopt analyze`` does."""
+        return "copy" if self.moves_only else self.kind
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,10 @@ class Summary:
     knobs: dict[str, Any] | None = None
     kind: str = "model"  # what was optimized: a model, or a kernel file ("triton", "helion")
     file_report: dict[str, Any] | None = None  # a kernel-file run's own report (FileReport.to_dict())
+    moves_ms: float | None = (
+        None  # GPU time of the kernels that only move data; None: recorded before they were told apart
+    )
+    moves_launches: int = 0
 
 
 @dataclass(frozen=True)
@@ -296,6 +306,8 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         warnings=[str(w) for w in r.get("warnings") or []],
         skipped=[(str(s[0]), str(s[1])) for s in r.get("skipped") or [] if len(s) == 2],
         knobs=r.get("knobs"),
+        moves_ms=_number(a.get("moves_ms")),
+        moves_launches=int(a.get("moves_launches") or 0),
     )
 
 
@@ -313,6 +325,7 @@ def _launches(analysis: dict[str, Any] | None) -> list[Launch]:
                 achieved_gbps=_number(row.get("achieved_gbps")),
                 pct_of_peak=_number(row.get("pct_of_peak")),
                 headroom_us=_number(row.get("headroom_us")),
+                moves_only=bool(row.get("moves_only")),
             )
         )
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 import plotly.graph_objects as go
@@ -194,6 +195,9 @@ def _summary(data: RunData) -> str:
                 f"{knobs.get('evaluations')} evaluations)",
             )
         )
+    moves = _moves_line(data)
+    if moves:
+        rows.append(("data movement only", moves + "; see where the time goes"))
     rows += [("warning", w) for w in s.warnings]
     rows += [(f"skipped {name}", reason) for name, reason in s.skipped]
     return _summary_block(
@@ -221,7 +225,46 @@ def _time(data: RunData) -> str:
         )
         + chart("time-by-kernel")
         + f'<p class="note">The second column is derived: each replaced kernel at its analysed time divided by the '
-        f"speedup its gates verified, every other launch as analysed. {esc(measured)}</p>"
+        f"speedup its gates verified, every other launch as analysed. {esc(measured)}</p>" + _copies(data)
+    )
+
+
+def _moves_line(data: RunData) -> str | None:
+    """How many launches only move data and their share of the GPU time; None where the record does not say."""
+    s, gpu_us = data.summary, sum(launch.time_us for launch in data.launches)
+    if s.moves_ms is None or not s.moves_launches:
+        return None
+    share = f"{100 * s.moves_ms * 1000.0 / gpu_us:.1f} %" if gpu_us > 0 else "—"
+    launches = f"{s.moves_launches} launch" + ("es" if s.moves_launches != 1 else "")
+    return f"{launches}, {_ms(s.moves_ms)} ({share} of the GPU time)"
+
+
+def _copies(data: RunData) -> str:
+    """The generated kernels that only move data (kind ``copy``), each with its time and share of the GPU
+    time: their cost is the layout's, which no launch config or eviction hint removes. Nothing for a record
+    made before copies were told apart."""
+    if data.summary.moves_ms is None:
+        return ""
+    line = _moves_line(data)
+    if line is None:
+        return '<p class="note">No generated kernel only moves data (no layout copy, transpose or concatenation).</p>'
+    gpu_us = sum(launch.time_us for launch in data.launches)
+    launches: Counter[str] = Counter()
+    time_us: dict[str, float] = defaultdict(float)
+    for launch in data.launches:
+        if launch.moves_only:
+            launches[launch.name] += 1
+            time_us[launch.name] += launch.time_us
+    rows = [
+        (name, launches[name], f"{us:.1f}", f"{100 * us / gpu_us:.1f}" if gpu_us > 0 else "—")
+        for name, us in sorted(time_us.items(), key=lambda item: -item[1])
+    ]
+    return (
+        "<h3>Data movement only</h3>"
+        f'<p class="note">Generated kernels that only move data (layout copies, transposes, concatenations): '
+        f"{esc(line)}. No launch config or eviction hint removes that time, only a changed call sequence (a vendor "
+        "call reading the strided view, a producer writing its consumer's layout).</p>"
+        + table(("copy kernel", "launches", "µs per forward", "% of GPU time"), rows, numeric=(1, 2, 3))
     )
 
 
