@@ -84,7 +84,7 @@ def test_swap_runs_the_variant_and_restore_puts_the_original_back(captured) -> N
         torch.testing.assert_close(artifact(*inputs), expected)
         assert artifact.graphs[0].module.call.__func__.__code__ is not function_code
     finally:
-        restore_graph(artifact, swap)
+        restore_graph(swap)
     assert artifact.graphs[0].module.call.__func__.__code__ is function_code
     assert not any(k.name in vars(artifact.graphs[0].module) for k in candidate.kernels)
 

@@ -173,6 +173,7 @@ class GraphSwap:
     """A live call-sequence swap: enough to undo it, and to prove it ran."""
 
     graph: int
+    module: types.ModuleType
     function: types.FunctionType
     original_code: types.CodeType
     code: types.CodeType
@@ -180,12 +181,12 @@ class GraphSwap:
     digest: str
 
 
-def swap_graph(artifact: Artifact, candidate: GraphCandidate, built: Mapping[str, Any]) -> GraphSwap:
-    """Install ``candidate`` (its kernels ``built``) as graph ``candidate.graph``'s call sequence."""
-    if not 0 <= candidate.graph < len(artifact.graphs):
-        raise SwapError(f"graph {candidate.graph} does not exist (artifact has {len(artifact.graphs)})")
-    graph = artifact.graphs[candidate.graph]
-    here = graph_digest(graph.source_code)
+def swap_call(
+    module: types.ModuleType, graph_source: str, candidate: GraphCandidate, built: Mapping[str, Any]
+) -> GraphSwap:
+    """Install ``candidate`` (its kernels ``built``) as the call sequence of the output module
+    ``module`` whose code is ``graph_source``; refuse one made for another graph."""
+    here = graph_digest(graph_source)
     if here != candidate.original_digest:
         raise SwapError(
             f"graph {candidate.graph} compiled differently from the one the candidate was made for "
@@ -195,26 +196,34 @@ def swap_graph(artifact: Artifact, candidate: GraphCandidate, built: Mapping[str
     missing = [name for name in candidate.kernel_names if name not in built]
     if missing:
         raise SwapError(f"graph candidate kernel(s) {', '.join(missing)} were not built")
-    function = compat.call_function(graph.module)
+    function = compat.call_function(module)
     code = _call_code(candidate.call_source)
     if code.co_freevars or code.co_argcount != function.__code__.co_argcount:
         raise SwapError(f"the candidate's call takes {code.co_argcount} parameters, the graph's takes "
                         f"{function.__code__.co_argcount}")  # fmt: skip
-    module_globals = vars(graph.module)
+    module_globals = vars(module)
     clashes = [name for name in candidate.kernel_names if name in module_globals]
     if clashes:
         raise SwapError(f"graph candidate kernel {clashes[0]} would shadow a name of the graph's module")
     kernels = {name: built[name] for name in candidate.kernel_names}
     module_globals.update(kernels)
-    swap = GraphSwap(candidate.graph, function, function.__code__, code, kernels, candidate.digest())
+    swap = GraphSwap(candidate.graph, module, function, function.__code__, code, kernels, candidate.digest())
     function.__code__ = code
     return swap
 
 
-def restore_graph(artifact: Artifact, swap: GraphSwap) -> None:
+def swap_graph(artifact: Artifact, candidate: GraphCandidate, built: Mapping[str, Any]) -> GraphSwap:
+    """Install ``candidate`` (its kernels ``built``) as graph ``candidate.graph``'s call sequence."""
+    if not 0 <= candidate.graph < len(artifact.graphs):
+        raise SwapError(f"graph {candidate.graph} does not exist (artifact has {len(artifact.graphs)})")
+    graph = artifact.graphs[candidate.graph]
+    return swap_call(graph.module, graph.source_code, candidate, built)
+
+
+def restore_graph(swap: GraphSwap) -> None:
     """Undo a call-sequence swap (idempotent)."""
     swap.function.__code__ = swap.original_code
-    module_globals = vars(artifact.graphs[swap.graph].module)
+    module_globals = vars(swap.module)
     for name in swap.kernels:
         module_globals.pop(name, None)
 
@@ -238,7 +247,7 @@ def check_graphs_live(artifact: Artifact, swaps: Sequence[GraphSwap], inputs: Se
     """Run once and prove every swapped call ran and launched each of its own kernels."""
     counted: list[tuple[GraphSwap, str, _Counted]] = []
     for swap in swaps:
-        module_globals = vars(artifact.graphs[swap.graph].module)
+        module_globals = vars(swap.module)
         for name, kernel in swap.kernels.items():
             module_globals[name] = proxy = _Counted(kernel)
             counted.append((swap, name, proxy))
@@ -247,7 +256,7 @@ def check_graphs_live(artifact: Artifact, swaps: Sequence[GraphSwap], inputs: Se
         artifact(*inputs)
     finally:
         for swap, name, _ in counted:
-            vars(artifact.graphs[swap.graph].module)[name] = swap.kernels[name]
+            vars(swap.module)[name] = swap.kernels[name]
     if compat.recompile_count() != before:
         raise SwapError(
             "the compiled model recompiled (new input shapes, dtypes or a Dynamo reset), which drops a swapped "

@@ -13,6 +13,9 @@ Inductor writes C++ kernels) the backend is exactly Inductor.
 ``backend="kernelopt"`` takes the verified kernels of the user's store (every
 ``optimize`` that delivers adds its winners: :mod:`kernelopt.store.tuned`).
 
+A graph candidate (a graph's changed call sequence, :mod:`kernelopt.capture.graph_swap`) is matched
+the same way, by the digest of the graph it was verified against, and swapped in whole.
+
 Every replacement passes the static gate before it is built, as in ``kernelopt.load``.
 """
 
@@ -28,10 +31,20 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
+from kernelopt.capture.call_sequence import graph_digest
+from kernelopt.capture.graph_swap import GraphCandidate, build_graph_kernels, swap_call
 from kernelopt.capture.output_code import OutputCode, parse_output_code
 from kernelopt.capture.swap import KernelAddress
-from kernelopt.deliver.export import Replacement, check_replacements_static, check_versions, read_export
+from kernelopt.deliver.export import (
+    Replacement,
+    check_graphs_static,
+    check_replacements_static,
+    check_versions,
+    graph_candidates,
+    read_export,
+)
 from kernelopt.errors import KerneloptError
+from kernelopt.verify.static_graph import check_static_graph
 
 log = logging.getLogger("kernelopt.backend")
 
@@ -80,14 +93,17 @@ class KerneloptBackend:
         replacements: Sequence[Replacement] = (),
         options: dict[str, Any] | None = None,
         origin: str = "kernelopt",
+        graphs: Sequence[GraphCandidate] = (),
     ) -> None:
         check_replacements_static(origin, replacements)  # as kernelopt.load does, before anything is built
+        check_graphs_static(origin, graphs)
         self.replacements = list(replacements)
+        self.graphs = list(graphs)
         self.options = dict(options or {})
         self.origin = origin
         self.report = BackendReport()
         self._said = False
-        if self.replacements:
+        if self.replacements or self.graphs:
             atexit.register(self.say_unused)  # once, when every graph that will compile has
 
     def compile_options(self, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -115,7 +131,7 @@ class KerneloptBackend:
         """Compile one graph. ``mode="reduce-overhead"`` (or ``max-autotune``) runs it under Inductor's CUDA
         graphs: the replacements are installed before the graph's first call, so its recording holds them."""
         settings = self.compile_options(mode, options)
-        if not self.replacements:
+        if not self.replacements and not self.graphs:
             return compat.compile_fx_with_inner_hook(gm, example_inputs, lambda _cg: None, settings)
         graphs: list[Any] = []
         # Inductor's caches would hand back a compiled graph without running the hook that sees its module.
@@ -129,21 +145,34 @@ class KerneloptBackend:
     def _swap_into(self, compiled_graph: Any) -> None:
         from kernelopt.capture.swap import build_kernel
 
-        output = parse_output_code(compat.graph_source_code(compiled_graph))
+        source = compat.graph_source_code(compiled_graph)
+        output = parse_output_code(source)
         if not any(k.language == "triton" for k in output.kernels.values()):
             return
         module = compat.output_module(compiled_graph)
+        digest = graph_digest(source) if self.graphs else None
+        graph = next((g for g in self.graphs if g.original_digest == digest), None)
+        if graph is not None:  # the whole call sequence: the graph's own kernels no longer run
+            verdict = check_static_graph(graph, original_source=source, allow_cpp=False)
+            if not verdict.passed:
+                raise KerneloptError(f"{self.origin}: graph {graph.graph}'s call sequence fails the static gate: "
+                                     f"{verdict.reason}")  # fmt: skip
+            swap_call(module, source, graph, build_graph_kernels(graph))
+            key = f"graph {graph.graph}"
+            self.report.used[key] = self.report.used.get(key, 0) + 1
+            return
         for name in swap_matching(vars(module), output, self.replacements, build_kernel):
             self.report.used[name] = self.report.used.get(name, 0) + 1
 
     def say_unused(self) -> str | None:
         """One line naming the replacements no compiled graph matched (logged once), or None."""
-        unused = self.report.unused(self.replacements)
+        unused = [r.address.name for r in self.report.unused(self.replacements)]
+        unused += [f"graph {g.graph}" for g in self.graphs if f"graph {g.graph}" not in self.report.used]
         if not unused:
             return None
         line = (
-            f"{self.origin}: {len(unused)} of {len(self.replacements)} verified kernels not used "
-            f"({', '.join(r.address.name for r in unused)}): no compiled graph holds the kernel they were verified "
+            f"{self.origin}: {len(unused)} of {len(self.replacements) + len(self.graphs)} verified kernels or graphs "
+            f"not used ({', '.join(unused)}): no compiled graph holds the kernel or call sequence they were verified "
             "against (other shapes, a recompile, another torch or Triton); Inductor's kernels run there"
         )
         if not self._said:
@@ -159,7 +188,7 @@ def backend(path: str | Path | None = None) -> KerneloptBackend:
     doc = read_export(path)
     check_versions(doc, path)
     replacements = [Replacement.from_dict(r) for r in doc["replacements"]]
-    return KerneloptBackend(replacements, doc.get("options") or {}, origin=str(path))
+    return KerneloptBackend(replacements, doc.get("options") or {}, origin=str(path), graphs=graph_candidates(doc))
 
 
 def store_backend(store_path: str | Path | None = None) -> KerneloptBackend:

@@ -2,9 +2,11 @@
 
 An exported model is one JSON file: the problem's source text and sizes, the
 seed its weights come from, the Inductor options, the replacement table
-(graph, kernel name, sha256 of the original source, replacement source) and
-the verification record. Loading recompiles the problem with Inductor, checks
-every original kernel's hash, swaps the replacements in and proves they run.
+(graph, kernel name, sha256 of the original source, replacement source), the
+graph candidates (a graph's changed call sequence with its own kernels, and the
+digest of the graph it was made for) and the verification record. Loading
+recompiles the problem with Inductor, checks every original kernel's hash and
+every changed graph's digest, swaps the replacements in and proves they run.
 A different torch or Triton would compile different kernels, so it is refused.
 
 An exported file is untrusted input too (it may have been edited since it was
@@ -26,15 +28,18 @@ from typing import Any
 import torch
 
 from kernelopt.capture import Artifact, capture
+from kernelopt.capture.graph_swap import GraphCandidate, GraphSwap, build_graph_kernels, check_graphs_live, swap_graph
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, find_kernel, swap_kernel
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import triton_version
 from kernelopt.problem import Problem, load_problem
 from kernelopt.verify.static import check_static, check_static_candidate
+from kernelopt.verify.static_graph import check_static_graph
 from kernelopt.verify.verdict import Verdict
 
 FORMAT = "kernelopt-artifact"  # the file format marker, kept so earlier exports still load
-FORMAT_VERSION = 2  # 2: the file carries a digest of everything in it
+FORMAT_VERSION = 3  # 2: the file carries a digest of everything in it; 3: and graph candidates
+READABLE_VERSIONS = (2, 3)  # a version-2 file has no graph candidates
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ def export_model(
     verification: dict[str, Any],
     seed: int = 0,
     options: dict[str, Any] | None = None,
+    graphs: Sequence[GraphCandidate] = (),
 ) -> Path:
     """Write the exported file (atomically: a killed run never leaves half a file)."""
     path = Path(path)
@@ -75,6 +81,7 @@ def export_model(
         },
         "options": options or {},
         "replacements": [r.to_dict() for r in replacements],
+        "graphs": [g.to_dict() for g in graphs],
         "verification": verification,
     }
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -109,7 +116,7 @@ def read_export(path: str | Path) -> dict[str, Any]:
         raise KerneloptError(f"{path}: not a readable kernelopt artifact ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise KerneloptError(f"{path}: not a kernelopt artifact (no '{FORMAT}' format marker)")
-    if doc.get("format_version") != FORMAT_VERSION:
+    if doc.get("format_version") not in READABLE_VERSIONS:
         raise KerneloptError(
             f"{path}: artifact format {doc.get('format_version')} is not {FORMAT_VERSION}; re-export it with this kernelopt"
         )
@@ -136,10 +143,16 @@ class LoadedModel:
     """A compiled model running verified replacement kernels; call it like the original."""
 
     def __init__(
-        self, artifact: Artifact, swaps: list[Swap], problem: Problem | None, example_inputs: list[Any]
+        self,
+        artifact: Artifact,
+        swaps: list[Swap],
+        problem: Problem | None,
+        example_inputs: list[Any],
+        graph_swaps: list[GraphSwap] | None = None,
     ) -> None:
         self.artifact = artifact
         self.swaps = swaps
+        self.graph_swaps = graph_swaps or []
         self.problem = problem
         self.example_inputs = example_inputs
 
@@ -183,6 +196,35 @@ def check_replacements_static(
         _refuse_unless_passed(verdict, path, r.address.name)
 
 
+def graph_candidates(doc: dict[str, Any]) -> list[GraphCandidate]:
+    """The graph candidates of an exported file's content (none in a version-2 file)."""
+    return [GraphCandidate.from_dict(g) for g in doc.get("graphs") or []]
+
+
+def check_graphs_static(path: str | Path, graphs: Sequence[GraphCandidate], artifact: Artifact | None = None) -> None:
+    """Refuse, with one line naming the graph and the rule, a graph candidate gate 1 rejects. Without
+    ``artifact`` only its kernels' candidate-only rules run (and C++ kernels are refused: an exported
+    file brings none); with it, the whole candidate is checked against the graph it replaces."""
+    for graph in graphs:
+        if artifact is None:
+            for kernel in graph.kernels:
+                if kernel.language != "triton":
+                    raise KerneloptError(f"{path}: graph {graph.graph}'s kernel {kernel.name} is {kernel.language}: "
+                                         "an exported graph candidate brings Triton kernels only")  # fmt: skip
+                _refuse_unless_passed(check_static_candidate(kernel.source, kernel_name=kernel.name), path, kernel.name)
+            continue
+        if not 0 <= graph.graph < len(artifact.graphs):
+            raise KerneloptError(
+                f"{path}: the model compiled into {len(artifact.graphs)} graph(s), no graph {graph.graph}"
+            )
+        verdict = check_static_graph(graph, original_source=artifact.graphs[graph.graph].source_code, allow_cpp=False)
+        if not verdict.passed:
+            raise KerneloptError(
+                f"{path}: graph {graph.graph}'s call sequence fails the static gate ({verdict.details.get('rule')}): "
+                f"{verdict.reason}"
+            )
+
+
 def load(
     path: str | Path,
     model: torch.nn.Module | None = None,
@@ -198,7 +240,9 @@ def load(
     doc = read_export(path)
     check_versions(doc, path)
     replacements = [Replacement.from_dict(r) for r in doc["replacements"]]
+    graphs = graph_candidates(doc)
     check_replacements_static(path, replacements)
+    check_graphs_static(path, graphs)
     seed = int(doc["problem"]["seed"])
     problem = _materialise_problem(doc) if model is None or example_inputs is None else None
     if model is None:
@@ -211,6 +255,10 @@ def load(
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in example_inputs]
     artifact = capture(model, inputs, doc.get("options") or {})
     check_replacements_static(path, replacements, artifact)
+    check_graphs_static(path, graphs, artifact)
     swaps = [swap_kernel(artifact, r.address, r.source) for r in replacements]
+    graph_swaps = [swap_graph(artifact, g, build_graph_kernels(g)) for g in graphs]
     check_swaps_live(artifact, swaps, inputs)
-    return LoadedModel(artifact, swaps, problem, inputs)
+    if graph_swaps:
+        check_graphs_live(artifact, graph_swaps, inputs)
+    return LoadedModel(artifact, swaps, problem, inputs, graph_swaps)

@@ -47,7 +47,7 @@ class RunnerModel:
         lists restore the compiled model. Proves each replacement launches and each changed call
         sequence runs. Returns which kernels this capture compiled with another Triton backend hash."""
         for graph_swap in reversed(self.graph_swaps):
-            restore_graph(self.artifact, graph_swap)
+            restore_graph(graph_swap)
         self.graph_swaps = []
         for swap in reversed(self.swaps):
             restore(self.artifact, swap)

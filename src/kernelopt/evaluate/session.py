@@ -24,6 +24,8 @@ from typing import Any
 import torch
 
 from kernelopt.capture import Artifact, capture, compat
+from kernelopt.capture.artifact import separate_code
+from kernelopt.capture.graph_swap import GraphCandidate, from_variant
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
@@ -97,6 +99,9 @@ class EvaluationSession:
         self.reference = reference or ReferenceRunner(device="cuda", spec=asdict(spec))
         self._peak = peak_gbps
         self._snapshots: dict[str, list[list[Any]]] = {}
+        self._graph_variants: dict[
+            str, list[GraphCandidate | str]
+        ] = {}  # options key -> per graph: candidate or why not
         self.restitched = RestitchedModel(
             self.problem, self.model, self.artifact, self.inputs, self.device, self.runner, self.reference
         )
@@ -137,6 +142,56 @@ class EvaluationSession:
             return None
         probe = build_kernel(kernel.source + "\n# kernelopt: coordinate-descent probe\n", kernel.name)
         return compat.coordinate_descent_config(probe, clone_args(snapshots[0]))
+
+    def graph_variants(self, options: dict[str, Any]) -> list[GraphCandidate | str]:
+        """Each graph of the model as Inductor compiles it under ``options`` (beside the capture, which
+        keeps its code), as a graph candidate or the reason there is none; compiled once per option set.
+        Inductor's own code, from the user's own model: no candidate runs here."""
+        key = repr(sorted(options.items()))
+        if key not in self._graph_variants:
+            self._graph_variants[key] = self._compile_graph_variants(options, len(self._graph_variants))
+        return self._graph_variants[key]
+
+    def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
+        unknown = [name for name in options if not compat.has_inductor_option(name)]
+        if unknown:
+            return [f"this torch has no option {unknown[0]}"] * len(self.artifact.graphs)
+        stage(f"graph variant {index}")
+        try:
+            variant = capture(
+                separate_code(self.model, f"kernelopt_graph_{index}"),
+                self.inputs,
+                {**self.spec.options, **options},
+                reset=False,
+            )
+        except Exception as exc:  # an option this model cannot compile with: say so, go on
+            return [f"did not compile: {type(exc).__name__}: {exc}".splitlines()[0][:300]] * len(self.artifact.graphs)
+        if len(variant.graphs) != len(self.artifact.graphs):
+            why = f"compiled into {len(variant.graphs)} graphs, not {len(self.artifact.graphs)}"
+            return [why] * len(self.artifact.graphs)
+        out: list[GraphCandidate | str] = []
+        for original, other in zip(self.artifact.graphs, variant.graphs):
+            made = from_variant(original, other, f"ko{index}", f"Inductor with {options}", options)
+            out.append(made or "the same call sequence and kernels, or other parameters or outputs")
+        del variant
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return out
+
+    def evaluate_graph(self, graph: int, options: dict[str, Any], settings: GateSettings) -> dict[str, Any]:
+        """The gates for graph ``graph`` as Inductor writes it under ``options``
+        (:func:`kernelopt.evaluate.graph_candidate.evaluate_graph`)."""
+        from kernelopt.evaluate.graph_candidate import evaluate_graph
+
+        variants = self.graph_variants(options)
+        made = variants[graph] if 0 <= graph < len(variants) else f"the model has no graph {graph}"
+        if isinstance(made, str):
+            verdict = Verdict("static", False, f"no graph candidate: {made}", {"rule": "variant"})
+            return {"verdicts": [verdict.to_dict()], "passed": False, "graph": graph, "timings": {}, "gpu_s": 0.0}
+        result = evaluate_graph(self.restitched, self.artifact.graphs[graph].source_code, made, settings)
+        if result["passed"]:
+            result["graph_candidate"] = made.to_dict()
+        return result
 
     def kernel_facts(self, name: str) -> dict[str, Any]:
         _, _, kernel = self.kernel(name)

@@ -71,15 +71,40 @@ def inductor_tuned_config(spec: dict[str, Any], kernel: str, peak_gbps: float | 
 
 
 def verify_together(
-    spec: dict[str, Any], replacements: Sequence[dict[str, Any]], settings: dict[str, Any], peak_gbps: float | None
+    spec: dict[str, Any],
+    replacements: Sequence[dict[str, Any]],
+    settings: dict[str, Any],
+    peak_gbps: float | None,
+    graphs: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """All winning kernels swapped in at once: model gate again, and the end-to-end speedup.
+    """All winning kernels and graph candidates swapped in at once: model gate again, and the
+    end-to-end speedup.
 
     The replacements are built and run in the candidate's process; this (judge's)
-    process compares and times its own compiled model against them."""
+    process compares and times its own compiled model against them. Each graph candidate
+    passes gate 1 again here, against this capture's graph, before anything of it is built."""
+    from kernelopt.capture.graph_swap import GraphCandidate
+    from kernelopt.verify.static_graph import check_static_graph
+
     s = _session(spec, peak_gbps)
     gates = GateSettings(**settings)
     stage("final")
+    graph_keys = []
+    for raw in graphs:
+        candidate = GraphCandidate.from_dict(raw)
+        if not 0 <= candidate.graph < len(s.artifact.graphs):
+            return FinalCheck(
+                Verdict("model", False, f"the model has no graph {candidate.graph}", {"rule": "swap"})
+            ).to_dict()
+        static = check_static_graph(candidate, original_source=s.artifact.graphs[candidate.graph].source_code)
+        if not static.passed:
+            return FinalCheck(static).to_dict()
+        if not s.runner.calibration_ms:
+            s.runner.calibrate_on_model()
+        key, error, _ = s.runner.build_graph(candidate.to_dict())
+        if error is not None:
+            return FinalCheck(Verdict("model", False, f"graph {candidate.graph}: {error}", {"rule": "build"})).to_dict()
+        graph_keys.append(key)
     keys = []
     originals = {k.name: k.source for _, k in s.artifact.kernels()}
     for r in replacements:
@@ -88,7 +113,7 @@ def verify_together(
             return FinalCheck(Verdict("model", False, f"{r['address']['name']}: {error}", {"rule": "build"})).to_dict()
         keys.append((r["address"], key, originals.get(r["address"]["name"], "")))
     try:
-        s.runner.set_swaps(keys)
+        s.runner.set_swaps(keys, graph_keys)
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)
         check = FinalCheck(verdict)
         if verdict.passed:
@@ -110,6 +135,32 @@ def verify_together(
     except RunnerDied as exc:
         s.runner.restart()
         return FinalCheck(Verdict("model", False, str(exc), {"rule": "candidate_process"})).to_dict()
+
+
+def graph_variants(
+    spec: dict[str, Any], option_sets: Sequence[dict[str, Any]], peak_gbps: float | None
+) -> list[list[dict[str, Any]]]:
+    """Per option set, per graph: whether Inductor wrote that graph otherwise under it
+    (``{"options", "available", "reason", "kernels"}``); the candidates stay in the session."""
+    s = _session(spec, peak_gbps)
+    out = []
+    for options in option_sets:
+        row = []
+        for made in s.graph_variants(dict(options)):
+            if isinstance(made, str):
+                row.append({"options": dict(options), "available": False, "reason": made, "kernels": 0})
+            else:
+                row.append({"options": dict(options), "available": True, "reason": None, "kernels": len(made.kernels)})
+        out.append(row)
+    return out
+
+
+def evaluate_graph(
+    spec: dict[str, Any], graph: int, options: dict[str, Any], settings: dict[str, Any], peak_gbps: float | None
+) -> dict[str, Any]:
+    """A graph candidate (graph ``graph`` under ``options``) through the gates; a passed one carries
+    its call sequence and kernels (``graph_candidate``) for the final check and the export."""
+    return _session(spec, peak_gbps).evaluate_graph(graph, dict(options), GateSettings(**settings))
 
 
 def evaluate_knobs(

@@ -45,6 +45,8 @@ def result_of(raw: dict[str, Any]) -> EvaluationResult:
         measurements["baseline_time_us"] = cmp["baseline"]["median_ms"] * 1000.0
     if raw.get("end_to_end"):
         measurements["end_to_end"] = raw["end_to_end"]
+    if raw.get("graph_candidate"):  # a passed graph candidate's call sequence and kernels, for the export
+        measurements["graph_candidate"] = raw["graph_candidate"]
     if raw.get("build_s") is not None:  # a CUDA C++ candidate's nvcc time, inside gpu_s but reported apart
         measurements["build_s"] = raw["build_s"]
     return EvaluationResult(

@@ -13,7 +13,8 @@ from kernelopt.capture.output_code import source_hash
 from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, final_settings
 from kernelopt.pipeline.evaluator import SESSION, WorkerEvaluator
-from kernelopt.pipeline.records import OptimizeReport, Winner
+from kernelopt.pipeline.graph_stage import recheck_graph
+from kernelopt.pipeline.records import GraphResult, KernelResult, OptimizeReport, Winner
 from kernelopt.pipeline.run_context import RunContext
 from kernelopt.search.nodes import Node
 
@@ -76,17 +77,26 @@ def finalize(
     report.optimized_ms = report.compiled_ms
     report.speedup_vs_eager = report.eager_ms / report.compiled_ms
     recheck(report, run, settings, runners_up)
-    winners = report.winners
-    if not winners:
+    for graph in report.graph_winners:
+        run.emit("stage", {"stage": "final gates", "kernel": f"graph {graph.graph}"})
+        recheck_graph(run, graph, settings)
+    winners, graphs = report.winners, report.graph_winners
+    if not winners and not graphs:
         report.final_reason = "no candidate passed all four gates faster than the compiler: the baseline stays"
         return
     for k in winners:
         assert k.best is not None
         info = analysis.kernels[k.name]
         k.best.address = {"graph": info.graph, "name": k.name, "sha256": source_hash(info.source)}
-    attempts = [winners] + ([[max(winners, key=lambda k: k.speedup)]] if len(winners) > 1 else [])
-    for group in attempts:
-        run.emit("stage", {"stage": "final verification", "kernels": [k.name for k in group]})
+    attempts: list[tuple[list[KernelResult], list[GraphResult]]] = [(winners, graphs)]
+    if len(winners) + len(graphs) > 1:  # then the single best of each kind alone
+        if winners:
+            attempts.append(([max(winners, key=lambda k: k.speedup)], []))
+        if graphs:
+            attempts.append(([], [max(graphs, key=lambda g: g.speedup)]))
+    for group, graph_group in attempts:
+        names = [k.name for k in group] + [f"graph {g.graph}" for g in graph_group]
+        run.emit("stage", {"stage": "final verification", "kernels": names})
         payload = [{"address": k.best.address, "source": k.best.source} for k in group if k.best is not None]
         outcome = run.worker.call(
             f"{SESSION}:verify_together",
@@ -94,6 +104,7 @@ def finalize(
             payload,
             settings.to_dict(),
             run.peak,
+            [g.best for g in graph_group if g.best is not None],
             timeout_s=run.timeout_s,
         )
         if not outcome.ok:
@@ -114,9 +125,17 @@ def finalize(
             for k in report.kernels:
                 if k not in group:
                     k.best = None
-            report.final_reason = f"verified: {len(group)} kernel(s) replaced, re-stitched model passed the model gate"
+            for g in report.graphs:
+                if g not in graph_group:
+                    g.best = None
+            replaced = f"{len(group)} kernel(s) replaced" + (
+                f", {len(graph_group)} graph call sequence(s) regenerated" if graph_group else ""
+            )
+            report.final_reason = f"verified: {replaced}, re-stitched model passed the model gate"
             return
         report.final_reason = f"re-stitched model rejected: {final.reason}"
     for k in report.kernels:
         k.best = None
+    for g in report.graphs:
+        g.best = None
     report.final_reason += "; the baseline stays"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.capture.compat import mode_options
+from kernelopt.capture.graph_swap import GraphCandidate
 from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, resolve
@@ -42,6 +43,7 @@ from kernelopt.pipeline.evaluator import (
     stage_medians,
 )
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
+from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, search_graphs
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
@@ -56,6 +58,7 @@ from kernelopt.pipeline.stock_modes import (
 from kernelopt.problem import load_problem
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.engine import SearchEngine
+from kernelopt.search.graph_variants import graph_target
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import DEFAULT_OPERATORS, SearchContext, make_operators
 from kernelopt.search.policy import make_policy
@@ -215,8 +218,9 @@ def optimize(
                 if k.best is not None
             ]
             options = report.options or {}
+            graphs = [GraphCandidate.from_dict(g.best) for g in report.graph_winners if g.best is not None]
             report.exported = str(
-                export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options)
+                export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options, graphs=graphs)
             )
             _keep_tuned(store, run_id, label, report)
         if stock_modes:
@@ -335,6 +339,13 @@ def _optimize(run: RunContext) -> OptimizeReport:
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
+    if run.uses(GRAPH_OPERATOR):  # graphs none of whose kernels won: their call sequences regenerated
+        won = {analysis.kernels[k.name].graph for k in report.winners if k.name in analysis.kernels}
+        report.graphs = search_graphs(run, nodes, won)
+        for g in report.graphs:
+            evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
+            report.evaluations += len(evaluated)
+            report.gpu_s += gpu_seconds(evaluated)
     finalize(report, run, analysis, runners_up)
     if knobs and knobs["used"]:
         on_top_of_options(report, knobs, base)

@@ -42,6 +42,21 @@ class KernelResult:
 
 
 @dataclass
+class GraphResult:
+    """The search over one graph's call sequence (graph candidates, :mod:`kernelopt.search.graph_variants`)."""
+
+    graph: int
+    speedup: float  # the best candidate's end-to-end speedup in the search, 1.0 when none passed
+    evaluations: int
+    failures_by_gate: dict[str, int]
+    stop_reason: str
+    best: dict[str, Any] | None = None  # the winner (GraphCandidate.to_dict), None when none passed
+    note: str = ""
+    node: int | None = None  # the search node it came from
+    final_check: str = ""
+
+
+@dataclass
 class OptimizeReport:
     problem: str
     run_id: int
@@ -50,6 +65,7 @@ class OptimizeReport:
     compiled_ms: float
     amdahl_bound: float
     kernels: list[KernelResult] = field(default_factory=list)
+    graphs: list[GraphResult] = field(default_factory=list)  # call sequences regenerated under other options
     gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
     launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
     fusion_bound: float | None = None  # compiled over the traffic floor, for graphs of generated kernels only
@@ -90,6 +106,10 @@ class OptimizeReport:
     @property
     def winners(self) -> list[KernelResult]:
         return [k for k in self.kernels if k.best is not None]
+
+    @property
+    def graph_winners(self) -> list[GraphResult]:
+        return [g for g in self.graphs if g.best is not None]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

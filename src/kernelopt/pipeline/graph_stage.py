@@ -1,0 +1,142 @@
+"""The graph stage of an optimize run: each graph's call sequence as Inductor writes it under other options.
+
+Runs after the kernel search, on the graphs none of whose kernels won (a graph candidate replaces
+every kernel of its graph, so the two never stack on one graph). Each option set of
+:data:`~kernelopt.search.graph_variants.GRAPH_OPTIONS` is compiled once in the evaluation worker;
+the graphs it changed are searched, each candidate judged end to end (gate 1's wrapper rules, the
+model gate, the whole model timed against the compiled one). The winners join the kernel winners
+in the final verification and the export.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, SESSION, failure_of, result_of
+from kernelopt.pipeline.records import GraphResult
+from kernelopt.pipeline.run_context import RunContext
+from kernelopt.search.candidate import Candidate, EvaluationResult
+from kernelopt.search.engine import SearchEngine
+from kernelopt.search.graph_variants import GRAPH_OPTIONS, graph_target
+from kernelopt.search.nodes import Node, NodeStore
+from kernelopt.search.operators import SearchContext
+
+GRAPH_OPERATOR = "graph-variants"
+
+
+def graph_variants(run: RunContext) -> list[list[dict[str, Any]]] | None:
+    """Per graph, per option set: whether Inductor wrote it otherwise (kept in the store: a resumed
+    run reads it back); None when the worker could not say (the reason is emitted)."""
+    known = run.store.measurements(run.run_id, "graph_variants").get("graph_variants")
+    if known is None:
+        run.emit("stage", {"stage": "graph variants"})
+        outcome = run.worker.call(
+            f"{SESSION}:graph_variants",
+            asdict(run.spec),
+            list(GRAPH_OPTIONS),
+            run.peak,
+            timeout_s=run.timeout_s * 2,
+        )
+        if not outcome.ok:
+            run.emit("warning", {"message": f"graph variants not compiled: {outcome.status}: {outcome.reason}"})
+            return None
+        rows = outcome.value  # per option set, per graph
+        known = [[row[g] for row in rows] for g in range(len(rows[0]) if rows else 0)]
+        run.store.add_measurement(run.run_id, "graph_variants", {"graph_variants": known})
+    else:
+        known = known["graph_variants"]
+    return known
+
+
+def search_graphs(run: RunContext, nodes: NodeStore, skip: set[int]) -> list[GraphResult]:
+    """Search every graph not in ``skip`` that some option set compiles otherwise."""
+    per_graph = graph_variants(run)
+    if per_graph is None:
+        return []
+    results = []
+    for graph, variants in enumerate(per_graph):
+        if graph in skip or not any(v["available"] for v in variants):
+            continue
+        results.append(_search_graph(run, nodes, graph, variants))
+    return results
+
+
+def recheck_graph(run: RunContext, result: GraphResult, settings: GateSettings) -> None:
+    """A graph winner through the gates again with the run's full seeds and timing; one that fails
+    keeps the graph as compiled."""
+    assert result.best is not None
+    options = result.best.get("options") or {}
+    outcome = run.worker.call(
+        f"{SESSION}:evaluate_graph",
+        asdict(run.spec),
+        result.graph,
+        options,
+        settings.to_dict(),
+        run.peak,
+        timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
+    )
+    again = result_of(outcome.value) if outcome.ok else failure_of(outcome)
+    seeds = f"model seeds {list(settings.model_seeds)}, {settings.trials} trials"
+    if again.passed and again.fitness > 1.0:
+        result.final_check = f"passed again with {seeds}"
+        result.speedup = again.fitness
+        result.best = again.measurements.get("graph_candidate", result.best)
+    else:
+        result.final_check = f"failed with {seeds}: {again.failed_gate}: {again.reason}"
+        result.best = None
+        result.speedup = 1.0
+
+
+def _search_graph(run: RunContext, nodes: NodeStore, graph: int, variants: list[dict[str, Any]]) -> GraphResult:
+    target = graph_target(graph)
+
+    def evaluate(batch: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
+        for node in batch:
+            outcome = run.worker.call(
+                f"{SESSION}:evaluate_graph",
+                asdict(run.spec),
+                graph,
+                node.candidate.options or {},
+                run.settings.to_dict(),
+                run.peak,
+                timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
+            )
+            yield node, result_of(outcome.value) if outcome.ok else failure_of(outcome)
+
+    def context(history: list[Node]) -> SearchContext:
+        return SearchContext(
+            target=target, nodes=history, rng=random.Random(run.seed), facts={"graph_variants": variants}
+        )
+
+    run.emit("stage", {"stage": "graph search", "kernel": target})
+    engine = SearchEngine(
+        nodes,
+        target,
+        Candidate(target, "root", options={}),
+        [op for op in run.ops if op.name == GRAPH_OPERATOR],
+        run.selection,
+        run.budget,
+        evaluate,
+        context,
+        on_event=lambda kind, data: run.emit(kind, {**data, "kernel": target}),
+        seed=run.seed,
+    )
+    outcome = engine.run()
+    best = outcome.best
+    evaluated = [n for n in nodes.evaluated(target) if n.operator != "root"]
+    won = best is not None and best.operator != "root" and best.result is not None and (best.fitness or 0.0) > 1.0
+    winner = best.result.measurements.get("graph_candidate") if won and best and best.result else None
+    return GraphResult(
+        graph=graph,
+        speedup=best.fitness if won and best and best.fitness else 1.0,
+        evaluations=len(evaluated),
+        failures_by_gate=outcome.failures_by_gate,
+        stop_reason=outcome.stop_reason,
+        best=winner,
+        note=best.candidate.note if won and best else "",
+        node=best.id if won and best else None,
+    )
