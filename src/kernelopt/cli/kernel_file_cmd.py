@@ -41,6 +41,7 @@ def optimize_kernel_file(
     refused: dict[str, bool],
     err: Console,
     sizes: dict[str, Any] | None = None,
+    kernel: str | None = None,
 ) -> FileReport:
     """The run for a kernel file (its kind read by ``optimize``), with the model-only flags refused."""
     from kernelopt.cli.format import OptimizeProgress
@@ -61,6 +62,7 @@ def optimize_kernel_file(
             llm=llm,
             llm_config=llm_config,
             sizes=sizes,
+            kernel=kernel,
         )
     return report
 
@@ -92,6 +94,8 @@ def print_file_report(report: FileReport, console: Console) -> None:
     )
     console.print(table)
     lines = [report.final_reason]
+    if report.llm_usage is not None and report.kernel:
+        lines.append(f"the LLM agents worked on {report.kernel} (--kernel NAME picks another)")
     if report.helion:
         h = report.helion
         if h.get("tuned"):
