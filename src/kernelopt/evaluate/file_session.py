@@ -113,7 +113,7 @@ class FileSession:
     def helion_configs(
         self, effort: str | None = None, budget_s: int | None = None, search: str = ""
     ) -> dict[str, Any]:
-        """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice."""
+        """Each Helion kernel's default config and, with ``effort``, Helion's own autotuner's choice."""
         inputs = clone_args(self.case(self.spec.seed, "given").inputs)
         return helion_configs(self.file, inputs, effort, budget_s, search)
 

@@ -112,7 +112,7 @@ class FileReport:
     speedup_iqr: tuple[float, float] = (1.0, 1.0)
     optimized_us: float | None = None
     best: Winner | None = None
-    helion: dict[str, Any] | None = None  # a Helion file: its default config, the autotuner's choice and its time
+    helion: dict[str, Any] | None = None  # a Helion file: per kernel, its default config, the autotuner's choice
     over_helion_tuned: float | None = None  # the delivery against Helion's own autotuned config, where it passed
     exported: str | None = None
     record: str | None = None
@@ -344,7 +344,7 @@ def _run(
             near = _near_roofline(report, budget)
             autotune = "helion-autotune" in operators and near is None
             report.helion = facts["helion"] = _helion_stage(
-                store, run_id, worker, spec, peak, autotune, config, budget, notify
+                store, run_id, worker, spec, peak, autotune, config, budget, notify, len(kernel_file.kernels)
             )
             if "helion-autotune" in operators and near is not None:
                 report.helion["skipped"] = near  # the search would stop before judging its choice
@@ -407,10 +407,12 @@ def _helion_stage(
     config: Settings,
     budget: Budget,
     notify: Callable[[str, dict[str, Any]], None],
+    kernels: int,
 ) -> dict[str, Any]:
-    """The Helion kernel's default config and, for ``helion-autotune``, Helion's own autotuner's choice at
+    """Each Helion kernel's default config and, for ``helion-autotune``, Helion's own autotuner's choice at
     the ``helion_effort`` setting, run once per run (a resumed run reads it back) within the
-    ``helion_budget_s`` setting or the run's wall budget, whichever is shorter."""
+    ``helion_budget_s`` setting or the run's wall budget, whichever is shorter, which the file's
+    ``kernels`` share."""
     known = store.measurements(run_id, "helion").get("helion")
     if known is not None:
         return dict(known)
@@ -418,7 +420,8 @@ def _helion_stage(
     budget_s = int(min(config.helion_budget_s, budget.max_wall_s or config.helion_budget_s))
     if autotune:
         how = f"{config.helion_search}, " if config.helion_search else ""
-        notify("stage", {"stage": f"Helion's autotuner ({how}{effort} effort, at most {budget_s} s)"})
+        shared = f", shared by {kernels} kernels" if kernels > 1 else ""
+        notify("stage", {"stage": f"Helion's autotuner ({how}{effort} effort, at most {budget_s} s{shared})"})
     call = worker.call(
         f"{FILE_SESSION}:helion_configs",
         asdict(spec),
@@ -426,16 +429,20 @@ def _helion_stage(
         effort if autotune else None,
         budget_s,
         config.helion_search,
-        timeout_s=budget_s * 3 + 300,  # its compiles and benchmarks can overrun its own budget
+        timeout_s=budget_s * 3 + 300 * kernels,  # its compiles and benchmarks can overrun its own budget
     )
     if not call.ok:
         raise KerneloptError(f"{spec.path}: Helion could not configure the kernel in the worker: {call.reason}")
     helion = dict(call.value)
-    if helion.get("error"):
-        notify(
-            "warning",
-            {"message": f"Helion's autotuner failed ({helion['error']}); the search walks configs without it"},
-        )
+    for entry in helion["kernels"]:
+        if entry.get("error"):
+            which = f" on {entry['kernel']}" if kernels > 1 else ""
+            notify(
+                "warning",
+                {
+                    "message": f"Helion's autotuner failed{which} ({entry['error']}); the search walks configs without it"
+                },
+            )
     store.add_measurement(run_id, "helion", helion)
     return helion
 
