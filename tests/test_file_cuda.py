@@ -199,6 +199,97 @@ def test_a_cuda_candidate_for_a_helion_file_is_refused_by_gate_one() -> None:
     assert not verdict.passed and "Helion file's candidates are helion.Config choices" in verdict.reason
 
 
+# -- gate 1: each tensor read as its dtype ----------------------------------------------------------
+
+F32 = {"x_ptr": "float32", "y_ptr": "float32"}
+BF16 = {"x_ptr": "bfloat16", "y_ptr": "bfloat16"}
+X_READ = "  const float* x = x_ptr.data_ptr<float>();"
+BF16_CU = (
+    CU.read_text()
+    .replace(X_READ, "  const float* x = reinterpret_cast<const float*>(x_ptr.data_ptr<at::BFloat16>());")
+    .replace("  float* y = y_ptr.data_ptr<float>();", "  float* y = reinterpret_cast<float*>(y_ptr.data_ptr<at::BFloat16>());")
+)  # typed reads of the right dtype, whatever the pointers are cast to after (the kernel is still fp32: gate 2's)
+
+
+def _typed(cu: str, dtypes: dict[str, str]):
+    return check_static_file("triton", cu, original_source=SOFTMAX.read_text(), dtypes=dtypes)
+
+
+def test_each_tensor_s_typed_read_is_checked_against_the_dtype_the_file_passes() -> None:
+    assert _typed(CU.read_text(), F32).passed
+    verdict = _typed(CU.read_text(), BF16)
+    assert not verdict.passed and verdict.details["rule"] == "dtype"
+    assert verdict.reason.startswith(
+        "line 128: x_ptr.data_ptr<float>() reads the bfloat16 tensor x_ptr as float*; "
+        "read it as x_ptr.data_ptr<at::BFloat16>() (at::BFloat16 or __nv_bfloat16)"
+    ), verdict.reason
+    assert "and 1 more finding" in verdict.reason  # y_ptr's read too
+    assert _typed(BF16_CU, BF16).passed and not _typed(BF16_CU, F32).passed
+    assert _typed(CU.read_text(), {}).passed  # no dtypes known (gate 1 before the file ran): nothing compared
+
+
+@pytest.mark.parametrize(
+    ("read", "shown"),
+    [
+        ("  const float* x = (const float*) x_ptr.data_ptr();", "reads the bfloat16 tensor x_ptr as float*"),
+        ("  const float* x = reinterpret_cast<const float*>(x_ptr.data_ptr());", "tensor x_ptr as float*"),
+        ("  const float* x = static_cast<const float*>(x_ptr.const_data_ptr());", "tensor x_ptr as float*"),
+        ("  void* raw = x_ptr.data_ptr();\n  const float* x = static_cast<const float*>(raw);", "as void*"),
+        ("  using scalar_t = float;\n  const float* x = x_ptr.data_ptr<scalar_t>();", "tensor x_ptr as float*"),
+        ("  const float* x = (const float*) x_ptr.data_ptr<scalar_t>();", "a type gate 1 does not know"),
+        ("  const float* x = reinterpret_cast<const float*>(x_ptr.data_ptr<uint16_t>());", "as uint16_t*"),
+        ("  const float* x = read_x(x_ptr);", "tensor x_ptr is passed on whole"),
+    ],
+    ids=["c-cast", "reinterpret-cast", "static-cast-const", "void-pointer", "alias", "template", "same-size-int", "whole"],
+)
+def test_gate_one_refuses_a_bfloat16_tensor_read_as_float_however_it_is_spelled(read: str, shown: str) -> None:
+    cu = BF16_CU.replace(
+        "  const float* x = reinterpret_cast<const float*>(x_ptr.data_ptr<at::BFloat16>());", read
+    )
+    verdict = _typed(cu, BF16)
+    assert not verdict.passed and verdict.details["rule"] == "dtype" and shown in verdict.reason, verdict.reason
+    assert "\n" not in verdict.reason
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "  const float* x = (const float*) x_ptr.data_ptr();",
+        "  const float4* x4 = reinterpret_cast<const float4*>(x_ptr.data_ptr());\n  const float* x = x_ptr.data_ptr<float>();",
+        "  using elem = float;\n  typedef elem value_t;\n  const float* x = x_ptr.const_data_ptr<const value_t>();",
+        "  TORCH_CHECK(reinterpret_cast<uintptr_t>(x_ptr.data_ptr()) % 4 == 0);\n" + X_READ,
+    ],
+    ids=["c-cast", "vector-type", "aliases", "address-as-a-number"],
+)
+def test_gate_one_passes_every_honest_spelling_of_a_float_read(read: str) -> None:
+    verdict = _typed(CU.read_text().replace(X_READ, read), F32)
+    assert verdict.passed, verdict.reason
+
+
+def test_the_judge_reads_the_dtypes_from_the_file_s_own_launch_and_refuses_a_float_read_of_bfloat16(
+    tmp_path: Path,
+) -> None:
+    from kernelopt.evaluate.file_session import FileSession, FileSpec
+    from kernelopt.evaluate.gate_settings import GateSettings
+
+    path = tmp_path / "softmax_bf16.py"
+    path.write_text(
+        SOFTMAX.read_text()
+        .replace("ROWS = 4096\nCOLS = 32768", "ROWS = 6\nCOLS = 50")
+        .replace("torch.randn(ROWS, COLS)", "torch.randn(ROWS, COLS, dtype=torch.bfloat16)")
+    )
+    session = FileSession(FileSpec(str(path), {}, 0, "cpu"))
+    try:
+        assert session.slot_dtypes() == BF16  # the scalars (n_cols, strides) have none
+        result = session.evaluate(CU.read_text(), GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=2))
+        (static,) = result["verdicts"]
+        assert not static["passed"] and static["details"]["rule"] == "dtype"
+        assert "x_ptr.data_ptr<float>() reads the bfloat16 tensor x_ptr as float*" in static["reason"]
+        assert session.static(BF16_CU).passed  # nothing compiled: gate 1 alone
+    finally:
+        session.close()
+
+
 # -- delivery ---------------------------------------------------------------------------------------
 
 

@@ -101,3 +101,19 @@ def test_an_entry_that_raises_is_the_files_fault_in_one_line(tmp_path: Path) -> 
     )
     with pytest.raises(ProblemError, match=r"raises\.py: launch\(\) raised ValueError: bad shape"):
         load_kernel_file(path).run_entry([torch.zeros(1)])
+
+
+def test_kernel_calls_records_what_launch_passes_each_kernel_and_puts_the_kernels_back() -> None:
+    from conftest import FIXTURES
+
+    two = load_kernel_file(FIXTURES / "kernel_files" / "two_kernels.py", overrides={"N": 300})
+    kernels = (two.module.scale_kernel, two.module.add_kernel)
+    x, y = two.make_inputs(0)
+    calls = two.kernel_calls([x, y], ["scale_kernel", "add_kernel"])
+    ((scale,), (add,)) = calls["scale_kernel"], calls["add_kernel"]
+    assert scale.args[0] is x and scale.args[2] == 300 and scale.keywords == {"BLOCK": 256}
+    assert add.args[1] is y and add.args[0] is not x  # launch's own intermediate, not a file input
+    torch.testing.assert_close(add.args[0], 2.0 * x)  # it ran: the recorded tensors hold what the kernel got
+    assert (two.module.scale_kernel, two.module.add_kernel) == kernels
+    (copied,) = two.kernel_calls([x, y], ["scale_kernel"], copy=True)["scale_kernel"]
+    assert copied.args[0] is not x and torch.equal(copied.args[0], x)

@@ -91,3 +91,77 @@ def test_the_planner_may_choose_cuda_for_a_file_and_the_coder_s_cpp_is_judged_in
         assert "build_s" in node.result.measurements and report.best is None
     coder_system = json.dumps(server.requests[2].body)
     assert "The CUDA C++ slot contract" in coder_system and "x_ptr, y_ptr, n_cols, x_stride, y_stride" in coder_system
+
+
+ADD_CU = """// kernelopt: cuda
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <cstdint>
+
+__global__ void add(const float* a, const float* b, float* out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = a[i] + b[i];
+  }
+}
+
+void launch(torch::Tensor a_ptr, torch::Tensor b_ptr, torch::Tensor out_ptr, int64_t n) {
+  auto stream = at::cuda::getCurrentCUDAStream();
+  const unsigned int blocks = static_cast<unsigned int>((n + 255) / 256);
+  add<<<blocks, 256, 0, stream>>>(a_ptr.data_ptr<float>(), b_ptr.data_ptr<float>(), out_ptr.data_ptr<float>(), n);
+}
+"""
+
+
+def test_kernel_names_the_kernel_of_a_two_kernel_file_the_agents_see_and_the_cpp_replaces(tmp_path, server) -> None:
+    two = ROOT / "tests" / "fixtures" / "kernel_files" / "two_kernels.py"
+    server.enqueue(
+        reply({"bottleneck": "memory-bound", "evidence": ["two passes"], "headroom_us": 5.0, "notes": "an add"}),
+        reply(
+            {
+                "strategy": "plain-add",
+                "change": "the add in CUDA C++",
+                "expected_effect": "-10%",
+                "evidence": ["n"],
+                "risks": [],
+                "language": "cuda",
+            }
+        ),
+        reply({"source": ADD_CU, "summary": "one thread per element"}),
+        reply(
+            {
+                "strategy": "plain-add",
+                "what_worked": "did not build here",
+                "why": "no CUDA",
+                "apply_when": "a GPU",
+                "avoid_when": "never",
+                "speedup": None,
+                "success": False,
+            }
+        ),
+    )
+    store = Store(tmp_path / "k.db")
+    report = optimize_file(
+        two,
+        store,
+        operators=[],
+        budget=Budget(max_evaluations=1, patience=3),
+        device="cpu",
+        kernel="add_kernel",
+        settings=GateSettings(kernel_seeds=(0,), model_seeds=(0,), trials=4, kernel_distributions=("neg",)),
+        llm=f"openai-compatible:kernel-coder@{server.base_url}",
+        export_path=tmp_path / "t_kopt.py",
+    )
+    (node,) = [n for n in NodeStore(store, report.run_id).nodes("two_kernels") if n.operator == "llm"]
+    static = node.result.verdicts[0]
+    assert report.kernel == "add_kernel" and store.run(report.run_id).args["kernel"] == "add_kernel"
+    assert static["passed"] and static["details"]["kernel"] == "add_kernel", static["reason"]
+    coder_system = json.dumps(server.requests[2].body)
+    assert "the file's kernel `add_kernel`, in this order (a_ptr, b_ptr, out_ptr, n)" in coder_system
+    from rich.console import Console
+
+    from kernelopt.cli.kernel_file_cmd import print_file_report
+
+    console = Console(record=True, width=200)
+    print_file_report(report, console)
+    assert "the LLM agents worked on add_kernel (--kernel NAME picks another)" in console.export_text()

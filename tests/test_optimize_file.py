@@ -128,3 +128,66 @@ def test_a_resumed_run_keeps_its_evaluations_and_continues_the_same_search(tmp_p
     after = {n.id: n.result for n in NodeStore(store, again.run_id).nodes("softmax_naive") if n.result is not None}
     assert again.run_id == first.run_id and again.evaluations == 4
     assert all(after[i] == result for i, result in before.items())  # nothing judged twice
+
+
+TWO = ROOT / "tests" / "fixtures" / "kernel_files" / "two_kernels.py"
+
+
+def test_kernel_picks_the_agents_kernel_of_a_file_and_a_name_it_does_not_launch_is_one_line() -> None:
+    from kernelopt.pipeline.optimize_file import main_kernel
+    from kernelopt.problem.kernel_file import load_kernel_file
+
+    two = load_kernel_file(TWO)
+    assert main_kernel(two) == "scale_kernel" and main_kernel(two, "add_kernel") == "add_kernel"
+    with pytest.raises(KerneloptError) as caught:
+        main_kernel(two, "nope")
+    assert str(caught.value) == (
+        f"{TWO}: --kernel nope: the file defines no @triton.jit kernel of that name; "
+        "it defines doubled, scale_kernel, add_kernel"
+    )
+    with pytest.raises(
+        KerneloptError, match=r"--kernel doubled: launch\(\) does not launch it .*: scale_kernel, add_kernel$"
+    ):
+        main_kernel(two, "doubled")  # a helper called from a kernel: no slot for the agents' C++
+    with pytest.raises(KerneloptError, match="helion file's kernels are all tuned: leave --kernel out"):
+        main_kernel(load_kernel_file(ROOT / "examples" / "kernels" / "helion_rms_scale.py"), "rms_scale")
+
+
+@pytest.mark.parametrize(
+    ("path", "flags", "shown"),
+    [
+        (TWO, ["--kernel", "nope", "--llm", "openai:gpt-x"], "--kernel nope: the file defines no @triton.jit kernel"),
+        (TWO, ["--kernel", "add_kernel"], "--kernel add_kernel picks the kernel the LLM agents rewrite; add --llm"),
+        (ROOT / "examples" / "problems" / "level1" / "15_rmsnorm.py", ["--kernel", "triton_red_fused_0"],
+         "--kernel applies to a kernel file; "),
+    ],
+    ids=["unknown-name", "without-llm", "model-problem"],
+)  # fmt: skip
+def test_the_cli_refuses_a_kernel_it_cannot_use_before_asking_for_a_gpu(
+    path: Path, flags: list[str], shown: str
+) -> None:
+    result = CliRunner().invoke(app, ["optimize", str(path), *flags])
+    assert result.exit_code != 0 and shown in " ".join(result.output.split()), result.output
+    assert "GPU" not in result.output
+
+
+def test_a_resumed_run_keeps_its_kernel_and_refuses_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt.pipeline import optimize_file as module
+
+    store = Store(tmp_path / "k.db")
+    run = store.start_run(
+        "optimize", "two_kernels", "cpu", {}, {"input": "triton", "kernel": "add_kernel", "sizes": {}}
+    )
+    with pytest.raises(
+        KerneloptError, match=f"run {run} was started with --kernel add_kernel: resume it with the same"
+    ):
+        optimize_file(TWO, store, resume_run=run, kernel="scale_kernel", llm="openai:gpt-x", device="cpu")
+    searched = []
+
+    def search(kernel_file, store, run_id, spec, *rest):  # the search itself is not this test's business
+        searched.append(spec.kernel)
+        return FileReport(kernel_file.name, kernel_file.kind, run_id, "cpu", 1.0, None, kernel=spec.kernel)
+
+    monkeypatch.setattr(module, "_run", search)
+    assert optimize_file(TWO, store, resume_run=run, device="cpu").kernel == "add_kernel"  # not the first launched
+    assert searched == ["add_kernel"]

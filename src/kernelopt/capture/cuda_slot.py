@@ -8,6 +8,8 @@ runtime parameters in order and hands them to the built ``launch`` (tensors stay
 scalars). The grid, the ``tl.constexpr`` values and the launch options (``num_warps``,
 ``num_stages``...) are Triton's business and are dropped: the CUDA source computes its own grid.
 So the C++ contract is the captured-kernel one: the Triton kernel's runtime parameters, in order.
+The same binding, applied to the calls the original ``launch`` makes, gives the dtypes of the tensors
+the slot receives (:func:`slot_dtypes`), which gate 1 holds the C++ element types to.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from kernelopt.problem.kernel_file import KernelFile
 
 
 class CudaSlot:
@@ -38,16 +45,24 @@ class CudaSlot:
         if self._at and max(self._at) < len(args) and not any(name in keywords for name in self.runtime):
             self.launcher.run(*(args[i] for i in self._at))
             return
-        known = {k: v for k, v in keywords.items() if k in self._signature.parameters}  # the rest: launch options
-        try:
-            bound = self._signature.bind_partial(*args, **known)
-        except TypeError as exc:
-            raise TypeError(f"{self.__name__}[grid](...): {exc}") from None
-        bound.apply_defaults()
-        missing = [name for name in self.runtime if name not in bound.arguments]
-        if missing:
-            raise TypeError(f"{self.__name__}[grid](...) passes no value for runtime parameter {missing[0]}")
-        self.launcher.run(*(bound.arguments[name] for name in self.runtime))
+        self.launcher.run(*runtime_arguments(self.__name__, self._signature, self.runtime, args, keywords))
+
+
+def runtime_arguments(
+    name: str, signature: inspect.Signature, runtime: Sequence[str], args: Sequence[Any], keywords: dict[str, Any]
+) -> list[Any]:
+    """The values of the ``runtime`` parameters in a call ``name[grid](*args, **keywords)`` of the kernel
+    whose function has ``signature`` (its defaults applied; keywords it does not take are launch options)."""
+    known = {k: v for k, v in keywords.items() if k in signature.parameters}
+    try:
+        bound = signature.bind_partial(*args, **known)
+    except TypeError as exc:
+        raise TypeError(f"{name}[grid](...): {exc}") from None
+    bound.apply_defaults()
+    missing = [parameter for parameter in runtime if parameter not in bound.arguments]
+    if missing:
+        raise TypeError(f"{name}[grid](...) passes no value for runtime parameter {missing[0]}")
+    return [bound.arguments[parameter] for parameter in runtime]
 
 
 def python_function(kernel: Any) -> Callable[..., Any]:
@@ -69,3 +84,18 @@ def bind_cuda_slot(module: ModuleType, name: str, launcher: Any, runtime: Sequen
     slot = CudaSlot(name, launcher, runtime, signature)
     setattr(module, name, slot)
     return slot
+
+
+def slot_dtypes(file: KernelFile, name: str, runtime: Sequence[str], inputs: list[Any]) -> dict[str, str]:
+    """The dtype (torch's name: ``bfloat16``) of each tensor the file's ``launch`` passes kernel ``name``'s
+    runtime parameters on ``inputs``, which a CUDA C++ candidate must read as its element type
+    (:mod:`kernelopt.verify.cuda_element_types`); a parameter whose calls pass different dtypes, or no
+    tensor, is left out."""
+    signature = inspect.signature(python_function(getattr(file.module, name)))
+    seen: dict[str, set[str]] = {}
+    for call in file.kernel_calls(inputs, [name])[name]:
+        values = runtime_arguments(name, signature, runtime, call.args, call.keywords)
+        for parameter, value in zip(runtime, values):
+            dtype = str(value.dtype).removeprefix("torch.") if isinstance(value, torch.Tensor) else ""
+            seen.setdefault(parameter, set()).add(dtype)
+    return {parameter: dtypes.pop() for parameter, dtypes in seen.items() if len(dtypes) == 1 and "" not in dtypes}

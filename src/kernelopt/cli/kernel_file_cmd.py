@@ -15,6 +15,7 @@ from rich.table import Table
 from kernelopt.config import Settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.optimize_file import FileReport, optimize_file
+from kernelopt.search.helion_configs import config_text
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 
@@ -41,6 +42,7 @@ def optimize_kernel_file(
     refused: dict[str, bool],
     err: Console,
     sizes: dict[str, Any] | None = None,
+    kernel: str | None = None,
 ) -> FileReport:
     """The run for a kernel file (its kind read by ``optimize``), with the model-only flags refused."""
     from kernelopt.cli.format import OptimizeProgress
@@ -61,6 +63,7 @@ def optimize_kernel_file(
             llm=llm,
             llm_config=llm_config,
             sizes=sizes,
+            kernel=kernel,
         )
     return report
 
@@ -92,17 +95,10 @@ def print_file_report(report: FileReport, console: Console) -> None:
     )
     console.print(table)
     lines = [report.final_reason]
+    if report.llm_usage is not None and report.kernel:
+        lines.append(f"the LLM agents worked on {report.kernel} (--kernel NAME picks another)")
     if report.helion:
-        h = report.helion
-        if h.get("tuned"):
-            lines.append(
-                f"Helion's autotuner ({h['search'] + ', ' if h.get('search') else ''}{h.get('effort')} effort) chose its "
-                f"config in {h.get('seconds', 0):.0f} s (tried first)"
-            )
-        elif h.get("error"):
-            lines.append(f"Helion's autotuner failed: {h['error']}")
-        elif h.get("skipped"):
-            lines.append(f"Helion's autotuner not run: {h['skipped']}")
+        lines += helion_lines(report.helion, report.best.config if report.best else None)
         if report.over_helion_tuned is not None:
             lines.append(f"{report.over_helion_tuned:.3f}x over Helion's own autotuned config (search timings)")
     if report.min_time_us:
@@ -117,6 +113,36 @@ def print_file_report(report: FileReport, console: Console) -> None:
         lines.append(f"wrote {report.exported} (the verified file) and {report.record} (its verification record)")
     for line in lines:
         console.print(line, markup=False, highlight=False)
+
+
+def helion_lines(helion: dict[str, Any], delivered: dict[str, Any] | None) -> list[str]:
+    """What the Helion stage did, kernel by kernel (one kernel: one line), and the config each delivered
+    kernel has baked in where the file has several."""
+    how = f"{helion['search'] + ', ' if helion.get('search') else ''}{helion.get('effort')} effort"
+    kernels = helion.get("kernels") or []
+    if helion.get("skipped"):
+        return [f"Helion's autotuner not run: {helion['skipped']}"]
+    if len(kernels) == 1:
+        (k,) = kernels
+        if k.get("tuned"):
+            return [f"Helion's autotuner ({how}) chose its config in {helion.get('seconds', 0):.0f} s (tried first)"]
+        return [f"Helion's autotuner failed: {k['error']}"] if k.get("error") else []
+    lines = []
+    for k in kernels:
+        if k.get("tuned"):
+            lines.append(
+                f"{k['kernel']}: Helion's autotuner ({how}) chose its config in {k.get('seconds', 0):.0f} s of "
+                f"its {k.get('budget_s')} s"
+            )
+        elif k.get("error"):
+            lines.append(f"{k['kernel']}: Helion's autotuner failed: {k['error']}")
+        elif k.get("skipped"):
+            lines.append(f"{k['kernel']}: {k['skipped']}")
+        if delivered and k["kernel"] in delivered:
+            lines.append(f"{k['kernel']}: delivered with {config_text(delivered[k['kernel']])} baked in")
+    if any(k.get("tuned") for k in kernels):
+        lines.append("the autotuner's configs, baked together (the default where it failed), were tried first")
+    return lines
 
 
 def print_file_analysis(found: dict[str, Any], console: Console) -> None:

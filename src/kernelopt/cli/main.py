@@ -179,6 +179,12 @@ def optimize(
     llm_config: Path | None = typer.Option(
         None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."
     ),
+    kernel: str | None = typer.Option(
+        None,
+        "--kernel",
+        help="For a Triton kernel file with --llm: the @triton.jit kernel the agents rewrite and a CUDA C++ "
+        "candidate replaces (default: the first one launch launches), as for kernelopt verify.",
+    ),
     export: Path | None = typer.Option(
         None,
         "--export",
@@ -219,13 +225,19 @@ def optimize(
 
         refused = {"--train": train, "--stock-modes": stock_modes, "--max-targets": max_targets is not None}
         done = optimize_kernel_file(
-            problem, kind, names, policy, plan, config, export, resume, llm, llm_config, as_json, refused, err, sizes
-        )
+            problem, kind, names, policy, plan, config, export, resume, llm, llm_config, as_json, refused, err, sizes,
+            kernel,
+        )  # fmt: skip
         if as_json:
             print_json(done.to_dict())
         else:
             print_file_report(done, out)
         return
+    if kernel is not None:  # a model's kernels are Inductor's, searched by headroom
+        raise KerneloptError(
+            f"--kernel applies to a kernel file; {problem} is a problem file, whose generated kernels are searched "
+            "by headroom: leave --kernel out (--max-targets bounds how many)"
+        )
     require_gpu()
     with Store(config.store) as db, OptimizeProgress(err, enabled=not as_json) as progress:
         report = run_optimize(

@@ -3,8 +3,10 @@
 A Helion kernel without a config baked in would autotune on its first call, in every process that
 loads it, for as long as its effort profile says; kernelopt runs it with Helion's default config
 instead (:data:`HELION_ENV` in the candidate's and the reference process, the same setting on the
-judge's own kernel objects) and runs Helion's own autotuner once, through its public API, within the
-run's budget (:func:`helion_configs`); the ``helion-autotune`` operator then proposes its choice.
+judge's own kernel objects) and runs Helion's own autotuner once per kernel, through its public API,
+within the run's budget (:func:`helion_configs`), on the arguments the file's ``launch`` really passes
+that kernel (which are not the file's inputs once ``launch`` computes anything between two kernels);
+the ``helion-autotune`` operator then proposes their choices, baked together.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kernelopt.problem.kernel_file import HELION, KernelFile
 
 HELION_ENV = {"HELION_AUTOTUNE_EFFORT": "none"}
 SEARCH_ENV = "HELION_AUTOTUNER"  # Helion's own name for its search algorithm setting
+NOT_CALLED = "launch() does not call it on the file's inputs: not tuned, its decorator left as written"
 
 
 def helion_kernels(file: KernelFile) -> list[Any]:
@@ -55,13 +58,54 @@ def helion_configs(
     budget_s: int | None = None,
     search: str = "",
 ) -> dict[str, Any]:
-    """The first Helion kernel's default config on ``inputs`` and, with ``effort``, what Helion's autotuner
-    (``search``: its algorithm by name, empty for Helion's own pick) chooses there within ``budget_s``
-    seconds (the judge's own kernel keeps its default config after)."""
-    kernel = helion_kernels(file)[0]
-    bound = kernel.bind(tuple(inputs))
+    """Each Helion kernel's default config on the arguments the file passes it and, with ``effort``, what
+    Helion's autotuner (``search``: its algorithm by name, empty for Helion's own pick) chooses there.
+    The kernels share ``budget_s`` seconds in turn, each the remainder's even share, so a kernel the
+    tuner finishes early leaves its time to the next (the judge's own kernels keep their default configs
+    after). One entry per kernel under ``kernels``, in the file's order."""
+    started = time.monotonic()
+    arguments = kernel_arguments(file, inputs)
+    waiting = len(arguments)  # the kernels still to tune: each gets an even share of what is left
+    entries = []
+    for name, kernel in zip(file.kernels, helion_kernels(file)):
+        args = arguments.get(name)
+        if args is None:
+            entries.append({"kernel": name, "default": None, "tuned": None, "skipped": NOT_CALLED})
+            continue
+        share = None
+        if effort is not None and budget_s is not None:
+            share = max(1, round((budget_s - (time.monotonic() - started)) / waiting))
+        entries.append(_kernel_configs(name, kernel, args, effort, share, search))
+        waiting -= 1
+    out: dict[str, Any] = {"kernels": entries}
+    if effort is not None:
+        out.update(effort=effort, search=search or None, budget_s=budget_s, seconds=time.monotonic() - started)
+    return out
+
+
+def kernel_arguments(file: KernelFile, inputs: Sequence[Any]) -> dict[str, tuple[Any, ...]]:
+    """The arguments each Helion kernel gets on ``inputs`` (its first call's, normalized by its signature):
+    the inputs themselves where the file's entry is its one kernel, else what ``launch`` passes each
+    (recorded in one run of it, copied before each call). A kernel ``launch`` does not call is absent."""
+    kernels = dict(zip(file.kernels, helion_kernels(file)))
+    if file.entry_name in kernels:
+        return {file.entry_name: tuple(inputs)}
+    calls = file.kernel_calls(list(inputs), file.kernels, copy=True)
+    return {
+        name: tuple(kernels[name].normalize_args(*found[0].args, **found[0].keywords))
+        for name, found in calls.items()
+        if found
+    }
+
+
+def _kernel_configs(
+    name: str, kernel: Any, args: tuple[Any, ...], effort: str | None, budget_s: int | None, search: str
+) -> dict[str, Any]:
+    """One kernel's default config on ``args`` and, with ``effort``, Helion's autotuner's choice within
+    ``budget_s`` seconds; its failure is recorded, not raised."""
+    bound = kernel.bind(args)
     default = bound.config_spec.default_config()
-    out: dict[str, Any] = {"kernel": file.kernels[0], "default": dict(default), "tuned": None}
+    out: dict[str, Any] = {"kernel": name, "default": dict(default), "tuned": None}
     if effort is None:
         return out
     settings = kernel.settings
@@ -76,7 +120,7 @@ def helion_configs(
             budget_s,
             False,
         )
-        out["tuned"] = dict(bound.autotune(tuple(inputs), force=True))
+        out["tuned"] = dict(bound.autotune(args, force=True))
     except Exception as exc:  # the user's kernel under Helion's tuner: its failure is data, not a crash
         out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
@@ -86,5 +130,5 @@ def helion_configs(
         else:
             os.environ[SEARCH_ENV] = saved_search
         bound.set_config(default)
-    out.update(effort=effort, search=search or None, budget_s=budget_s, seconds=time.monotonic() - started)
+    out.update(budget_s=budget_s, seconds=time.monotonic() - started)
     return out

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture.cuda_kernel import is_cuda_source
+from kernelopt.capture.cuda_slot import slot_dtypes
 from kernelopt.evaluate.file_cases import EDGE, Case, FileCases, nbytes, tensors
 from kernelopt.evaluate.file_helion import HELION_ENV, helion_configs, quiet
 from kernelopt.evaluate.file_remote import FileRunner, ReferenceFileRunner
@@ -95,6 +96,7 @@ class FileSession:
             env=HELION_ENV,
         )
         self.slot = cuda_slot(self.file, spec.kernel)
+        self._slot_dtypes: dict[str, str] | None = None
         self.runner = FileRunner(**runner_args, slot=self.slot[0], runtime=self.slot[1])  # type: ignore[arg-type]
         self.reference = ReferenceFileRunner(**runner_args)  # type: ignore[arg-type]
 
@@ -111,7 +113,7 @@ class FileSession:
     def helion_configs(
         self, effort: str | None = None, budget_s: int | None = None, search: str = ""
     ) -> dict[str, Any]:
-        """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice."""
+        """Each Helion kernel's default config and, with ``effort``, Helion's own autotuner's choice."""
         inputs = clone_args(self.case(self.spec.seed, "given").inputs)
         return helion_configs(self.file, inputs, effort, budget_s, search)
 
@@ -155,10 +157,22 @@ class FileSession:
     # -- one candidate ---------------------------------------------------------------------
 
     def static(self, source: str) -> Verdict:
-        """Gate 1 by the file's kind (:func:`~kernelopt.verify.static_kernel_file.check_static_file`)."""
+        """Gate 1 by the file's kind (:func:`~kernelopt.verify.static_kernel_file.check_static_file`); a CUDA C++
+        candidate's tensors are checked against the dtypes the original passes its slot."""
         from kernelopt.verify.static_kernel_file import check_static_file
 
-        return check_static_file(self.file.kind, source, original_source=self.file.source, kernel=self.spec.kernel)
+        dtypes = self.slot_dtypes() if is_cuda_source(source) else None
+        return check_static_file(
+            self.file.kind, source, original_source=self.file.source, kernel=self.spec.kernel, dtypes=dtypes
+        )
+
+    def slot_dtypes(self) -> dict[str, str]:
+        """The dtype of each tensor the original ``launch`` passes the CUDA slot on the given inputs (read once)."""
+        slot, runtime = self.slot
+        if self._slot_dtypes is None:
+            inputs = clone_args(self.case(self.spec.seed, "given").inputs)
+            self._slot_dtypes = slot_dtypes(self.file, slot, runtime, inputs) if slot is not None else {}
+        return self._slot_dtypes
 
     def evaluate_batch(self, sources: Sequence[str], settings: GateSettings) -> list[dict[str, Any]]:
         return [self.evaluate(source, settings) for source in sources]

@@ -42,8 +42,8 @@ def helion_configs(
     budget_s: int | None = None,
     search: str = "",
 ) -> dict[str, Any]:
-    """A Helion file's default config and, with ``effort``, Helion's own autotuner's choice (``search``:
-    its algorithm by name)."""
+    """Each Helion kernel's default config and, with ``effort``, Helion's own autotuner's choice (``search``:
+    its algorithm by name), the kernels sharing ``budget_s``."""
     s = _session(spec, peak_gbps)
     stage("helion-autotune")
     return s.helion_configs(effort, budget_s, search)

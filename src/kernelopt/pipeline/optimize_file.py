@@ -112,7 +112,7 @@ class FileReport:
     speedup_iqr: tuple[float, float] = (1.0, 1.0)
     optimized_us: float | None = None
     best: Winner | None = None
-    helion: dict[str, Any] | None = None  # a Helion file: its default config, the autotuner's choice and its time
+    helion: dict[str, Any] | None = None  # a Helion file: per kernel, its default config, the autotuner's choice
     over_helion_tuned: float | None = None  # the delivery against Helion's own autotuned config, where it passed
     exported: str | None = None
     record: str | None = None
@@ -146,13 +146,15 @@ def optimize_file(
     device: str = "cuda",
     llm: str | None = None,
     llm_config: str | Path | None = None,
+    kernel: str | None = None,
 ) -> FileReport:
     """Search a faster version of a kernel file; deliver it with its record, or keep the original.
 
     ``export_path``: where the faster file goes (default ``<stem>_kopt.py`` in the working
     directory; the record beside it, ``.json`` for ``.py``). ``device`` is ``cuda`` but in the
     CPU tests, which run Triton's interpreter (``TRITON_INTERPRET=1``). ``llm`` / ``llm_config``
-    add the agents, writing whole kernel files or CUDA C++ for the main kernel (Triton files only)."""
+    add the agents, writing whole kernel files or CUDA C++ for the main kernel (Triton files only):
+    ``kernel``, or the first one ``launch`` launches."""
     config = resolve(config)
     started = time.monotonic()
     notify = on_event or (lambda kind, data: None)
@@ -169,6 +171,12 @@ def optimize_file(
         )
     if kernel_file.kind == HELION and "helion-autotune" in operators:
         check_search(config.helion_search)
+    main = main_kernel(kernel_file, kernel)
+    if kernel is not None and llm is None and llm_config is None:
+        raise KerneloptError(
+            f"{kernel_file.path}: --kernel {kernel} picks the kernel the LLM agents rewrite; add --llm, or leave "
+            "--kernel out"
+        )
     label = run_device(device, "kernelopt optimize")  # after the checks of what was asked: a wrong request first
     budget = budget or Budget(max_evaluations=config.budget, patience=config.patience)
     settings = settings or search_settings(config)
@@ -180,6 +188,7 @@ def optimize_file(
         "seed": seed,
         "sizes": dict(sizes or {}),
         "settings": config.values(),
+        "kernel": main,
     }
     if resume_run is not None:
         run = store.run(resume_run)
@@ -188,12 +197,17 @@ def optimize_file(
                 f"run {resume_run} is a {run.kind} run of {run.problem}, not a kernel-file run of {kernel_file.name}"
             )
         resumed_sizes(store, resume_run, given_sizes)  # after the check that it is this file's run
+        first = run.args.get("kernel")
+        if first is not None and first != main:  # the agents' kernel is the run's, as its sizes are
+            if kernel is not None:
+                raise KerneloptError(
+                    f"run {resume_run} was started with --kernel {first}: resume it with the same, or leave it out"
+                )
+            main = args["kernel"] = main_kernel(kernel_file, first)
         run_id = resume_run
     else:
         run_id = store.start_run("optimize", kernel_file.name, label, versions(), args)
-    spec = FileSpec(
-        str(kernel_file.path.resolve()), dict(kernel_file.overrides), seed, device, main_kernel(kernel_file)
-    )
+    spec = FileSpec(str(kernel_file.path.resolve()), dict(kernel_file.overrides), seed, device, main)
     with store.recording(run_id):
         notify("run", {"run_id": run_id, "problem": kernel_file.name})
         client = None
@@ -233,15 +247,34 @@ def optimize_file(
     return report
 
 
-def main_kernel(kernel_file: KernelFile) -> str | None:
-    """The kernel of a Triton file the agents are shown and a CUDA C++ candidate replaces: the first that
-    ``launch`` launches (None for a Helion file)."""
-    if kernel_file.kind != TRITON:
-        return None
+def main_kernel(kernel_file: KernelFile, kernel: str | None = None) -> str | None:
+    """The kernel of a Triton file the agents are shown and a CUDA C++ candidate replaces: ``kernel``, or the
+    first that ``launch`` launches (None for a Helion file, whose kernels are all tuned). A ``kernel`` the
+    file does not launch is one line naming the file, the name and the kernels it has."""
     from kernelopt.verify.static_file_cuda import launched_kernels
 
+    path = kernel_file.path
+    if kernel_file.kind != TRITON:
+        if kernel is not None:
+            raise KerneloptError(
+                f"{path}: --kernel picks the Triton kernel the LLM agents rewrite; this {kernel_file.kind} "
+                "file's kernels are all tuned: leave --kernel out"
+            )
+        return None
     launched = launched_kernels(kernel_file.source)
-    return launched[0] if launched else kernel_file.kernels[0]
+    if kernel is None:
+        return launched[0] if launched else kernel_file.kernels[0]
+    if kernel not in kernel_file.kernels:
+        raise KerneloptError(
+            f"{path}: --kernel {kernel}: the file defines no @triton.jit kernel of that name; "
+            f"it defines {', '.join(kernel_file.kernels)}"
+        )
+    if kernel not in launched:
+        raise KerneloptError(
+            f"{path}: --kernel {kernel}: launch() does not launch it (a helper of another kernel has no slot); "
+            f"name one it launches: {', '.join(launched) or 'none'}"
+        )
+    return kernel
 
 
 def run_device(device: str, command: str) -> str:
@@ -311,7 +344,7 @@ def _run(
             near = _near_roofline(report, budget)
             autotune = "helion-autotune" in operators and near is None
             report.helion = facts["helion"] = _helion_stage(
-                store, run_id, worker, spec, peak, autotune, config, budget, notify
+                store, run_id, worker, spec, peak, autotune, config, budget, notify, len(kernel_file.kernels)
             )
             if "helion-autotune" in operators and near is not None:
                 report.helion["skipped"] = near  # the search would stop before judging its choice
@@ -374,10 +407,12 @@ def _helion_stage(
     config: Settings,
     budget: Budget,
     notify: Callable[[str, dict[str, Any]], None],
+    kernels: int,
 ) -> dict[str, Any]:
-    """The Helion kernel's default config and, for ``helion-autotune``, Helion's own autotuner's choice at
+    """Each Helion kernel's default config and, for ``helion-autotune``, Helion's own autotuner's choice at
     the ``helion_effort`` setting, run once per run (a resumed run reads it back) within the
-    ``helion_budget_s`` setting or the run's wall budget, whichever is shorter."""
+    ``helion_budget_s`` setting or the run's wall budget, whichever is shorter, which the file's
+    ``kernels`` share."""
     known = store.measurements(run_id, "helion").get("helion")
     if known is not None:
         return dict(known)
@@ -385,7 +420,8 @@ def _helion_stage(
     budget_s = int(min(config.helion_budget_s, budget.max_wall_s or config.helion_budget_s))
     if autotune:
         how = f"{config.helion_search}, " if config.helion_search else ""
-        notify("stage", {"stage": f"Helion's autotuner ({how}{effort} effort, at most {budget_s} s)"})
+        shared = f", shared by {kernels} kernels" if kernels > 1 else ""
+        notify("stage", {"stage": f"Helion's autotuner ({how}{effort} effort, at most {budget_s} s{shared})"})
     call = worker.call(
         f"{FILE_SESSION}:helion_configs",
         asdict(spec),
@@ -393,16 +429,20 @@ def _helion_stage(
         effort if autotune else None,
         budget_s,
         config.helion_search,
-        timeout_s=budget_s * 3 + 300,  # its compiles and benchmarks can overrun its own budget
+        timeout_s=budget_s * 3 + 300 * kernels,  # its compiles and benchmarks can overrun its own budget
     )
     if not call.ok:
         raise KerneloptError(f"{spec.path}: Helion could not configure the kernel in the worker: {call.reason}")
     helion = dict(call.value)
-    if helion.get("error"):
-        notify(
-            "warning",
-            {"message": f"Helion's autotuner failed ({helion['error']}); the search walks configs without it"},
-        )
+    for entry in helion["kernels"]:
+        if entry.get("error"):
+            which = f" on {entry['kernel']}" if kernels > 1 else ""
+            notify(
+                "warning",
+                {
+                    "message": f"Helion's autotuner failed{which} ({entry['error']}); the search walks configs without it"
+                },
+            )
     store.add_measurement(run_id, "helion", helion)
     return helion
 

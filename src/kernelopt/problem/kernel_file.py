@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import ProblemError
+from kernelopt.problem.layouts import clone_args
 from kernelopt.problem.loader import InputFile, execute_file
 
 MODEL, TRITON, HELION = "model", "triton", "helion"
@@ -154,6 +155,59 @@ class KernelFile(InputFile):
     def run_entry(self, inputs: list[Any]) -> Any:
         """The original entry on ``inputs`` (the file's own code: its failure is the file's fault)."""
         return self._call(f"{self.entry_name}()", lambda: self.entry(*inputs))
+
+    def kernel_calls(self, inputs: list[Any], names: Sequence[str], copy: bool = False) -> dict[str, list[KernelCall]]:
+        """What the entry passes each kernel of ``names`` when it runs on ``inputs``, call by call: the
+        arguments a kernel really gets (``launch`` computes them), which the file's inputs are not.
+        ``copy``: each call's tensors cloned before it runs, for a caller that runs the kernel on them again."""
+        saved = {name: getattr(self.module, name) for name in names}
+        calls: dict[str, list[KernelCall]] = {name: [] for name in names}
+        try:
+            for name, kernel in saved.items():
+                setattr(self.module, name, _Recorder(kernel, calls[name], copy))
+            self.run_entry(inputs)
+        finally:
+            for name, kernel in saved.items():
+                setattr(self.module, name, kernel)
+        return calls
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One call of a kernel by the file's entry, its arguments as the entry passed them."""
+
+    args: tuple[Any, ...]
+    keywords: dict[str, Any]
+
+
+class _Recorder:
+    """Stands in for one kernel in the loaded module while the entry runs: records each call, then makes
+    it. Called directly (a Helion kernel) or through its grid (``kernel[grid](...)``, a Triton kernel);
+    any other attribute is the kernel's own."""
+
+    def __init__(self, kernel: Any, calls: list[KernelCall], copy: bool) -> None:
+        self.kernel, self.calls, self.copy = kernel, calls, copy
+
+    def _record(self, args: tuple[Any, ...], keywords: dict[str, Any]) -> None:
+        if self.copy:
+            args, keywords = tuple(clone_args(args)), dict(zip(keywords, clone_args(list(keywords.values()))))
+        self.calls.append(KernelCall(args, dict(keywords)))
+
+    def __call__(self, *args: Any, **keywords: Any) -> Any:
+        self._record(args, keywords)
+        return self.kernel(*args, **keywords)
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        launch = self.kernel[grid]
+
+        def call(*args: Any, **keywords: Any) -> Any:
+            self._record(args, keywords)
+            return launch(*args, **keywords)
+
+        return call
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kernel, name)
 
 
 def load_kernel_file(path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None) -> KernelFile:

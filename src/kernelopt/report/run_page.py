@@ -105,11 +105,14 @@ def _file_summary(data: RunData) -> str:
     ]
     helion = f.get("helion") or {}
     if helion:
+        kernels = helion.get("kernels") or []
+        chose = sum(1 for k in kernels if k.get("tuned"))
+        failed = [k["error"] for k in kernels if k.get("error")]
         tuned = (
-            "chose a config"
-            if helion.get("tuned")
-            else f"failed: {helion.get('error')}"
-            if helion.get("error")
+            ("chose a config" if len(kernels) == 1 else f"chose configs for {chose} of {len(kernels)} kernels")
+            if chose
+            else f"failed: {failed[0]}"
+            if failed
             else "not run"
         )
         over = f.get("over_helion_tuned")

@@ -7,12 +7,16 @@ user wrote it, so the delivered file runs that config with no autotuning pass.
 
 * ``helion-autotune``: Helion's own autotuner, through its public API
   (``BoundKernel.autotune``) at the effort the run names and within its time budget,
-  run once in the evaluation worker before the search
-  (:func:`kernelopt.evaluate.file_targets.helion_autotune`); the operator proposes
-  its result first, so the search starts where a Helion user's own tuning ends.
-* ``helion-config``: walks outward from the parent's config, one field one step:
-  each block size halved or doubled, warps halved or doubled, stages up or down.
-  Configs Helion rejects fail their evaluation like any candidate.
+  run once per kernel in the evaluation worker before the search
+  (:func:`kernelopt.evaluate.file_helion.helion_configs`); the operator proposes
+  their results first, so the search starts where a Helion user's own tuning ends.
+* ``helion-config``: walks outward from the parent's configs, one field of one kernel's
+  one step: each block size halved or doubled, warps halved or doubled, stages up or
+  down, the kernels in turn. Configs Helion rejects fail their evaluation like any candidate.
+
+A candidate's config is one config per Helion kernel the file runs (kernel name -> config;
+a file with ``launch`` may define several), every one baked, so the delivered file runs no
+autotuning pass for any of them.
 """
 
 from __future__ import annotations
@@ -109,49 +113,85 @@ def _key(config: dict[str, Any] | None) -> str:
     return json.dumps(config or {}, sort_keys=True)
 
 
+def bake_configs(source: str, configs: dict[str, dict[str, Any]]) -> str:
+    """``source`` with each kernel's config of ``configs`` (kernel name -> config) baked in."""
+    for kernel, config in configs.items():
+        source = bake_config(source, kernel, config)
+    return source
+
+
 def _helion_facts(ctx: SearchContext) -> dict[str, Any]:
     return (ctx.facts.get("kernel_file") or {}).get("helion") or {}
 
 
+def _tunable(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Helion stage's entries of the kernels it could configure (those the file's launch calls)."""
+    return [k for k in facts.get("kernels") or [] if k.get("default")]
+
+
+def joint_default(facts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every configurable kernel's default config: a candidate's config is one config per kernel, all baked,
+    so the delivered file runs no autotuning pass for any of them."""
+    return {k["kernel"]: k["default"] for k in _tunable(facts)}
+
+
+def _changes(base: dict[str, Any], config: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {base.get(k)}->{v}" for k, v in config.items() if base.get(k) != v)
+
+
 class HelionAutotuneOperator:
-    """Proposes the config Helion's own autotuner chose (measured before the search), once."""
+    """Proposes the configs Helion's own autotuner chose (measured before the search) baked together, once:
+    each kernel's tuned config, or its default where the tuner failed on it."""
 
     name = "helion-autotune"
 
     def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
         facts = _helion_facts(ctx)
-        tuned = facts.get("tuned")
-        if not tuned or n <= 0 or ctx.root_source is None:
+        kernels = _tunable(facts)
+        if not any(k.get("tuned") for k in kernels) or n <= 0 or ctx.root_source is None:
             return []
-        if any(_key(node.candidate.config) == _key(tuned) for node in ctx.nodes):
+        joint = {k["kernel"]: k.get("tuned") or k["default"] for k in kernels}
+        if any(_key(node.candidate.config) == _key(joint) for node in ctx.nodes):
             return []
-        source = bake_config(ctx.root_source, facts["kernel"], tuned)
         note = f"Helion's autotuner ({facts.get('effort')} effort, {facts.get('seconds', 0):.0f} s)"
-        return [Candidate(ctx.target, self.name, source=source, config=dict(tuned), note=note)]
+        if len(kernels) > 1:
+            note += ": " + ", ".join(f"{k['kernel']} {'tuned' if k.get('tuned') else 'default'}" for k in kernels)
+        source = bake_configs(ctx.root_source, joint)
+        return [Candidate(ctx.target, self.name, source=source, config=joint, note=note)]
 
 
 class HelionConfigOperator:
-    """Walks Helion configs outward from the parent's (the default config at the root), nearest first."""
+    """Walks Helion configs outward from the parent's (the default configs at the root), nearest first: one
+    kernel's config one step, the kernels in turn, then two steps."""
 
     name = "helion-config"
 
     def propose(self, parent: Node, ctx: SearchContext, n: int) -> list[Candidate]:
         facts = _helion_facts(ctx)
-        base = parent.candidate.config or facts.get("default")
+        base = parent.candidate.config or joint_default(facts)
         if not base or n <= 0 or ctx.root_source is None:
             return []
-        tried = {_key(node.candidate.config) for node in ctx.nodes} | {_key(facts.get("default"))}
-        options = neighbours(base)
-        options += [c for first in neighbours(base) for c in neighbours(first)]  # then two steps
+        tried = {_key(node.candidate.config) for node in ctx.nodes} | {_key(joint_default(facts))}
+        one = [[(kernel, c) for c in neighbours(config)] for kernel, config in base.items()]
+        two = [
+            [(kernel, c) for first in neighbours(config) for c in neighbours(first)] for kernel, config in base.items()
+        ]
+        turns = [*_in_turn(one), *_in_turn(two)]  # every kernel's nearest first: none waits for another's walk
         out = []
-        for config in itertools.islice((c for c in options if _key(c) not in tried), 10 * n):
-            key = _key(config)
+        for kernel, config in itertools.islice(((k, c) for k, c in turns if _key({**base, k: c}) not in tried), 10 * n):
+            joint = {**base, kernel: config}
+            key = _key(joint)
             if key in tried:
                 continue
             tried.add(key)
-            changed = ", ".join(f"{k} {base.get(k)}->{v}" for k, v in config.items() if base.get(k) != v)
-            source = bake_config(ctx.root_source, facts["kernel"], config)
-            out.append(Candidate(ctx.target, self.name, source=source, config=config, note=changed))
+            note = (f"{kernel}: " if len(base) > 1 else "") + _changes(base[kernel], config)
+            source = bake_configs(ctx.root_source, joint)
+            out.append(Candidate(ctx.target, self.name, source=source, config=joint, note=note))
             if len(out) >= n:
                 break
         return out
+
+
+def _in_turn(lists: list[list[Any]]) -> list[Any]:
+    """The items of ``lists`` taken one from each in turn (round robin), in order within each."""
+    return [item for row in itertools.zip_longest(*lists) for item in row if item is not None]

@@ -499,11 +499,7 @@ def _entry(code: str, runtime: tuple[str, ...] | None, either: frozenset[str] = 
     declared = re.split(r"[;{}]|^\s*#.*$", before, flags=re.M)[-1].strip()
     if not declared or declared.split()[-1] != "void" or "__global__" in declared:
         found.append(_found("entry", line, f"launch is declared `{declared}`, not a void host function"))
-    params = [p.strip() for p in _split_arguments(entry.group(1)) if p.strip()]
-    typed = []
-    for param in params:
-        bits = re.match(r"^(.*?)(\w+)$", param)
-        typed.append((bits.group(1).strip(), bits.group(2)) if bits else (param, ""))
+    typed = _typed_params(entry.group(1))
     tensors = {name for kind, name in typed if TENSOR_TYPE.match(kind)}
     for kind, name in typed:
         if not (TENSOR_TYPE.match(kind) or SCALAR_TYPES.match(kind)):
@@ -544,6 +540,44 @@ def _entry(code: str, runtime: tuple[str, ...] | None, either: frozenset[str] = 
                 )
             )
     return found
+
+
+def _typed_params(text: str) -> list[tuple[str, str]]:
+    """(type, name) of each parameter in a parameter list's text; a parameter without a name: (text, "")."""
+    typed = []
+    for param in (p.strip() for p in _split_arguments(text)):
+        if param:
+            bits = re.match(r"^(.*?)(\w+)$", param)
+            typed.append((bits.group(1).strip(), bits.group(2)) if bits else (param, ""))
+    return typed
+
+
+@dataclass(frozen=True)
+class LaunchFunction:
+    """The one host ``launch(...)`` of a source, read from its scrubbed text (comments and literals blanked)."""
+
+    code: str  # the whole scrubbed source: offsets and lines are the source's
+    params: tuple[tuple[str, str], ...]  # (type, name) in order
+    start: int  # the body's offset in ``code``
+    body: str
+
+    def line(self, offset: int) -> int:
+        """The source line of ``offset`` into the body."""
+        return _line(self.code, self.start + offset)
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        return tuple(name for kind, name in self.params if TENSOR_TYPE.match(kind))
+
+
+def launch_function(source: str) -> LaunchFunction | None:
+    """``source``'s host ``launch``, or None where it does not define exactly one (the entry rule's finding)."""
+    code = _scrub(source).code
+    entries = list(re.finditer(r"\blaunch\s*\(([^)]*)\)\s*\{", code))
+    if len(entries) != 1:
+        return None
+    start, body = _body(code, entries[0].end())
+    return LaunchFunction(code, tuple(_typed_params(entries[0].group(1))), start, body)
 
 
 def _body(code: str, opened: int) -> tuple[int, str]:

@@ -7,14 +7,20 @@ The slot is a kernel the original ``launch`` launches as ``name[grid](...)`` (a 
 another kernel is no slot). The C++ is held to :mod:`kernelopt.verify.static_cuda`'s rules against
 that kernel's runtime parameters; since a kernel file's names need not say which parameter is a
 pointer, only a ``*ptr*`` name must be a ``torch::Tensor`` and the other ones may be either (a
-tensor passed where the C++ takes a scalar fails the call, at gate 2). One rule more than a captured
-kernel's: no early ``return`` on a test of ``blockIdx`` by parity or value (rows left unwritten).
+tensor passed where the C++ takes a scalar fails the call, at gate 2). Two rules more than a captured
+kernel's: no early ``return`` on a test of ``blockIdx`` by parity or value (rows left unwritten), and,
+where the judge knows the dtypes ``launch`` passes the slot, each tensor read as its own element type
+(:mod:`kernelopt.verify.cuda_element_types`, which says why unknown types are refused).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 
+from kernelopt.verify.cuda_element_types import EXPLANATION as ELEMENT_EXPLANATION
+from kernelopt.verify.cuda_element_types import RULE as ELEMENT_RULE
+from kernelopt.verify.cuda_element_types import element_type_findings
 from kernelopt.verify.static_cuda import (
     CUDA_RULES,
     PRIORITY,
@@ -32,9 +38,10 @@ FILE_CUDA_RULES = {
     "python": "the Python part of a CUDA C++ candidate is the original file, byte for byte",
     "slot": "a CUDA C++ candidate replaces one @triton.jit kernel that the file's launch() launches",
     **CUDA_RULES,
+    ELEMENT_RULE: ELEMENT_EXPLANATION,
     SKIP_RULE: SKIP_EXPLANATION,
 }
-FILE_CUDA_PRIORITY = {"python": -2, "slot": -1, **PRIORITY, SKIP_RULE: len(PRIORITY)}
+FILE_CUDA_PRIORITY = {"python": -2, "slot": -1, **PRIORITY, ELEMENT_RULE: len(PRIORITY), SKIP_RULE: len(PRIORITY) + 1}
 
 
 def launched_kernels(original_source: str) -> list[str]:
@@ -80,11 +87,17 @@ def slot_runtime(original_source: str, kernel: str) -> tuple[str, ...]:
 
 
 def check_static_file_cuda(
-    candidate_source: str, *, original_source: str, kernel: str | None, python_source: str | None = None
+    candidate_source: str,
+    *,
+    original_source: str,
+    kernel: str | None,
+    python_source: str | None = None,
+    dtypes: Mapping[str, str] | None = None,
 ) -> Verdict:
     """Gate 1 for the CUDA C++ ``candidate_source`` in the slot ``kernel`` (None: the only launched one) of
     the kernel file ``original_source``; ``python_source`` is the Python it will run inside where that is
-    not the original by construction (a delivery read back from disk)."""
+    not the original by construction (a delivery read back from disk); ``dtypes``: the dtype of each tensor
+    the file's ``launch`` passes the slot, by parameter name, where the file has run (the judge's gate 1)."""
     details: dict[str, object] = {"language": "cuda", "level": "kernel_file", "rules": list(FILE_CUDA_RULES)}
     found: list[Finding] = []
     if python_source is not None and python_source != original_source:
@@ -97,11 +110,13 @@ def check_static_file_cuda(
     runtime = slot_runtime(original_source, slot)
     either = frozenset(name for name in runtime if "ptr" not in name)
     found += cuda_findings(candidate_source, runtime, either)
+    found += element_type_findings(candidate_source, runtime, dtypes or {})
     found += block_skip_findings(candidate_source)
+    typed = ", each tensor read as its dtype" if dtypes else ""
     return findings_verdict(
         found,
         FILE_CUDA_PRIORITY,
         f"static checks passed for CUDA C++ in the slot of {slot}; {len(FILE_CUDA_RULES)} rules, "
-        f"launch({', '.join(runtime)}) fills it and the file's Python part is the original",
-        {**details, "kernel": slot, "runtime": list(runtime)},
+        f"launch({', '.join(runtime)}) fills it{typed} and the file's Python part is the original",
+        {**details, "kernel": slot, "runtime": list(runtime), "dtypes": dict(dtypes or {})},
     )

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kernelopt.verify.static_common import Violation, bindings, chain, is_constexpr_annotation, path_of, short
@@ -563,11 +563,12 @@ def check_static_file(
     original_source: str,
     kernel: str | None = None,
     python_source: str | None = None,
+    dtypes: Mapping[str, str] | None = None,
 ) -> Verdict:
     """Gate 1 for a kernel file of either kind: a Triton file's rules, or a Helion file's baked config only.
     A CUDA C++ candidate (its first line ``// kernelopt: cuda``) fills the slot of the Triton kernel ``kernel``
     (:mod:`~kernelopt.verify.static_file_cuda`); ``python_source`` is the Python it runs inside, where that is
-    not the original by construction."""
+    not the original by construction; ``dtypes`` the slot's tensors' dtypes, where the file has run."""
     from kernelopt.capture.cuda_kernel import is_cuda_source
 
     if is_cuda_source(candidate_source):
@@ -581,7 +582,7 @@ def check_static_file(
         from kernelopt.verify.static_file_cuda import check_static_file_cuda
 
         return check_static_file_cuda(
-            candidate_source, original_source=original_source, kernel=kernel, python_source=python_source
+            candidate_source, original_source=original_source, kernel=kernel, python_source=python_source, dtypes=dtypes
         )
     if kind == "helion":
         from kernelopt.verify.static_helion import check_static_helion
