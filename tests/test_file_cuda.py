@@ -219,8 +219,9 @@ def test_each_tensor_s_typed_read_is_checked_against_the_dtype_the_file_passes()
     assert _typed(CU.read_text(), F32).passed
     verdict = _typed(CU.read_text(), BF16)
     assert not verdict.passed and verdict.details["rule"] == "dtype"
+    line = next(i for i, text in enumerate(CU.read_text().splitlines(), 1) if "x_ptr.data_ptr<float>()" in text)
     assert verdict.reason.startswith(
-        "line 128: x_ptr.data_ptr<float>() reads the bfloat16 tensor x_ptr as float*; "
+        f"line {line}: x_ptr.data_ptr<float>() reads the bfloat16 tensor x_ptr as float*; "
         "read it as x_ptr.data_ptr<at::BFloat16>() (at::BFloat16 or __nv_bfloat16)"
     ), verdict.reason
     assert "and 1 more finding" in verdict.reason  # y_ptr's read too

@@ -8,11 +8,12 @@
 // The Triton kernel holds a whole row of 32768 floats in four warps' registers, 256 values a thread,
 // and spills. Here one block of 1024 threads takes a row. Rows of up to 32768 floats (aligned to four)
 // stay in registers, 32 values a thread, read once as eight float4 loads issued together: the row's
-// maximum, then the sum of exp(x - max), then exp(x - max) / sum written with a streaming store, one
-// read and one write of the row in all (row_softmax_registers). Longer or unaligned rows take two
+// maximum, then exp(x - max) in place and its sum, then each times 1 / sum written with a streaming
+// store: one read and one write of the row, one expf a value (row_softmax_registers). Longer or unaligned rows take two
 // passes (row_softmax): the first keeps a running maximum and a sum rescaled to it (online softmax),
 // the second reads the row again (from L2 where it is still there) and writes. Reductions go through
-// warp shuffles, then one shared slot per warp. Exact expf, no fast math.
+// warp shuffles, then one shared slot per warp. Exact expf, no fast math (the one-read kernel
+// multiplies by the sum's reciprocal: within an ulp of the division).
 //
 // NaN and infinities behave as in the original: a NaN in a row makes the row NaN, +inf makes it
 // NaN (inf - inf), a row of -inf is NaN (x - max is NaN), and -inf beside finite values gives 0.
@@ -117,22 +118,21 @@ row_softmax_registers(const float* __restrict__ x, float* __restrict__ y, int64_
   const float row_max = block_reduce(m, partial, Larger());
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < REGISTER_VECS; ++i) {
+  for (int i = 0; i < REGISTER_VECS; ++i) {  // each exp once, kept in place of its value
+    v[i].x = expf(v[i].x - row_max);
+    v[i].y = expf(v[i].y - row_max);
+    v[i].z = expf(v[i].z - row_max);
+    v[i].w = expf(v[i].w - row_max);
     if (threadIdx.x + static_cast<int64_t>(i) * THREADS < n4) {  // padding never joins the sum
-      s += expf(v[i].x - row_max) + expf(v[i].y - row_max) + expf(v[i].z - row_max) + expf(v[i].w - row_max);
+      s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
     }
   }
-  const float row_sum = block_reduce(s, partial, Plus());
+  const float inverse = 1.0f / block_reduce(s, partial, Plus());
 #pragma unroll
   for (int i = 0; i < REGISTER_VECS; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * THREADS;
     if (c < n4) {
-      float4 out;
-      out.x = expf(v[i].x - row_max) / row_sum;
-      out.y = expf(v[i].y - row_max) / row_sum;
-      out.z = expf(v[i].z - row_max) / row_sum;
-      out.w = expf(v[i].w - row_max) / row_sum;
-      __stcs(y4 + c, out);
+      __stcs(y4 + c, make_float4(v[i].x * inverse, v[i].y * inverse, v[i].z * inverse, v[i].w * inverse));
     }
   }
 }
