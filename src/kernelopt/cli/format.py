@@ -246,7 +246,22 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
             winner,
             k.stop_reason,
         )
+    for g in report.graphs:  # a graph's whole call sequence, timed end to end
+        fails = ", ".join(f"{gate} {n}" for gate, n in sorted(g.failures_by_gate.items())) or "-"
+        table.add_row(
+            f"graph {g.graph} (call sequence)",
+            "-",
+            "-",
+            f"{g.speedup:.3f}x end to end" if g.best else "1.000x",
+            str(g.evaluations),
+            fails,
+            f"graph-variants: {g.note}" if g.best else "baseline kept",
+            g.stop_reason,
+        )
     console.print(table)
+    for g in report.graphs:
+        if g.final_check:
+            console.print(f"graph {g.graph} winner re-evaluated: {g.final_check}", markup=False, highlight=False)
     for k in report.kernels:
         if k.inductor_tuned:
             console.print(

@@ -1,0 +1,107 @@
+"""Graph candidates in exported files, ``kernelopt.load`` and the backend: carried, read back, and
+refused by gate 1 before anything of them is built; the graph-variants operator's proposals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+import torch
+
+from conftest import EXAMPLES, FIXTURES
+from kernelopt.capture import capture, parse_output_code
+from kernelopt.capture.call_sequence import call_source_of, graph_digest
+from kernelopt.capture.graph_swap import GraphCandidate, GraphKernel
+from kernelopt.capture.kernel_source import renamed
+from kernelopt.deliver.backend import KerneloptBackend
+from kernelopt.deliver.export import (
+    FORMAT_VERSION,
+    check_graphs_static,
+    export_model,
+    graph_candidates,
+    read_export,
+    seal,
+)
+from kernelopt.errors import KerneloptError
+from kernelopt.problem import load_problem
+from kernelopt.search.candidate import Candidate
+from kernelopt.search.graph_variants import GraphVariantOperator, graph_target
+from kernelopt.search.nodes import Node
+from kernelopt.search.operators import SearchContext
+
+_FIXTURE = next(iter(parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values()))
+NAME = f"ko0_{_FIXTURE.name}"
+TRITON = renamed(_FIXTURE.source, _FIXTURE.name, NAME)  # an Inductor kernel, under a graph candidate's name
+GRAPH = GraphCandidate(
+    0, "d" * 64, "def call(self, args):\n    return ()\n",
+    (GraphKernel(NAME, "triton", TRITON),), "Inductor with {'aggressive_fusion': True}",
+    {"aggressive_fusion": True},
+)
+
+
+def test_an_export_carries_its_graph_candidates_and_a_version_2_file_still_reads(tmp_path) -> None:
+    problem = load_problem(EXAMPLES / "level1/15_rmsnorm.py").small()
+    path = export_model(tmp_path / "m.kopt.json", problem, [], {"passed": True}, graphs=[GRAPH])
+    doc = read_export(path)
+    assert doc["format_version"] == FORMAT_VERSION == 3 and graph_candidates(doc) == [GRAPH]
+    old = {k: v for k, v in doc.items() if k not in ("graphs", "digest")}
+    old["format_version"] = 2
+    (tmp_path / "old.kopt.json").write_text(json.dumps(seal(old)))
+    assert graph_candidates(read_export(tmp_path / "old.kopt.json")) == []
+    future = {**old, "format_version": 4}
+    (tmp_path / "future.kopt.json").write_text(json.dumps(seal(future)))
+    with pytest.raises(KerneloptError, match="format 4 is not 3"):
+        read_export(tmp_path / "future.kopt.json")
+
+
+def test_an_exported_graph_candidate_is_refused_by_gate_1_before_it_is_built() -> None:
+    cpp = dataclasses.replace(GRAPH, kernels=(GraphKernel("ko0_cpp_fused_0", "cpp", "extern \"C\" void kernel() {}"),))
+    with pytest.raises(KerneloptError, match="brings Triton kernels only"):
+        check_graphs_static("m.kopt.json", [cpp])
+    hiding = dataclasses.replace(GRAPH, kernels=(GraphKernel(GRAPH.kernels[0].name, "triton", "import os\n" + TRITON),))
+    with pytest.raises(KerneloptError, match="m.kopt.json"):
+        check_graphs_static("m.kopt.json", [hiding])
+    check_graphs_static("m.kopt.json", [GRAPH])  # the candidate-only rules pass
+    with pytest.raises(KerneloptError, match="brings Triton kernels only"):
+        KerneloptBackend(graphs=[cpp])  # the backend checks as load does, before any graph compiles
+
+
+def test_a_graph_candidate_that_hides_work_is_refused_against_the_graph_it_replaces() -> None:
+    artifact = capture(torch.nn.Tanh(), [torch.randn(4, 8)])
+    source = artifact.graphs[0].source_code
+    honest = GraphCandidate(0, graph_digest(source), call_source_of(source), (), "test")
+    check_graphs_static("m.kopt.json", [honest], artifact)
+    hidden = call_source_of(source).replace("    return (", "    buf0 = torch.tanh(arg0_1)\n    return (")
+    with pytest.raises(KerneloptError, match=r"graph 0's call sequence fails the static gate \(torch_op\)"):
+        check_graphs_static("m.kopt.json", [dataclasses.replace(honest, call_source=hidden)], artifact)
+    with pytest.raises(KerneloptError, match="no graph 3"):
+        check_graphs_static("m.kopt.json", [dataclasses.replace(honest, graph=3)], artifact)
+
+
+def node(id_: int, candidate: Candidate, parent: int | None) -> Node:
+    return Node(id_, 1, candidate.target, parent, candidate.operator, candidate.key(), candidate, 0, "pending",
+                None, None, None, None)
+
+
+def test_the_operator_proposes_each_available_option_set_once_from_the_root() -> None:
+    target = graph_target(0)
+    root = node(1, Candidate(target, "root", options={}), None)
+    facts = {"graph_variants": [
+        {"options": {"aggressive_fusion": True}, "available": True},
+        {"options": {"combo_kernels": True}, "available": False, "reason": "the same call sequence"},
+        {"options": {"split_reductions": False}, "available": True},
+    ]}
+    op = GraphVariantOperator()
+    ctx = SearchContext(target=target, nodes=[root], rng=random.Random(0), facts=facts)
+    proposed = op.propose(root, ctx, 8)
+    assert [c.options for c in proposed] == [{"aggressive_fusion": True}, {"split_reductions": False}]
+    assert all(c.target == target and c.operator == "graph-variants" for c in proposed)
+    tried = node(2, proposed[0], 1)
+    assert [c.options for c in op.propose(root, dataclasses.replace(ctx, nodes=[root, tried]), 8)] == [
+        {"split_reductions": False}
+    ]
+    assert op.propose(tried, ctx, 8) == []  # only from the root
+    kernel_ctx = dataclasses.replace(ctx, target="triton_poi_fused_add_0")
+    assert op.propose(root, kernel_ctx, 8) == []  # kernels are not graphs
