@@ -45,3 +45,39 @@ def test_graph_variants_pass_gate_1_and_are_judged_end_to_end(tmp_path) -> None:
         torch.testing.assert_close(loaded(x), expected, rtol=1e-4, atol=1e-4)
     else:
         assert report.speedup_vs_compile == 1.0
+
+
+def test_a_graph_candidate_is_exported_loaded_and_runs_in_the_users_compile_also_under_cuda_graphs(tmp_path) -> None:
+    """The delivery path of a graph candidate, whatever its speed: exported beside no kernel replacement,
+    swapped in by kernelopt.load and by the backend (matched by the graph's digest), and recorded into
+    Inductor's CUDA graphs when the user compiles with reduce-overhead."""
+    import kernelopt
+    from kernelopt.capture import capture
+    from kernelopt.capture.artifact import separate_code
+    from kernelopt.capture.graph_swap import from_variant
+    from kernelopt.deliver.export import export_model
+    from kernelopt.problem import load_problem
+
+    problem = load_problem(PROBLEM, overrides={"batch_size": 2048, "dim": 1024})
+    model, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
+    artifact = capture(model, inputs)
+    options = {"split_reductions": False}
+    variant = capture(separate_code(model, "gpu_graph"), inputs, options, reset=False)
+    candidate = from_variant(artifact.graphs[0], variant.graphs[0], "ko0", f"Inductor with {options}", options)
+    assert candidate is not None and candidate.kernels
+    path = export_model(tmp_path / "g.kopt.json", problem, [], {"note": "test"}, graphs=[candidate])
+    with torch.no_grad():
+        expected = model(*inputs)
+    loaded = load(path)
+    assert len(loaded.graph_swaps) == 1
+    torch.testing.assert_close(loaded(*inputs), expected, rtol=1e-4, atol=1e-4)
+    for mode in ("default", "reduce-overhead"):
+        with torch.no_grad():
+            torch._dynamo.reset()
+            tuned = kernelopt.backend(path)
+            compiled = torch.compile(model, backend=tuned, mode=mode, dynamic=False)
+            for _ in range(3):  # under CUDA graphs: warm-up, the recording, then a replay
+                got = compiled(*inputs)
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+        assert tuned.report.used == {"graph 0": 1}, (mode, tuned.report.used)
+        assert tuned.say_unused() is None
