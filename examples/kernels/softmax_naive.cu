@@ -6,14 +6,11 @@
 // below with the kernel's runtime parameters in order.
 //
 // The Triton kernel holds a whole row of 32768 floats in four warps' registers, 256 values a thread,
-// and spills. Here one block of 1024 threads takes a row. Rows of up to 32768 floats (aligned to four)
-// stay in registers, 32 values a thread, read once as eight float4 loads issued together: the row's
-// maximum, then exp(x - max) in place and its sum, then each times 1 / sum written with a streaming
-// store: one read and one write of the row, one expf a value (row_softmax_registers). Longer or unaligned rows take two
-// passes (row_softmax): the first keeps a running maximum and a sum rescaled to it (online softmax),
-// the second reads the row again (from L2 where it is still there) and writes. Reductions go through
-// warp shuffles, then one shared slot per warp. Exact expf, no fast math (the one-read kernel
-// multiplies by the sum's reciprocal: within an ulp of the division).
+// and spills. Here one block of 1024 threads takes a row in two passes: the first keeps a running
+// maximum and a sum rescaled to it (online softmax: one read), the second reads the row again (from
+// L2: two resident blocks per SM keep about 34 MB of rows in flight on an H200) and writes
+// exp(x - max) / sum with a streaming store, so the output does not push the rows out of L2. Both
+// reductions go through warp shuffles, then one shared slot per warp. Exact expf, no fast math.
 //
 // NaN and infinities behave as in the original: a NaN in a row makes the row NaN, +inf makes it
 // NaN (inf - inf), a row of -inf is NaN (x - max is NaN), and -inf beside finite values gives 0.
@@ -60,81 +57,6 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum acc) {
     acc = merge(acc, other);
   }
   return acc;
-}
-
-constexpr int REGISTER_VECS = 8;  // float4 per thread: a row of up to THREADS * 4 * 8 = 32768 floats in registers
-
-__device__ __forceinline__ float larger(float a, float b) {
-  return b > a ? b : a;  // a NaN is never larger: it reaches the output through the sum instead
-}
-
-template <typename Op>
-__device__ __forceinline__ float block_reduce(float value, float* partial, Op op) {
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  }
-  if (lane == 0) {
-    partial[warp] = value;
-  }
-  __syncthreads();
-  value = partial[lane];  // WARPS == 32: one slot per lane
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  }
-  __syncthreads();  // every warp has read the slots before they are written again
-  return value;
-}
-
-struct Larger {
-  __device__ float operator()(float a, float b) const { return larger(a, b); }
-};
-struct Plus {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-
-// One read: the row (start and length multiples of four floats, at most 32768) held in registers.
-__global__ void __launch_bounds__(THREADS, 1)
-row_softmax_registers(const float* __restrict__ x, float* __restrict__ y, int64_t n_cols, int64_t x_stride,
-                      int64_t y_stride) {
-  __shared__ float partial[WARPS];
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride;
-  float* yr = y + static_cast<int64_t>(blockIdx.x) * y_stride;
-  const float4* x4 = reinterpret_cast<const float4*>(xr);
-  float4* y4 = reinterpret_cast<float4*>(yr);
-  const int64_t n4 = n_cols / 4;
-  float4 v[REGISTER_VECS];
-#pragma unroll
-  for (int i = 0; i < REGISTER_VECS; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * THREADS;
-    v[i] = c < n4 ? __ldcs(x4 + c) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-  }
-  float m = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < REGISTER_VECS; ++i) {
-    m = larger(larger(m, v[i].x), larger(v[i].y, larger(v[i].z, v[i].w)));
-  }
-  const float row_max = block_reduce(m, partial, Larger());
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < REGISTER_VECS; ++i) {  // each exp once, kept in place of its value
-    v[i].x = expf(v[i].x - row_max);
-    v[i].y = expf(v[i].y - row_max);
-    v[i].z = expf(v[i].z - row_max);
-    v[i].w = expf(v[i].w - row_max);
-    if (threadIdx.x + static_cast<int64_t>(i) * THREADS < n4) {  // padding never joins the sum
-      s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-    }
-  }
-  const float inverse = 1.0f / block_reduce(s, partial, Plus());
-#pragma unroll
-  for (int i = 0; i < REGISTER_VECS; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * THREADS;
-    if (c < n4) {
-      __stcs(y4 + c, make_float4(v[i].x * inverse, v[i].y * inverse, v[i].z * inverse, v[i].w * inverse));
-    }
-  }
 }
 
 // VEC4: the row's start and length are multiples of four floats, so it is read as float4.
@@ -208,9 +130,7 @@ void launch(torch::Tensor x_ptr, torch::Tensor y_ptr, int64_t n_cols, int64_t x_
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   const bool vec4 = aligned && n_cols % 4 == 0 && x_stride % 4 == 0 && y_stride % 4 == 0;
   auto stream = at::cuda::getCurrentCUDAStream();
-  if (vec4 && n_cols <= static_cast<int64_t>(THREADS) * 4 * REGISTER_VECS) {
-    row_softmax_registers<<<static_cast<unsigned int>(rows), THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
-  } else if (vec4) {
+  if (vec4) {
     row_softmax<true><<<static_cast<unsigned int>(rows), THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
   } else {
     row_softmax<false><<<static_cast<unsigned int>(rows), THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
