@@ -117,3 +117,4 @@ def test_under_reduce_overhead_a_graph_candidate_runs_or_inductors_graph_stays_a
         assert tuned.report.used == {"graph 0": 1}
     else:
         assert tuned.report.used == {} and "graph 0" in (tuned.say_unused() or "")
+        assert tuned.report.partitioned == 1 and "CUDA-graph partitions" in (tuned.say_unused() or "")

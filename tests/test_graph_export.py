@@ -105,3 +105,28 @@ def test_the_operator_proposes_each_available_option_set_once_from_the_root() ->
     assert op.propose(tried, ctx, 8) == []  # only from the root
     kernel_ctx = dataclasses.replace(ctx, target="triton_poi_fused_add_0")
     assert op.propose(root, kernel_ctx, 8) == []  # kernels are not graphs
+
+
+def test_the_backend_says_when_cuda_graph_partitions_left_a_graph_candidate_unused(monkeypatch) -> None:
+    """Under reduce-overhead Inductor hands a graph's kernels to a partition CUDA graphs record; a
+    candidate made for the plain compile matches no graph then, and the backend's line says why."""
+    import sys
+    import types
+
+    source = (FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()
+    body = call_source_of(source)
+    partitioned = source.replace(
+        body.splitlines()[1], body.splitlines()[1] + "\n        (buf0,) = self.partitions[0](partition0_args)", 1
+    )
+    assert "self.partitions[" in call_source_of(partitioned)
+
+    class Compiled:
+        source_code = partitioned
+        cache_key = "kernelopt_test_partitioned_graph"
+
+    monkeypatch.setitem(sys.modules, "fake." + Compiled.cache_key, types.ModuleType("fake"))
+    tuned = KerneloptBackend(graphs=[GRAPH])
+    tuned._swap_into(Compiled())
+    line = tuned.say_unused()
+    assert tuned.report.used == {} and tuned.report.partitioned == 1
+    assert line is not None and "graph 0" in line and "CUDA-graph partitions" in line

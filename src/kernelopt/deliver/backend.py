@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
-from kernelopt.capture.call_sequence import graph_digest
+from kernelopt.capture.call_sequence import call_source_of, graph_digest
 from kernelopt.capture.graph_swap import GraphCandidate, build_graph_kernels, swap_call
 from kernelopt.capture.output_code import OutputCode, parse_output_code
 from kernelopt.capture.swap import KernelAddress
@@ -55,6 +55,7 @@ class BackendReport:
 
     used: dict[str, int] = field(default_factory=dict)  # kernel name -> graphs it was swapped into
     graphs: int = 0
+    partitioned: int = 0  # compiled graphs split into CUDA-graph partitions, which no graph candidate matches
 
     def unused(self, replacements: Iterable[Replacement]) -> list[Replacement]:
         return [r for r in replacements if r.address.name not in self.used]
@@ -152,6 +153,8 @@ class KerneloptBackend:
         module = compat.output_module(compiled_graph)
         digest = graph_digest(source) if self.graphs else None
         graph = next((g for g in self.graphs if g.original_digest == digest), None)
+        if self.graphs and graph is None and "self.partitions[" in call_source_of(source):
+            self.report.partitioned += 1  # Inductor split the graph for CUDA graphs: no candidate was made for that
         if graph is not None:  # the whole call sequence: the graph's own kernels no longer run
             verdict = check_static_graph(graph, original_source=source, allow_cpp=False)
             if not verdict.passed:
@@ -175,6 +178,11 @@ class KerneloptBackend:
             f"not used ({', '.join(unused)}): no compiled graph holds the kernel or call sequence they were verified "
             "against (other shapes, a recompile, another torch or Triton); Inductor's kernels run there"
         )
+        if self.report.partitioned and any(u.startswith("graph ") for u in unused):
+            line += (
+                f"; {self.report.partitioned} graph(s) compiled as CUDA-graph partitions (mode reduce-overhead or "
+                "max-autotune), and graph candidates are verified for compiles without CUDA graphs"
+            )
         if not self._said:
             log.warning(line)
             self._said = True

@@ -94,14 +94,12 @@ def register_original(name: str, source: str) -> dict[str, Any]:
     return {"ok": True}
 
 
-def build(name: str, source: str) -> dict[str, Any]:
-    """Compile one candidate; a failure is returned as text, never raised."""
-    state = _state()
-    key = digest(source)
+def _built(key: str, cache: dict[str, Any], make: Any) -> dict[str, Any]:
+    """``cache[key] = make()`` unless built before; a failure is returned as text, never raised."""
     started = time.monotonic()
-    if key not in state.kernels:
+    if key not in cache:
         try:
-            state.kernels[key] = state.backend.build(source, name)
+            cache[key] = make()
         except Exception as exc:
             return {
                 "digest": key,
@@ -109,6 +107,12 @@ def build(name: str, source: str) -> dict[str, Any]:
                 "seconds": time.monotonic() - started,
             }
     return {"digest": key, "error": None, "seconds": time.monotonic() - started}
+
+
+def build(name: str, source: str) -> dict[str, Any]:
+    """Compile one candidate; a failure is returned as text, never raised."""
+    state = _state()
+    return _built(digest(source), state.kernels, lambda: state.backend.build(source, name))
 
 
 def build_graph(candidate: dict[str, Any]) -> dict[str, Any]:
@@ -116,20 +120,8 @@ def build_graph(candidate: dict[str, Any]) -> dict[str, Any]:
     a failure is returned as text, never raised."""
     from kernelopt.capture.graph_swap import GraphCandidate, build_graph_kernels
 
-    state = _state()
     graph = GraphCandidate.from_dict(candidate)
-    key = graph.digest()
-    started = time.monotonic()
-    if key not in state.graphs:
-        try:
-            state.graphs[key] = (graph, build_graph_kernels(graph))
-        except Exception as exc:
-            return {
-                "digest": key,
-                "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                "seconds": time.monotonic() - started,
-            }
-    return {"digest": key, "error": None, "seconds": time.monotonic() - started}
+    return _built(graph.digest(), _state().graphs, lambda: (graph, build_graph_kernels(graph)))
 
 
 def _kernel(state: _State, name: str, key: str) -> Any:

@@ -152,20 +152,27 @@ class EvaluationSession:
             self._graph_variants[key] = self._compile_graph_variants(options, len(self._graph_variants))
         return self._graph_variants[key]
 
-    def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
+    def compile_variant(self, options: dict[str, Any], tag: str) -> Artifact | str:
+        """The model compiled under ``options`` beside the capture (a forward with its own code object,
+        so the captured model keeps its kernels), or why it could not be."""
         unknown = [name for name in options if not compat.has_inductor_option(name)]
         if unknown:
-            return [f"this torch has no option {unknown[0]}"] * len(self.artifact.graphs)
-        stage(f"graph variant {index}")
+            return f"this torch has no option {unknown[0]}"
+        stage(tag)
         try:
-            variant = capture(
-                separate_code(self.model, f"kernelopt_graph_{index}"),
+            return capture(
+                separate_code(self.model, tag.replace(" ", "_")),
                 self.inputs,
                 {**self.spec.options, **options},
                 reset=False,
             )
         except Exception as exc:  # an option this model cannot compile with: say so, go on
-            return [f"did not compile: {type(exc).__name__}: {exc}".splitlines()[0][:300]] * len(self.artifact.graphs)
+            return f"did not compile: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+    def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
+        variant = self.compile_variant(options, f"kernelopt graph {index}")
+        if isinstance(variant, str):
+            return [variant] * len(self.artifact.graphs)
         if len(variant.graphs) != len(self.artifact.graphs):
             why = f"compiled into {len(variant.graphs)} graphs, not {len(self.artifact.graphs)}"
             return [why] * len(self.artifact.graphs)

@@ -179,29 +179,15 @@ def structural_variants(
     variant is compiled beside the session's capture (a forward with its own code object, so the
     captured model keeps its kernels), and its kernel for this slot comes back renamed, or None with
     the reason. Inductor's own code, from the user's own model: no candidate runs here."""
-    from kernelopt.capture import capture, compat
-    from kernelopt.capture.artifact import separate_code
     from kernelopt.search.structural import as_replacement, matching_kernel
 
     s = _session(spec, peak_gbps)
     _, _, original = s.kernel(kernel_name)
     out: list[dict[str, Any]] = []
     for i, options in enumerate(option_sets):
-        unknown = [name for name in options if not compat.has_inductor_option(name)]
-        if unknown:
-            out.append({"options": dict(options), "source": None, "reason": f"this torch has no option {unknown[0]}"})
-            continue
-        stage(f"structural variant {i}")
-        try:
-            variant = capture(
-                separate_code(s.model, f"kernelopt_structural_{i}"),
-                s.inputs,
-                {**s.spec.options, **options},
-                reset=False,
-            )
-        except Exception as exc:  # an option this model cannot compile with: say so, go on
-            reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            out.append({"options": dict(options), "source": None, "reason": f"did not compile: {reason}"})
+        variant = s.compile_variant(dict(options), f"kernelopt structural {i}")
+        if isinstance(variant, str):
+            out.append({"options": dict(options), "source": None, "reason": variant})
             continue
         match = matching_kernel(original, [k for _, k in variant.kernels()])
         out.append(
