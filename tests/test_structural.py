@@ -127,6 +127,7 @@ def test_the_worker_target_says_why_a_variant_gives_no_candidate(monkeypatch) ->
 
     class Session:
         spec = worker_targets.ProblemSpec(str(problem.path))
+        compile_variant = worker_targets.EvaluationSession.compile_variant  # the model, inputs and spec only
 
         def __init__(self) -> None:
             self.model, self.inputs, self.artifact = model, inputs, captured
