@@ -470,3 +470,40 @@ def test_a_rejected_final_model_drops_the_graph_winner_too(tmp_path) -> None:
     _, report = graph_run(tmp_path, GraphWorker(final_passes=False), ["graph-variants"])
     assert report.graphs and all(g.best is None for g in report.graphs)
     assert "baseline stays" in report.final_reason and report.speedup_vs_compile == 1.0
+
+
+class TwoGraphWorker(GraphWorker):
+    """A model of two graphs: the searched kernel lives in graph 0, graph 1 has a variant."""
+
+    def call(self, target, *args, timeout_s=0, kwargs=None):
+        if target.endswith(":graph_variants"):
+            self.calls.append("graph_variants")
+            rows = []
+            for options in args[1]:
+                available = options == {"aggressive_fusion": True}
+                row = [{"options": options, "available": False, "kernels": 0, "reason": "the same"}]
+                row.append({"options": options, "available": available, "kernels": 1, "reason": None})
+                rows.append(row)
+            return ok(rows)
+        if target.endswith(":evaluate_graph"):
+            assert args[1] == 1  # graph 0 is the kernel winner's
+        return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+
+def test_a_kernel_winner_and_another_graphs_call_sequence_are_verified_together(tmp_path) -> None:
+    worker = TwoGraphWorker()
+    _, report = graph_run(tmp_path, worker, ["launch-config", "graph-variants"])
+    (k,) = report.kernels
+    (graph,) = report.graphs
+    assert k.best is not None and graph.graph == 1 and graph.best == GRAPH_CANDIDATE
+    ((kernels, graphs),) = worker.together  # both at once, and that passed: no fallback attempt
+    assert [r["address"]["name"] for r in kernels] == [SOFTMAX.name] and graphs == [GRAPH_CANDIDATE]
+    assert report.final_reason.startswith("verified: 1 kernel(s) replaced, 1 graph call sequence(s) regenerated")
+
+
+def test_when_the_pair_fails_each_kind_alone_is_tried(tmp_path) -> None:
+    worker = TwoGraphWorker(final_passes=False)
+    _, report = graph_run(tmp_path, worker, ["launch-config", "graph-variants"])
+    assert [(len(kernels), len(graphs)) for kernels, graphs in worker.together] == [(1, 1), (1, 0), (0, 1)]
+    assert "baseline stays" in report.final_reason
+    assert all(k.best is None for k in report.kernels) and all(g.best is None for g in report.graphs)
