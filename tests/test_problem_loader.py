@@ -332,3 +332,12 @@ def test_load_suite_reports_broken_files(tmp_path: Path) -> None:
 def test_load_suite_empty_dir(tmp_path: Path) -> None:
     with pytest.raises(ProblemError, match="no problem files"):
         list(load_suite(tmp_path))
+
+
+def test_a_kernel_file_given_where_a_model_problem_is_needed_is_named_as_one() -> None:
+    from kernelopt.errors import ProblemError
+
+    for name, kind in (("softmax_naive.py", "Triton"), ("helion_rms_scale.py", "Helion")):
+        path = Path(__file__).resolve().parent.parent / "examples" / "kernels" / name
+        with pytest.raises(ProblemError, match=rf"a {kind} kernel file, not a model problem; .*optimize {path}"):
+            load_problem(path)

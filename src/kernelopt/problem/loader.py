@@ -299,6 +299,17 @@ def execute_file(path: Path, overrides: dict[str, Any] | None, prefix: str) -> t
     return module, sizes
 
 
+def _kernel_file_kind(path: Path) -> str | None:
+    """ "Triton" or "Helion" where ``path`` is a standalone kernel file (read, never run), else None."""
+    from kernelopt.problem.kernel_file import MODEL, file_kind
+
+    try:
+        kind = file_kind(path)
+    except ProblemError:
+        return None
+    return None if kind == MODEL else kind.capitalize()
+
+
 def load_problem(
     path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None, train: bool = False
 ) -> Problem:
@@ -311,6 +322,12 @@ def load_problem(
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
         sys.modules.pop(module.__name__, None)
+        kind = _kernel_file_kind(path)
+        if kind is not None:  # the user pointed a model-only command at a kernel file
+            raise ProblemError(
+                f"{path}: a {kind} kernel file, not a model problem; kernelopt analyze, optimize and verify "
+                f"take it as one (kernelopt optimize {path}); bench runs model problems only"
+            )
         raise ProblemError(f"{path}: defines no {', '.join(missing)}; {FORMAT_HINT}")
     if not (isinstance(module.Model, type) and issubclass(module.Model, nn.Module)):
         raise ProblemError(f"{path}: Model is not a torch.nn.Module subclass; {FORMAT_HINT}")
