@@ -61,3 +61,12 @@ def test_a_name_two_graphs_share_is_not_searched() -> None:
     assert [t.name for t in targets] == ["triton_red_fused_sum_1"]
     (repeat,) = [s for s in skipped if s.name == "triton_poi_fused_add_0"]
     assert "repeats in graphs [0, 1]" in repeat.reason
+
+
+def test_a_copy_at_its_roofline_is_skipped_with_the_only_gain_named() -> None:
+    copy = {**row("triton", "k_copy", 1000.0, 40.0, 96.0), "moves_only": True}
+    mixed = [{**copy, "name": "k_mixed"}, {**row("triton", "k_mixed", 1000.0, 40.0, 96.0), "moves_only": False}]
+    _, skipped = select_targets([copy, *mixed, row("triton", "k_math", 1000.0, 40.0, 96.0)], total_us=10_000.0)
+    reasons = {s.name: s.reason for s in skipped}
+    assert "only moves data" in reasons["k_copy"] and "graph-variants" in reasons["k_copy"]
+    assert "only moves data" not in reasons["k_math"] and "only moves data" not in reasons["k_mixed"]

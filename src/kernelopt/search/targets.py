@@ -71,6 +71,7 @@ def select_targets(
         agg["headroom_us"] += row.get("headroom_us") or 0.0
         agg["pct"] = max(agg["pct"], row.get("pct_of_peak") or 0.0)
         agg["n"] += 1
+        agg["moves"] = float(bool(row.get("moves_only")) and agg.get("moves", 1.0) > 0)  # every launch a copy
     targets = []
     for name, agg in per_kernel.items():
         share = agg["time_us"] / total_us if total_us > 0 else 0.0
@@ -80,9 +81,10 @@ def select_targets(
             )
             continue
         if agg["pct"] >= roofline_done:
-            skipped.append(
-                Skipped(name, f"already at {agg['pct']:.0f}% of the copy roofline (>= {roofline_done:.0f}%)")
-            )
+            reason = f"already at {agg['pct']:.0f}% of the copy roofline (>= {roofline_done:.0f}%)"
+            if agg.get("moves"):
+                reason += "; it only moves data: removing it is the only gain (--operators ...,graph-variants)"
+            skipped.append(Skipped(name, reason))
             continue
         headroom = min(agg["headroom_us"], total_us)
         bound = amdahl_bound(total_us, max(headroom, 0.0)) if total_us > 0 else 1.0
