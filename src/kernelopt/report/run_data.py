@@ -154,6 +154,21 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class GraphOutcome:
+    """One graph's call-sequence search (graph candidates) as the report shows it."""
+
+    graph: int
+    speedup: float  # end to end, 1.0 where the graph stayed as compiled
+    replaced: bool
+    evaluations: int
+    failures_by_gate: dict[str, int]
+    stop_reason: str
+    final_check: str
+    note: str
+    kernels: int  # the delivered candidate's own kernels
+
+
+@dataclass(frozen=True)
 class RunData:
     """Everything one run's report shows."""
 
@@ -164,6 +179,7 @@ class RunData:
     trees: list[SearchTree]
     transcripts: list[Transcript]
     llm_usage: dict[str, Any] | None
+    graphs: list[GraphOutcome] = field(default_factory=list)  # none in records made before graph candidates
 
     @property
     def replaced(self) -> list[KernelOutcome]:
@@ -209,7 +225,29 @@ def load_run(store: Store, run_id: int) -> RunData:
         trees=trees,
         transcripts=transcripts(store.connection, run_id),
         llm_usage=(report or {}).get("llm_usage"),
+        graphs=_graphs(report),
     )
+
+
+def _graphs(report: dict[str, Any] | None) -> list[GraphOutcome]:
+    delivered = str((report or {}).get("final_reason") or "").startswith("verified")
+    out = []
+    for g in (report or {}).get("graphs") or []:
+        best = g.get("best") if delivered else None
+        out.append(
+            GraphOutcome(
+                graph=int(g["graph"]),
+                speedup=float(g.get("speedup") or 1.0) if best else 1.0,
+                replaced=bool(best),
+                evaluations=int(g.get("evaluations") or 0),
+                failures_by_gate=dict(g.get("failures_by_gate") or {}),
+                stop_reason=str(g.get("stop_reason") or ""),
+                final_check=str(g.get("final_check") or ""),
+                note=str(g.get("note") or ""),
+                kernels=len((best or {}).get("kernels") or []),
+            )
+        )
+    return out
 
 
 def _from_analysis(analysis: dict[str, Any] | None) -> dict[str, Any] | None:
