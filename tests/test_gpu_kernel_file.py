@@ -111,17 +111,24 @@ def _verify_cuda(source: str, tmp_path: Path, name: str):
     return report, export
 
 
-def test_the_hand_written_cuda_softmax_passes_the_four_gates_and_is_delivered_and_loaded_again(tmp_path: Path) -> None:
+def test_the_hand_written_cuda_softmax_is_judged_by_every_gate_and_delivered_only_if_faster(tmp_path: Path) -> None:
+    """Gates 1 to 3 must pass (it is correct); whether it is faster is the benchmark's to say (on the H200
+    it ran 1.008x, inside the margin: benchmarks/h200-2026-12-02-graph-candidates), and the delivery
+    follows the verdict: a delivered file loads again and runs the CUDA kernel, else nothing is written."""
     import torch
 
     import kernelopt
     from kernelopt.capture.cuda_slot import CudaSlot
 
     report, export = _verify_cuda(CU.read_text(), tmp_path, "softmax_cuda")
-    assert report.passed, [v.reason for v in report.verdicts]
     assert [v.gate for v in report.verdicts] == ["static", "correctness", "model", "performance"]
-    assert all(v.passed for v in report.verdicts) and report.verdicts[0].details["language"] == "cuda"
+    assert all(v.passed for v in report.verdicts[:3]), [v.reason for v in report.verdicts]
+    assert report.verdicts[0].details["language"] == "cuda"
     assert "edge cases" in report.verdicts[1].reason  # the final check's cases: NaN, infinities, constant rows
+    assert report.kernel_speedup and report.kernel_speedup.get("speedup")  # timed, whatever the outcome
+    if not report.passed:
+        assert not export.exists() and "speedup" in report.verdicts[3].reason
+        return
     record = json.loads(export.with_suffix(".json").read_text())
     assert record["language"] == "cuda" and record["kernel"] == "softmax_kernel"
     assert record["delivered"]["sha256"] == hashlib.sha256(export.read_bytes()).hexdigest()
