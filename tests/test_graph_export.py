@@ -130,3 +130,24 @@ def test_the_backend_says_when_cuda_graph_partitions_left_a_graph_candidate_unus
     line = tuned.say_unused()
     assert tuned.report.used == {} and tuned.report.partitioned == 1
     assert line is not None and "graph 0" in line and "CUDA-graph partitions" in line
+
+
+def test_from_a_passed_candidate_the_operator_adds_one_more_option_set() -> None:
+    from kernelopt.search.candidate import EvaluationResult
+
+    target = graph_target(0)
+    root = node(1, Candidate(target, "root", options={}), None)
+    facts = {"graph_variants": [
+        {"options": {"aggressive_fusion": True}, "available": True},
+        {"options": {"split_reductions": False}, "available": True},
+        {"options": {"combo_kernels": True}, "available": False},
+    ]}
+    ctx = SearchContext(target=target, nodes=[root], rng=random.Random(0), facts=facts)
+    first = Candidate(target, "graph-variants", options={"aggressive_fusion": True})
+    passed = dataclasses.replace(node(2, first, 1), result=EvaluationResult(True, 1.05, None, "faster"))
+    failed = dataclasses.replace(node(3, Candidate(target, "graph-variants", options={"split_reductions": False}), 1),
+                                 result=EvaluationResult.failure("performance", "not faster"))
+    op = GraphVariantOperator()
+    history = dataclasses.replace(ctx, nodes=[root, passed, failed])
+    assert [c.options for c in op.propose(passed, history, 8)] == [{"aggressive_fusion": True, "split_reductions": False}]
+    assert op.propose(failed, history, 8) == []  # a failed candidate is no parent
