@@ -84,10 +84,11 @@ PY
 fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
   # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT),
-  # RETRY=1 runs the problems that failed before again, PROBLEMS=a,b runs only those (bench --problems)
+  # RETRY=1 runs the problems that failed before again, PROBLEMS=a,b runs only those (bench --problems),
+  # OPERATORS=launch-config,eviction-policy,graph-variants searches with those (bench --operators)
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db "$B/" 2>/dev/null || true; }
-  timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} --time-limit ${TIME_LIMIT:-20} \
+  timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
     --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-300} --out "$B" --resume ${RETRY:+--retry-failed} \
     --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
 fi
