@@ -173,9 +173,10 @@ class KerneloptBackend:
         unused += [f"graph {g.graph}" for g in self.graphs if f"graph {g.graph}" not in self.report.used]
         if not unused:
             return None
+        what, held = ("kernels or graphs", "kernel or call sequence") if self.graphs else ("kernels", "kernel")
         line = (
-            f"{self.origin}: {len(unused)} of {len(self.replacements) + len(self.graphs)} verified kernels or graphs "
-            f"not used ({', '.join(unused)}): no compiled graph holds the kernel or call sequence they were verified "
+            f"{self.origin}: {len(unused)} of {len(self.replacements) + len(self.graphs)} verified {what} "
+            f"not used ({', '.join(unused)}): no compiled graph holds the {held} they were verified "
             "against (other shapes, a recompile, another torch or Triton); Inductor's kernels run there"
         )
         if self.report.partitioned and any(u.startswith("graph ") for u in unused):
