@@ -61,6 +61,8 @@ def test_a_broken_file_is_repaired_from_its_verdict_and_judged_like_any_candidat
     coder_system = json.dumps(server.requests[2].body)
     assert "standalone Triton kernel file" in coder_system and "The kernel-file contract" in coder_system
     assert "output 0" in json.dumps(server.requests[4].body)  # the Repairer saw the failing verdict
+    assert "input 0: float32[6, 50] strides (50, 1)" in coder_system  # and both saw the file's arguments
+    assert "input 0: float32[6, 50] strides (50, 1)" in json.dumps(server.requests[4].body)
     rows = store.connection.execute("SELECT role FROM transcripts ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["analyst", "planner", "coder", "judge", "repairer"]
     assert report.llm_usage is not None and report.llm_usage["calls"] == 5
@@ -91,6 +93,10 @@ def test_the_planner_may_choose_cuda_for_a_file_and_the_coder_s_cpp_is_judged_in
         assert "build_s" in node.result.measurements and report.best is None
     coder_system = json.dumps(server.requests[2].body)
     assert "The CUDA C++ slot contract" in coder_system and "x_ptr, y_ptr, n_cols, x_stride, y_stride" in coder_system
+    # the launch's arguments as the judge recorded them: dtypes, shapes, strides and sizes, never data
+    assert "Launch arguments (shapes, dtypes, sizes)" in coder_system
+    assert "input 0: float32[6, 50] strides (50, 1)" in coder_system
+    assert "softmax_kernel.x_ptr: float32[6, 50] strides (50, 1)" in coder_system and "softmax_kernel.n_cols: 50" in coder_system
 
 
 ADD_CU = """// kernelopt: cuda

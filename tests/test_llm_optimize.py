@@ -31,6 +31,12 @@ FIXED = SOFTMAX.source.replace("triton_helpers.set_driver_to_gpu()", "triton_hel
 
 
 class MarkerWorker(ScriptedWorker):
+    def call(self, target, *args, timeout_s=0, kwargs=None):
+        if target.endswith(":kernel_facts"):  # as the session describes its recorded launch
+            self.calls.append("kernel_facts")
+            return ok({"min_time_us": 500.0, "launch": {"in_ptr0": "float32[4096, 8192] strides (8192, 1)", "r0_numel": "8192"}})
+        return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
     def _one(self, source: str, recheck: bool = False) -> dict:
         if "BROKEN_MARKER" in source:
             v = verdicts(("static", True), ("correctness", False))
@@ -79,6 +85,9 @@ def test_broken_then_repaired_kernel_is_verified_and_stitched(tmp_path, server) 
     # The repairer saw the failing gate's report.
     repair_request = server.requests[4].body
     assert "NaN where the original wrote finite values" in json.dumps(repair_request)
+    # The Coder and the Repairer saw the recorded launch's arguments (dtypes, shapes, strides, sizes).
+    for request in (server.requests[2].body, repair_request):
+        assert "in_ptr0: float32[4096, 8192] strides (8192, 1)" in json.dumps(request) and "r0_numel: 8192" in json.dumps(request)
     # Only source, shapes and measurements went out: no tensor data, and every call is in the transcripts.
     rows = store.connection.execute("SELECT role, model, input_tokens FROM transcripts ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["analyst", "planner", "coder", "judge", "repairer"]

@@ -341,3 +341,12 @@ def test_a_kernel_file_given_where_a_model_problem_is_needed_is_named_as_one() -
         path = Path(__file__).resolve().parent.parent / "examples" / "kernels" / name
         with pytest.raises(ProblemError, match=rf"a {kind} kernel file, not a model problem; .*optimize {path}"):
             load_problem(path)
+
+
+def test_launch_arguments_are_described_without_their_data() -> None:
+    from kernelopt.problem.layouts import describe_args
+
+    x = torch.randn(4, 6).t()
+    described = describe_args(["in_ptr0", "xnumel", "scale", "missing"], [x, 24, 0.5])
+    assert described == {"in_ptr0": "float32[6, 4] strides (1, 6)", "xnumel": "24", "scale": "0.5"}
+    assert "tensor(" not in str(described)  # no values of the tensor

@@ -35,6 +35,7 @@ file runs in the judge (no autotuning of its own, the autotuner as a stage) is
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture.cuda_kernel import is_cuda_source
-from kernelopt.capture.cuda_slot import slot_dtypes
+from kernelopt.capture.cuda_slot import python_function, runtime_arguments, slot_dtypes
 from kernelopt.evaluate.file_cases import EDGE, Case, FileCases, nbytes, tensors
 from kernelopt.evaluate.file_helion import HELION_ENV, helion_configs, quiet
 from kernelopt.evaluate.file_remote import FileRunner, ReferenceFileRunner
@@ -53,7 +54,7 @@ from kernelopt.evaluate.steps import Stages, memcheck_failure, screened_out
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem.inputs import DISTRIBUTIONS
 from kernelopt.problem.kernel_file import TRITON, KernelFile, load_kernel_file
-from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
+from kernelopt.problem.layouts import RotatingInputs, clone_args, describe_arg, exact_clone
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.memcheck import CudaSlotReplay, run_memcheck
 from kernelopt.verify.memcheck_replay import FILE_PREFIX
@@ -136,7 +137,21 @@ class FileSession:
             "outputs": [list(t.shape) for t in case.expected],
             "written_inputs": sorted(case.written),
             "reference": self.file.reference is not None,
+            "launch": self.launch_facts(case.inputs),
         }
+
+    def launch_facts(self, inputs: Sequence[Any]) -> dict[str, str]:
+        """What the agents are shown of the file's arguments: each input's dtype, shape and strides, and
+        what ``launch`` passes the slot kernel's runtime parameters (its first call), never data."""
+        out = {f"input {i}": describe_arg(x) for i, x in enumerate(inputs)}
+        name, runtime = self.slot[0], list(self.slot[1])
+        if name is not None:
+            calls = self.file.kernel_calls(clone_args(list(inputs)), [name], copy=True)[name]
+            if calls:
+                signature = inspect.signature(python_function(getattr(self.file.module, name)))
+                values = runtime_arguments(name, signature, runtime, calls[0].args, calls[0].keywords)
+                out.update({f"{name}.{p}": describe_arg(v) for p, v in zip(runtime, values)})
+        return out
 
     def time_original(self, trials: int) -> dict[str, float]:
         """The original's median time (us) in the clean process, as gate 4 reads it."""

@@ -36,7 +36,7 @@ from kernelopt.evaluate.steps import STAGE_MARK, Stages, memcheck_failure, scree
 from kernelopt.measure import measure_copy_bandwidth
 from kernelopt.measure.split_timer import SplitComparison
 from kernelopt.problem import load_problem
-from kernelopt.problem.layouts import clone_args, exact_clone
+from kernelopt.problem.layouts import clone_args, describe_args, exact_clone
 from kernelopt.verify.cases import param_roles
 from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.perf_runner import min_time_us, run_performance_gate, screen
@@ -201,9 +201,15 @@ class EvaluationSession:
         return result
 
     def kernel_facts(self, name: str) -> dict[str, Any]:
+        """The kernel's roofline floor and its recorded launch's arguments (dtypes, shapes, strides and
+        sizes, never data: what the agents are shown of it)."""
         _, _, kernel = self.kernel(name)
         snaps = self.snapshots(name)
-        return {"min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None}
+        names = [p.name for p in kernel.runtime_params]
+        return {
+            "min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None,
+            "launch": describe_args(names, snaps[0]) if snaps else None,
+        }
 
     def model_gate(self, seeds: Sequence[int], max_error_ratio: float) -> Verdict:
         """Gate 3 against the swaps installed in the candidate's process (:meth:`RestitchedModel.model_gate`)."""

@@ -386,6 +386,7 @@ def _search_kernel(
     evaluator = WorkerEvaluator(run.worker, run.spec, target.name, run.settings, peak, run.timeout_s)
     facts = run.worker.call(f"{SESSION}:kernel_facts", asdict(run.spec), target.name, peak, timeout_s=run.timeout_s)
     min_us = facts.value.get("min_time_us") if facts.ok else None
+    launch = facts.value.get("launch") if facts.ok else None
     counters = ncu_counters(run.store, run.run_id, run.spec, target.name, run.emit) if run.uses("llm") else None
     tuned = (
         inductor_tuned(run.store, run.run_id, run.worker, run.spec, target.name, peak, run.timeout_s, run.emit)
@@ -409,6 +410,7 @@ def _search_kernel(
                 "ncu": counters,
                 "inductor_tuned_config": tuned,
                 "structural_variants": variants,
+                "launch": launch,
             },
         )
 

@@ -118,3 +118,19 @@ class RotatingInputs:
 
 def clone_args(args: Sequence[Any]) -> list[Any]:
     return [exact_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def describe_arg(value: Any) -> str:
+    """What an agent may know of one launch argument: a tensor's dtype, shape and strides (never its
+    data), or a scalar as it is."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"{dtype}{list(value.shape)} strides {tuple(value.stride())}"
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return repr(value)
+    return type(value).__name__
+
+
+def describe_args(names: Sequence[str], values: Sequence[Any]) -> dict[str, str]:
+    """Each named launch argument described (:func:`describe_arg`), in order; extra values go unnamed."""
+    return {name: describe_arg(value) for name, value in zip(names, values)}

@@ -152,7 +152,9 @@ class LLMOperator:
         avoid = memory.to_avoid(self.store, analysis.bottleneck, kind) if self.store else []
         recent = [n.candidate.note.split(":")[0] for n in ctx.nodes if n.operator == NAME and n.candidate.note][-8:]
         plan = Planner(self.client).run(analysis, base, cards, experience, avoid, recent, hardware=self.hardware).output
-        code = Coder(self.client).run(plan, base, hardware=self.hardware, target=self.target).output
+        code = (
+            Coder(self.client).run(plan, base, hardware=self.hardware, launch=launch_of(ctx), target=self.target).output
+        )
         candidate = Candidate(
             ctx.target,
             NAME,
@@ -205,6 +207,7 @@ class LLMOperator:
                     verdict,
                     ctx.kernel,
                     plan=plan,
+                    launch=launch_of(ctx),
                     target=self.target,
                 )
                 .output
@@ -272,3 +275,9 @@ class LLMOperator:
             except (ValueError, SyntaxError):
                 pass
         return ctx.kernel
+
+
+def launch_of(ctx: SearchContext) -> dict[str, str] | None:
+    """The launch's arguments as the worker described them (dtypes, shapes, strides, sizes; a kernel
+    file's inputs and its slot kernel's arguments), for the Coder and the Repairer."""
+    return ctx.facts.get("launch") or (ctx.facts.get("kernel_file") or {}).get("launch") or None
