@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One full GPU pass on the lent H200 (run from the repo root through the device tool):
-#   scripts/device/gpu_check.sh [all|fixtures|tests|throughput|cli|verify|optimize|models|kernels|bench|llm]
+#   scripts/device/gpu_check.sh [all|fixtures|tests|throughput|cli|verify|optimize|models|kernels|graph|bench|llm]
 # (run scripts/device/fetch_wheels.sh first and carry .whl for the llm step)
 # Everything worth keeping is written under $OUT (or ./.device_out when run by hand).
 set -uo pipefail
@@ -28,7 +28,7 @@ if [[ $step == all || $step == fixtures ]]; then
 fi
 if [[ $step == all || $step == tests ]]; then  # every GPU test but the optimize, models and LLM ones (their own steps)
   python3 -m pytest -m gpu -q -p no:cacheprovider tests --ignore tests/test_gpu_optimize.py --ignore tests/test_gpu_llm.py \
-    --ignore tests/test_gpu_models.py --ignore tests/test_gpu_kernel_file.py \
+    --ignore tests/test_gpu_models.py --ignore tests/test_gpu_kernel_file.py --ignore tests/test_gpu_graph.py \
     2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40
 fi
 if [[ $step == all || $step == throughput ]]; then
@@ -81,6 +81,10 @@ PY
     ${KERNELS_K:+-k "$KERNELS_K"} 2>&1 | tee "$OUT/pytest_gpu_kernel_file.txt" | tail -30
   [[ ${KERNEL_CLI:-1} == 1 ]] && timeout ${KERNEL_CLI_TIMEOUT:-240} $KO optimize examples/kernels/softmax_naive.py --budget 8 --store "$STORE" \
     --export "$OUT/softmax_naive.kopt.py" 2>&1 | tee "$OUT/optimize_softmax_naive.txt" | tail -20
+fi
+if [[ $step == all || $step == graph ]]; then  # graph candidates: judged through optimize, delivered, under CUDA graphs
+  timeout -s INT ${GRAPH_TIMEOUT:-300} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_graph.py 2>&1 \
+    | tee "$OUT/pytest_gpu_graph.txt" | tail -30
 fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
   # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT),
