@@ -26,6 +26,8 @@ GRAPH_OPTIONS: tuple[dict[str, Any], ...] = (
     {"triton.prefer_nd_tiling": True},
     {"online_softmax": False},
     {"realize_opcount_threshold": 100, "realize_reads_threshold": 16},
+    {"benchmark_fusion": True},  # Inductor times its own fusion choices on the device while compiling
+    {"triton.tile_reductions": True},
 )
 GRAPH_TARGET_PREFIX = "<graph "
 
