@@ -151,3 +151,11 @@ def test_from_a_passed_candidate_the_operator_adds_one_more_option_set() -> None
     history = dataclasses.replace(ctx, nodes=[root, passed, failed])
     assert [c.options for c in op.propose(passed, history, 8)] == [{"aggressive_fusion": True, "split_reductions": False}]
     assert op.propose(failed, history, 8) == []  # a failed candidate is no parent
+
+
+def test_a_graph_variants_kernel_names_follow_from_its_options_alone() -> None:
+    from kernelopt.evaluate.session import variant_tag
+
+    tag = variant_tag({"split_reductions": False, "aggressive_fusion": True})
+    assert tag == variant_tag({"aggressive_fusion": True, "split_reductions": False})  # order of the options
+    assert tag.isidentifier() and tag != variant_tag({"aggressive_fusion": True})

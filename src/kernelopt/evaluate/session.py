@@ -26,6 +26,7 @@ import torch
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
 from kernelopt.capture.graph_swap import GraphCandidate, from_variant
+from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
@@ -44,6 +45,12 @@ from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, ju
 from kernelopt.verify.static import check_static
 from kernelopt.verify.subkernel import as_launcher, run_subkernel_gate
 from kernelopt.verify.verdict import Verdict
+
+
+def variant_tag(options: dict[str, Any]) -> str:
+    """The prefix of a graph variant's kernel names, from its options alone: the same candidate (and
+    digest) whichever session, and in whatever order, compiles it."""
+    return "ko_" + source_hash(repr(sorted(options.items())))[:8]
 
 
 @dataclass
@@ -178,7 +185,7 @@ class EvaluationSession:
             return [why] * len(self.artifact.graphs)
         out: list[GraphCandidate | str] = []
         for original, other in zip(self.artifact.graphs, variant.graphs):
-            made = from_variant(original, other, f"ko{index}", f"Inductor with {options}", options)
+            made = from_variant(original, other, variant_tag(options), f"Inductor with {options}", options)
             out.append(made or "the same call sequence and kernels, or other parameters or outputs")
         del variant
         if self.device.type == "cuda":
