@@ -47,11 +47,9 @@ def test_graph_variants_pass_gate_1_and_are_judged_end_to_end(tmp_path) -> None:
         assert report.speedup_vs_compile == 1.0
 
 
-def test_a_graph_candidate_is_exported_loaded_and_runs_in_the_users_compile_also_under_cuda_graphs(tmp_path) -> None:
-    """The delivery path of a graph candidate, whatever its speed: exported beside no kernel replacement,
-    swapped in by kernelopt.load and by the backend (matched by the graph's digest), and recorded into
-    Inductor's CUDA graphs when the user compiles with reduce-overhead."""
-    import kernelopt
+def _exported_variant(tmp_path, tag: str):
+    """center-then-scale at 2048 x 1024, its graph as Inductor writes it with split_reductions=False made a
+    graph candidate and exported whatever its speed: (model, inputs, artifact, path)."""
     from kernelopt.capture import capture
     from kernelopt.capture.artifact import separate_code
     from kernelopt.capture.graph_swap import from_variant
@@ -62,10 +60,20 @@ def test_a_graph_candidate_is_exported_loaded_and_runs_in_the_users_compile_also
     model, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
     artifact = capture(model, inputs)
     options = {"split_reductions": False}
-    variant = capture(separate_code(model, "gpu_graph"), inputs, options, reset=False)
+    variant = capture(separate_code(model, tag), inputs, options, reset=False)
     candidate = from_variant(artifact.graphs[0], variant.graphs[0], "ko0", f"Inductor with {options}", options)
     assert candidate is not None and candidate.kernels
     path = export_model(tmp_path / "g.kopt.json", problem, [], {"note": "test"}, graphs=[candidate])
+    return model, inputs, artifact, path
+
+
+def test_a_graph_candidate_is_exported_loaded_and_runs_in_the_users_compile(tmp_path) -> None:
+    """The delivery path of a graph candidate, whatever its speed: exported beside no kernel replacement,
+    swapped in by kernelopt.load and by the backend (matched by the graph's digest) in the user's default
+    compile (under reduce-overhead: the next test)."""
+    import kernelopt
+
+    model, inputs, _, path = _exported_variant(tmp_path, "gpu_graph")
     with torch.no_grad():
         expected = model(*inputs)
     loaded = load(path)
@@ -88,22 +96,13 @@ def test_under_reduce_overhead_a_graph_candidate_runs_or_inductors_graph_stays_a
     from kernelopt.capture import capture, compat
     from kernelopt.capture.artifact import separate_code
     from kernelopt.capture.call_sequence import call_source_of, graph_digest
-    from kernelopt.capture.graph_swap import from_variant
-    from kernelopt.deliver.export import export_model
-    from kernelopt.problem import load_problem
 
-    problem = load_problem(PROBLEM, overrides={"batch_size": 2048, "dim": 1024})
-    model, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
-    artifact = capture(model, inputs)
-    options = {"split_reductions": False}
-    variant = capture(separate_code(model, "gpu_graph_ro"), inputs, options, reset=False)
-    candidate = from_variant(artifact.graphs[0], variant.graphs[0], "ko0", f"Inductor with {options}", options)
+    model, inputs, artifact, path = _exported_variant(tmp_path, "gpu_graph_ro")
     graphed = capture(separate_code(model, "gpu_graph_cg"), inputs, compat.mode_options("reduce-overhead"), reset=False)
     same = graph_digest(graphed.graphs[0].source_code) == graph_digest(artifact.graphs[0].source_code)
     diff = difflib.unified_diff(call_source_of(artifact.graphs[0].source_code).splitlines(),
                                 call_source_of(graphed.graphs[0].source_code).splitlines(), lineterm="")
     print("same graph under reduce-overhead:", same, "\n".join(list(diff)[:40]))
-    path = export_model(tmp_path / "g.kopt.json", problem, [], {"note": "test"}, graphs=[candidate])
     with torch.no_grad():
         expected = model(*inputs)
         torch._dynamo.reset()

@@ -19,7 +19,7 @@ from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.restitched import RestitchedModel
 from kernelopt.evaluate.steps import Stages
-from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance, judge_timing_evidence
+from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance
 from kernelopt.verify.static_graph import check_static_graph
 from kernelopt.verify.verdict import Verdict
 
@@ -78,9 +78,7 @@ def evaluate_graph(
         stages.lap("performance")
         result["kernel_comparison"] = e2e.comparison.to_dict()  # for a graph candidate the "kernel" is the model
         result["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
-        evidence = judge_timing_evidence(
-            e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, runner.calibration_ms, what="model"
-        )
+        evidence = restitched.timing_evidence(e2e)
         verdict = evidence or judge_performance(e2e.comparison, None, PerformancePolicy(margin=settings.margin))
         result["passed"] = verdict.passed
         return stages.done(verdict)

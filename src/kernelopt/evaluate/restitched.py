@@ -23,6 +23,7 @@ from kernelopt.problem import Problem, outputs_as_list
 from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
+from kernelopt.verify.performance import judge_timing_evidence
 from kernelopt.verify.verdict import Verdict
 
 
@@ -120,4 +121,11 @@ class RestitchedModel:
         interleaved, both timed the same way."""
         return compare_split(
             self.reference.timed_model(), self.runner.timed_model(), trials=trials, baseline_remote=True
+        )
+
+    def timing_evidence(self, e2e: SplitComparison) -> Verdict | None:
+        """None when the candidate process's readings of its model agree with the judge's clock, against
+        that process's calibration; else the failed performance verdict naming the disagreement."""
+        return judge_timing_evidence(
+            e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, self.runner.calibration_ms, what="model"
         )

@@ -41,7 +41,7 @@ from kernelopt.problem.layouts import clone_args, describe_args, exact_clone
 from kernelopt.verify.cases import param_roles
 from kernelopt.verify.memcheck import run_memcheck
 from kernelopt.verify.perf_runner import min_time_us, run_performance_gate, screen
-from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_timing_evidence
+from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end
 from kernelopt.verify.static import check_static
 from kernelopt.verify.subkernel import as_launcher, run_subkernel_gate
 from kernelopt.verify.verdict import Verdict
@@ -332,9 +332,7 @@ class EvaluationSession:
         result["kernel_comparison"] = kernel_cmp.to_dict()
         if perf.passed and settings.end_to_end:
             e2e = self.end_to_end(max(10, settings.trials // 2))
-            evidence = judge_timing_evidence(
-                e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, self.runner.calibration_ms, what="model"
-            )
+            evidence = self.restitched.timing_evidence(e2e)
             result["end_to_end"] = {
                 **judge_end_to_end(e2e.comparison),
                 "comparison": e2e.to_dict(),

@@ -20,7 +20,7 @@ from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec, stage
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.timer import compare_split
-from kernelopt.verify.performance import judge_end_to_end, judge_timing_evidence
+from kernelopt.verify.performance import judge_end_to_end
 from kernelopt.verify.verdict import Verdict
 
 _SESSIONS: dict[tuple, EvaluationSession] = {}
@@ -99,8 +99,7 @@ def verify_together(
         static = check_static_graph(candidate, original_source=s.artifact.graphs[candidate.graph].source_code)
         if not static.passed:
             return FinalCheck(static).to_dict()
-        if not s.runner.calibration_ms:
-            s.runner.calibrate_on_model()
+        s.runner.calibrate_on_model()  # a no-op where a kernel already calibrated it
         key, error, _ = s.runner.build_graph(candidate.to_dict())
         if error is not None:
             return FinalCheck(Verdict("model", False, f"graph {candidate.graph}: {error}", {"rule": "build"})).to_dict()
@@ -118,9 +117,7 @@ def verify_together(
         check = FinalCheck(verdict)
         if verdict.passed:
             e2e = s.end_to_end(gates.trials)
-            evidence = judge_timing_evidence(
-                e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, s.runner.calibration_ms, what="model"
-            )
+            evidence = s.restitched.timing_evidence(e2e)
             if evidence is not None:
                 return FinalCheck(verdict, evidence=evidence).to_dict()
 

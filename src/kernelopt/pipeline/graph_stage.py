@@ -10,20 +10,17 @@ in the final verification and the export.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, SESSION, failure_of, result_of
+from kernelopt.pipeline.options_search import search_options
 from kernelopt.pipeline.records import GraphResult
 from kernelopt.pipeline.run_context import RunContext
-from kernelopt.search.candidate import Candidate, EvaluationResult
-from kernelopt.search.engine import SearchEngine
+from kernelopt.search.candidate import EvaluationResult
 from kernelopt.search.graph_variants import GRAPH_OPTIONS, graph_target
-from kernelopt.search.nodes import Node, NodeStore
-from kernelopt.search.operators import SearchContext
+from kernelopt.search.nodes import NodeStore
 
 GRAPH_OPERATOR = "graph-variants"
 
@@ -65,21 +62,25 @@ def search_graphs(run: RunContext, nodes: NodeStore, skip: set[int]) -> list[Gra
     return results
 
 
-def recheck_graph(run: RunContext, result: GraphResult, settings: GateSettings) -> None:
-    """A graph winner through the gates again with the run's full seeds and timing; one that fails
-    keeps the graph as compiled."""
-    assert result.best is not None
-    options = result.best.get("options") or {}
+def _evaluate(run: RunContext, graph: int, options: dict[str, Any], settings: GateSettings) -> EvaluationResult:
+    """Graph ``graph`` under ``options`` through the gates in the evaluation worker."""
     outcome = run.worker.call(
         f"{SESSION}:evaluate_graph",
         asdict(run.spec),
-        result.graph,
+        graph,
         options,
         settings.to_dict(),
         run.peak,
         timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
     )
-    again = result_of(outcome.value) if outcome.ok else failure_of(outcome)
+    return result_of(outcome.value) if outcome.ok else failure_of(outcome)
+
+
+def recheck_graph(run: RunContext, result: GraphResult, settings: GateSettings) -> None:
+    """A graph winner through the gates again with the run's full seeds and timing; one that fails
+    keeps the graph as compiled."""
+    assert result.best is not None
+    again = _evaluate(run, result.graph, result.best.get("options") or {}, settings)
     seeds = f"model seeds {list(settings.model_seeds)}, {settings.trials} trials"
     if again.passed and again.fitness > 1.0:
         result.final_check = f"passed again with {seeds}"
@@ -93,50 +94,24 @@ def recheck_graph(run: RunContext, result: GraphResult, settings: GateSettings) 
 
 def _search_graph(run: RunContext, nodes: NodeStore, graph: int, variants: list[dict[str, Any]]) -> GraphResult:
     target = graph_target(graph)
-
-    def evaluate(batch: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
-        for node in batch:
-            outcome = run.worker.call(
-                f"{SESSION}:evaluate_graph",
-                asdict(run.spec),
-                graph,
-                node.candidate.options or {},
-                run.settings.to_dict(),
-                run.peak,
-                timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
-            )
-            yield node, result_of(outcome.value) if outcome.ok else failure_of(outcome)
-
-    def context(history: list[Node]) -> SearchContext:
-        return SearchContext(
-            target=target, nodes=history, rng=random.Random(run.seed), facts={"graph_variants": variants}
-        )
-
     run.emit("stage", {"stage": "graph search", "kernel": target})
-    engine = SearchEngine(
+    found = search_options(
+        run,
         nodes,
         target,
-        Candidate(target, "root", options={}),
         [op for op in run.ops if op.name == GRAPH_OPERATOR],
-        run.selection,
         run.budget,
-        evaluate,
-        context,
-        on_event=lambda kind, data: run.emit(kind, {**data, "kernel": target}),
-        seed=run.seed,
+        lambda node: _evaluate(run, graph, node.candidate.options or {}, run.settings),
+        {"graph_variants": variants},
     )
-    outcome = engine.run()
-    best = outcome.best
-    evaluated = [n for n in nodes.evaluated(target) if n.operator != "root"]
-    won = best is not None and best.operator != "root" and best.result is not None and (best.fitness or 0.0) > 1.0
-    winner = best.result.measurements.get("graph_candidate") if won and best and best.result else None
+    winner = found.winner
     return GraphResult(
         graph=graph,
-        speedup=best.fitness if won and best and best.fitness else 1.0,
-        evaluations=len(evaluated),
-        failures_by_gate=outcome.failures_by_gate,
-        stop_reason=outcome.stop_reason,
-        best=winner,
-        note=best.candidate.note if won and best else "",
-        node=best.id if won and best else None,
+        speedup=winner.fitness if winner and winner.fitness else 1.0,
+        evaluations=len(found.evaluated),
+        failures_by_gate=found.outcome.failures_by_gate,
+        stop_reason=found.outcome.stop_reason,
+        best=winner.result.measurements.get("graph_candidate") if winner and winner.result else None,
+        note=winner.candidate.note if winner else "",
+        node=winner.id if winner else None,
     )

@@ -8,8 +8,6 @@ and the result over the base is the product of the two interleaved speedups.
 from __future__ import annotations
 
 import dataclasses
-import random
-from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -23,12 +21,11 @@ from kernelopt.pipeline.evaluator import (
     gpu_seconds,
     result_of,
 )
+from kernelopt.pipeline.options_search import search_options
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.pipeline.run_context import RunContext
-from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
-from kernelopt.search.engine import SearchEngine
+from kernelopt.search.candidate import MODEL_TARGET, EvaluationResult
 from kernelopt.search.nodes import Node, NodeStore
-from kernelopt.search.operators import SearchContext
 
 KNOB_OPERATOR = "compiler-knobs"
 EVAL_DEVICE = "cuda"  # where whole-model candidates are evaluated (the CPU tests use the CPU)
@@ -50,51 +47,31 @@ def search_knobs(run: RunContext, nodes: NodeStore, total_us: float) -> dict[str
             run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **known["best_options"]})
         return dict(known)
 
-    def evaluate(batch: list[Node]) -> Iterator[tuple[Node, EvaluationResult]]:
-        for node in batch:  # a fresh process each: every variant is a full compile
-            outcome = run_isolated(
-                f"{SESSION}:evaluate_knobs",
-                asdict(run.spec),
-                node.candidate.options or {},
-                run.settings.to_dict(),
-                EVAL_DEVICE,
-                timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
-                env=compile_cache_env(run.config),
-            )
-            yield node, result_of(outcome.value) if outcome.ok else failure_of(outcome)
-
-    def context(history: list[Node]) -> SearchContext:
-        return SearchContext(
-            target=MODEL_TARGET, nodes=history, rng=random.Random(run.seed), facts={"time_us": total_us}
+    def evaluate(node: Node) -> EvaluationResult:  # a fresh process each: every variant is a full compile
+        outcome = run_isolated(
+            f"{SESSION}:evaluate_knobs",
+            asdict(run.spec),
+            node.candidate.options or {},
+            run.settings.to_dict(),
+            EVAL_DEVICE,
+            timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
+            env=compile_cache_env(run.config),
         )
+        return result_of(outcome.value) if outcome.ok else failure_of(outcome)
 
     cap = run.config.knob_budget if run.config is not None else KNOB_EVALUATIONS
     knob_budget = dataclasses.replace(run.budget, max_evaluations=min(run.budget.max_evaluations or cap, cap))
     run.emit("stage", {"stage": "compiler-knob search"})
-    engine = SearchEngine(
-        nodes,
-        MODEL_TARGET,
-        Candidate(MODEL_TARGET, "root", options={}),
-        run.ops,
-        run.selection,
-        knob_budget,
-        evaluate,
-        context,
-        on_event=lambda kind, data: run.emit(kind, {**data, "kernel": MODEL_TARGET}),
-        seed=run.seed,
-    )
-    outcome = engine.run()
-    best = outcome.best
-    evaluated = [n for n in nodes.evaluated(MODEL_TARGET) if n.operator != "root"]
-    won = best is not None and best.operator != "root" and best.result is not None and (best.fitness or 0.0) > 1.0
+    found = search_options(run, nodes, MODEL_TARGET, run.ops, knob_budget, evaluate, {"time_us": total_us})
+    best, won = found.outcome.best, found.winner is not None
     record: dict[str, Any] = {
         "best_options": best.candidate.options if best else None,
         "speedup": best.fitness if won and best else 1.0,
-        "evaluations": len(evaluated),
-        "gpu_s": gpu_seconds(evaluated),
-        "stop_reason": outcome.stop_reason,
+        "evaluations": len(found.evaluated),
+        "gpu_s": gpu_seconds(found.evaluated),
+        "stop_reason": found.outcome.stop_reason,
         "used": won,
-        "failures_by_gate": outcome.failures_by_gate,
+        "failures_by_gate": found.outcome.failures_by_gate,
     }
     if won:
         assert best is not None and best.result is not None
