@@ -121,3 +121,15 @@ def test_the_pool_says_when_its_processes_have_started() -> None:
         assert pool.warmed_up  # a start-up no-op finished: a process is ready to compile
         pool._replace()
         assert not pool.warmed_up  # a replaced pool starts from scratch
+
+
+def test_a_replaced_pools_late_start_up_does_not_count_for_the_new_one() -> None:
+    # The old pool's second no-op can finish after _replace: CI once saw warmed_up
+    # turn True again on a pool whose processes had not started.
+    with closing(CompilePool(2, warm=worker_targets.warm_quick)) as pool:
+        old = pool._generation
+        pool._replace()
+        pool._count(old)  # a callback of the replaced pool, arriving late
+        assert not pool.warmed_up
+        pool._count(pool._generation)
+        assert pool.warmed_up

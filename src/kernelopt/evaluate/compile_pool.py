@@ -94,6 +94,7 @@ class CompilePool:
         self._lock = threading.Lock()
         self.broken = 0  # times a compile process died and the pool was replaced
         self._completed = 0  # jobs (start-up no-ops included) this pool's processes have finished
+        self._generation = 0  # bumped when the pool is replaced: a dead pool's late callbacks count for nothing
 
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -107,8 +108,9 @@ class CompilePool:
         Idempotent: a started pool is left as it is."""
         if self.workers > 0 and self._executor is None:
             pool = self._pool()
+            generation = self._generation
             for _ in range(self.workers):
-                pool.submit(_noop).add_done_callback(self._count)
+                pool.submit(_noop).add_done_callback(lambda _f, g=generation: self._count(g))
 
     @property
     def warmed_up(self) -> bool:
@@ -116,9 +118,10 @@ class CompilePool:
         seconds): until then a candidate is compiled sooner by the session than by the pool."""
         return self._completed > 0
 
-    def _count(self, _: Future) -> None:
+    def _count(self, generation: int) -> None:
         with self._lock:
-            self._completed += 1
+            if generation == self._generation:
+                self._completed += 1
 
     def submit(self, jobs: list[tuple[str, str] | None]) -> list[WarmJob | None]:
         """Queue each ``(source, kernel name)`` for compiling; ``None`` entries are skipped."""
@@ -148,12 +151,14 @@ class CompilePool:
                 continue
             with self._lock:
                 handle.future = future
-            future.add_done_callback(self._finished)
+                generation = self._generation
+            future.add_done_callback(lambda _f, g=generation: self._finished(g))
 
-    def _finished(self, _: Future) -> None:
+    def _finished(self, generation: int) -> None:
         with self._lock:
             self._in_flight -= 1
-            self._completed += 1
+            if generation == self._generation:
+                self._completed += 1
         self._feed()
 
     def wait(self, handle: WarmJob | None, timeout_s: float) -> tuple[float, str | None]:
@@ -188,6 +193,7 @@ class CompilePool:
         self.broken += 1
         with self._lock:
             executor, self._executor = self._executor, None
+            self._generation += 1
             self._completed = 0  # the next pool's processes start from scratch
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
