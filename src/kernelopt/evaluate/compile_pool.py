@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
 
 WarmFn = Callable[[str, str], float]
 
@@ -110,7 +111,7 @@ class CompilePool:
             pool = self._pool()
             generation = self._generation
             for _ in range(self.workers):
-                pool.submit(_noop).add_done_callback(lambda _f, g=generation: self._count(g))
+                pool.submit(_noop).add_done_callback(partial(self._count, generation))
 
     @property
     def warmed_up(self) -> bool:
@@ -118,7 +119,7 @@ class CompilePool:
         seconds): until then a candidate is compiled sooner by the session than by the pool."""
         return self._completed > 0
 
-    def _count(self, generation: int) -> None:
+    def _count(self, generation: int, _: Future | None = None) -> None:
         with self._lock:
             if generation == self._generation:
                 self._completed += 1
@@ -152,9 +153,9 @@ class CompilePool:
             with self._lock:
                 handle.future = future
                 generation = self._generation
-            future.add_done_callback(lambda _f, g=generation: self._finished(g))
+            future.add_done_callback(partial(self._finished, generation))
 
-    def _finished(self, generation: int) -> None:
+    def _finished(self, generation: int, _: Future | None = None) -> None:
         with self._lock:
             self._in_flight -= 1
             if generation == self._generation:
