@@ -245,3 +245,23 @@ def test_a_graph_without_generated_code_is_recognised() -> None:
 
     assert compat.has_output_code(Compiled())
     assert not compat.has_output_code(lambda *args: args)
+
+
+def test_a_cpu_graph_can_be_compiled_as_one_cuda_graph_partition() -> None:
+    """The CPU tests of graph candidates under CUDA graphs rest on this: Inductor's partitioned
+    wrapper (a Runner whose call forwards to module-level partition functions) for CPU ops."""
+    from kernelopt.capture import capture
+    from kernelopt.capture.call_sequence import is_partitioned, single_partition
+
+    with compat.cpu_graph_partitions():
+        artifact = capture(torch.nn.Tanh(), [torch.randn(4, 8)])
+    source = artifact.graphs[0].source_code
+    assert is_partitioned(source), source
+    partition = single_partition(source)
+    assert partition is not None and partition.function == "partition_0"
+    function = compat.partition_function(artifact.graphs[0].module, partition.function)
+    assert function.__code__.co_argcount == 1
+    with pytest.raises(UnsupportedEnvironment, match="no partition function"):
+        compat.partition_function(artifact.graphs[0].module, "partition_9")
+    plain = capture(torch.nn.Tanh(), [torch.randn(4, 8)])
+    assert not is_partitioned(plain.graphs[0].source_code)  # the rule is put back

@@ -173,6 +173,36 @@ def call_function(module: ModuleType) -> types.FunctionType:
     return function
 
 
+def partition_function(module: ModuleType, name: str) -> types.FunctionType:
+    """A CUDA-graph partition of an output module (``partition_0``: a module-level function that
+    ``Runner.partitions`` holds, wrapped by the CUDA-graph trees once they record it)."""
+    function = getattr(module, name, None)
+    if not isinstance(function, types.FunctionType):
+        raise UnsupportedEnvironment(
+            f"Inductor's output module has no partition function {name} (found {type(function).__name__}); "
+            f"torch {torch.__version__} may have changed its graph partitions (see capture/compat.py)"
+        )
+    return function
+
+
+@contextlib.contextmanager
+def cpu_graph_partitions() -> Iterator[None]:
+    """Compile as ``mode="reduce-overhead"`` does (graph partitions for CUDA graphs), with CPU ops
+    kept inside the partitions: Inductor otherwise leaves them in ``call``. For the CPU tests, which
+    have no GPU to write the partitioned wrapper for. Caches are off: the patched rule is not in
+    Inductor's cache key."""
+    from torch._inductor import config
+    from torch._inductor.scheduler import Scheduler
+
+    original = Scheduler.should_partition
+    Scheduler.should_partition = lambda self, node: None  # type: ignore[method-assign]
+    try:
+        with fresh_compile(), config.patch({"graph_partition": True, "triton.cudagraphs": True}):
+            yield
+    finally:
+        Scheduler.should_partition = original  # type: ignore[method-assign]
+
+
 def build_cpp_kernel(argtypes: Sequence[str], source: str) -> Any:
     """Build a C++ kernel Inductor generated for CPU tensors, as its wrapper does
     (``async_compile.cpp_pybinding``, synchronously)."""

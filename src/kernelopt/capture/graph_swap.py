@@ -12,6 +12,12 @@ puts the candidate's code object into that function and its kernels into the mod
 nothing recompiles, vendor calls stay Inductor's, and :func:`restore_graph` puts the original
 code back. A candidate is addressed by the digest of the graph's output code it was made for; a
 recompiled graph (other torch, other options) is refused instead of being patched blindly.
+
+Under CUDA graphs the same graph may be one partition that ``call`` forwards to
+(:class:`~kernelopt.capture.call_sequence.Partition`): where its :func:`folded_digest` is the one
+the candidate was made for, the partition function's code becomes a small adapter that reorders
+the partition's inputs into ``call``'s order, runs the candidate's call and hands its outputs back
+in the partition's order, so the CUDA-graph trees record the candidate's kernels.
 """
 
 from __future__ import annotations
@@ -24,7 +30,15 @@ from typing import Any
 
 from kernelopt.capture import compat
 from kernelopt.capture.artifact import Artifact, CapturedGraph
-from kernelopt.capture.call_sequence import call_source_of, graph_digest, wrapper_facts
+from kernelopt.capture.call_sequence import (
+    Partition,
+    call_source_of,
+    folded_digest,
+    graph_digest,
+    is_partitioned,
+    single_partition,
+    wrapper_facts,
+)
 from kernelopt.capture.kernel_source import renamed
 from kernelopt.capture.output_code import cpp_argtypes, source_hash
 from kernelopt.capture.swap import SwapError, build_kernel
@@ -58,6 +72,7 @@ class GraphCandidate:
     kernels: tuple[GraphKernel, ...]
     origin: str  # what made it (e.g. "Inductor under {'split_reductions': False}")
     options: dict[str, Any] = field(default_factory=dict)
+    folded_digest: str = ""  # folded_digest of the graph: matches it written as a CUDA-graph partition
 
     @property
     def kernel_names(self) -> list[str]:
@@ -76,6 +91,7 @@ class GraphCandidate:
             "kernels": [k.to_dict() for k in self.kernels],
             "origin": self.origin,
             "options": dict(self.options),
+            "folded_digest": self.folded_digest,
         }
 
     @classmethod
@@ -87,6 +103,7 @@ class GraphCandidate:
             tuple(GraphKernel.from_dict(k) for k in d["kernels"]),
             str(d.get("origin", "")),
             dict(d.get("options") or {}),
+            str(d.get("folded_digest") or ""),
         )
 
 
@@ -136,6 +153,7 @@ def from_variant(
         tuple(kernels),
         origin,
         dict(options or {}),
+        folded_digest(original.source_code) or "",
     )
 
 
@@ -179,37 +197,74 @@ class GraphSwap:
     code: types.CodeType
     kernels: dict[str, Any]
     digest: str
+    helpers: dict[str, Any] = field(default_factory=dict)  # module globals of ours beside the kernels
 
 
 def swap_call(
     module: types.ModuleType, graph_source: str, candidate: GraphCandidate, built: Mapping[str, Any]
 ) -> GraphSwap:
     """Install ``candidate`` (its kernels ``built``) as the call sequence of the output module
-    ``module`` whose code is ``graph_source``; refuse one made for another graph."""
+    ``module`` whose code is ``graph_source``: in its ``call``, or in the one CUDA-graph partition
+    that ``call`` forwards to; refuse one made for another graph."""
     here = graph_digest(graph_source)
+    partition = None
     if here != candidate.original_digest:
-        raise SwapError(
-            f"graph {candidate.graph} compiled differently from the one the candidate was made for "
-            f"(graph digest {here[:12]} != {candidate.original_digest[:12]}): "
-            "recompile with the same torch and settings"
-        )
+        partition = single_partition(graph_source) if candidate.folded_digest else None
+        if partition is None or folded_digest(graph_source) != candidate.folded_digest:
+            how = (
+                " (it is split into CUDA-graph partitions: compile without CUDA graphs, or with the whole graph in one)"
+                if is_partitioned(graph_source)
+                else ""
+            )
+            raise SwapError(
+                f"graph {candidate.graph} compiled differently from the one the candidate was made for "
+                f"(graph digest {here[:12]} != {candidate.original_digest[:12]}){how}: "
+                "recompile with the same torch and settings"
+            )
     missing = [name for name in candidate.kernel_names if name not in built]
     if missing:
         raise SwapError(f"graph candidate kernel(s) {', '.join(missing)} were not built")
-    function = compat.call_function(module)
+    call = compat.call_function(module)
     code = _call_code(candidate.call_source)
-    if code.co_freevars or code.co_argcount != function.__code__.co_argcount:
+    if code.co_freevars or code.co_argcount != call.__code__.co_argcount:
         raise SwapError(f"the candidate's call takes {code.co_argcount} parameters, the graph's takes "
-                        f"{function.__code__.co_argcount}")  # fmt: skip
+                        f"{call.__code__.co_argcount}")  # fmt: skip
     module_globals = vars(module)
-    clashes = [name for name in candidate.kernel_names if name in module_globals]
+    helpers: dict[str, Any] = {}
+    function = call
+    if partition is not None:
+        function = compat.partition_function(module, partition.function)
+        runner = f"_kernelopt_graph_{candidate.digest()}"
+        helpers[runner] = types.FunctionType(code, module_globals, runner)
+        code = _partition_adapter(partition, runner)
+    clashes = [name for name in [*candidate.kernel_names, *helpers] if name in module_globals]
     if clashes:
         raise SwapError(f"graph candidate kernel {clashes[0]} would shadow a name of the graph's module")
     kernels = {name: built[name] for name in candidate.kernel_names}
     module_globals.update(kernels)
-    swap = GraphSwap(candidate.graph, module, function, function.__code__, code, kernels, candidate.digest())
+    module_globals.update(helpers)
+    swap = GraphSwap(candidate.graph, module, function, function.__code__, code, kernels, candidate.digest(), helpers)
     function.__code__ = code
     return swap
+
+
+def _partition_adapter(partition: Partition, runner: str) -> types.CodeType:
+    """The code of a partition function that runs the candidate's call ``runner`` in its place: the
+    partition's inputs in call's order in, the call's outputs in the partition's order out."""
+    ordered = [0] * len(partition.inputs)
+    for k, position in enumerate(partition.inputs):
+        ordered[position] = k  # call's input ``position`` is the partition's argument k
+    own = "None, " if partition.call_params == 2 else ""
+    outputs = "".join(f"outputs[{j}], " for j in partition.outputs)
+    source = (
+        f"def {partition.function}(args):\n"
+        f"    ordered = [{', '.join(f'args[{k}]' for k in ordered)}]\n"
+        "    args.clear()\n"
+        f"    outputs = {runner}({own}ordered)\n"
+        f"    return ({outputs})\n"
+    )
+    module_code = compile(source, f"<kernelopt partition adapter {runner}>", "exec")
+    return next(c for c in module_code.co_consts if isinstance(c, types.CodeType))
 
 
 def swap_graph(artifact: Artifact, candidate: GraphCandidate, built: Mapping[str, Any]) -> GraphSwap:
@@ -224,7 +279,7 @@ def restore_graph(swap: GraphSwap) -> None:
     """Undo a call-sequence swap (idempotent)."""
     swap.function.__code__ = swap.original_code
     module_globals = vars(swap.module)
-    for name in swap.kernels:
+    for name in [*swap.kernels, *swap.helpers]:
         module_globals.pop(name, None)
 
 

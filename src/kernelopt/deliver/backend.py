@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
-from kernelopt.capture.call_sequence import call_source_of, graph_digest
+from kernelopt.capture.call_sequence import folded_digest, graph_digest, is_partitioned
 from kernelopt.capture.graph_swap import GraphCandidate, build_graph_kernels, swap_call
 from kernelopt.capture.output_code import OutputCode, parse_output_code
 from kernelopt.capture.swap import KernelAddress
@@ -151,10 +151,9 @@ class KerneloptBackend:
         if not any(k.language == "triton" for k in output.kernels.values()):
             return
         module = compat.output_module(compiled_graph)
-        digest = graph_digest(source) if self.graphs else None
-        graph = next((g for g in self.graphs if g.original_digest == digest), None)
-        if self.graphs and graph is None and "self.partitions[" in call_source_of(source):
-            self.report.partitioned += 1  # Inductor split the graph for CUDA graphs: no candidate was made for that
+        graph = self._graph_for(source)
+        if self.graphs and graph is None and is_partitioned(source):
+            self.report.partitioned += 1  # split for CUDA graphs in a way no candidate matches
         if graph is not None:  # the whole call sequence: the graph's own kernels no longer run
             verdict = check_static_graph(graph, original_source=source, allow_cpp=False)
             if not verdict.passed:
@@ -166,6 +165,18 @@ class KerneloptBackend:
             return
         for name in swap_matching(vars(module), output, self.replacements, build_kernel):
             self.report.used[name] = self.report.used.get(name, 0) + 1
+
+    def _graph_for(self, source: str) -> GraphCandidate | None:
+        """The graph candidate made for this compiled graph: by its digest, or, where Inductor wrote
+        it as one CUDA-graph partition, by the digest that folds the partition back into call."""
+        if not self.graphs:
+            return None
+        digest = graph_digest(source)
+        graph = next((g for g in self.graphs if g.original_digest == digest), None)
+        if graph is None and is_partitioned(source):
+            folded = folded_digest(source)
+            graph = next((g for g in self.graphs if folded is not None and g.folded_digest == folded), None)
+        return graph
 
     def say_unused(self) -> str | None:
         """One line naming the replacements no compiled graph matched (logged once), or None."""
@@ -182,7 +193,8 @@ class KerneloptBackend:
         if self.report.partitioned and any(u.startswith("graph ") for u in unused):
             line += (
                 f"; {self.report.partitioned} graph(s) compiled as CUDA-graph partitions (mode reduce-overhead or "
-                "max-autotune), and graph candidates are verified for compiles without CUDA graphs"
+                "max-autotune) that no candidate matches: a graph candidate stands in only where the whole graph "
+                "is one partition"
             )
         if not self._said:
             log.warning(line)
