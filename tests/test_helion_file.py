@@ -133,6 +133,19 @@ def test_optimize_walks_helion_configs_on_cpu_and_records_the_default(tmp_path: 
     assert store.measurements(report.run_id, "helion")["helion"]["kernels"][0]["kernel"] == "rms_scale"
 
 
+def test_a_run_recorded_with_one_helion_config_for_the_whole_file_is_not_resumed(tmp_path: Path) -> None:
+    """Runs from before every Helion kernel was tuned hold one flat config per node; resuming one under
+    the per-kernel search would read those configs as kernel names: refused in one line instead."""
+    from kernelopt.errors import KerneloptError
+
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "helion_rms_scale", "cpu", {}, {"input": "helion", "sizes": SMALL})
+    store.add_measurement(run_id, "helion", {"helion": {"kernel": "rms_scale", "default": CONFIG, "tuned": None}})
+    with pytest.raises(KerneloptError, match=f"run {run_id} recorded one Helion config .* start a new run"):
+        optimize_file(PATH, store, operators=["helion-config"], budget=Budget(max_evaluations=1), settings=SETTINGS,
+                      resume_run=run_id, export_path=tmp_path / "h.kopt.py", device="cpu")  # fmt: skip
+
+
 def test_helion_s_autotuner_is_not_run_for_an_original_already_at_its_roofline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -204,6 +204,13 @@ def optimize_file(
                     f"run {resume_run} was started with --kernel {first}: resume it with the same, or leave it out"
                 )
             main = args["kernel"] = main_kernel(kernel_file, first)
+        old = store.measurements(resume_run, "helion").get("helion")
+        if old is not None and "kernels" not in old:  # one config per run, before every kernel was tuned
+            raise KerneloptError(
+                f"run {resume_run} recorded one Helion config for the whole file (an older kernelopt); its "
+                f"nodes cannot be read as one config per kernel: start a new run of {kernel_file.name} "
+                "(leave out --resume)"
+            )
         run_id = resume_run
     else:
         run_id = store.start_run("optimize", kernel_file.name, label, versions(), args)
