@@ -36,6 +36,16 @@ def test_greedy_walk_adds_one_knob_and_skips_tried_and_dependent_ones() -> None:
     assert len({name for name, _ in KNOBS}) == len(KNOBS)
 
 
+def test_every_one_setting_graph_variant_is_a_knob_of_the_whole_model_search() -> None:
+    """The kernel search runs on a knob winner's compile, not on a graph winner's: the structural choices
+    of the graph stage must be in the knob space for options x kernels to cover them."""
+    from kernelopt.search.graph_variants import GRAPH_OPTIONS
+
+    knobs = set(KNOBS)
+    single = [next(iter(o.items())) for o in GRAPH_OPTIONS if len(o) == 1]
+    assert single and [o for o in single if o not in knobs] == []
+
+
 def test_side_by_side_evaluation_runs_the_gates_on_cpu() -> None:
     spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
     settings = GateSettings(model_seeds=(0, 1), trials=5)

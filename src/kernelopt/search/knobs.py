@@ -32,6 +32,12 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("triton.prefer_nd_tiling", True),
     ("layout_optimization", False),
     ("coordinate_descent_check_all_directions", True),
+    # The graph-variants stage's structural choices (search/graph_variants.py), so the kernel search,
+    # which runs on the winning options' compile, can also run on top of these.
+    ("combo_kernels", True),
+    ("online_softmax", False),
+    ("triton.tile_reductions", True),
+    ("benchmark_fusion", True),
 )
 # Knobs that only mean something together with another.
 REQUIRES = {
