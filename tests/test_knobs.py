@@ -99,11 +99,12 @@ def _knob_answer(options: dict, speedup: float) -> dict:
     return {"verdicts": gates, "passed": passed, "options": options, "kernel_comparison": cmp, "gpu_s": 0.5}
 
 
-@pytest.mark.parametrize("knob_wins", [True, False])
-def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, monkeypatch, knob_wins) -> None:
+@pytest.mark.parametrize(("knob_wins", "times_base"), [(True, True), (True, False), (False, True)])
+def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, monkeypatch, knob_wins, times_base) -> None:
     """Options first, judged against the base compile; a winner's options go into every later capture, the
-    kernel search runs on that capture's kernels, and the result over the base is the product of the two
-    interleaved speedups, said as such. A resumed run reads the choice back instead of searching again."""
+    kernel search runs on that capture's kernels, and the result over the base is the final verification's
+    timing against the base mode's compile in one process; where that compile failed, the product of the
+    two interleaved speedups, said as such. A resumed run reads the choice back instead of searching again."""
     from kernelopt.pipeline import knob_stage
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
@@ -133,6 +134,7 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, 
     store = Store(tmp_path / "k.db")
     run_id = store.start_run("optimize", "softmax", "fake", {})
     worker = Recording()
+    worker.times_base = times_base
 
     def once():
         return opt._optimize(run_context(
@@ -150,14 +152,56 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, 
         assert kernel_specs == {True}, worker.specs  # every kernel evaluation ran on the options' capture
         assert [fn for fn, _ in worker.specs].count("analyze_problem") == 2  # the base, then the options' compile
         assert report.options == {"coordinate_descent_tuning": True} and not report.on_default
-        assert report.speedup_vs_compile == pytest.approx(1.25 * 1.19)  # options x the kernels on top
-        assert report.speedup_vs_compile_iqr is None  # a product of two medians has no IQR
+        assert worker.base_options == [{}]  # the final verification timed it against the default compile too
         assert "1.250x over the default compile, timed interleaved) and 1 kernel(s) replaced on top (1.190x)" in (
             report.final_reason)
+        if times_base:
+            assert report.speedup_vs_compile == pytest.approx(1.46)  # measured once, not multiplied
+            assert report.speedup_vs_compile_iqr == (1.45, 1.47) and report.vs_base["speedup"] == 1.46
+            assert report.optimized_ms == pytest.approx(0.685)
+            assert "timed interleaved with it in one process" in report.final_reason
+        else:
+            assert report.speedup_vs_compile == pytest.approx(1.25 * 1.19)  # options x the kernels on top
+            assert report.speedup_vs_compile_iqr is None  # a product of two medians has no IQR
+            assert "(the product of the two timings)" in report.final_reason
+            assert any("not timed against the base mode's compile" in w and "OutOfMemoryError" in w
+                       for w in report.warnings)
     else:
         assert kernel_specs == {None} and report.options is None and report.on_default
+        assert worker.base_options == [None]  # no options on top: the compile it times against is the base
         assert report.speedup_vs_compile == pytest.approx(1.19)
     assert report.evaluations >= 2 + 1
     before = len(knob_calls)
     again = once()  # resumed: the knob search is read back, not run again
     assert len(knob_calls) == before and again.knobs["used"] is knob_wins and again.options == report.options
+
+
+def test_the_final_check_times_the_result_against_the_base_modes_compile_in_a_process_of_its_own() -> None:
+    """With knob options on top, the verified model is timed against the base mode's compile (a reference
+    process compiling ``base_options`` alone), interleaved; a base compile that fails is said, not hidden."""
+    import types
+    from dataclasses import asdict
+
+    import torch
+
+    from kernelopt.evaluate import worker_targets
+    from kernelopt.evaluate.records import FinalCheck
+    from kernelopt.evaluate.remote import RemoteRunner
+    from kernelopt.verify.verdict import Verdict
+
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64},
+                       options={"split_reductions": False})  # fmt: skip
+    runner = RemoteRunner(device="cpu", spec=asdict(spec), timeout_s=300)
+    session = types.SimpleNamespace(device=torch.device("cpu"), spec=spec, runner=runner)
+    try:
+        check = FinalCheck(Verdict("model", True, "within 10x"))
+        worker_targets._time_against_base(session, {}, 5, check)
+        assert check.vs_base is not None and check.vs_base_reason is None
+        assert check.vs_base["baseline"]["median_ms"] > 0 and check.vs_base["candidate"]["median_ms"] > 0
+        assert FinalCheck.from_dict(check.to_dict()).vs_base == check.vs_base
+        broken = FinalCheck(Verdict("model", True, "within 10x"))
+        worker_targets._time_against_base(session, {"triton.no_such_option": 1}, 3, broken)
+        assert broken.vs_base is None and "base mode's compile failed" in (broken.vs_base_reason or "")
+        assert FinalCheck.from_dict(broken.to_dict()).vs_base_reason == broken.vs_base_reason
+    finally:
+        runner.close()

@@ -82,6 +82,8 @@ class FinalCheck:
     end_to_end: dict[str, Any] | None = None  # judge_end_to_end's summary plus the comparison itself
     vs_eager: dict[str, Any] | None = None  # the comparison against eager
     evidence: Verdict | None = None  # set when the readings failed the judge's clock
+    vs_base: dict[str, Any] | None = None  # against the base mode's compile, where the capture has options on top
+    vs_base_reason: str | None = None  # why there is no vs_base although it was asked for
 
     @property
     def comparison(self) -> dict[str, Any] | None:
@@ -116,6 +118,10 @@ class FinalCheck:
             out["vs_eager"] = self.vs_eager
         if self.evidence is not None:
             out["evidence"] = self.evidence.to_dict()
+        if self.vs_base is not None:
+            out["vs_base"] = self.vs_base
+        if self.vs_base_reason is not None:
+            out["vs_base_reason"] = self.vs_base_reason
         return out
 
     @classmethod
@@ -127,4 +133,6 @@ class FinalCheck:
             data.get("end_to_end"),
             data.get("vs_eager"),
             Verdict.from_dict(evidence) if evidence else None,
+            data.get("vs_base"),
+            data.get("vs_base_reason"),
         )

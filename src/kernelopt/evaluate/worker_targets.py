@@ -9,6 +9,7 @@ process boundary.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -16,7 +17,7 @@ import torch
 from kernelopt.config import default_of
 from kernelopt.evaluate.analysis import analyze_artifact
 from kernelopt.evaluate.records import FinalCheck, KernelInfo, ProblemAnalysis
-from kernelopt.evaluate.remote import RunnerDied
+from kernelopt.evaluate.remote import ReferenceRunner, RunnerDied
 from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec, stage
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.timer import compare_split
@@ -70,15 +71,33 @@ def inductor_tuned_config(spec: dict[str, Any], kernel: str, peak_gbps: float | 
     return _session(spec, peak_gbps).inductor_tuned_config(kernel)
 
 
+def _time_against_base(s: EvaluationSession, base_options: dict[str, Any], trials: int, check: FinalCheck) -> None:
+    """The re-stitched model against the base mode's compile (``base_options`` alone), interleaved: the
+    result over what the user had, measured as one comparison instead of a product of two runs' medians.
+    The base compile runs in a reference process of its own, timed as the end-to-end baseline is."""
+    base = ReferenceRunner(device=s.device.type, spec={**asdict(s.spec), "options": dict(base_options)})
+    try:
+        check.vs_base = compare_split(
+            base.timed_model(), s.runner.timed_model(), trials=trials, baseline_remote=True
+        ).comparison.to_dict()
+    except RunnerDied as exc:  # the base mode's compile or its process failed: say so, keep the product
+        why = f"{exc.outcome.status}: {exc.outcome.reason}".splitlines()[0]
+        check.vs_base_reason = f"the base mode's compile failed in its process during {exc.call}: {why}"
+    finally:
+        base.close()
+
+
 def verify_together(
     spec: dict[str, Any],
     replacements: Sequence[dict[str, Any]],
     settings: dict[str, Any],
     peak_gbps: float | None,
     graphs: Sequence[dict[str, Any]] = (),
+    base_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """All winning kernels and graph candidates swapped in at once: model gate again, and the
-    end-to-end speedup.
+    end-to-end speedup; with ``base_options`` (the capture has knob options on top of the base
+    mode's), also against the model compiled under ``base_options`` alone, interleaved in this process.
 
     The replacements are built and run in the candidate's process; this (judge's)
     process compares and times its own compiled model against them. Each graph candidate
@@ -128,6 +147,8 @@ def verify_together(
             vs_eager = compare_split(eager, s.runner.timed_model(), trials=max(10, gates.trials // 2))
             check.end_to_end = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
             check.vs_eager = vs_eager.comparison.to_dict()
+            if base_options is not None:
+                _time_against_base(s, base_options, gates.trials, check)
         return check.to_dict()
     except RunnerDied as exc:
         s.runner.restart()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict
+from typing import Any
 
 from kernelopt.capture.output_code import source_hash
 from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
@@ -69,10 +70,16 @@ def recheck(
 
 
 def finalize(
-    report: OptimizeReport, run: RunContext, analysis: ProblemAnalysis, runners_up: dict[str, list[Winner]]
+    report: OptimizeReport,
+    run: RunContext,
+    analysis: ProblemAnalysis,
+    runners_up: dict[str, list[Winner]],
+    base_options: dict[str, Any] | None = None,
 ) -> None:
     """Re-check each winner in full (the run's full seeds), swap them in together and verify;
-    fall back to the best single winner; else the baseline."""
+    fall back to the best single winner; else the baseline. ``base_options``: the base mode's
+    options where knob options were searched on top of them, so the verified model is also timed
+    against the base mode's compile in the same process (``report.vs_base``)."""
     settings = final_settings(run.settings, run.config)
     report.optimized_ms = report.compiled_ms
     report.speedup_vs_eager = report.eager_ms / report.compiled_ms
@@ -105,7 +112,8 @@ def finalize(
             settings.to_dict(),
             run.peak,
             [g.best for g in graph_group if g.best is not None],
-            timeout_s=run.timeout_s,
+            base_options,
+            timeout_s=run.timeout_s * (2 if base_options is not None else 1),  # a second compile to time against
         )
         if not outcome.ok:
             report.final_reason = f"final verification failed: {outcome.status}: {outcome.reason}"
@@ -118,6 +126,11 @@ def finalize(
             report.speedup_vs_compile_iqr = (cmp["speedup_q1"], cmp["speedup_q3"])
             report.optimized_ms = cmp["candidate"]["median_ms"]
             report.final_compiled_ms = cmp["baseline"]["median_ms"]
+            report.vs_base = final.vs_base
+            if base_options is not None and final.vs_base is None:
+                report.warnings.append(
+                    f"not timed against the base mode's compile in one process: {final.vs_base_reason}"
+                )
             if final.vs_eager:
                 report.speedup_vs_eager = final.vs_eager["speedup"]
                 q1, q3 = final.vs_eager.get("speedup_q1"), final.vs_eager.get("speedup_q3")

@@ -301,6 +301,7 @@ def _keep_tuned(store: Store, run_id: int, label: str, report: OptimizeReport) -
 def _optimize(run: RunContext) -> OptimizeReport:
     base = analysis_of(run)
     nodes = NodeStore(run.store, run.run_id)
+    base_options = dict(run.spec.options)  # the base mode's: search_knobs puts its winner's on top
     knobs = search_knobs(run, nodes, base.report.compiled_ms * 1000.0) if run.uses(KNOB_OPERATOR) else None
     analysis = analysis_of(run, "analysis/options") if knobs and knobs["used"] else base
     measured = analysis.report
@@ -346,7 +347,7 @@ def _optimize(run: RunContext) -> OptimizeReport:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
             report.evaluations += len(evaluated)
             report.gpu_s += gpu_seconds(evaluated)
-    finalize(report, run, analysis, runners_up)
+    finalize(report, run, analysis, runners_up, base_options if knobs and knobs["used"] else None)
     if knobs and knobs["used"]:
         on_top_of_options(report, knobs, base)
     return report
