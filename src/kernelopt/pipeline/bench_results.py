@@ -166,9 +166,9 @@ def read_results(path: Path) -> dict[str, Any]:
 def write_results(out_dir: Path, meta: dict[str, Any], outcomes: list[ProblemOutcome]) -> dict[str, Any]:
     summary = summarize(outcomes)
     document = {"meta": meta, "outcomes": [o.to_dict() for o in outcomes], "summary": summary}
-    _atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
-    _atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))
-    _atomic_write(out_dir / RESULTS_MD, markdown_report(meta, outcomes, summary))
+    atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
+    atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))
+    atomic_write(out_dir / RESULTS_MD, markdown_report(meta, outcomes, summary))
     return summary
 
 
@@ -192,7 +192,7 @@ def _csv_cell(value: Any) -> str:
     return str(value)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     """Write beside the target and rename over it: a reader or a kill never sees half a file."""
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
