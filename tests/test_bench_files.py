@@ -262,6 +262,13 @@ def test_cli_bench_of_kernel_files_prints_a_row_per_file(tmp_path: Path) -> None
     assert "already done: ok" in table.stderr
     assert (root / "calls.log").read_text().split() == ["a_fast.py", "b_kept.py"]  # the resume ran nothing
 
+    # the model bench's readers refuse these rows rather than score them against torch.compile
+    merged = _runner().invoke(app, ["bench-merge", str(tmp_path / "merged"), str(tmp_path / "out")])
+    assert merged.exit_code == 2 and "holds the results of a bench of kernel files" in merged.stderr
+    page = _runner().invoke(app, ["report", str(tmp_path / "out")])
+    assert page.exit_code == 2 and "no HTML report yet" in page.stderr
+    assert not (tmp_path / "merged").exists() and not (tmp_path / "out" / "report.html").exists()
+
 
 def test_cli_a_file_that_hangs_costs_its_row(tmp_path: Path) -> None:
     root = _fake_folder(tmp_path / "kernels", {"a_sleeps": "sleep", "b_kept": {"evaluations": 1}})

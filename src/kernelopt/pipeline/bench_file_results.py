@@ -22,11 +22,10 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.roofline import geometric_mean
 from kernelopt.pipeline.bench_report import commands_of, fmt_ratio
-from kernelopt.pipeline.bench_results import RESULTS_CSV, RESULTS_JSON, RESULTS_MD, atomic_write
+from kernelopt.pipeline.bench_results import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD, atomic_write
 from kernelopt.pipeline.metrics import STATUSES
 from kernelopt.problem.loader import size_flags
 
-FILE_SUITE = "kernel-files"  # meta["input"] of a kernel-file bench's results
 FILE_CSV_COLUMNS = (
     "name",
     "kind",

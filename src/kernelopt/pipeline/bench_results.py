@@ -27,6 +27,7 @@ from kernelopt.problem.loader import size_flags
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
 RESULTS_MD = "results.md"
+FILE_SUITE = "kernel-files"  # meta["input"] of a bench of kernel files (pipeline.bench_file_results): not read here
 CSV_COLUMNS = (
     "name",
     "status",
@@ -160,6 +161,11 @@ def read_results(path: Path) -> dict[str, Any]:
         raise KerneloptError(
             f"{path} cannot be resumed ({type(exc).__name__}: {exc}); remove it or choose another --out"
         ) from exc
+    if meta.get("input") == FILE_SUITE:  # its rows are scored against each file's original, not torch.compile
+        raise KerneloptError(
+            f"{path} holds the results of a bench of kernel files, not of model problems; a bench of model "
+            "problems and bench-merge read only those: choose another folder"
+        )
     return {"meta": meta, "outcomes": outcomes}
 
 
