@@ -55,3 +55,15 @@ def scripted(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         **fake,
         "details": {"options": options, **fake.get("details", {})},
     }
+
+
+def scripted_file(file_path: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The kernel-file bench's fake: a row from the file's ``FAKE`` (a dict of row fields, or ``"sleep"``)."""
+    path = Path(file_path)
+    with open(path.parent / "calls.log", "a") as log:
+        log.write(path.name + "\n")
+    fake = _fake(path)
+    if fake == "sleep":
+        time.sleep(600)
+    return {"name": "ignored", "path": file_path, "kind": "triton", "status": "ok", "reason": "scripted", **fake,
+            "details": {"options": options}}

@@ -41,7 +41,9 @@ _STATUS_STYLE = {
 @user_errors
 def bench(
     suite_dir: Path = typer.Argument(
-        ..., help="A directory of KernelBench-format problems (ours, or a KernelBench checkout)."
+        ...,
+        help="A directory of KernelBench-format problems (ours, or a KernelBench checkout), or of Triton / Helion "
+        "kernel files (not both).",
     ),
     problems: str | None = typer.Option(
         None, "--problems", help="Comma-separated names, file stems or name parts to run (default: all)."
@@ -97,14 +99,63 @@ def bench(
     worker_target: str | None = typer.Option(None, "--worker-target", hidden=True),
     worker_path: list[Path] | None = typer.Option(None, "--worker-path", hidden=True),
 ) -> None:
-    """Optimize every problem of a suite: correctness, speedups over eager and torch.compile, fast_p; JSON and CSV."""
+    """Optimize every problem of a suite: correctness, speedups over eager and torch.compile, fast_p; JSON and CSV.
+    A folder of Triton / Helion kernel files instead: each file as kernelopt optimize FILE runs it, scored
+    against its own original (docs/kernel-files.md)."""
     from kernelopt.config import load_settings
-    from kernelopt.pipeline.bench import DEFAULT_TARGET, run_bench
+    from kernelopt.pipeline.bench import DEFAULT_TARGET, run_bench, suite_root
+    from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
     from kernelopt.search.operators import make_operators
 
     config = load_settings({"effort": effort, "budget": budget, "max_targets": max_targets, "stock_modes": stock_modes})
     sizes = parse_sizes(size)
     selected = [name.strip() for name in problems.split(",") if name.strip()] if problems else None
+    root = suite_root(suite_dir).resolve()
+    kinds = suite_kinds(root, selected)  # read, never run; a folder of both kinds is one line here
+    if kinds.input == KERNEL_FILES:
+        from kernelopt.cli.bench_files_cmd import (
+            bench_kernel_files,
+            file_operators_of,
+            print_file_bench,
+            refuse_model_bench_flags,
+        )
+        from kernelopt.pipeline.bench_files import FILE_TARGET
+
+        refuse_model_bench_flags(
+            suite_dir,
+            {
+                "--stock-modes": stock_modes is not None,
+                "--max-targets": max_targets is not None,
+                "--gpus": gpus != 1,
+                "--shard": shard is not None,
+            },
+        )
+        done = bench_kernel_files(
+            root,
+            kinds,
+            err,
+            results_dir=out_dir or Path("bench-results") / root.name,
+            time_limit_s=time_limit,
+            resume=resume,
+            retry_failed=retry_failed,
+            worker_timeout_s=timeout,
+            options={
+                "budget": config.budget,
+                "patience": config.patience,
+                "operators": file_operators_of(operators),
+                **({"store": str(store)} if store else {}),
+            },
+            config=config,
+            sizes=sizes,
+            selection=selected,
+            target=worker_target or FILE_TARGET,
+            extra_path=list(worker_path or []),
+        )
+        if as_json:
+            print_json(done.to_dict())
+        else:
+            print_file_bench(done, out)
+        return
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
     report = run_bench(

@@ -18,7 +18,9 @@ the compile and run errors it catches itself, and may put the GPU's name in
 
 A suite is a directory of KernelBench-format files, searched recursively (our
 ``examples/problems`` or KernelBench's own ``level1``…``level4``); a KernelBench
-checkout's root is accepted too and means its ``KernelBench/`` folder.
+checkout's root is accepted too and means its ``KernelBench/`` folder. A folder of
+kernel files is :mod:`kernelopt.pipeline.bench_files`'s (the CLI picks by what the folder
+holds); one that mixes both kinds is refused here, in one line.
 
 The results folder (its files, their atomic writes, reading it back to resume,
 merging several) is :mod:`kernelopt.pipeline.bench_results`; this module runs the
@@ -57,6 +59,7 @@ from kernelopt.pipeline.bench_results import (
 from kernelopt.pipeline.metrics import ProblemOutcome
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry, recorded_sizes, size_flags, size_names, suite_files
+from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
 from kernelopt.workers import WorkerResult, run_isolated
 from kernelopt.workers.identity import require_readable
 
@@ -157,13 +160,18 @@ def run_bench(
         raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
     _check_target(target, extra_path)
     root = suite_root(suite_dir).resolve()
+    if root.is_dir() and suite_kinds(root, problems).input == KERNEL_FILES:  # a mixed folder: one line there
+        raise KerneloptError(
+            f"{root} holds kernel files, not model problems: bench them with kernelopt bench {suite_dir} "
+            "(kernelopt.pipeline.bench_files.run_file_bench)"
+        )
     out_dir = Path(results_dir)
     previous = _previous_results(out_dir, root, resume)
     if previous is not None:  # a resumed bench goes on at the sizes it started with
         sizes = _resumed_sizes(out_dir, previous["meta"], sizes)
     applied = problem_sizes(root, problems, sizes)  # bad input before the GPU check
     if target == DEFAULT_TARGET:
-        _require_gpus(gpus)
+        require_gpus(gpus)
     require_readable(root, "the suite")
 
     entries = check_suite(root, only=list(problems) if problems else None, extra_path=extra_path)
@@ -174,7 +182,7 @@ def run_bench(
             raise KerneloptError(f"--shard {index}/{count}: the shard number must be between 1 and {count}")
         entries = entries[index - 1 :: count]
 
-    now = _timestamp()
+    now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
     if previous is None:
         meta: dict[str, Any] = {"suite": str(root), "command": command, "started": now, "resumed": []}
@@ -189,7 +197,7 @@ def run_bench(
         time_limit_s=time_limit_s,
         worker_timeout_s=timeout_s,
         extra_options=dict(extra_options or {}),
-        versions=_versions(),
+        versions=bench_versions(),
         gpus=gpus,
         shard=list(shard) if shard else None,
         sizes=dict(sizes or {}),
@@ -248,7 +256,7 @@ def run_bench(
             raise
         finally:  # no queued problem starts; what finished is already written
             pool.shutdown(wait=True, cancel_futures=True)
-    meta["finished"] = _timestamp()
+    meta["finished"] = timestamp()
     summary = write()
     report = BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
     if write_report:
@@ -367,7 +375,7 @@ def problem_sizes(
     return {path: {k: v for k, v in sizes.items() if k in names} for path, names in defined.items()}
 
 
-def _require_gpus(gpus: int) -> None:
+def require_gpus(gpus: int) -> None:
     """The real benchmark needs the GPUs it was asked for: said once, before any worker starts or any
     results folder is written (without a GPU every problem would only record a run error)."""
     import torch
@@ -422,7 +430,8 @@ def _ordered(outcomes: dict[str, ProblemOutcome], order: list[str]) -> list[Prob
     return sorted(outcomes.values(), key=lambda o: position.get(o.name, len(order)))
 
 
-def _versions() -> dict[str, str | None]:
+def bench_versions() -> dict[str, str | None]:
+    """Python, kernelopt (and its source digest), torch and Triton: what a results folder was made with."""
     versions: dict[str, str | None] = {"python": platform.python_version(), "kernelopt_source": source_digest()}
     for package in ("kernelopt", "torch", "triton"):
         try:
@@ -432,7 +441,8 @@ def _versions() -> dict[str, str | None]:
     return versions
 
 
-def _timestamp() -> str:
+def timestamp() -> str:
+    """Now, in UTC to the second: a results folder's start, finish and resumes."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 

@@ -27,6 +27,7 @@ from kernelopt.problem.loader import size_flags
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
 RESULTS_MD = "results.md"
+FILE_SUITE = "kernel-files"  # meta["input"] of a bench of kernel files (pipeline.bench_file_results): not read here
 CSV_COLUMNS = (
     "name",
     "status",
@@ -160,15 +161,20 @@ def read_results(path: Path) -> dict[str, Any]:
         raise KerneloptError(
             f"{path} cannot be resumed ({type(exc).__name__}: {exc}); remove it or choose another --out"
         ) from exc
+    if meta.get("input") == FILE_SUITE:  # its rows are scored against each file's original, not torch.compile
+        raise KerneloptError(
+            f"{path} holds the results of a bench of kernel files, not of model problems; a bench of model "
+            "problems and bench-merge read only those: choose another folder"
+        )
     return {"meta": meta, "outcomes": outcomes}
 
 
 def write_results(out_dir: Path, meta: dict[str, Any], outcomes: list[ProblemOutcome]) -> dict[str, Any]:
     summary = summarize(outcomes)
     document = {"meta": meta, "outcomes": [o.to_dict() for o in outcomes], "summary": summary}
-    _atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
-    _atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))
-    _atomic_write(out_dir / RESULTS_MD, markdown_report(meta, outcomes, summary))
+    atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
+    atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))
+    atomic_write(out_dir / RESULTS_MD, markdown_report(meta, outcomes, summary))
     return summary
 
 
@@ -192,7 +198,7 @@ def _csv_cell(value: Any) -> str:
     return str(value)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     """Write beside the target and rename over it: a reader or a kill never sees half a file."""
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

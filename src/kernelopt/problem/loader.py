@@ -326,7 +326,8 @@ def load_problem(
         if kind is not None:  # the user pointed a model-only command at a kernel file
             raise ProblemError(
                 f"{path}: a {kind} kernel file, not a model problem; kernelopt analyze, optimize and verify "
-                f"take it as one (kernelopt optimize {path}); bench runs model problems only"
+                f"take it as one (kernelopt optimize {path}); kernelopt bench takes a folder of kernel files, "
+                "apart from model problems"
             )
         raise ProblemError(f"{path}: defines no {', '.join(missing)}; {FORMAT_HINT}")
     if not (isinstance(module.Model, type) and issubclass(module.Model, nn.Module)):

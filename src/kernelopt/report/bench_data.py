@@ -17,7 +17,7 @@ from typing import Any
 
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench_report import commands_of
-from kernelopt.pipeline.bench_results import RESULTS_JSON
+from kernelopt.pipeline.bench_results import FILE_SUITE, RESULTS_JSON, RESULTS_MD
 from kernelopt.pipeline.metrics import ProblemOutcome, summarize
 
 
@@ -56,6 +56,11 @@ def load_bench(path: str | Path) -> BenchData:
     try:
         document = json.loads(source.read_text())
         meta = document["meta"]
+        if isinstance(meta, dict) and meta.get("input") == FILE_SUITE:
+            raise KerneloptError(
+                f"{source}: the results of a bench of kernel files, which has no HTML report yet; its "
+                f"scoreboard is {RESULTS_MD} beside it"
+            )
         outcomes = [ProblemOutcome.from_dict(item) for item in document["outcomes"]]
         if not isinstance(meta, dict):
             raise TypeError("meta is not an object")

@@ -1,0 +1,282 @@
+"""``kernelopt bench`` over a folder of kernel files: each one through ``kernelopt optimize FILE``'s run.
+
+Every selected Triton or Helion file (:mod:`kernelopt.problem.suite_kinds`) runs in a worker of its own
+(:func:`kernelopt.pipeline.bench_file.bench_kernel_file`), so a file that hangs or crashes costs its
+row, never the suite. After each file the results folder is rewritten atomically
+(:mod:`kernelopt.pipeline.bench_file_results`), so a bench killed at any moment resumes from the last
+finished file; a file cut short starts again from scratch. Delivered files and their verification
+records go to ``kernels/`` in the results folder; the runs go to the store, as ``optimize``'s do.
+
+The files run one after the other on one GPU: ``--gpus`` and ``--shard`` are the model bench's.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelopt.config import Settings, load_settings
+from kernelopt.errors import KerneloptError
+from kernelopt.measure.environment import source_digest
+from kernelopt.pipeline.bench import bench_versions, problem_sizes, require_gpus, timestamp
+from kernelopt.pipeline.bench_file_results import FILE_SUITE, FileOutcome, read_file_results, write_file_results
+from kernelopt.pipeline.bench_results import RESULTS_CSV, RESULTS_JSON, RESULTS_MD
+from kernelopt.pipeline.optimize_file import file_operators
+from kernelopt.problem.loader import recorded_sizes, size_flags
+from kernelopt.problem.suite_kinds import SuiteKinds
+from kernelopt.workers import WorkerResult, run_isolated
+
+FILE_TARGET = "kernelopt.pipeline.bench_file:bench_kernel_file"
+EXPORT_DIR = "kernels"
+STDERR_KEPT_CHARS = 1000
+_WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error": "run_error"}
+
+
+@dataclass(frozen=True)
+class FileBenchEvent:
+    """Progress for a display: ``kind`` is ``"start"``, ``"done"`` or ``"skip"`` (finished in the results)."""
+
+    kind: str
+    name: str
+    index: int
+    total: int
+    outcome: FileOutcome | None = None
+
+
+@dataclass
+class FileBenchReport:
+    """The scoreboard of a kernel-file bench and where it was written."""
+
+    suite: Path
+    results_dir: Path
+    outcomes: list[FileOutcome]
+    summary: dict[str, Any]
+    meta: dict[str, Any]
+    resumed: list[str] = field(default_factory=list)
+
+    @property
+    def files(self) -> dict[str, str]:
+        return {
+            kind: str(self.results_dir / name)
+            for kind, name in (("json", RESULTS_JSON), ("csv", RESULTS_CSV), ("markdown", RESULTS_MD))
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta,
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "summary": self.summary,
+            "resumed": list(self.resumed),
+            "files": self.files,
+        }
+
+
+def check_operators(kinds: SuiteKinds, operators: Sequence[str] | None) -> None:
+    """Operators given explicitly must apply to every selected file's kind (a Helion file takes
+    Helion's, a Triton file launch configs and eviction hints): one line for the first that does not."""
+    if not operators:
+        return
+    for _name, path, kind in kinds.kernels:
+        try:
+            file_operators(operators, kind)
+        except KerneloptError as exc:
+            raise KerneloptError(f"--operators for {path}: {exc}; select files of one kind with --problems") from None
+
+
+def run_file_bench(
+    root: Path,
+    kinds: SuiteKinds,
+    *,
+    results_dir: str | Path,
+    time_limit_s: float | None = None,
+    resume: bool = False,
+    retry_failed: bool = False,
+    worker_timeout_s: float | None = None,
+    options: dict[str, Any] | None = None,
+    config: Settings | None = None,
+    sizes: dict[str, Any] | None = None,
+    selection: Sequence[str] | None = None,
+    device: str = "cuda",
+    target: str = FILE_TARGET,
+    extra_path: Sequence[str | Path] = (),
+    command: str | None = None,
+    on_event: Callable[[FileBenchEvent], None] | None = None,
+) -> FileBenchReport:
+    """Bench the kernel files of ``kinds`` (read from ``root`` by :func:`~kernelopt.problem.suite_kinds.suite_kinds`).
+
+    ``options`` travel to every file's worker (``budget``, ``patience``, ``operators``: None for each
+    kind's own, ``store``); ``sizes`` set a size constant in every selected file that defines it (kept
+    with the results and on resume). ``device`` is ``cuda`` but in the CPU tests (Triton's interpreter).
+    Raises :class:`KerneloptError` for bad input before any worker starts; every failure of a file is
+    its row instead."""
+    if time_limit_s is not None and time_limit_s <= 0:
+        raise KerneloptError(f"--time-limit must be positive, got {time_limit_s:g}")
+    config = config or load_settings()
+    timeout_s = worker_timeout_s
+    if timeout_s is None:
+        timeout_s = config.bench_timeout_s if time_limit_s is None else time_limit_s + config.bench_timeout_margin_s
+    if timeout_s <= 0:
+        raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
+    options = dict(options or {})
+    check_operators(kinds, options.get("operators"))
+    out_dir = Path(results_dir)
+    previous = _previous(out_dir, root, resume)
+    if previous is not None:
+        sizes = _resumed_sizes(out_dir, previous["meta"], sizes)
+    applied = problem_sizes(root, selection, sizes)
+    if device == "cuda" and target == FILE_TARGET:
+        require_gpus(1)
+
+    now = timestamp()
+    command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
+    skipped = [_not_benched(name, path) for name, path in kinds.cuda]
+    if previous is None:
+        meta: dict[str, Any] = {
+            "suite": str(root),
+            "input": FILE_SUITE,
+            "command": command,
+            "started": now,
+            "resumed": [],
+        }
+        done: dict[str, FileOutcome] = {}
+    else:
+        meta = dict(previous["meta"])
+        meta.setdefault("resumed", []).append({"at": now, "command": command})
+        done = {o.name: o for o in previous["outcomes"] if not (retry_failed and o.status != "ok")}
+    meta.update(
+        finished=None,
+        time_limit_s=time_limit_s,
+        worker_timeout_s=timeout_s,
+        options=options,
+        settings=config.values(),
+        versions=bench_versions(),
+        sizes=dict(sizes or {}),
+        skipped=skipped,
+    )
+    entries = sorted(
+        [(name, path, kind) for name, path, kind in kinds.kernels]
+        + [(name, path, "unknown") for name, path in kinds.unreadable],
+        key=lambda entry: str(entry[1]),
+    )
+    order = [name for name, _, _ in entries]
+    outcomes = dict(done)
+
+    def write() -> dict[str, Any]:
+        ordered = _ordered(outcomes, order)
+        meta["device"] = next((o.details["device"] for o in ordered if o.details.get("device")), None)
+        return write_file_results(out_dir, meta, ordered)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write()  # the folder claims its suite at once: a second bench without --resume refuses it
+    worker_options = {
+        **options,
+        "settings": config.values(),
+        "device": device,
+        "time_limit_s": time_limit_s,
+        "export_dir": str((out_dir / EXPORT_DIR).resolve()),
+    }
+    for index, (name, path, kind) in enumerate(entries, start=1):
+        if name in done:
+            _emit(on_event, FileBenchEvent("skip", name, index, len(entries), done[name]))
+            continue
+        _emit(on_event, FileBenchEvent("start", name, index, len(entries)))
+        file_options = {**worker_options, "name": name, **({"sizes": applied[path]} if applied.get(path) else {})}
+        outcomes[name] = _bench_one(name, path, kind, target, file_options, timeout_s, extra_path)
+        write()
+        _emit(on_event, FileBenchEvent("done", name, index, len(entries), outcomes[name]))
+    meta["finished"] = timestamp()
+    summary = write()
+    resumed = [name for name in order if name in done]
+    return FileBenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
+
+
+def _not_benched(name: str, path: Path) -> dict[str, str]:
+    """A ``.cu`` slot file's line in the scoreboard: what it is and the command that judges it."""
+    base = path.with_suffix(".py")
+    how = (
+        f"judge it with kernelopt verify {base} --candidate {path}"
+        if base.is_file()
+        else "judge it with kernelopt verify TRITON_FILE --candidate it"
+    )
+    return {
+        "name": name,
+        "path": str(path),
+        "kind": "cuda",
+        "reason": f"a CUDA C++ candidate for one kernel of a Triton file, not a kernel file of its own; {how}",
+    }
+
+
+def _bench_one(
+    name: str,
+    path: Path,
+    kind: str,
+    target: str,
+    options: dict[str, Any],
+    timeout_s: float,
+    extra_path: Sequence[str | Path],
+) -> FileOutcome:
+    # Like a model problem's worker, this one is kernelopt's orchestration (it writes the store and the
+    # deliveries), so it keeps our user; the candidates' own workers drop it (workers.identity).
+    result = run_isolated(target, str(path), options, timeout_s=timeout_s, extra_path=extra_path, drop_identity=False)
+    outcome = _outcome_of(name, path, kind, result)
+    outcome.details["kernelopt_source"] = source_digest()
+    if options.get("sizes"):
+        outcome.details["sizes"] = options["sizes"]
+    return outcome
+
+
+def _outcome_of(name: str, path: Path, kind: str, result: WorkerResult) -> FileOutcome:
+    """The worker's row, or its way of ending turned into one."""
+    details: dict[str, Any] = {"worker_s": round(result.duration_s, 3)}
+    if not result.ok:
+        details["worker_status"] = result.status
+        if result.stderr_tail:
+            details["stderr_tail"] = result.stderr_tail[-STDERR_KEPT_CHARS:]
+        status = _WORKER_STATUS.get(result.status, "crash")
+        return FileOutcome(name, str(path), kind, status, result.reason, details=details)
+    try:
+        value = result.value if isinstance(result.value, dict) else {}
+        outcome = FileOutcome.from_dict({"kind": kind, **value, "name": name, "path": str(path)})
+    except ValueError as exc:
+        reason = f"worker target returned an invalid outcome: {exc}"
+        return FileOutcome(name, str(path), kind, "run_error", reason, details=details)
+    outcome.details = {**outcome.details, **details}
+    return outcome
+
+
+def _previous(out_dir: Path, root: Path, resume: bool) -> dict[str, Any] | None:
+    path = out_dir / RESULTS_JSON
+    if not path.exists():
+        return None
+    if not resume:
+        raise KerneloptError(f"{path} exists; pass --resume to continue it or choose another --out")
+    previous = read_file_results(path)
+    suite = previous["meta"]["suite"]
+    if Path(suite).name != root.name:  # the same folder moved (or copied) resumes
+        raise KerneloptError(f"{path} holds results for the folder {suite}, not {root}; choose another --out")
+    previous["meta"]["suite"] = str(root)
+    return previous
+
+
+def _resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | None) -> dict[str, Any]:
+    started = recorded_sizes(meta.get("sizes"))
+    if sizes is not None and dict(sizes) != started:
+        raise KerneloptError(
+            f"{out_dir / RESULTS_JSON} holds results made with {size_flags(started)}: resume with the same sizes "
+            "or leave --size out, or choose another --out for these"
+        )
+    return started
+
+
+def _ordered(outcomes: dict[str, FileOutcome], order: list[str]) -> list[FileOutcome]:
+    position = {name: i for i, name in enumerate(order)}
+    return sorted(outcomes.values(), key=lambda o: position.get(o.name, len(order)))
+
+
+def _emit(on_event: Callable[[FileBenchEvent], None] | None, event: FileBenchEvent) -> None:
+    if on_event is not None:
+        on_event(event)
