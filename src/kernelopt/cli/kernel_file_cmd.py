@@ -97,6 +97,8 @@ def print_file_report(report: FileReport, console: Console) -> None:
     lines = [report.final_reason]
     if report.llm_usage is not None and report.kernel:
         lines.append(f"the LLM agents worked on {report.kernel} (--kernel NAME picks another)")
+    if report.ncu:
+        lines.append(report.ncu)
     if report.helion:
         lines += helion_lines(report.helion, report.best.config if report.best else None)
         if report.over_helion_tuned is not None:
@@ -108,6 +110,7 @@ def print_file_report(report: FileReport, console: Console) -> None:
     lines.append(
         f"{report.evaluations} evaluations, {report.gpu_s:.1f} s in the evaluation worker, {report.wall_s:.0f} s wall"
     )
+    lines.extend(f"warning: {w}" for w in report.warnings)
     lines.append(f"every candidate and its gate record: kernelopt nodes {report.run_id}")
     if report.exported:
         lines.append(f"wrote {report.exported} (the verified file) and {report.record} (its verification record)")

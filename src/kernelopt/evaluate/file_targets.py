@@ -7,12 +7,17 @@ re-evaluation of a run share them. Only plain data crosses the process boundary.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from kernelopt.evaluate.file_session import FileSession, FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.steps import stage
+from kernelopt.measure.ncu import kernel_metrics
+
+NCU_TIMEOUT_S = 600.0  # ncu replays the kernel once per counter pass; a big file's launch takes a while
 
 _SESSIONS: dict[tuple, FileSession] = {}
 
@@ -55,6 +60,21 @@ def evaluate_file_candidates(
     """The four gates for a batch of candidate files."""
     s = _session(spec, peak_gbps)
     return s.evaluate_batch(list(sources), GateSettings(**settings))
+
+
+def file_ncu_metrics(spec: dict[str, Any], timeout_s: float = NCU_TIMEOUT_S) -> dict[str, Any]:
+    """Nsight Compute's counters for the file's main kernel (``spec["kernel"]``), with the reason in one line.
+
+    Called in the evaluation worker, so ncu and the user's file it starts
+    (:mod:`kernelopt.evaluate.ncu_file_probe`) run with the worker's environment and user, never
+    kernelopt's. The session is not touched: the probe is a process of its own."""
+    kernel = spec.get("kernel")
+    if not kernel:
+        return {"metrics": None, "reason": "no Triton kernel to profile in this file"}
+    stage("ncu")
+    probe = [sys.executable, "-m", "kernelopt.evaluate.ncu_file_probe", json.dumps(spec)]
+    metrics, reason = kernel_metrics(probe, str(kernel), timeout_s=timeout_s)
+    return {"metrics": metrics, "reason": reason}
 
 
 def close_sessions() -> dict[str, Any]:

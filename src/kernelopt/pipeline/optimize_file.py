@@ -34,6 +34,7 @@ from kernelopt.evaluate.file_session import FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings, final_settings, search_settings
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, WorkerEvaluator, compile_cache_env, gpu_seconds
+from kernelopt.pipeline.file_profile import file_ncu_counters
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, winner_of
 from kernelopt.pipeline.records import Winner
 from kernelopt.pipeline.run_context import resumed_sizes
@@ -120,6 +121,8 @@ class FileReport:
     wall_s: float = 0.0
     llm_usage: dict[str, Any] | None = None
     kernel: str | None = None  # the kernel a CUDA C++ candidate of this run replaces
+    ncu: str | None = None  # what ncu read of that kernel for the agents; None: not read (a warning says why)
+    warnings: list[str] = field(default_factory=list)  # every warning the run emitted, kept as a model run keeps them
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,7 +160,14 @@ def optimize_file(
     ``kernel``, or the first one ``launch`` launches."""
     config = resolve(config)
     started = time.monotonic()
-    notify = on_event or (lambda kind, data: None)
+    warnings: list[str] = []
+    given = on_event or (lambda kind, data: None)
+
+    def notify(kind: str, data: dict[str, Any]) -> None:
+        if kind == "warning":
+            warnings.append(str(data.get("message", "")))  # in the report too, not only shown
+        given(kind, data)
+
     given_sizes = sizes
     if resume_run is not None:  # a resumed run keeps the sizes it started with (other ones: refused below)
         sizes = resumed_sizes(store, resume_run, None)
@@ -243,6 +253,7 @@ def optimize_file(
                 notify,
             )
             report.llm_usage = asdict(client.usage()) if client is not None else None
+            report.warnings = warnings
         finally:
             if client is not None:
                 client.close()
@@ -355,6 +366,10 @@ def _run(
             )
             if "helion-autotune" in operators and near is not None:
                 report.helion["skipped"] = near  # the search would stop before judging its choice
+        counters = None
+        if "llm" in operators and spec.kernel is not None:  # what the Analyst reads, as in a model run
+            counters, reason = file_ncu_counters(store, run_id, worker, spec, notify)
+            report.ncu = f"Nsight Compute: {reason} (the Analyst's counters)" if counters else None
         evaluator = FileEvaluator(worker, spec, settings, facts.get("peak_gbps"), config.eval_timeout_s)
         nodes = NodeStore(store, run_id)
         root = Candidate(kernel_file.name, "root", source=kernel_file.source)
@@ -373,6 +388,7 @@ def _run(
                     "time_us": report.original_us,
                     "min_time_us": report.min_time_us,
                     "peak_gbps": facts.get("peak_gbps"),
+                    "ncu": counters,
                     "kernel_file": facts,
                 },
             )

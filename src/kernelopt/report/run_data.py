@@ -279,7 +279,10 @@ def _as_run_report(
     }
     optimized = _number(file_report.get("optimized_us"))
     report = {
-        **{k: file_report.get(k) for k in ("final_reason", "evaluations", "gpu_s", "wall_s", "exported", "llm_usage")},
+        **{
+            k: file_report.get(k)
+            for k in ("final_reason", "evaluations", "gpu_s", "wall_s", "exported", "llm_usage", "warnings")
+        },
         "kernels": [kernel],
         "optimized_ms": optimized / 1000.0 if optimized else None,
         "speedup_vs_compile": file_report.get("speedup"),

@@ -127,6 +127,7 @@ def _file_summary(data: RunData) -> str:
         ("delivered file", s.exported or "none (the user's file stays)"),
         ("verification record", str(f.get("record") or "—")),
     ]
+    rows += [("warning", w) for w in s.warnings]  # a missing profiler among them, as a model run's page says it
     return _summary_block(
         s,
         cards,
