@@ -87,6 +87,24 @@ def _time_against_base(s: EvaluationSession, base_options: dict[str, Any], trial
         base.close()
 
 
+def ncu_metrics(spec: dict[str, Any], kernel: str, timeout_s: float = 600.0) -> dict[str, Any]:
+    """Nsight Compute's counters for one kernel of the problem's compiled model, with the reason in one line.
+
+    Called in the evaluation worker, so ncu and the problem it starts
+    (:mod:`kernelopt.evaluate.ncu_probe`: the user's model, compiled) run with the worker's environment
+    and user, never kernelopt's (its API keys among them). The session is not touched: the probe is a
+    process of its own."""
+    import json
+    import sys
+
+    from kernelopt.measure.ncu import kernel_metrics
+
+    stage("ncu")
+    probe = [sys.executable, "-m", "kernelopt.evaluate.ncu_probe", json.dumps(spec)]
+    metrics, reason = kernel_metrics(probe, kernel, timeout_s=timeout_s)
+    return {"metrics": metrics, "reason": reason}
+
+
 def verify_together(
     spec: dict[str, Any],
     replacements: Sequence[dict[str, Any]],

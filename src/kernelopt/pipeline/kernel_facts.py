@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from kernelopt.evaluate.file_targets import NCU_TIMEOUT_S
 from kernelopt.evaluate.session import ProblemSpec
 from kernelopt.pipeline.evaluator import SESSION
+from kernelopt.pipeline.file_profile import ncu_key
 from kernelopt.pipeline.run_context import RunContext
 from kernelopt.search.structural import STRUCTURAL_OPTIONS
 from kernelopt.store import Store
@@ -76,22 +78,33 @@ def structural_variants_of(run: RunContext, kernel: str) -> list[dict[str, Any]]
     return list(known["variants"])
 
 
-def ncu_counters(store: Store, run_id: int, spec: ProblemSpec, kernel: str, emit) -> dict[str, float] | None:
-    """Nsight Compute metrics of the kernel's original version for the Analyst, once per run (kept in the store)."""
-    import json
-    import sys
-
-    from kernelopt.measure.ncu import kernel_metrics
-
-    key = f"ncu/{kernel}"
+def ncu_counters(
+    store: Store,
+    run_id: int,
+    worker: PersistentWorker,
+    spec: ProblemSpec,
+    kernel: str,
+    emit,
+    timeout_s: float = NCU_TIMEOUT_S,
+) -> dict[str, float] | None:
+    """Nsight Compute metrics of the kernel's original version for the Analyst, once per run (kept in the
+    store). ncu runs inside the evaluation worker (:func:`kernelopt.evaluate.worker_targets.ncu_metrics`),
+    so the user's model never runs with kernelopt's environment; counters that could not be read are one
+    warning line, on a resumed run too."""
+    key = ncu_key(kernel)
     known = store.measurements(run_id, key).get(key)
+    resumed = known is not None
     if known is None:
         emit("stage", {"stage": f"Nsight Compute on {kernel}"})
-        metrics, reason = kernel_metrics(
-            [sys.executable, "-m", "kernelopt.evaluate.ncu_probe", json.dumps(asdict(spec))], kernel
+        call = worker.call(  # the worker's start on top of ncu's own limit
+            f"{SESSION}:ncu_metrics", asdict(spec), kernel, timeout_s, timeout_s=timeout_s + 120
         )
-        known = {"metrics": metrics, "reason": reason}
+        if call.ok:
+            known = dict(call.value)
+        else:
+            known = {"metrics": None, "reason": f"profiling in the worker failed ({call.status}: {call.reason})"}
         store.add_measurement(run_id, key, known)
-        if metrics is None:
-            emit("warning", {"message": f"no hardware counters for {kernel}: {reason}"})
+    if known.get("metrics") is None:
+        when = " (recorded when the run started)" if resumed else ""
+        emit("warning", {"message": f"no hardware counters for {kernel}{when}: {known.get('reason')}"})
     return known["metrics"]

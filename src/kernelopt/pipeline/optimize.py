@@ -388,7 +388,9 @@ def _search_kernel(
     facts = run.worker.call(f"{SESSION}:kernel_facts", asdict(run.spec), target.name, peak, timeout_s=run.timeout_s)
     min_us = facts.value.get("min_time_us") if facts.ok else None
     launch = facts.value.get("launch") if facts.ok else None
-    counters = ncu_counters(run.store, run.run_id, run.spec, target.name, run.emit) if run.uses("llm") else None
+    counters = (
+        ncu_counters(run.store, run.run_id, run.worker, run.spec, target.name, run.emit) if run.uses("llm") else None
+    )
     tuned = (
         inductor_tuned(run.store, run.run_id, run.worker, run.spec, target.name, peak, run.timeout_s, run.emit)
         if run.uses("launch-config")
