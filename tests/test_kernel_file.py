@@ -9,7 +9,8 @@ import torch
 
 from conftest import ROOT
 from kernelopt.errors import ProblemError
-from kernelopt.problem.kernel_file import HELION, MODEL, TRITON, file_kind, file_shape, load_kernel_file
+from kernelopt.problem.file_kind import HELION, MODEL, TRITON, file_kind, file_shape
+from kernelopt.problem.kernel_file import load_kernel_file
 
 KERNELS = ROOT / "examples" / "kernels"
 triton = pytest.importorskip("triton")

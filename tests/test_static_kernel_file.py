@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from static_cheats import assert_refused
 
-from kernelopt.problem.kernel_file import TRITON, file_kind
+from kernelopt.problem.file_kind import TRITON, file_kind
 from kernelopt.verify.static_kernel_file import (
     KERNEL_FILE_RULES,
     check_static_kernel_file,

@@ -26,7 +26,8 @@ from kernelopt.measure.environment import versions
 from kernelopt.pipeline.evaluator import compile_cache_env
 from kernelopt.pipeline.optimize_file import FileEvaluator, FileReport, deliver, run_device
 from kernelopt.pipeline.records import Winner
-from kernelopt.problem.kernel_file import TRITON, KernelFile, load_kernel_file
+from kernelopt.problem.file_kind import TRITON
+from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
 from kernelopt.store import Store
 from kernelopt.verify.static_file_cuda import resolve_slot
 from kernelopt.verify.static_kernel_file import check_static_file

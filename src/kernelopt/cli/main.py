@@ -52,7 +52,7 @@ def analyze(
     """Where the compiled model spends its GPU time, launch by launch, and how much is headroom."""
     from kernelopt.cli.format import print_analysis
     from kernelopt.pipeline.analyze import analyze_file
-    from kernelopt.problem.kernel_file import MODEL, file_kind
+    from kernelopt.problem.file_kind import MODEL, file_kind
     from kernelopt.store import Store
 
     sizes = parse_sizes(size)
@@ -116,7 +116,7 @@ def verify(
     file, with its verification record) if it passes."""
     from kernelopt.api.verify import verify as run_verify
     from kernelopt.cli.format import print_verify
-    from kernelopt.problem.kernel_file import MODEL, file_kind
+    from kernelopt.problem.file_kind import MODEL, file_kind
     from kernelopt.problem.loader import check_size_names
     from kernelopt.store import Store
 
@@ -208,7 +208,7 @@ def optimize(
     from kernelopt.cli.format import OptimizeProgress, print_optimize
     from kernelopt.pipeline.optimize import optimize as run_optimize
     from kernelopt.pipeline.optimize import require_gpu
-    from kernelopt.problem.kernel_file import MODEL, file_kind
+    from kernelopt.problem.file_kind import MODEL, file_kind
     from kernelopt.problem.loader import check_size_names
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelopt.errors import KerneloptError
-from kernelopt.problem.kernel_file import HELION, KernelFile
+from kernelopt.problem.file_kind import HELION
+from kernelopt.problem.kernel_file import KernelFile
 
 HELION_ENV = {"HELION_AUTOTUNE_EFFORT": "none"}
 SEARCH_ENV = "HELION_AUTOTUNER"  # Helion's own name for its search algorithm setting

@@ -52,8 +52,9 @@ from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.runner_file import ORIGINAL
 from kernelopt.evaluate.steps import Stages, memcheck_failure, screened_out
 from kernelopt.measure.timer import SplitComparison, compare_split
+from kernelopt.problem.file_kind import TRITON
 from kernelopt.problem.inputs import DISTRIBUTIONS
-from kernelopt.problem.kernel_file import TRITON, KernelFile, load_kernel_file
+from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
 from kernelopt.problem.layouts import RotatingInputs, clone_args, describe_arg, exact_clone
 from kernelopt.verify.correctness import check_case, combine_cases, nan_fill_
 from kernelopt.verify.memcheck import CudaSlotReplay, run_memcheck

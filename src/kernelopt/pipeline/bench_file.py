@@ -15,7 +15,7 @@ from kernelopt.errors import KerneloptError, ProblemError
 from kernelopt.pipeline.bench_file_results import FileOutcome
 from kernelopt.pipeline.bench_problem import StageClock
 from kernelopt.pipeline.optimize_file import default_operators, optimize_file
-from kernelopt.problem.kernel_file import file_kind
+from kernelopt.problem.file_kind import file_kind
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 

@@ -22,8 +22,9 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.roofline import geometric_mean
 from kernelopt.pipeline.bench_report import commands_of, fmt_ratio
-from kernelopt.pipeline.bench_results import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD, atomic_write
+from kernelopt.pipeline.bench_results import atomic_write
 from kernelopt.pipeline.metrics import STATUSES
+from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.problem.loader import size_flags
 
 FILE_CSV_COLUMNS = (

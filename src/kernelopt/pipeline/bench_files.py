@@ -23,9 +23,9 @@ from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
 from kernelopt.pipeline.bench import bench_versions, problem_sizes, require_gpus, timestamp
-from kernelopt.pipeline.bench_file_results import FILE_SUITE, FileOutcome, read_file_results, write_file_results
-from kernelopt.pipeline.bench_results import RESULTS_CSV, RESULTS_JSON, RESULTS_MD
+from kernelopt.pipeline.bench_file_results import FileOutcome, read_file_results, write_file_results
 from kernelopt.pipeline.optimize_file import file_operators
+from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.problem.loader import recorded_sizes, size_flags
 from kernelopt.problem.suite_kinds import SuiteKinds
 from kernelopt.workers import WorkerResult, run_isolated

@@ -22,12 +22,9 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench_report import markdown_report
 from kernelopt.pipeline.metrics import ProblemOutcome, summarize
+from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.problem.loader import size_flags
 
-RESULTS_JSON = "results.json"
-RESULTS_CSV = "results.csv"
-RESULTS_MD = "results.md"
-FILE_SUITE = "kernel-files"  # meta["input"] of a bench of kernel files (pipeline.bench_file_results): not read here
 CSV_COLUMNS = (
     "name",
     "status",

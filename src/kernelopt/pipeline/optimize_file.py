@@ -38,7 +38,8 @@ from kernelopt.pipeline.file_profile import file_ncu_counters
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, winner_of
 from kernelopt.pipeline.records import Winner
 from kernelopt.pipeline.run_context import resumed_sizes
-from kernelopt.problem.kernel_file import HELION, TRITON, KernelFile, load_kernel_file
+from kernelopt.problem.file_kind import HELION, TRITON
+from kernelopt.problem.kernel_file import KernelFile, load_kernel_file
 from kernelopt.search.builtin_operators import EvictionPolicyOperator
 from kernelopt.search.candidate import Candidate, EvaluationResult
 from kernelopt.search.engine import SearchEngine

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from kernelopt.errors import ProblemError
+from kernelopt.problem.file_kind import MODEL, file_kind
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 FORMAT_HINT = "a KernelBench problem defines class Model(nn.Module), get_inputs() and get_init_inputs()"
@@ -301,8 +302,6 @@ def execute_file(path: Path, overrides: dict[str, Any] | None, prefix: str) -> t
 
 def _kernel_file_kind(path: Path) -> str | None:
     """ "Triton" or "Helion" where ``path`` is a standalone kernel file (read, never run), else None."""
-    from kernelopt.problem.kernel_file import MODEL, file_kind
-
     try:
         kind = file_kind(path)
     except ProblemError:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelopt.errors import KerneloptError, ProblemError
-from kernelopt.problem.kernel_file import MODEL, file_kind
+from kernelopt.problem.file_kind import MODEL, file_kind
 from kernelopt.problem.loader import suite_files
 
 MODELS, KERNEL_FILES = "models", "kernel-files"

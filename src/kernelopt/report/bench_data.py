@@ -17,8 +17,8 @@ from typing import Any
 
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench_report import commands_of
-from kernelopt.pipeline.bench_results import FILE_SUITE, RESULTS_JSON, RESULTS_MD
 from kernelopt.pipeline.metrics import ProblemOutcome, summarize
+from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_JSON, RESULTS_MD
 
 
 @dataclass(frozen=True)
