@@ -82,3 +82,40 @@ def test_every_rule_has_a_cheat_and_bad_text_is_refused_not_raised() -> None:
     assert _verdict("x" * 2_000_000).details["rule"] == "size"
     with pytest.raises(ValueError, match="defines no call function"):
         check_static_wrapper(HONEST, original_source="x = 1\n")
+
+
+CONV = (FIXTURES / "inductor" / "07_conv2d_bn_relu.graph0.py").read_text()
+CONV_CALL = "buf2 = extern_kernels.convolution(buf0, buf1, stride=(1, 1), padding=(1, 1), dilation=(1, 1), transposed=False, output_padding=(0, 0), groups=1, bias=None)"
+
+
+def _conv_call() -> str:
+    tree = ast.parse(CONV)
+    runner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Runner")
+    call = next(n for n in runner.body if isinstance(n, ast.FunctionDef) and n.name == "call")
+    return "\n".join(line[4:] for line in CONV.splitlines()[call.lineno - 1 : call.end_lineno]) + "\n"
+
+
+def test_a_convolution_assigned_to_a_local_passes_as_inductor_writes_it() -> None:
+    """Inductor assigns a convolution's result (``bufN = extern_kernels.convolution(..., stride=(1, 1),
+    bias=None)``); gate 1 refused every graph candidate of a convolutional model before it read that form."""
+    honest = _conv_call()
+    assert CONV_CALL in honest
+    verdict = check_static_wrapper(honest, original_source=CONV)
+    assert verdict.passed, verdict.details.get("violations")
+    deleted = honest.replace("buf2 = extern_kernels.convolution(buf0, buf1,", "buf2 = extern_kernels.convolution(arg2_1, buf1,")
+    assert check_static_wrapper(deleted, original_source=CONV).details["rule"] == "name"  # arg2_1 was deleted above
+
+
+@pytest.mark.parametrize(
+    ("rule", "edit"),
+    [
+        ("vendor", CONV_CALL.replace("extern_kernels.convolution(", "extern_kernels.addmm(")),
+        ("torch_op", CONV_CALL.replace("buf2 = extern_kernels.convolution(", "buf2 = torch.ops.aten.convolution(")),
+        ("torch_op", CONV_CALL.replace("bias=None", "bias=torch.ops.aten.relu(buf1)")),
+        ("torch_op", CONV_CALL.replace("stride=(1, 1)", "stride=(1, 1 * 2)")),
+        ("name", CONV_CALL.replace("bias=None", "bias=CACHED_BIAS")),
+    ],
+)
+def test_work_hidden_in_an_assigned_vendor_call_is_refused(rule: str, edit: str) -> None:
+    verdict = check_static_wrapper(_conv_call().replace(CONV_CALL, edit), original_source=CONV)
+    assert not verdict.passed and verdict.details["rule"] == rule, verdict.reason

@@ -13,8 +13,10 @@ of, with names it can account for:
   ``bufN = reinterpret_tensor(name, shape, stride, offset)``, each with literal layouts;
   ``streamN = get_raw_stream(i)``; ``del`` of locals;
 * launches: ``K.run(...)`` of a kernel the original module defines or of a candidate kernel
-  (each passes gate 1 on its own), or ``K(...)`` where ``K`` is a C++ kernel (CPU tensors), ``extern_kernels.OP(...)`` of a vendor call the original
-  already makes, with arguments that are locals, literals or ``reinterpret_tensor`` views;
+  (each passes gate 1 on its own), or ``K(...)`` where ``K`` is a C++ kernel (CPU tensors),
+  ``extern_kernels.OP(...)`` of a vendor call the original already makes (alone, or assigned to a
+  local as Inductor writes ``convolution``), with arguments that are locals, literals, ``None``,
+  ``reinterpret_tensor`` views or tuples of these;
 * ``return`` of as many locals as the original returns.
 
 Anything else is refused by rule: PyTorch or ATen calls (the way to hide work in the call
@@ -51,6 +53,11 @@ ALLOCATORS = frozenset({"empty_strided_cuda", "empty_strided_cpu"})
 HELPERS = ALLOCATORS | {"reinterpret_tensor", "get_raw_stream", "assert_size_stride", "assert_alignment"}
 
 
+def _is_vendor(func: ast.expr) -> bool:
+    """``extern_kernels.OP``: a vendor call, as an expression statement (``out=``) or assigned."""
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "extern_kernels"
+
+
 def _found(rule: str, node: ast.AST | None, construct: str) -> Finding:
     return Finding(rule, getattr(node, "lineno", 1), construct, WRAPPER_RULES[rule])
 
@@ -82,11 +89,15 @@ class _Checker:
         self.found.append(_found("statement", node, f"{what} is {ast.unparse(node)}, not a literal"))
 
     def operand(self, node: ast.expr) -> None:
-        """An argument of a launch: a local, a literal, or a ``reinterpret_tensor`` view."""
+        """An argument of a launch: a local, a literal (``None`` too, as ``bias=None``), a
+        ``reinterpret_tensor`` view, or a tuple of these (a convolution's ``stride=(1, 1)``)."""
         if isinstance(node, ast.Name):
             self.read(node)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)) or node is None:
+        elif isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (int, float, bool))):
             return
+        elif isinstance(node, ast.Tuple):
+            for item in node.elts:
+                self.operand(item)
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             self.operand(node.operand)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "reinterpret_tensor":
@@ -195,6 +206,8 @@ class _Checker:
             self.view(value)
         elif helper == "get_raw_stream" and isinstance(value, ast.Call) and len(value.args) == 1:
             self.literal(value.args[0], "the stream's device")
+        elif isinstance(value, ast.Call) and _is_vendor(value.func):  # bufN = extern_kernels.convolution(...)
+            self.call(value)
         else:
             self.expression(value)
         self.local.add(target.id)
@@ -215,7 +228,8 @@ class _Checker:
                 else:
                     self.found.append(_found("statement", node, f"{name}(..., {ast.unparse(keyword)})"))
             return
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "extern_kernels":
+        if _is_vendor(func):
+            assert isinstance(func, ast.Attribute)
             if func.attr not in self.facts.vendor_ops:
                 self.found.append(
                     _found("vendor", node, f"extern_kernels.{func.attr}: the original makes no such call")
