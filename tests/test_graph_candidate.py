@@ -181,3 +181,37 @@ def test_the_variant_is_judged_end_to_end_and_a_wrong_call_sequence_fails_the_mo
     finally:
         runner.close()
         reference.close()
+
+
+def test_without_layout_optimization_the_copy_before_the_convolution_goes_and_the_gates_pass(worker_tmp) -> None:
+    """Inductor gives a convolution channels-last operands (on the CPU with oneDNN as on the GPU with
+    cuDNN: the H200 capture of conv + BN + ReLU copies both), which costs a copy kernel before the vendor
+    call and a strided epilogue after it. The graph under ``layout_optimization=False`` calls the
+    convolution on the input as given, one kernel fewer, and passes gates 1 to 3 end to end."""
+    path = EXAMPLES / "level2" / "11_conv_transpose2d_bias_relu.py"
+    small = load_problem(path).small()
+    sizes = dict(small.module.SMALL_SIZES)
+    model = small.build_model(0, torch.device("cpu"))
+    inputs = small.make_inputs(0, torch.device("cpu"))
+    artifact = capture(model, inputs, {})
+    options = {"layout_optimization": False}
+    variant = capture(separate_code(model, "graph_layout"), inputs, options, reset=False)
+    candidate = from_variant(artifact.graphs[0], variant.graphs[0], "ko0", "test", options)
+    assert candidate is not None
+    original_call = call_source_of(artifact.graphs[0].source_code)
+    before = original_call[: original_call.index("extern_kernels.convolution")]
+    assert "cpp_fused_convolution" in before  # the copy into channels-last, before the vendor call
+    call = candidate.call_source
+    assert "extern_kernels.convolution" in call and "cpp_fused" not in call[: call.index("extern_kernels.convolution")]
+    assert len(candidate.kernels) == len(artifact.graphs[0].kernels) - 1
+    spec = asdict(ProblemSpec(str(path), sizes, 0, {}))
+    runner = RemoteRunner(device="cpu", spec=spec, timeout_s=300)
+    reference = ReferenceRunner(device="cpu", spec=spec, timeout_s=300)
+    restitched = RestitchedModel(small, model, artifact, inputs, torch.device("cpu"), runner, reference)
+    try:
+        result = evaluate_graph(restitched, artifact.graphs[0].source_code, candidate, SETTINGS)
+    finally:
+        runner.close()
+        reference.close()
+    gates = {v["gate"]: v["passed"] for v in result["verdicts"]}
+    assert gates["static"] and gates["correctness"] and gates["model"], result["verdicts"]

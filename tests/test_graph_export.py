@@ -159,3 +159,38 @@ def test_a_graph_variants_kernel_names_follow_from_its_options_alone() -> None:
     tag = variant_tag({"split_reductions": False, "aggressive_fusion": True})
     assert tag == variant_tag({"aggressive_fusion": True, "split_reductions": False})  # order of the options
     assert tag.isidentifier() and tag != variant_tag({"aggressive_fusion": True})
+
+
+def test_variants_that_drop_copies_and_kernels_are_proposed_first() -> None:
+    """The budget may stop before the last option set: a variant that drops a layout copy (a round trip
+    through memory) goes first, then the one with fewer kernels; ties keep GRAPH_OPTIONS' order, and a
+    record made before the worker counted kernels keeps its place."""
+    target = graph_target(0)
+    root = node(1, Candidate(target, "root", options={}), None)
+    facts = {"graph_variants": [
+        {"options": {"aggressive_fusion": True}, "available": True, "kernels": 3, "copies": 2},
+        {"options": {"split_reductions": False}, "available": True, "kernels": 4, "copies": 2},
+        {"options": {"combo_kernels": True}, "available": True, "kernels": 2, "copies": 2},
+        {"options": {"layout_optimization": False}, "available": True, "kernels": 1, "copies": 0},
+        {"options": {"shape_padding": False}, "available": False, "kernels": 0, "copies": 0},
+    ]}
+    ctx = SearchContext(target=target, nodes=[root], rng=random.Random(0), facts=facts)
+    proposed = GraphVariantOperator().propose(root, ctx, 3)
+    assert [c.options for c in proposed] == [
+        {"layout_optimization": False}, {"combo_kernels": True}, {"aggressive_fusion": True}
+    ]
+    assert proposed[0].note.endswith(": 1 kernel, no copy") and proposed[1].note.endswith("2 of them copies")
+    old = {"graph_variants": [{"options": {"b": 1}, "available": True}, {"options": {"a": 1}, "available": True}]}
+    again = GraphVariantOperator().propose(root, dataclasses.replace(ctx, facts=old), 3)
+    assert [c.options for c in again] == [{"b": 1}, {"a": 1}] and again[0].note.endswith("b=1")
+
+
+def test_a_graph_candidate_counts_the_kernels_that_only_move_data() -> None:
+    """The H100/H200 capture of conv + batch norm + ReLU copies the input and the weight to
+    channels-last before cuDNN: two of its three kernels are copies; C++ kernels are not read."""
+    captured = parse_output_code((FIXTURES / "inductor" / "07_conv2d_bn_relu.graph0.py").read_text())
+    kernels = tuple(GraphKernel(f"ko1_{k.name}", "triton", renamed(k.source, k.name, f"ko1_{k.name}"))
+                    for k in captured.kernels.values())
+    graph = dataclasses.replace(GRAPH, kernels=kernels)
+    assert graph.copy_kernels == ["ko1_triton_poi_fused_convolution_0", "ko1_triton_poi_fused_convolution_1"]
+    assert dataclasses.replace(GRAPH, kernels=(GraphKernel("cpp_fused_0", "cpp", "extern void f();"),)).copy_kernels == []

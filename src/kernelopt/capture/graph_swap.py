@@ -39,6 +39,7 @@ from kernelopt.capture.call_sequence import (
     single_partition,
     wrapper_facts,
 )
+from kernelopt.capture.copy_kernels import moves_only
 from kernelopt.capture.kernel_source import renamed
 from kernelopt.capture.output_code import cpp_argtypes, source_hash
 from kernelopt.capture.swap import SwapError, build_kernel
@@ -77,6 +78,12 @@ class GraphCandidate:
     @property
     def kernel_names(self) -> list[str]:
         return [k.name for k in self.kernels]
+
+    @property
+    def copy_kernels(self) -> list[str]:
+        """Its Triton kernels that only move data (:func:`~kernelopt.capture.copy_kernels.moves_only`):
+        what the call sequence still spends on layouts; C++ kernels are not read."""
+        return [k.name for k in self.kernels if k.language == "triton" and moves_only(k.source, k.name)]
 
     def digest(self) -> str:
         """The candidate's identity: its call and every kernel's source."""

@@ -38,6 +38,8 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("online_softmax", False),
     ("triton.tile_reductions", True),
     ("benchmark_fusion", True),
+    ("shape_padding", False),
+    ("comprehensive_padding", False),
 )
 # Knobs that only mean something together with another.
 REQUIRES = {
