@@ -58,6 +58,8 @@ STOCK_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 HELION_EFFORTS = ("none", "quick", "full")  # Helion's own effort profiles
 BASE_MODES = ("auto", "default", "max-autotune-no-cudagraphs")
 """What an optimize run may start from: the faster of the modes it can build on, timed first (auto), or one of them."""
+GRAPH_STAGES = ("auto", "named")
+"""When the graph stage runs: also where the analysis says structure can pay (auto), or only when named."""
 
 # The one table of effort budgets. Every profile sets every key (a test holds it so);
 # ``default`` is what ``kernelopt optimize`` did before the table existed. ``quick`` buys
@@ -84,6 +86,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_margin_s": 900.0,
         "stock_modes": "max-autotune-no-cudagraphs",
         "base_mode": "auto",
+        "graph_stage": "auto",
         "helion_effort": "quick",
         "helion_budget_s": 60.0,
     },
@@ -106,6 +109,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_margin_s": 900.0,
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
+        "graph_stage": "auto",
         "helion_effort": "quick",
         "helion_budget_s": 120.0,
     },
@@ -128,6 +132,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "bench_timeout_margin_s": 1800.0,
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
+        "graph_stage": "auto",
         "helion_effort": "full",
         "helion_budget_s": 600.0,
     },
@@ -270,6 +275,14 @@ class Settings:
         "and starts from the faster), default, or max-autotune-no-cudagraphs.",
         kind=str,
         expect="one of " + ", ".join(BASE_MODES),
+    )
+    graph_stage: str = _profiled(
+        "graph_stage",
+        "When optimize regenerates whole graphs under other Inductor options (graph-variants): auto, also "
+        "where analyze shows headroom only structure can buy (a graph far above its traffic floor, layout "
+        "copies); named, only when --operators names graph-variants.",
+        kind=str,
+        expect="one of " + ", ".join(GRAPH_STAGES),
     )
     helion_effort: str = _profiled(
         "helion_effort",
@@ -414,6 +427,8 @@ def _parse(f: dataclasses.Field, raw: object, where: str, fix: str) -> Any:
     if f.name == "effort" and value not in PROFILES:
         raise bad
     if f.name == "base_mode" and value not in BASE_MODES:
+        raise bad
+    if f.name == "graph_stage" and value not in GRAPH_STAGES:
         raise bad
     if f.name == "helion_effort" and value not in HELION_EFFORTS:
         raise bad

@@ -259,6 +259,10 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
             g.stop_reason,
         )
     console.print(table)
+    if report.graph_stage:
+        console.print(
+            f"graphs searched without --operators naming them: {report.graph_stage}", markup=False, highlight=False
+        )
     for g in report.graphs:
         if g.final_check:
             console.print(f"graph {g.graph} winner re-evaluated: {g.final_check}", markup=False, highlight=False)

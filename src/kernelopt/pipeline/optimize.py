@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from kernelopt.capture.swap import KernelAddress
 from kernelopt.config import Settings, resolve
 from kernelopt.deliver.export import Replacement, export_model
 from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.evaluate.records import ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, search_settings
 from kernelopt.measure.environment import device_label, versions
@@ -62,7 +63,7 @@ from kernelopt.search.graph_variants import graph_target
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import DEFAULT_OPERATORS, SearchContext, make_operators
 from kernelopt.search.policy import make_policy
-from kernelopt.search.targets import Target, headroom_elsewhere, select_targets
+from kernelopt.search.targets import Target, headroom_elsewhere, select_targets, structure_pays
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers.identity import require_readable
@@ -298,6 +299,25 @@ def _keep_tuned(store: Store, run_id: int, label: str, report: OptimizeReport) -
         )
 
 
+def _with_graph_stage(run: RunContext, measured: AnalysisReport, report: OptimizeReport) -> RunContext | None:
+    """The run the graph stage searches with, or None where it does not run: always where
+    ``--operators`` names graph-variants; with the ``graph_stage`` setting at auto (the default), also
+    where the analysis says structure can pay (:func:`~kernelopt.search.targets.structure_pays`), the
+    reason then kept in the report. The decision reads the stored analysis alone, so a resumed run
+    takes it again the same way."""
+    if run.uses(GRAPH_OPERATOR):
+        return run
+    if (run.config or Settings()).graph_stage != "auto":
+        return None
+    moves_share = measured.moves_ms / measured.compiled_ms if measured.compiled_ms > 0 else 0.0
+    why = structure_pays(measured.amdahl_bound, measured.fusion_bound, moves_share)
+    if why is None:
+        return None
+    report.graph_stage = why
+    run.emit("stage", {"stage": f"graph stage, not named by --operators: {why}"})
+    return replace(run, ops=[*run.ops, *make_operators([GRAPH_OPERATOR])])
+
+
 def _optimize(run: RunContext) -> OptimizeReport:
     base = analysis_of(run)
     nodes = NodeStore(run.store, run.run_id)
@@ -327,8 +347,13 @@ def _optimize(run: RunContext) -> OptimizeReport:
         report.gpu_s += knobs["gpu_s"]
     for extra in targets[run.max_targets :]:
         report.skipped.append((extra.name, f"beyond --max-targets {run.max_targets}"))
+    graph_run = _with_graph_stage(run, measured, report)
     for note in headroom_elsewhere(
-        measured.amdahl_bound, measured.fusion_bound, measured.launch_overhead_bound, measured.gpu_busy
+        measured.amdahl_bound,
+        measured.fusion_bound,
+        measured.launch_overhead_bound,
+        measured.gpu_busy,
+        graph_stage=graph_run is not None,
     ):
         run.emit("warning", {"message": note})
     run.emit("targets", {"targets": [t.name for t in targets[: run.max_targets]], "skipped": report.skipped})
@@ -340,9 +365,9 @@ def _optimize(run: RunContext) -> OptimizeReport:
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
-    if run.uses(GRAPH_OPERATOR):  # graphs none of whose kernels won: their call sequences regenerated
+    if graph_run is not None:  # graphs none of whose kernels won: their call sequences regenerated
         won = {analysis.kernels[k.name].graph for k in report.winners if k.name in analysis.kernels}
-        report.graphs = search_graphs(run, nodes, won)
+        report.graphs = search_graphs(graph_run, nodes, won)
         for g in report.graphs:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
             report.evaluations += len(evaluated)

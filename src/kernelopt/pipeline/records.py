@@ -66,6 +66,7 @@ class OptimizeReport:
     amdahl_bound: float
     kernels: list[KernelResult] = field(default_factory=list)
     graphs: list[GraphResult] = field(default_factory=list)  # call sequences regenerated under other options
+    graph_stage: str | None = None  # why the graph stage ran though --operators did not name it (graph_stage auto)
     gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
     launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
     fusion_bound: float | None = None  # compiled over the traffic floor, for graphs of generated kernels only

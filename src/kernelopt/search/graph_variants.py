@@ -85,13 +85,15 @@ def promise(variant: dict[str, Any]) -> tuple[int, int]:
 
 
 def shape_of(variant: dict[str, Any]) -> str:
-    """``: 3 kernels, 1 of them a copy``, as the worker counted them ('' for an older record)."""
+    """``: 3 kernels, 1 of them a copy``, as the worker counted them (less for an older record)."""
     if "kernels" not in variant:
         return ""
-    copies = int(variant.get("copies") or 0)
     kernels = int(variant["kernels"])
-    moved = f", {copies} of them {'a copy' if copies == 1 else 'copies'}" if copies else ", no copy"
-    return f": {kernels} kernel{'' if kernels == 1 else 's'}{moved}"
+    counted = f": {kernels} kernel{'' if kernels == 1 else 's'}"
+    if "copies" not in variant:
+        return counted
+    copies = int(variant["copies"])
+    return counted + (f", {copies} of them {'a copy' if copies == 1 else 'copies'}" if copies else ", no copy")
 
 
 def _key(options: dict[str, Any]) -> str:

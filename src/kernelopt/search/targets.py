@@ -17,6 +17,7 @@ from kernelopt.measure.roofline import amdahl_bound
 MIN_SHARE = 0.01
 ROOFLINE_DONE = 90.0  # percent of peak
 WORTH_SAYING = 1.10  # a bound beyond the kernels' own that is worth a line to the user
+COPY_SHARE = 0.05  # kernels that only move data taking this share of the GPU time: worth another layout
 
 
 @dataclass(frozen=True)
@@ -93,22 +94,44 @@ def select_targets(
     return targets, skipped
 
 
-def headroom_elsewhere(amdahl: float, fusion: float | None, launch_overhead: float, gpu_busy: float) -> list[str]:
+def structure_pays(amdahl: float, fusion: float | None, moves_share: float) -> str | None:
+    """Why the graph stage (whole call sequences regenerated under other options) can pay where
+    the kernel search cannot, or None: a graph far above its traffic floor while its kernels sit
+    near their rooflines (intermediate tensors' round trips: fusion), or kernels that only move
+    data taking a share of the GPU time (layout copies: another layout removes them)."""
+    if fusion is not None and fusion >= WORTH_SAYING and fusion > amdahl * 1.05:
+        return (
+            f"the compiled graph takes {fusion:.2f}x its traffic floor while its kernels can buy at most "
+            f"{amdahl:.2f}x at their rooflines: the rest is intermediate tensors through memory, headroom only "
+            "other fusion can buy"
+        )
+    if moves_share >= COPY_SHARE:
+        return (
+            f"kernels that only move data take {100 * moves_share:.0f}% of the GPU time: no launch config "
+            "removes a layout copy, another layout can"
+        )
+    return None
+
+
+def headroom_elsewhere(
+    amdahl: float, fusion: float | None, launch_overhead: float, gpu_busy: float, graph_stage: bool = False
+) -> list[str]:
     """One line for each kind of headroom the kernel search cannot reach, where it is worth
-    saying: a graph far above its traffic floor while its kernels sit near their rooflines
-    (the time is in intermediate tensors' round trips: fusion), and a forward whose GPU waits
-    between launches (launch overhead: CUDA graphs)."""
+    saying: a graph far above its traffic floor (fusion: the graph stage, ``graph_stage`` says
+    whether this run has it), and a forward whose GPU waits between launches (launch overhead:
+    CUDA graphs)."""
     notes = []
     if fusion is not None and fusion >= WORTH_SAYING and fusion > amdahl * 1.05:
         notes.append(
             f"the compiled graph takes {fusion:.2f}x its traffic floor while its kernels can buy at most "
             f"{amdahl:.2f}x at their rooflines: the rest is intermediate tensors through memory, headroom only "
-            "fusion can buy, and no operator fuses kernels yet"
+            "fusion can buy"
+            + ("" if graph_stage else " (the graph-variants operator regenerates graphs under other fusion choices)")
         )
     if launch_overhead >= WORTH_SAYING:
         notes.append(
             f"the GPU is busy {100 * gpu_busy:.0f}% of the compiled forward: removing the gaps between launches "
-            f"could buy up to {launch_overhead:.2f}x (torch.compile's CUDA-graph modes; kernelopt's replacements "
-            "are not captured under CUDA graphs yet)"
+            f"could buy up to {launch_overhead:.2f}x (torch.compile's CUDA-graph modes, mode='reduce-overhead'; "
+            "kernelopt's backend runs its verified kernels under them)"
         )
     return notes
