@@ -83,7 +83,7 @@ PY
     --export "$OUT/softmax_naive.kopt.py" 2>&1 | tee "$OUT/optimize_softmax_naive.txt" | tail -20
 fi
 if [[ $step == all || $step == graph ]]; then  # graph candidates: judged through optimize, delivered, under CUDA graphs
-  timeout -s INT ${GRAPH_TIMEOUT:-300} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_graph.py 2>&1 \
+  timeout -s INT ${GRAPH_TIMEOUT:-540} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_graph.py 2>&1 \
     | tee "$OUT/pytest_gpu_graph.txt" | tail -30
 fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
