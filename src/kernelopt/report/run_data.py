@@ -180,6 +180,7 @@ class RunData:
     transcripts: list[Transcript]
     llm_usage: dict[str, Any] | None
     graphs: list[GraphOutcome] = field(default_factory=list)  # none in records made before graph candidates
+    graph_stage: str | None = None  # why the graph stage ran though --operators did not name it
 
     @property
     def replaced(self) -> list[KernelOutcome]:
@@ -226,6 +227,7 @@ def load_run(store: Store, run_id: int) -> RunData:
         transcripts=transcripts(store.connection, run_id),
         llm_usage=(report or {}).get("llm_usage"),
         graphs=_graphs(report),
+        graph_stage=(report or {}).get("graph_stage"),
     )
 
 

@@ -351,6 +351,8 @@ def _graph_table(data: RunData) -> str:
         '<p class="note">A graph candidate replaces a graph\'s whole call sequence (which kernels run), so it is '
         "timed on the whole model; the graphs whose kernels won are not searched this way.</p>"
     )
+    if data.graph_stage:
+        note += f'<p class="note">Searched without --operators naming graph-variants: {esc(data.graph_stage)}.</p>'
     return note + table(head, rows, numeric=(1, 2))
 
 
