@@ -183,28 +183,17 @@ def test_the_variant_is_judged_end_to_end_and_a_wrong_call_sequence_fails_the_mo
         reference.close()
 
 
-def test_without_layout_optimization_the_copy_before_the_convolution_goes_and_the_gates_pass(worker_tmp) -> None:
-    """Inductor gives a convolution channels-last operands (on the CPU with oneDNN as on the GPU with
-    cuDNN: the H200 capture of conv + BN + ReLU copies both), which costs a copy kernel before the vendor
-    call and a strided epilogue after it. The graph under ``layout_optimization=False`` calls the
-    convolution on the input as given, one kernel fewer, and passes gates 1 to 3 end to end."""
-    path = EXAMPLES / "level2" / "11_conv_transpose2d_bias_relu.py"
+def _variant_judged(path, options: dict, tag: str):
+    """The example problem at its small sizes, its graph as Inductor writes it under ``options`` made a
+    graph candidate and judged through the gates on the CPU: (artifact, candidate, gates passed)."""
     small = load_problem(path).small()
-    sizes = dict(small.module.SMALL_SIZES)
     model = small.build_model(0, torch.device("cpu"))
     inputs = small.make_inputs(0, torch.device("cpu"))
     artifact = capture(model, inputs, {})
-    options = {"layout_optimization": False}
-    variant = capture(separate_code(model, "graph_layout"), inputs, options, reset=False)
+    variant = capture(separate_code(model, tag), inputs, options, reset=False)
     candidate = from_variant(artifact.graphs[0], variant.graphs[0], "ko0", "test", options)
     assert candidate is not None
-    original_call = call_source_of(artifact.graphs[0].source_code)
-    before = original_call[: original_call.index("extern_kernels.convolution")]
-    assert "cpp_fused_convolution" in before  # the copy into channels-last, before the vendor call
-    call = candidate.call_source
-    assert "extern_kernels.convolution" in call and "cpp_fused" not in call[: call.index("extern_kernels.convolution")]
-    assert len(candidate.kernels) == len(artifact.graphs[0].kernels) - 1
-    spec = asdict(ProblemSpec(str(path), sizes, 0, {}))
+    spec = asdict(ProblemSpec(str(path), dict(small.module.SMALL_SIZES), 0, {}))
     runner = RemoteRunner(device="cpu", spec=spec, timeout_s=300)
     reference = ReferenceRunner(device="cpu", spec=spec, timeout_s=300)
     restitched = RestitchedModel(small, model, artifact, inputs, torch.device("cpu"), runner, reference)
@@ -213,5 +202,32 @@ def test_without_layout_optimization_the_copy_before_the_convolution_goes_and_th
     finally:
         runner.close()
         reference.close()
-    gates = {v["gate"]: v["passed"] for v in result["verdicts"]}
-    assert gates["static"] and gates["correctness"] and gates["model"], result["verdicts"]
+    return artifact, candidate, {v["gate"]: v["passed"] for v in result["verdicts"]}
+
+
+def test_without_layout_optimization_the_copy_before_the_convolution_goes_and_the_gates_pass() -> None:
+    """Inductor gives a convolution channels-last operands (on the CPU with oneDNN as on the GPU with
+    cuDNN: the H200 capture of conv + BN + ReLU copies both), which costs a copy kernel before the vendor
+    call and a strided epilogue after it. The graph under ``layout_optimization=False`` calls the
+    convolution on the input as given, one kernel fewer, and passes gates 1 to 3 end to end."""
+    path = EXAMPLES / "level2" / "11_conv_transpose2d_bias_relu.py"
+    artifact, candidate, gates = _variant_judged(path, {"layout_optimization": False}, "graph_layout")
+    original_call = call_source_of(artifact.graphs[0].source_code)
+    before = original_call[: original_call.index("extern_kernels.convolution")]
+    assert "cpp_fused_convolution" in before  # the copy into channels-last, before the vendor call
+    call = candidate.call_source
+    assert "extern_kernels.convolution" in call and "cpp_fused" not in call[: call.index("extern_kernels.convolution")]
+    assert len(candidate.kernels) == len(artifact.graphs[0].kernels) - 1
+    assert gates["static"] and gates["correctness"] and gates["model"], gates
+
+
+def test_a_pointwise_concatenation_drops_the_concatenated_buffer_and_the_gates_pass() -> None:
+    """Concatenation then RMS norm: Inductor writes the concatenated rows to a buffer of their own and
+    reads them back for the norm; under ``force_pointwise_cat`` the norm reads the three inputs in
+    place, one buffer fewer, and the graph passes gates 1 to 3 end to end."""
+    path = EXAMPLES / "level1" / "25_concat_rmsnorm.py"
+    artifact, candidate, gates = _variant_judged(path, {"force_pointwise_cat": True}, "graph_cat")
+    original = call_source_of(artifact.graphs[0].source_code)
+    assert "# alias" in original and "# alias" not in candidate.call_source  # the inputs' views into the cat buffer
+    assert candidate.buffers == original.count("empty_strided_cpu(") - 1
+    assert gates["static"] and gates["correctness"] and gates["model"], gates

@@ -163,23 +163,27 @@ def test_a_graph_variants_kernel_names_follow_from_its_options_alone() -> None:
 
 def test_variants_that_drop_copies_and_kernels_are_proposed_first() -> None:
     """The budget may stop before the last option set: a variant that drops a layout copy (a round trip
-    through memory) goes first, then the one with fewer kernels; ties keep GRAPH_OPTIONS' order, and a
-    record made before the worker counted kernels keeps its place."""
+    through memory) goes first, then the one that writes fewer buffers (an intermediate tensor), then
+    the one with fewer kernels; ties keep GRAPH_OPTIONS' order, and a record made before the worker
+    counted them keeps its place."""
     target = graph_target(0)
     root = node(1, Candidate(target, "root", options={}), None)
     facts = {"graph_variants": [
-        {"options": {"aggressive_fusion": True}, "available": True, "kernels": 3, "copies": 2},
-        {"options": {"split_reductions": False}, "available": True, "kernels": 4, "copies": 2},
-        {"options": {"combo_kernels": True}, "available": True, "kernels": 2, "copies": 2},
-        {"options": {"layout_optimization": False}, "available": True, "kernels": 1, "copies": 0},
-        {"options": {"shape_padding": False}, "available": False, "kernels": 0, "copies": 0},
+        {"options": {"aggressive_fusion": True}, "available": True, "kernels": 3, "copies": 2, "buffers": 3},
+        {"options": {"split_reductions": False}, "available": True, "kernels": 4, "copies": 2, "buffers": 3},
+        {"options": {"combo_kernels": True}, "available": True, "kernels": 2, "copies": 2, "buffers": 3},
+        {"options": {"force_pointwise_cat": True}, "available": True, "kernels": 3, "copies": 2, "buffers": 2},
+        {"options": {"layout_optimization": False}, "available": True, "kernels": 1, "copies": 0, "buffers": 1},
+        {"options": {"shape_padding": False}, "available": False, "reason": "the same call sequence"},
     ]}
     ctx = SearchContext(target=target, nodes=[root], rng=random.Random(0), facts=facts)
-    proposed = GraphVariantOperator().propose(root, ctx, 3)
+    proposed = GraphVariantOperator().propose(root, ctx, 4)
     assert [c.options for c in proposed] == [
-        {"layout_optimization": False}, {"combo_kernels": True}, {"aggressive_fusion": True}
+        {"layout_optimization": False}, {"force_pointwise_cat": True}, {"combo_kernels": True},
+        {"aggressive_fusion": True},
     ]
-    assert proposed[0].note.endswith(": 1 kernel, no copy") and proposed[1].note.endswith("2 of them copies")
+    assert proposed[0].note.endswith(": 1 kernel, no copy, 1 buffer")
+    assert proposed[1].note.endswith(": 3 kernels, 2 of them copies, 2 buffers")
     old = {"graph_variants": [{"options": {"b": 1}, "available": True}, {"options": {"a": 1}, "available": True}]}
     again = GraphVariantOperator().propose(root, dataclasses.replace(ctx, facts=old), 3)
     assert [c.options for c in again] == [{"b": 1}, {"a": 1}] and again[0].note.endswith("b=1")
@@ -191,6 +195,8 @@ def test_a_graph_candidate_counts_the_kernels_that_only_move_data() -> None:
     captured = parse_output_code((FIXTURES / "inductor" / "07_conv2d_bn_relu.graph0.py").read_text())
     kernels = tuple(GraphKernel(f"ko1_{k.name}", "triton", renamed(k.source, k.name, f"ko1_{k.name}"))
                     for k in captured.kernels.values())
-    graph = dataclasses.replace(GRAPH, kernels=kernels)
+    graph = dataclasses.replace(GRAPH, kernels=kernels, call_source=call_source_of(
+        (FIXTURES / "inductor" / "07_conv2d_bn_relu.graph0.py").read_text()))
     assert graph.copy_kernels == ["ko1_triton_poi_fused_convolution_0", "ko1_triton_poi_fused_convolution_1"]
+    assert graph.buffers == 3  # the two channels-last copies and the output; cuDNN allocates its own
     assert dataclasses.replace(GRAPH, kernels=(GraphKernel("cpp_fused_0", "cpp", "extern void f();"),)).copy_kernels == []

@@ -80,6 +80,18 @@ class GraphCandidate:
         return [k.name for k in self.kernels]
 
     @property
+    def buffers(self) -> int:
+        """How many buffers its call allocates (``empty_strided_*``): outputs and the intermediate
+        tensors it writes to memory and reads back."""
+        return sum(
+            1
+            for node in ast.walk(ast.parse(self.call_source))
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id.startswith("empty_strided")
+        )
+
+    @property
     def copy_kernels(self) -> list[str]:
         """Its Triton kernels that only move data (:func:`~kernelopt.capture.copy_kernels.moves_only`):
         what the call sequence still spends on layouts; C++ kernels are not read."""

@@ -177,20 +177,18 @@ def graph_variants(
     spec: dict[str, Any], option_sets: Sequence[dict[str, Any]], peak_gbps: float | None
 ) -> list[list[dict[str, Any]]]:
     """Per option set, per graph: whether Inductor wrote that graph otherwise under it
-    (``{"options", "available", "reason", "kernels", "copies"}``: its kernels, and how many of them only
-    move data); the candidates stay in the session."""
+    (``{"options", "available", "reason"}``, and where it did ``"kernels"``, ``"copies"``: how many of
+    them only move data, ``"buffers"``: how many its call allocates); the candidates stay in the session."""
     s = _session(spec, peak_gbps)
     out = []
     for options in option_sets:
         row = []
         for made in s.graph_variants(dict(options)):
             if isinstance(made, str):
-                row.append({"options": dict(options), "available": False, "reason": made, "kernels": 0, "copies": 0})
+                row.append({"options": dict(options), "available": False, "reason": made})
             else:
-                kernels, copies = len(made.kernels), len(made.copy_kernels)
-                row.append(
-                    {"options": dict(options), "available": True, "reason": None, "kernels": kernels, "copies": copies}
-                )
+                counts = {"kernels": len(made.kernels), "copies": len(made.copy_kernels), "buffers": made.buffers}
+                row.append({"options": dict(options), "available": True, "reason": None, **counts})
         out.append(row)
     return out
 

@@ -30,6 +30,11 @@ GRAPH_OPTIONS: tuple[dict[str, Any], ...] = (
     {"triton.tile_reductions": True},
     # Layouts around vendor calls: channels-last copies before and after a convolution, padded copies
     # of a matmul's operands, padded strides of the buffers between kernels.
+    # A concatenation written as a pointwise kernel that its consumer fuses, not a buffer written whole.
+    {"force_pointwise_cat": True},
+    # Loops reordered after fusion, so a transposed producer and its consumer can fuse (some torch
+    # versions do this by default, and the variant is then Inductor's own graph: no candidate).
+    {"loop_ordering_after_fusion": True},
     {"layout_optimization": False},
     {"shape_padding": False},
     {"comprehensive_padding": False},
@@ -54,8 +59,9 @@ class GraphVariantOperator:
     the compiler-knob search takes: the worker compiles a combination when it is evaluated).
 
     The most promising first, as the budget may not reach them all: fewest kernels that only move
-    data (a layout copy dropped is a round trip through memory saved), then fewest kernels, then the
-    order of :data:`GRAPH_OPTIONS`."""
+    data (a layout copy dropped is a round trip through memory saved), then fewest buffers the call
+    allocates (an intermediate tensor not written), then fewest kernels, then the order of
+    :data:`GRAPH_OPTIONS`."""
 
     name = "graph-variants"
 
@@ -78,22 +84,25 @@ class GraphVariantOperator:
         return out
 
 
-def promise(variant: dict[str, Any]) -> tuple[int, int]:
-    """The sort key of a compiled variant: its copy kernels, then its kernels (a record made before
-    the worker counted them sorts by its place in the list alone)."""
-    return int(variant.get("copies") or 0), int(variant.get("kernels") or 0)
+def promise(variant: dict[str, Any]) -> tuple[int, int, int]:
+    """The sort key of a compiled variant: its copy kernels, the buffers its call allocates, its
+    kernels (a record made before the worker counted them sorts by its place in the list alone)."""
+    return int(variant.get("copies") or 0), int(variant.get("buffers") or 0), int(variant.get("kernels") or 0)
 
 
 def shape_of(variant: dict[str, Any]) -> str:
-    """``: 3 kernels, 1 of them a copy``, as the worker counted them (less for an older record)."""
+    """``: 3 kernels, 1 of them a copy, 2 buffers``, as the worker counted them (less for an older record)."""
     if "kernels" not in variant:
         return ""
     kernels = int(variant["kernels"])
     counted = f": {kernels} kernel{'' if kernels == 1 else 's'}"
-    if "copies" not in variant:
-        return counted
-    copies = int(variant["copies"])
-    return counted + (f", {copies} of them {'a copy' if copies == 1 else 'copies'}" if copies else ", no copy")
+    if "copies" in variant:
+        copies = int(variant["copies"])
+        counted += f", {copies} of them {'a copy' if copies == 1 else 'copies'}" if copies else ", no copy"
+    if "buffers" in variant:
+        buffers = int(variant["buffers"])
+        counted += f", {buffers} buffer{'' if buffers == 1 else 's'}"
+    return counted
 
 
 def _key(options: dict[str, Any]) -> str:

@@ -38,6 +38,8 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("online_softmax", False),
     ("triton.tile_reductions", True),
     ("benchmark_fusion", True),
+    ("force_pointwise_cat", True),
+    ("loop_ordering_after_fusion", True),
     ("shape_padding", False),
     ("comprehensive_padding", False),
 )
