@@ -104,13 +104,18 @@ def file_shape(source: str, path: str | Path = "<file>") -> FileShape:
     raise ProblemError(f"{path}: not a problem, Triton or Helion kernel file; {KIND_HINT}")
 
 
-def file_kind(path: str | Path) -> str:
-    """:data:`MODEL`, :data:`TRITON` or :data:`HELION` for the file at ``path``."""
-    path = Path(path)
+def read_source(path: Path) -> str:
+    """A user's file as text; a missing or unreadable file is one line naming it."""
     if not path.is_file():
         raise ProblemError(f"{path}: no such file")
     try:
-        text = path.read_text()
+        return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{path}: cannot read the file ({type(exc).__name__})") from exc
-    return file_shape(text, path).kind
+        text = " ".join(str(exc).split())[:200]
+        raise ProblemError(f"{path}: cannot read the file ({type(exc).__name__}{': ' + text if text else ''})") from exc
+
+
+def file_kind(path: str | Path) -> str:
+    """:data:`MODEL`, :data:`TRITON` or :data:`HELION` for the file at ``path``."""
+    path = Path(path)
+    return file_shape(read_source(path), path).kind

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from kernelopt.errors import ProblemError
-from kernelopt.problem.file_kind import MODEL, file_kind
+from kernelopt.problem.file_kind import MODEL, file_kind, read_source
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 FORMAT_HINT = "a KernelBench problem defines class Model(nn.Module), get_inputs() and get_init_inputs()"
@@ -265,12 +265,7 @@ def _problem_name(path: Path) -> str:
 
 def _parse_file(path: Path) -> ast.Module:
     """The file's syntax tree; a missing, unreadable or unparsable file is one line naming it."""
-    if not path.is_file():
-        raise ProblemError(f"{path}: no such file")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{path}: cannot read the file ({_short(exc)})") from exc
+    text = read_source(path)
     try:
         return ast.parse(text, filename=str(path))
     except SyntaxError as exc:
