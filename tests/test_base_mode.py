@@ -13,7 +13,7 @@ from conftest import EXAMPLES
 from kernelopt.config import load_settings
 from kernelopt.pipeline import bench_problem
 from kernelopt.pipeline import optimize as opt
-from kernelopt.pipeline.metrics import ProblemOutcome, choose_best_stock
+from kernelopt.report.metrics import ProblemOutcome, choose_best_stock
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.pipeline.stock_modes import choose_base_mode
 from kernelopt.store import Store
@@ -192,8 +192,8 @@ def test_the_scoreboard_names_the_mode_each_search_was_built_on() -> None:
     from rich.console import Console
 
     from kernelopt.cli.bench_cmd import _problem_row
-    from kernelopt.pipeline.bench_report import markdown_report
-    from kernelopt.pipeline.metrics import summarize
+    from kernelopt.report.scoreboard import markdown_report
+    from kernelopt.report.metrics import summarize
 
     row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True, "compiled_ms": 1.0,
                                     "optimized_ms": 0.8, "compile_speedup": 1.3, "base_mode": MA})

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kernelopt.pipeline.bench import CSV_COLUMNS, BenchEvent, run_bench, suite_root
-from kernelopt.pipeline.metrics import (
+from kernelopt.report.metrics import (
     ProblemOutcome,
     fast_p,
     geomean_speedup,
@@ -521,7 +521,7 @@ def test_the_real_bench_says_it_needs_a_gpu_before_any_work(tmp_path, monkeypatc
 
 
 def test_the_best_stock_mode_is_the_one_kernelopt_is_least_faster_than() -> None:
-    from kernelopt.pipeline.metrics import choose_best_stock
+    from kernelopt.report.metrics import choose_best_stock
 
     interleaved = {"speedup_q1": 1.02, "speedup_q3": 1.05}
     stock = {

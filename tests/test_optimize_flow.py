@@ -347,7 +347,7 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     """Each mode of the stock_modes setting in a process of its own; a mode that fails keeps its reason
     and the others still count; the row's best stock mode is the one kernelopt is least faster than."""
     from kernelopt.config import load_settings
-    from kernelopt.pipeline.metrics import ProblemOutcome
+    from kernelopt.report.metrics import ProblemOutcome
     from kernelopt.pipeline.records import OptimizeReport
 
     report = OptimizeReport("p", 1, "fake H200", 2.0, 1.0, 1.0, speedup_vs_compile=2.0, optimized_ms=0.5,

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError
-from kernelopt.pipeline.metrics import fast_p, summarize
+from kernelopt.report.metrics import fast_p, summarize
 from kernelopt.report import report_beside, try_write, write_bench_report, write_run_report
 from kernelopt.report.bench_data import load_bench
 from kernelopt.report.figures import VERDICT_COLORS, bench_figures, fast_p_grid
@@ -335,14 +335,13 @@ def test_tree_layout_centres_parents_over_their_children() -> None:
 def test_a_report_that_cannot_be_written_never_fails_the_optimize_run(tmp_path: Path, monkeypatch) -> None:
     from report_runs import PROBLEM, FixtureWorker, _stand_ins
 
-    import kernelopt.report as report_package
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
 
     def broken(*args, **kwargs):
         raise RuntimeError("the figure module fell over\nsecond line")
 
-    monkeypatch.setattr(report_package, "write_run_report", broken)
+    monkeypatch.setattr(opt, "write_run_report", broken)  # the name optimize calls
     events: list = []
     with Store(tmp_path / "k.db") as store, _stand_ins(FixtureWorker()):
         report = opt.optimize(
@@ -405,7 +404,7 @@ def test_a_bench_writes_its_report_beside_the_results(tmp_path: Path) -> None:
 def test_bench_no_report_and_a_broken_renderer(tmp_path: Path, monkeypatch) -> None:
     from test_bench import FAST, TARGET, TESTS_DIR, _suite
 
-    import kernelopt.report as report_package
+    from kernelopt.pipeline import bench_results
 
     suite = _suite(tmp_path / "suite", {"01_fast": FAST})
     args = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]
@@ -418,7 +417,7 @@ def test_bench_no_report_and_a_broken_renderer(tmp_path: Path, monkeypatch) -> N
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(report_package, "write_bench_report", broken)
+    monkeypatch.setattr(bench_results, "write_bench_report", broken)  # the name the bench calls
     failed = _runner().invoke(app, [*args, "--out", str(tmp_path / "c")])
     assert failed.exit_code == 0, failed.output  # the scoreboard stands
     assert (tmp_path / "c" / "results.json").exists()

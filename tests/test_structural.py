@@ -17,7 +17,8 @@ from kernelopt.capture.output_code import parse_output_code, triton_kernel_def
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext, make_operators
-from kernelopt.search.structural import STRUCTURAL_OPTIONS, as_replacement, fused_ops, matching_kernel
+from kernelopt.capture.variant_kernel import as_replacement, fused_ops, matching_kernel
+from kernelopt.search.structural import STRUCTURAL_OPTIONS
 
 SOFTMAX = next(iter(parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values()))
 LOOPED = "triton_red_fused__softmax_exp_prepare_softmax_online_sub_3"

@@ -25,7 +25,7 @@ from kernelopt.search.operators import DEFAULT_OPERATORS
 
 if TYPE_CHECKING:
     from kernelopt.pipeline.bench import BenchEvent, BenchReport
-    from kernelopt.pipeline.metrics import ProblemOutcome
+    from kernelopt.report.metrics import ProblemOutcome
 
 _STATUS_STYLE = {
     "ok": "green",
@@ -222,19 +222,19 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def _ms(value: float | None) -> str:
-    from kernelopt.pipeline.bench_report import fmt_ms
+    from kernelopt.report.scoreboard import fmt_ms
 
     return fmt_ms(value, missing="—")
 
 
 def _ratio(value: float | None) -> str:
-    from kernelopt.pipeline.bench_report import fmt_ratio
+    from kernelopt.report.scoreboard import fmt_ratio
 
     return fmt_ratio(value, digits=2, missing="—")
 
 
 def _share(value: float | None) -> str:
-    from kernelopt.pipeline.bench_report import fmt_share
+    from kernelopt.report.scoreboard import fmt_share
 
     return fmt_share(value, missing="—")
 
@@ -274,7 +274,7 @@ def _problem_row(o: ProblemOutcome) -> list[Text | str]:
 
 def print_bench(report: BenchReport, console: Console) -> None:
     """The per-problem table, the reasons of failed problems, then the suite summary."""
-    from kernelopt.pipeline.metrics import BASELINE_LABELS
+    from kernelopt.report.metrics import BASELINE_LABELS
 
     table = Table(title=f"kernelopt bench: {report.suite}", title_justify="left")
     longest = max((len(o.name) for o in report.outcomes), default=7)

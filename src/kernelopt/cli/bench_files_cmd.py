@@ -80,7 +80,7 @@ def _row(o: FileOutcome) -> list[Text | str]:
 
 def print_file_bench(report: FileBenchReport, console: Console) -> None:
     """The per-file table, what was not benched and why, the failures, then the summary lines."""
-    from kernelopt.pipeline.bench_report import fmt_ratio
+    from kernelopt.report.scoreboard import fmt_ratio
 
     table = Table(title=f"kernelopt bench (kernel files): {report.suite}", title_justify="left")
     longest = max((len(o.name) for o in report.outcomes), default=4)

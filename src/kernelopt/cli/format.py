@@ -11,9 +11,9 @@ from rich.table import Table
 from kernelopt.api.doctor import Diagnosis
 from kernelopt.api.verify import VerifyReport
 from kernelopt.evaluate.analysis import AnalysisReport
-from kernelopt.pipeline.bench_report import fmt_ratio
 from kernelopt.pipeline.optimize import OptimizeReport
 from kernelopt.pipeline.stock_modes import untimed_modes
+from kernelopt.report.scoreboard import fmt_ratio
 from kernelopt.search.nodes import Node
 from kernelopt.store import Run
 from kernelopt.store.llm_records import Transcript

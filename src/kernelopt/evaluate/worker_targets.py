@@ -213,11 +213,11 @@ def evaluate_knobs(
 def structural_variants(
     spec: dict[str, Any], kernel_name: str, peak_gbps: float | None, option_sets: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The searched kernel as Inductor writes it under each option set (search.structural): each
+    """The searched kernel as Inductor writes it under each option set (capture.variant_kernel): each
     variant is compiled beside the session's capture (a forward with its own code object, so the
     captured model keeps its kernels), and its kernel for this slot comes back renamed, or None with
     the reason. Inductor's own code, from the user's own model: no candidate runs here."""
-    from kernelopt.search.structural import as_replacement, matching_kernel
+    from kernelopt.capture.variant_kernel import as_replacement, matching_kernel
 
     s = _session(spec, peak_gbps)
     _, _, original = s.kernel(kernel_name)

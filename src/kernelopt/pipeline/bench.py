@@ -56,10 +56,10 @@ from kernelopt.pipeline.bench_results import (
     read_results,
     write_results,
 )
-from kernelopt.pipeline.metrics import ProblemOutcome
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry, recorded_sizes, size_flags, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
+from kernelopt.report.metrics import ProblemOutcome
 from kernelopt.workers import WorkerResult, run_isolated
 from kernelopt.workers.identity import require_readable
 

@@ -1,7 +1,7 @@
 """The scoreboard of a bench over kernel files: one row per file, its results folder and summary.
 
 A kernel file's baseline is the file itself (its original kernel, timed where no candidate ever
-loads), not a ``torch.compile`` mode, so its rows are not :class:`~kernelopt.pipeline.metrics.ProblemOutcome`
+loads), not a ``torch.compile`` mode, so its rows are not :class:`~kernelopt.report.metrics.ProblemOutcome`
 rows: folding a file's speedup into a "vs torch.compile" column would print a number under the
 wrong name. The folder holds the same three files as a model bench (``results.json`` the truth,
 ``results.csv`` and ``results.md`` written from it, each replaced atomically) with
@@ -21,11 +21,11 @@ from typing import Any
 
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.roofline import geometric_mean
-from kernelopt.pipeline.bench_report import commands_of, fmt_ratio
 from kernelopt.pipeline.bench_results import atomic_write
-from kernelopt.pipeline.metrics import STATUSES
-from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.problem.loader import size_flags
+from kernelopt.report.metrics import STATUSES
+from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
+from kernelopt.report.scoreboard import commands_of, fmt_ratio
 
 FILE_CSV_COLUMNS = (
     "name",

@@ -25,9 +25,9 @@ from kernelopt.measure.environment import source_digest
 from kernelopt.pipeline.bench import bench_versions, problem_sizes, require_gpus, timestamp
 from kernelopt.pipeline.bench_file_results import FileOutcome, read_file_results, write_file_results
 from kernelopt.pipeline.optimize_file import file_operators
-from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.problem.loader import recorded_sizes, size_flags
 from kernelopt.problem.suite_kinds import SuiteKinds
+from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.workers import WorkerResult, run_isolated
 
 FILE_TARGET = "kernelopt.pipeline.bench_file:bench_kernel_file"

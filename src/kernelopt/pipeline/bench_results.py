@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import KerneloptError
-from kernelopt.pipeline.bench_report import markdown_report
-from kernelopt.pipeline.metrics import ProblemOutcome, summarize
-from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.problem.loader import size_flags
+from kernelopt.report import try_write, write_bench_report
+from kernelopt.report.metrics import ProblemOutcome, summarize
+from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
+from kernelopt.report.scoreboard import markdown_report
 
 CSV_COLUMNS = (
     "name",
@@ -87,8 +88,6 @@ class BenchReport:
 
     def write_report(self) -> None:
         """The HTML report beside the results; a failure to render is kept as one line, not raised."""
-        from kernelopt.report import try_write, write_bench_report
-
         path, self.report_error = try_write(
             lambda: write_bench_report(self.json_path),
             f"the bench in {self.results_dir}",

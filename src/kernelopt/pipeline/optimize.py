@@ -57,6 +57,7 @@ from kernelopt.pipeline.stock_modes import (
     time_stock_modes,
 )
 from kernelopt.problem import load_problem
+from kernelopt.report import report_beside, try_write, write_run_report
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.engine import SearchEngine
 from kernelopt.search.graph_variants import graph_target
@@ -264,8 +265,6 @@ def _base_mode(
 def _write_report(report: OptimizeReport, store: Store, path: Path | None, export: Path, emit) -> None:
     """The run's HTML page (after the run is finished in the store, so the page shows it done);
     a failure to render is one warning line, the run stands."""
-    from kernelopt.report import report_beside, try_write, write_run_report
-
     written, error = try_write(
         lambda: write_run_report(store, report.run_id, path or report_beside(export)),
         f"run {report.run_id}",

@@ -1,7 +1,7 @@
 """The stock ``torch.compile`` modes a user could have picked, each timed in a fresh process of its own.
 
 ``kernelopt bench`` times every mode of the ``stock_modes`` setting against kernelopt's result
-and scores against the best (:func:`~kernelopt.pipeline.metrics.choose_best_stock`);
+and scores against the best (:func:`~kernelopt.report.metrics.choose_best_stock`);
 ``kernelopt analyze --stock-modes`` times them against the default, so a user sees before any
 search whether a stock mode already beats it. One process per mode: CUDA-graph trees and
 max-autotune's caches must not meet another mode's compile.
@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelopt.pipeline.metrics import choose_best_stock
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.problem import load_problem
+from kernelopt.report.metrics import choose_best_stock
 from kernelopt.workers import WorkerResult, run_isolated
 
 MODE_TIMEOUT_S = 1800.0

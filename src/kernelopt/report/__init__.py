@@ -1,8 +1,10 @@
 """The ``report`` layer: one self-contained HTML page per run or bench, to look at rather than read.
 
-Beside ``pipeline``, which calls it at the end of ``optimize`` and ``bench``: it reads
-what runs recorded (the store, a bench's results.json) and the scoreboard's pure
-arithmetic (:mod:`kernelopt.pipeline.metrics`), never a pipeline stage. Gathering
+Below ``pipeline``, which calls it at the end of ``optimize`` and ``bench``: it reads
+what runs recorded (the store, a bench's results.json) and holds the scoreboard
+itself, its arithmetic (:mod:`kernelopt.report.metrics`), its Markdown and console
+formats (:mod:`kernelopt.report.scoreboard`) and a results folder's names; it imports
+no pipeline stage. Gathering
 (``run_data``, ``bench_data``) is apart from drawing (``figures``, one module for the
 page and the SVG/PNG export) and from markup (``page``, ``run_page``, ``bench_page``).
 Plotly is imported only when a report is written.

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import KerneloptError
-from kernelopt.pipeline.bench_report import commands_of
-from kernelopt.pipeline.metrics import ProblemOutcome, summarize
-from kernelopt.pipeline.results_folder import FILE_SUITE, RESULTS_JSON, RESULTS_MD
+from kernelopt.report.metrics import ProblemOutcome, summarize
+from kernelopt.report.results_folder import FILE_SUITE, RESULTS_JSON, RESULTS_MD
+from kernelopt.report.scoreboard import commands_of
 
 
 @dataclass(frozen=True)

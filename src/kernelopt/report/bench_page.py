@@ -11,11 +11,11 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from kernelopt.pipeline.bench_report import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_share
-from kernelopt.pipeline.metrics import BASELINE_LABELS, BASELINES
 from kernelopt.problem.loader import size_flags
 from kernelopt.report.bench_data import BenchData
+from kernelopt.report.metrics import BASELINE_LABELS, BASELINES
 from kernelopt.report.page import card, chart, document, esc, table
+from kernelopt.report.scoreboard import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_share
 
 
 def render_bench(data: BenchData, figures: Mapping[str, go.Figure]) -> str:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kernelopt.pipeline.metrics import BASELINE_LABELS, BASELINES, fast_p
 from kernelopt.report.bench_data import BenchData
+from kernelopt.report.metrics import BASELINE_LABELS, BASELINES, fast_p
 from kernelopt.report.run_data import Launch, RunData, SearchTree
 from kernelopt.report.tree_layout import tree_layout
 

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from kernelopt.pipeline.bench_report import fmt_ratio
 from kernelopt.report.diff import diff_html
 from kernelopt.report.page import card, chart, document, esc, table
 from kernelopt.report.run_data import RunData, Summary, record_of
+from kernelopt.report.scoreboard import fmt_ratio
 from kernelopt.search.candidate import MODEL_TARGET
 from kernelopt.search.graph_variants import GRAPH_TARGET_PREFIX
 from kernelopt.store.llm_records import Transcript

@@ -5,19 +5,16 @@ it writes: a persistent reduction or a looped one, split reductions, ND tiling, 
 tensor descriptors, cooperative reductions, softmax in one online pass. The worker compiles the
 model once per option set of :data:`STRUCTURAL_OPTIONS` (beside the captured model, which keeps its
 kernels) and hands back the variant's version of the searched kernel, when the variant fused the
-same operations into a kernel with the same runtime parameters (:func:`matching_kernel`): renamed to
-the original's name (:func:`as_replacement`), it is a candidate for that kernel's slot like any
+same operations into a kernel with the same runtime parameters
+(:func:`~kernelopt.capture.variant_kernel.matching_kernel`): renamed to the original's name
+(:func:`~kernelopt.capture.variant_kernel.as_replacement`), it is a candidate for that kernel's slot like any
 other, judged by the four gates, while the rest of the graph stays as it was compiled.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from typing import Any
 
-from kernelopt.capture.kernel_source import renamed
-from kernelopt.capture.output_code import KernelDef
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext, register_operator
@@ -34,35 +31,6 @@ STRUCTURAL_OPTIONS: tuple[dict[str, Any], ...] = (
     {"triton.cooperative_reductions": True},
     {"online_softmax": False},
 )
-_STEM = re.compile(r"^triton_(?:poi|red|per|tem|spl|mix|coop)_(?P<ops>.+?)(?:_\d+)?$")
-
-
-def fused_ops(name: str) -> str | None:
-    """What a generated kernel's name says it fused (``triton_red_fused_div_norm_0`` -> ``fused_div_norm``)."""
-    m = _STEM.match(name)
-    return m.group("ops") if m else None
-
-
-def matching_kernel(original: KernelDef, variants: Sequence[KernelDef]) -> KernelDef | None:
-    """The variant's kernel for ``original``'s slot: the same fused operations and the same runtime
-    parameters in order (the wrapper passes them by position); None when the variant fused otherwise.
-    A variant identical to the original (the options changed nothing here) is no candidate either."""
-    ops = fused_ops(original.name)
-    params = [p.name for p in original.runtime_params]
-    for kernel in variants:
-        if kernel.language != "triton" or fused_ops(kernel.name) != ops or ops is None:
-            continue
-        if [p.name for p in kernel.runtime_params] != params:
-            continue
-        if as_replacement(kernel, original.name) == original.source:
-            return None
-        return kernel
-    return None
-
-
-def as_replacement(variant: KernelDef, name: str) -> str:
-    """The variant's source under the original's kernel name (its ``def`` and ``inductor_meta``)."""
-    return renamed(variant.source, variant.name, name)
 
 
 def describe(options: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """The file names of a bench results folder, and the mark of a folder that holds kernel-file rows.
 
-Kept apart from the writers (:mod:`kernelopt.pipeline.bench_results`,
-:mod:`kernelopt.pipeline.bench_file_results`) so the report's readers can name them without
-importing the writers, which themselves write the report.
+Named here, below the writers (:mod:`kernelopt.pipeline.bench_results`,
+:mod:`kernelopt.pipeline.bench_file_results`), so the report's readers and the writers share
+them while the pipeline only ever imports the report, never the other way round.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kernelopt.pipeline.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
 from kernelopt.problem.loader import size_flags
+from kernelopt.report.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
 
 
 def fmt_ms(value: float | None, missing: str = "") -> str:
