@@ -200,3 +200,28 @@ def test_a_graph_candidate_counts_the_kernels_that_only_move_data() -> None:
     assert graph.copy_kernels == ["ko1_triton_poi_fused_convolution_0", "ko1_triton_poi_fused_convolution_1"]
     assert graph.buffers == 3  # the two channels-last copies and the output; cuDNN allocates its own
     assert dataclasses.replace(GRAPH, kernels=(GraphKernel("cpp_fused_0", "cpp", "extern void f();"),)).copy_kernels == []
+
+
+def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> None:
+    """A real model can take a minute a compile: past the budget the option sets left are not compiled
+    and say why (the first always is); the ones compiled report their kernels, copies and buffers."""
+    from kernelopt.evaluate import worker_targets
+
+    clock = [0.0]
+
+    class Session:
+        artifact = type("A", (), {"graphs": [0, 1]})()
+
+        def graph_variants(self, options):
+            clock[0] += 40.0  # each compile takes 40 s
+            return ["the same call sequence and kernels", GRAPH]
+
+    monkeypatch.setattr(worker_targets, "_session", lambda spec, peak: Session())
+    monkeypatch.setattr(worker_targets.time, "monotonic", lambda: clock[0])
+    sets = [{"aggressive_fusion": True}, {"combo_kernels": True}, {"split_reductions": False}, {"a": 1}]
+    rows = worker_targets.graph_variants({}, sets, None, budget_s=60.0)
+    assert [row[1]["available"] for row in rows] == [True, True, False, False]  # 40 s, 80 s: then no more
+    assert rows[2][0]["reason"] == rows[3][1]["reason"] == "not compiled: the 60 s for compiling graph variants ran out"
+    assert rows[0][1] == {"options": sets[0], "available": True, "reason": None, "kernels": 1, "copies": 0,
+                               "buffers": 0}
+    assert worker_targets.graph_variants({}, sets, None)[3][1]["available"]  # no budget: every set compiled

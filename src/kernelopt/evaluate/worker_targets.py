@@ -8,6 +8,7 @@ process boundary.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -174,14 +175,25 @@ def verify_together(
 
 
 def graph_variants(
-    spec: dict[str, Any], option_sets: Sequence[dict[str, Any]], peak_gbps: float | None
+    spec: dict[str, Any],
+    option_sets: Sequence[dict[str, Any]],
+    peak_gbps: float | None,
+    budget_s: float | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Per option set, per graph: whether Inductor wrote that graph otherwise under it
     (``{"options", "available", "reason"}``, and where it did ``"kernels"``, ``"copies"``: how many of
-    them only move data, ``"buffers"``: how many its call allocates); the candidates stay in the session."""
+    them only move data, ``"buffers"``: how many its call allocates); the candidates stay in the session.
+
+    A real model can take a minute a compile: once ``budget_s`` seconds have gone on compiling, the
+    option sets left are not compiled and say so (the first one always is)."""
     s = _session(spec, peak_gbps)
+    started = time.monotonic()
     out = []
-    for options in option_sets:
+    for i, options in enumerate(option_sets):
+        if budget_s is not None and i > 0 and time.monotonic() - started > budget_s:
+            why = f"not compiled: the {budget_s:.0f} s for compiling graph variants ran out"
+            out.append([{"options": dict(options), "available": False, "reason": why} for _ in s.artifact.graphs])
+            continue
         row = []
         for made in s.graph_variants(dict(options)):
             if isinstance(made, str):

@@ -36,6 +36,7 @@ def graph_variants(run: RunContext) -> list[list[dict[str, Any]]] | None:
             asdict(run.spec),
             list(GRAPH_OPTIONS),
             run.peak,
+            run.timeout_s,  # compiling variants stops after this, the compile under way may take as long again
             timeout_s=run.timeout_s * 2,
         )
         if not outcome.ok:
