@@ -134,7 +134,7 @@ def test_a_transposed_convolution_without_its_layout_copies_passes_gates_1_to_3(
                       write_report=False)
     analysis = store.measurements(report.run_id, "analysis")["analysis"]
     share = analysis["moves_ms"] / analysis["compiled_ms"]
-    print(report.final_reason, f"copies {100 * share:.1f}% of the GPU time",
+    print(report.final_reason, f"copies {100 * share:.1f}% of the compiled forward's time",
           [(g.graph, g.speedup, g.note, g.final_check) for g in report.graphs])
     assert store.run(report.run_id).status == "done"
     assert analysis["moves_launches"] >= 1  # the channels-last copy before cuDNN

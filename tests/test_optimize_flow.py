@@ -523,7 +523,7 @@ def test_when_the_pair_fails_each_kind_alone_is_tried(tmp_path) -> None:
 
 
 class CopyingWorker(GraphWorker):
-    """A compiled model whose tiny second kernel is a layout copy taking a quarter of the GPU time."""
+    """A compiled model whose tiny second kernel is a layout copy taking a quarter of the compiled forward's time."""
 
     def call(self, target, *args, timeout_s=0, kwargs=None):
         if target.endswith(":analyze_problem"):
@@ -535,7 +535,7 @@ class CopyingWorker(GraphWorker):
 
 
 def test_layout_copies_bring_the_graph_stage_without_operators_naming_it(tmp_path) -> None:
-    """With the graph_stage setting at auto (its default), copy kernels at 25 % of the GPU time are
+    """With the graph_stage setting at auto (its default), copy kernels at 25 % of the compiled forward's time are
     headroom no kernel operator reaches: the graph stage runs, says why, and its winner is verified;
     at named it runs only when --operators names graph-variants."""
     from rich.console import Console
@@ -552,7 +552,7 @@ def test_layout_copies_bring_the_graph_stage_without_operators_naming_it(tmp_pat
         Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
         emit=lambda kind, data: events.append((kind, data)),
     ))
-    assert auto.graph_stage is not None and "take 25% of the GPU time" in auto.graph_stage
+    assert auto.graph_stage is not None and "take 25% of the compiled forward's time" in auto.graph_stage
     assert "graph_variants" in worker.calls and auto.graphs and auto.graphs[0].best == GRAPH_CANDIDATE
     assert any("graph stage, not named by --operators" in d.get("stage", "") for k, d in events if k == "stage")
     assert auto.to_dict()["graph_stage"] == auto.graph_stage
@@ -577,4 +577,4 @@ def test_a_graph_near_its_traffic_floor_without_copies_gets_no_graph_stage() -> 
     assert structure_pays(amdahl=1.02, fusion=1.04, moves_share=0.01) is None
     assert "2.00x its traffic floor" in (structure_pays(amdahl=1.02, fusion=2.0, moves_share=0.0) or "")
     assert structure_pays(amdahl=1.95, fusion=2.0, moves_share=0.0) is None  # the kernels' own headroom explains it
-    assert "take 5% of the GPU time" in (structure_pays(amdahl=1.0, fusion=None, moves_share=0.05) or "")
+    assert "take 5% of the compiled forward's time" in (structure_pays(amdahl=1.0, fusion=None, moves_share=0.05) or "")

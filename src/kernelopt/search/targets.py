@@ -17,7 +17,7 @@ from kernelopt.measure.roofline import amdahl_bound
 MIN_SHARE = 0.01
 ROOFLINE_DONE = 90.0  # percent of peak
 WORTH_SAYING = 1.10  # a bound beyond the kernels' own that is worth a line to the user
-COPY_SHARE = 0.05  # kernels that only move data taking this share of the GPU time: worth another layout
+COPY_SHARE = 0.05  # kernels that only move data taking this share of the compiled forward: worth another layout
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float) -> s
     """Why the graph stage (whole call sequences regenerated under other options) can pay where
     the kernel search cannot, or None: a graph far above its traffic floor while its kernels sit
     near their rooflines (intermediate tensors' round trips: fusion), or kernels that only move
-    data taking a share of the GPU time (layout copies: another layout removes them)."""
+    data taking a share of the compiled forward's time (layout copies: another layout removes them)."""
     if fusion is not None and fusion >= WORTH_SAYING and fusion > amdahl * 1.05:
         return (
             f"the compiled graph takes {fusion:.2f}x its traffic floor while its kernels can buy at most "
@@ -107,7 +107,7 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float) -> s
         )
     if moves_share >= COPY_SHARE:
         return (
-            f"kernels that only move data take {100 * moves_share:.0f}% of the GPU time: no launch config "
+            f"kernels that only move data take {100 * moves_share:.0f}% of the compiled forward's time: no launch config "
             "removes a layout copy, another layout can"
         )
     return None
