@@ -393,6 +393,14 @@ def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch
                     "overrides": {"batch_size": 8}}
     assert (report.best_stock_mode, report.best_stock_speedup) == ("reduce-overhead", 1.04)
     assert report.stock["max-autotune"] == "crash: x"
+    from rich.console import Console
+
+    from kernelopt.cli.format import print_optimize
+
+    console = Console(record=True, width=400)
+    print_optimize(report, console)  # the verified kernels were timed under reduce-overhead: say how to run them so
+    assert (f"torch.compile(model, backend=kernelopt.backend({report.exported!r}), mode='reduce-overhead')"
+            in console.export_text())
 
 
 GRAPH_CANDIDATE = {

@@ -12,7 +12,7 @@ from kernelopt.api.doctor import Diagnosis
 from kernelopt.api.verify import VerifyReport
 from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.pipeline.optimize import OptimizeReport
-from kernelopt.pipeline.stock_modes import untimed_modes
+from kernelopt.pipeline.stock_modes import CUDA_GRAPH_MODES, untimed_modes
 from kernelopt.report.scoreboard import fmt_ratio
 from kernelopt.search.nodes import Node
 from kernelopt.store import Run
@@ -301,6 +301,11 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
             f"{report.best_stock_speedup:.3f}x over the best stock mode, {report.best_stock_mode} "
             f"(of the {report.base_mode} compile"
             + (f" and {', '.join(timed)}, each timed in its own process)" if timed else ": no other mode was timed)")
+        )
+    if report.exported and report.best_stock_mode in CUDA_GRAPH_MODES:  # timed under that mode's CUDA graphs
+        lines.append(
+            f"fastest as its best stock mode runs it: torch.compile(model, "
+            f"backend=kernelopt.backend({report.exported!r}), mode={report.best_stock_mode!r})"
         )
     lines.extend(f"stock mode not timed: {line}" for line in untimed_modes(report.stock))
     lines.extend(f"warning: {w}" for w in report.warnings)
