@@ -231,3 +231,12 @@ def test_a_pointwise_concatenation_drops_the_concatenated_buffer_and_the_gates_p
     assert "# alias" in original and "# alias" not in candidate.call_source  # the inputs' views into the cat buffer
     assert candidate.buffers == original.count("empty_strided_cpu(") - 1
     assert gates["static"] and gates["correctness"] and gates["model"], gates
+
+
+def test_an_attention_graph_with_its_aten_fallback_passes_the_gates() -> None:
+    """A transformer block: attention stays an ATen fallback in every variant; the graph regenerated
+    with one node a kernel calls it as the original does and passes gates 1 to 3 end to end."""
+    path = EXAMPLES / "level3" / "03_transformer_block.py"
+    artifact, candidate, gates = _variant_judged(path, VARIANT, "graph_attention")
+    assert "torch.ops.aten._scaled_dot_product" in candidate.call_source
+    assert gates["static"] and gates["correctness"] and gates["model"], gates

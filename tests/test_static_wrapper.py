@@ -119,3 +119,54 @@ def test_a_convolution_assigned_to_a_local_passes_as_inductor_writes_it() -> Non
 def test_work_hidden_in_an_assigned_vendor_call_is_refused(rule: str, edit: str) -> None:
     verdict = check_static_wrapper(_conv_call().replace(CONV_CALL, edit), original_source=CONV)
     assert not verdict.passed and verdict.details["rule"] == rule, verdict.reason
+
+
+@pytest.fixture(scope="module")
+def attention() -> str:
+    """The output module of our self-attention example as Inductor compiles it for CPU tensors: attention
+    is an ATen fallback (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default``, on the
+    GPU the flash or efficient kernel) whose first output is taken as ``buf5 = buf4[0]``."""
+    import torch
+
+    from conftest import EXAMPLES
+    from kernelopt.capture import capture
+    from kernelopt.problem import load_problem
+
+    small = load_problem(EXAMPLES / "level3" / "02_self_attention.py").small()
+    model, inputs = small.build_model(0, torch.device("cpu")), small.make_inputs(0, torch.device("cpu"))
+    return capture(model, inputs, {}).graphs[0].source_code
+
+
+def test_an_attention_graph_passes_with_the_aten_fallback_it_already_calls(attention: str) -> None:
+    """Gate 1 refused every graph candidate of an attention model before it read the fallback."""
+    from kernelopt.capture.call_sequence import call_source_of
+
+    facts = wrapper_facts(attention)
+    (sdpa,) = facts.fallback_ops
+    assert sdpa.startswith("torch.ops.aten._scaled_dot_product") and sdpa.endswith(".default")
+    verdict = check_static_wrapper(call_source_of(attention), original_source=attention)
+    assert verdict.passed, verdict.details.get("violations")
+
+
+@pytest.mark.parametrize(
+    ("rule", "old", "new"),
+    [
+        # an ATen op the original never calls, hidden among its fallbacks
+        ("torch_op", "    buf5 = buf4[0]\n", "    buf5 = torch.ops.aten.gelu.default(buf4[0])\n"),
+        # arithmetic in a fallback's argument
+        ("torch_op", "scale=0.3535533905932738)", "scale=0.3535533905932738 * 2)"),
+        # indexing of a buffer that is no fallback's outputs: a slice of a tensor, not an output taken
+        ("torch_op", "    buf5 = buf4[0]\n", "    buf5 = buf4[0]\n    buf6 = buf3[0]\n"),
+        # an output taken by a computed index
+        ("torch_op", "    buf5 = buf4[0]\n", "    buf5 = buf4[len(buf4) - 3]\n"),
+        # a cached result passed to the fallback
+        ("name", "(buf1, buf2, buf3, scale=", "(buf1, CACHED_KEYS, buf3, scale="),
+    ],
+)
+def test_work_hidden_around_an_aten_fallback_is_refused(attention: str, rule: str, old: str, new: str) -> None:
+    from kernelopt.capture.call_sequence import call_source_of
+
+    honest = call_source_of(attention)
+    assert old in honest, honest
+    verdict = check_static_wrapper(honest.replace(old, new, 1), original_source=attention)
+    assert not verdict.passed and verdict.details["rule"] == rule, verdict.reason

@@ -31,6 +31,14 @@ class WrapperFacts:
     vendor_ops: frozenset[str]
     params: tuple[str, ...]
     outputs: int
+    fallback_ops: frozenset[str] = frozenset()  # ATen fallbacks it calls, dotted: torch.ops.aten.OP.OVERLOAD
+
+
+def fallback_name(func: ast.expr) -> str | None:
+    """``torch.ops.aten.OP.OVERLOAD`` where ``func`` names an ATen operator as Inductor's wrapper calls
+    a fallback (attention, sort, scatter, ...), else None."""
+    name = ast.unparse(func)
+    return name if name.startswith("torch.ops.aten.") and name.count(".") == 4 else None
 
 
 def call_function_node(tree: ast.Module) -> ast.FunctionDef | None:
@@ -223,10 +231,21 @@ def wrapper_facts(original_source: str) -> WrapperFacts:
         and isinstance(n.func.value, ast.Name)
         and n.func.value.id == "extern_kernels"
     }
+    fallbacks = {
+        name
+        for where in (call, *partition_functions(tree))
+        for n in ast.walk(where)
+        if isinstance(n, ast.Call) and (name := fallback_name(n.func))
+    }
     returns = [n for n in ast.walk(call) if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple)]
     outputs = len(returns[-1].value.elts) if returns else 0  # type: ignore[union-attr]
     return WrapperFacts(
-        frozenset(kernels), frozenset(cpp), frozenset(vendor), tuple(a.arg for a in call.args.args), outputs
+        frozenset(kernels),
+        frozenset(cpp),
+        frozenset(vendor),
+        tuple(a.arg for a in call.args.args),
+        outputs,
+        frozenset(fallbacks),
     )
 
 

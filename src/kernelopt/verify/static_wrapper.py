@@ -16,11 +16,13 @@ of, with names it can account for:
   (each passes gate 1 on its own), or ``K(...)`` where ``K`` is a C++ kernel (CPU tensors),
   ``extern_kernels.OP(...)`` of a vendor call the original already makes (alone, or assigned to a
   local as Inductor writes ``convolution``), with arguments that are locals, literals, ``None``,
-  ``reinterpret_tensor`` views or tuples of these;
+  ``reinterpret_tensor`` views or tuples of these; ``torch.ops.aten.OP.OVERLOAD(...)`` of an ATen
+  fallback the original already calls (attention, sort, scatter: what Inductor leaves to ATen), its
+  result assigned to a local and its outputs taken as ``bufM = bufN[i]``;
 * ``return`` of as many locals as the original returns.
 
-Anything else is refused by rule: PyTorch or ATen calls (the way to hide work in the call
-sequence), arithmetic or indexing on tensors, a name that is not a local, a kernel or one
+Anything else is refused by rule: PyTorch calls and ATen calls the original does not make (the
+way to hide work in the call sequence), arithmetic or indexing on tensors, a name that is not a local, a kernel or one
 of those helpers (a global holding a cached result), control flow, definitions, imports,
 and assignments to anything but a plain local. What it cannot see (a kernel dropped that
 the model needed, buffers wired wrongly) is the model gate's to catch, as for any candidate.
@@ -32,7 +34,7 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kernelopt.capture.call_sequence import WrapperFacts, wrapper_facts
+from kernelopt.capture.call_sequence import WrapperFacts, fallback_name, wrapper_facts
 from kernelopt.verify.static_findings import Finding, findings_verdict
 from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
 from kernelopt.verify.verdict import Verdict
@@ -44,7 +46,7 @@ WRAPPER_RULES: dict[str, str] = {
     "torch_op": "no PyTorch or ATen calls and no tensor arithmetic: work runs in kernels and vendor calls",
     "name": "only locals, the graph's kernels and the wrapper's helpers may be named",
     "kernel": "only kernels the original defines or the candidate's own, verified, are launched",
-    "vendor": "only vendor calls the original already makes",
+    "vendor": "only vendor calls and ATen fallbacks the original already makes",
     "statement": "only the statements Inductor's wrappers are made of",
     "return": "the graph returns as many outputs as the original",
 }
@@ -69,6 +71,7 @@ class _Checker:
     cpp_kernels: frozenset[str]
     found: list[Finding] = field(default_factory=list)
     local: set[str] = field(default_factory=set)
+    results: set[str] = field(default_factory=set)  # locals holding an ATen fallback's tuple of outputs
 
     # -- expressions ----------------------------------------------------------------------
 
@@ -208,6 +211,17 @@ class _Checker:
             self.literal(value.args[0], "the stream's device")
         elif isinstance(value, ast.Call) and _is_vendor(value.func):  # bufN = extern_kernels.convolution(...)
             self.call(value)
+        elif isinstance(value, ast.Call) and fallback_name(value.func) in self.facts.fallback_ops:
+            self.call(value)  # bufN = torch.ops.aten._scaled_dot_product_flash_attention.default(...)
+            self.results.add(target.id)
+        elif (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in self.results
+            and isinstance(value.slice, ast.Constant)
+            and type(value.slice.value) is int
+        ):
+            self.read(value.value)  # bufM = bufN[0]: one output of that fallback, no arithmetic
         else:
             self.expression(value)
         self.local.add(target.id)
@@ -234,6 +248,12 @@ class _Checker:
                 self.found.append(
                     _found("vendor", node, f"extern_kernels.{func.attr}: the original makes no such call")
                 )
+            for arg in node.args:
+                self.operand(arg)
+            for keyword in node.keywords:
+                self.operand(keyword.value)
+            return
+        if fallback_name(func) is not None and fallback_name(func) in self.facts.fallback_ops:
             for arg in node.args:
                 self.operand(arg)
             for keyword in node.keywords:
