@@ -170,3 +170,31 @@ def test_work_hidden_around_an_aten_fallback_is_refused(attention: str, rule: st
     assert old in honest, honest
     verdict = check_static_wrapper(honest.replace(old, new, 1), original_source=attention)
     assert not verdict.passed and verdict.details["rule"] == rule, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("problem", "train"),
+    [
+        ("level2/07_conv2d_bn_relu.py", True),  # backward: convolution_backward's int[] and bool[] arguments
+        ("level2/11_conv_transpose2d_bias_relu.py", False),  # an assigned convolution after a layout copy
+        ("level3/03_transformer_block.py", True),  # attention forward and backward fallbacks
+        ("level1/25_concat_rmsnorm.py", False),  # the inputs as views into the concatenated buffer
+    ],
+)
+def test_inductors_own_call_sequences_pass_gate_1(problem: str, train: bool) -> None:
+    """Every graph of the compiled model, forward and backward: what Inductor writes must pass the rules
+    meant to hold its variants (the convolutions and the attention were refused before 2026-12-02)."""
+    import torch
+
+    from conftest import EXAMPLES
+    from kernelopt.capture import capture
+    from kernelopt.capture.call_sequence import call_source_of
+    from kernelopt.problem import load_problem
+
+    small = load_problem(EXAMPLES / problem, train=train).small()
+    model, inputs = small.build_model(0, torch.device("cpu")), small.make_inputs(0, torch.device("cpu"))
+    graphs = capture(model, inputs, {}).graphs
+    assert len(graphs) == (2 if train else 1)
+    for graph in graphs:
+        verdict = check_static_wrapper(call_source_of(graph.source_code), original_source=graph.source_code)
+        assert verdict.passed, (graph.index, verdict.details.get("violations"))

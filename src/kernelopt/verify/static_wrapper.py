@@ -93,12 +93,12 @@ class _Checker:
 
     def operand(self, node: ast.expr) -> None:
         """An argument of a launch: a local, a literal (``None`` too, as ``bias=None``), a
-        ``reinterpret_tensor`` view, or a tuple of these (a convolution's ``stride=(1, 1)``)."""
+        ``reinterpret_tensor`` view, or a tuple or list of these (a convolution's ``stride=(1, 1)``)."""
         if isinstance(node, ast.Name):
             self.read(node)
         elif isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (int, float, bool))):
             return
-        elif isinstance(node, ast.Tuple):
+        elif isinstance(node, (ast.Tuple, ast.List)):  # an ATen fallback's int[] or bool[] arguments
             for item in node.elts:
                 self.operand(item)
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
