@@ -71,3 +71,9 @@ def test_analyze_counts_the_movers_time_apart() -> None:
 
     line = next(s for s in summary_lines(report) if s.startswith("data movement only"))
     assert "1 launches, 0.030 ms (30% of GPU time)" in line
+    # 0.03 of the compiled 0.1 ms moves data: optimize's graph stage runs without being named, and analyze says so
+    assert report.moves_share == pytest.approx(0.3)
+    (stage,) = [s for s in summary_lines(report) if s.startswith("optimize also searches graph variants")]
+    assert "take 30% of the compiled forward's time" in stage
+    quiet = summarize_analysis("p", "gpu", 4000.0, Timing, Timing, rows[1:], 100.0)
+    assert not [s for s in summary_lines(quiet) if s.startswith("optimize also searches graph variants")]

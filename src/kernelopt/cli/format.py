@@ -15,6 +15,7 @@ from kernelopt.pipeline.optimize import OptimizeReport
 from kernelopt.pipeline.stock_modes import CUDA_GRAPH_MODES, untimed_modes
 from kernelopt.report.scoreboard import fmt_ratio
 from kernelopt.search.nodes import Node
+from kernelopt.search.targets import structure_pays
 from kernelopt.store import Run
 from kernelopt.store.llm_records import Transcript
 
@@ -64,6 +65,7 @@ def summary_lines(report: AnalysisReport) -> list[str]:
         f"(no gaps between launches) {report.launch_overhead_bound:.2f}x",
         *floor_lines(report),
         *moves_lines(report),
+        *graph_stage_lines(report),
         *stock_lines(report),
         f"peak copy bandwidth {report.peak_gbps:.0f} GB/s; "
         f"torch {report.versions.get('torch')}, triton {report.versions.get('triton')}"
@@ -93,6 +95,13 @@ def moves_lines(report: AnalysisReport) -> list[str]:
         f"{report.moves_ms:.3f} ms ({100 * share:.0f}% of GPU time); no launch config removes it, only a "
         "changed call sequence"
     ]
+
+
+def graph_stage_lines(report: AnalysisReport) -> list[str]:
+    """Whether ``optimize`` will regenerate whole graphs under other options for this model without
+    being asked (the graph_stage setting at auto), and why."""
+    why = structure_pays(report.amdahl_bound, report.fusion_bound, report.moves_share)
+    return [f"optimize also searches graph variants here (graph_stage auto): {why}"] if why else []
 
 
 def stock_lines(report: AnalysisReport) -> list[str]:

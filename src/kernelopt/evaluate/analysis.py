@@ -79,6 +79,11 @@ class AnalysisReport:
     versions: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
 
+    @property
+    def moves_share(self) -> float:
+        """The kernels that only move data, as a share of the compiled forward's time."""
+        return self.moves_ms / self.compiled_ms if self.compiled_ms > 0 else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

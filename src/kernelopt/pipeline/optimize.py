@@ -308,8 +308,7 @@ def _with_graph_stage(run: RunContext, measured: AnalysisReport, report: Optimiz
         return run
     if (run.config or Settings()).graph_stage != "auto":
         return None
-    moves_share = measured.moves_ms / measured.compiled_ms if measured.compiled_ms > 0 else 0.0
-    why = structure_pays(measured.amdahl_bound, measured.fusion_bound, moves_share)
+    why = structure_pays(measured.amdahl_bound, measured.fusion_bound, measured.moves_share)
     if why is None:
         return None
     report.graph_stage = why
