@@ -198,3 +198,30 @@ def test_inductors_own_call_sequences_pass_gate_1(problem: str, train: bool) -> 
     for graph in graphs:
         verdict = check_static_wrapper(call_source_of(graph.source_code), original_source=graph.source_code)
         assert verdict.passed, (graph.index, verdict.details.get("violations"))
+
+
+def test_fallbacks_through_the_aten_alias_and_their_outputs_pass_and_new_ones_do_not() -> None:
+    """Sort, cumsum and a dropout's seed (``aten.randint.low_out(..., out=buf)``, through the module's
+    ``aten = torch.ops.aten``) stay ATen fallbacks: Inductor's own call passes; an ATen op it never calls
+    does not, however it is spelt."""
+    import torch
+
+    from kernelopt.capture import capture
+    from kernelopt.capture.call_sequence import call_source_of
+
+    class Fallbacks(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            values, order = torch.sort(x, dim=-1)
+            return values * 2, order, x.cumsum(0), torch.nn.functional.dropout(x, 0.5, training=True)
+
+    (graph,) = capture(Fallbacks(), [torch.randn(8, 16)], {}).graphs
+    source = graph.source_code
+    assert {"torch.ops.aten.sort.stable", "torch.ops.aten.randint.low_out"} <= wrapper_facts(source).fallback_ops
+    honest = call_source_of(source)
+    assert "    aten.randint.low_out(" in honest
+    verdict = check_static_wrapper(honest, original_source=source)
+    assert verdict.passed, verdict.details.get("violations")
+    for spelt in ("aten.gelu.default", "torch.ops.aten.gelu.default"):
+        cheat = honest.replace("    return (", f"    buf99 = {spelt}(buf2)\n    return (", 1)
+        refused = check_static_wrapper(cheat, original_source=source)
+        assert not refused.passed and refused.details["rule"] == "torch_op", refused.reason

@@ -36,8 +36,11 @@ class WrapperFacts:
 
 def fallback_name(func: ast.expr) -> str | None:
     """``torch.ops.aten.OP.OVERLOAD`` where ``func`` names an ATen operator as Inductor's wrapper calls
-    a fallback (attention, sort, scatter, ...), else None."""
+    a fallback (attention, sort, cumsum, ...), fully or through the module's ``aten = torch.ops.aten``
+    (a dropout's ``aten.randint.low_out``), else None."""
     name = ast.unparse(func)
+    if name.startswith("aten.") and name.count(".") == 2:
+        name = f"torch.ops.{name}"
     return name if name.startswith("torch.ops.aten.") and name.count(".") == 4 else None
 
 
