@@ -28,13 +28,13 @@ GRAPH_OPTIONS: tuple[dict[str, Any], ...] = (
     {"realize_opcount_threshold": 100, "realize_reads_threshold": 16},
     {"benchmark_fusion": True},  # Inductor times its own fusion choices on the device while compiling
     {"triton.tile_reductions": True},
-    # Layouts around vendor calls: channels-last copies before and after a convolution, padded copies
-    # of a matmul's operands, padded strides of the buffers between kernels.
     # A concatenation written as a pointwise kernel that its consumer fuses, not a buffer written whole.
     {"force_pointwise_cat": True},
     # Loops reordered after fusion, so a transposed producer and its consumer can fuse (some torch
     # versions do this by default, and the variant is then Inductor's own graph: no candidate).
     {"loop_ordering_after_fusion": True},
+    # Layouts around vendor calls: channels-last copies before and after a convolution, padded copies
+    # of a matmul's operands, padded strides of the buffers between kernels.
     {"layout_optimization": False},
     {"shape_padding": False},
     {"comprehensive_padding": False},
@@ -55,7 +55,7 @@ def describe(options: dict[str, Any]) -> str:
 class GraphVariantOperator:
     """Propose, from the root, each option set under which Inductor wrote this graph otherwise
     (``facts["graph_variants"]``: the worker's list of ``{"options", "available", "reason", "kernels",
-    "copies"}``); from a passed candidate, its options plus one more of those sets (a greedy walk, as
+    "copies", "buffers"}``); from a passed candidate, its options plus one more of those sets (a greedy walk, as
     the compiler-knob search takes: the worker compiles a combination when it is evaluated).
 
     The most promising first, as the budget may not reach them all: fewest kernels that only move

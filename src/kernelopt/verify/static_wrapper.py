@@ -22,9 +22,9 @@ of, with names it can account for:
 * ``return`` of as many locals as the original returns.
 
 Anything else is refused by rule: PyTorch calls and ATen calls the original does not make (the
-way to hide work in the call sequence), arithmetic or indexing on tensors, a name that is not a local, a kernel or one
-of those helpers (a global holding a cached result), control flow, definitions, imports,
-and assignments to anything but a plain local. What it cannot see (a kernel dropped that
+way to hide work in the call sequence), arithmetic or indexing on tensors, a name that is not a
+local, a kernel or one of those helpers (a global holding a cached result), control flow,
+definitions, imports, and assignments to anything but a plain local. What it cannot see (a kernel dropped that
 the model needed, buffers wired wrongly) is the model gate's to catch, as for any candidate.
 """
 
