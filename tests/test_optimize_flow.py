@@ -417,11 +417,13 @@ class GraphWorker(ScriptedWorker):
         super().__init__(**kw)
         self.graph_settings: list[dict] = []
         self.together: list[tuple[list, list]] = []
+        self.compile_budgets: list[float] = []  # the seconds graph_variants was given for compiling
 
     def call(self, target, *args, timeout_s=0, kwargs=None):
         fn = target.split(":")[1]
         if fn == "graph_variants":
             self.calls.append(fn)
+            self.compile_budgets.append(args[3])
             rows = []
             for options in args[1]:
                 available = options == {"aggressive_fusion": True}
@@ -440,14 +442,24 @@ class GraphWorker(ScriptedWorker):
         return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
 
 
-def graph_run(tmp_path, worker, operators):
+def graph_run(tmp_path, worker, operators, budget=None):
     store = Store(tmp_path / "k.db")
     report = opt._optimize(run_context(
         "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
         opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(operators),
-        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+        budget or Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
     ))
     return store, report
+
+
+def test_compiling_graph_variants_gets_the_runs_time_out_or_its_shorter_wall_budget(tmp_path) -> None:
+    """bench --time-limit 20 gives each target 20 s: the graph stage's compiles stop there too, so a
+    stage the bench did not name cannot push a problem past its own time-out."""
+    worker = GraphWorker()
+    graph_run(tmp_path / "a", worker, ["graph-variants"])
+    timed = GraphWorker()
+    graph_run(tmp_path / "b", timed, ["graph-variants"], Budget(max_evaluations=12, patience=2, max_wall_s=20.0))
+    assert worker.compile_budgets == [60.0] and timed.compile_budgets == [20.0]  # run_context's time-out: 60 s
 
 
 def test_a_graph_regenerated_under_other_options_wins_and_is_verified_with_the_rest(tmp_path) -> None:

@@ -25,6 +25,14 @@ from kernelopt.search.nodes import NodeStore
 GRAPH_OPERATOR = "graph-variants"
 
 
+def compile_budget_s(run: RunContext) -> float:
+    """Seconds the worker may spend compiling graph variants: the run's evaluation time-out, or its
+    wall-time budget per target where that is shorter (``bench --time-limit``), so a stage the run did
+    not name cannot push a bench problem past its own time-out."""
+    wall = run.budget.max_wall_s
+    return run.timeout_s if wall is None else min(run.timeout_s, wall)
+
+
 def graph_variants(run: RunContext) -> list[list[dict[str, Any]]] | None:
     """Per graph, per option set: whether Inductor wrote it otherwise (kept in the store: a resumed
     run reads it back); None when the worker could not say (the reason is emitted)."""
@@ -36,8 +44,8 @@ def graph_variants(run: RunContext) -> list[list[dict[str, Any]]] | None:
             asdict(run.spec),
             list(GRAPH_OPTIONS),
             run.peak,
-            run.timeout_s,  # compiling variants stops after this, the compile under way may take as long again
-            timeout_s=run.timeout_s * 2,
+            compile_budget_s(run),
+            timeout_s=run.timeout_s * 2,  # the compile under way when the budget ends may take as long again
         )
         if not outcome.ok:
             run.emit("warning", {"message": f"graph variants not compiled: {outcome.status}: {outcome.reason}"})
