@@ -93,7 +93,7 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db "$B/" 2>/dev/null || true; }
   timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
-    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-300} --out "$B" --resume ${RETRY:+--retry-failed} \
+    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --out "$B" --resume ${RETRY:+--retry-failed} \
     --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
 fi
 if [[ $step == all || $step == llm ]]; then
