@@ -43,10 +43,11 @@ WRAPPER_RULES: dict[str, str] = {
     "size": "the source is too large to check",
     "syntax": "the candidate must be Python that parses",
     "shape": "one function `call` with the original's parameters",
-    "torch_op": "no PyTorch or ATen calls and no tensor arithmetic: work runs in kernels and vendor calls",
+    "torch_op": "no PyTorch or ATen calls (but the ATen fallbacks the original makes) and no tensor arithmetic: "
+    "work runs in kernels and vendor calls",
     "name": "only locals, the graph's kernels and the wrapper's helpers may be named",
     "kernel": "only kernels the original defines or the candidate's own, verified, are launched",
-    "vendor": "only vendor calls and ATen fallbacks the original already makes",
+    "vendor": "only vendor calls the original already makes",
     "statement": "only the statements Inductor's wrappers are made of",
     "return": "the graph returns as many outputs as the original",
 }
