@@ -22,10 +22,9 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.roofline import geometric_mean
 from kernelopt.pipeline.bench_results import atomic_write
-from kernelopt.problem.loader import size_flags
 from kernelopt.report.metrics import STATUSES
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
-from kernelopt.report.scoreboard import commands_of, fmt_ratio
+from kernelopt.report.scoreboard import commands_of, fmt_ratio, markdown_header
 
 FILE_CSV_COLUMNS = (
     "name",
@@ -220,17 +219,7 @@ def speedup_text(o: FileOutcome, digits: int = 3) -> str:
 
 def file_markdown(meta: dict[str, Any], outcomes: Sequence[FileOutcome], summary: dict[str, Any]) -> str:
     """The scoreboard as one Markdown document, from the same data as the JSON."""
-    versions = meta.get("versions") or {}
-    lines = [
-        f"# kernelopt bench (kernel files): {meta.get('suite', '')}",
-        "",
-        f"Device: {meta.get('device') or 'unknown'}; "
-        + ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None)
-        + f". Started {meta.get('started')}, finished {meta.get('finished') or '(not finished)'}.",
-        "",
-    ]
-    if meta.get("sizes"):
-        lines += [f"Sizes: `{size_flags(meta['sizes'])}`, in every file that defines the constant.", ""]
+    lines = markdown_header(meta, "kernelopt bench (kernel files)", "file")
     lines += [f"    {command}" for command in commands_of(meta)] + [""]
     counts = ", ".join(f"{s} {n}" for s, n in summary["status_counts"].items() if n) or "none"
     lines += [

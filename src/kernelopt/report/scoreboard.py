@@ -48,11 +48,12 @@ def commands_of(meta: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))  # results merged before resumes were kept apart repeat some
 
 
-def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], summary: dict[str, Any]) -> str:
-    """The whole scoreboard as one Markdown document."""
+def markdown_header(meta: dict[str, Any], title: str, unit: str) -> list[str]:
+    """A results.md's opening lines: its title, the device and versions, when it ran, and the sizes
+    given to every ``unit`` (problem or file) that defines them."""
     versions = meta.get("versions") or {}
     lines = [
-        f"# kernelopt bench: {meta.get('suite', '')}",
+        f"# {title}: {meta.get('suite', '')}",
         "",
         f"Device: {meta.get('device') or 'unknown'}; "
         + ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None)
@@ -60,7 +61,13 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         "",
     ]
     if meta.get("sizes"):
-        lines += [f"Sizes: `{size_flags(meta['sizes'])}`, in every problem that defines the constant.", ""]
+        lines += [f"Sizes: `{size_flags(meta['sizes'])}`, in every {unit} that defines the constant.", ""]
+    return lines
+
+
+def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], summary: dict[str, Any]) -> str:
+    """The whole scoreboard as one Markdown document."""
+    lines = markdown_header(meta, "kernelopt bench", "problem")
     merged = meta.get("merged_from") or []
     if merged:
         lines += [
