@@ -281,7 +281,9 @@ def test_a_graph_candidate_search_is_listed_and_drawn(tmp_path: Path) -> None:
         store.finish_run(run_id)
         data = load_run(store, run_id)
         page = write_run_report(store, run_id, tmp_path / "k.html").read_text()
-    assert f"Searched without --operators naming graph-variants: {why}." in page
+    import html
+
+    assert f"Searched without --operators naming graph-variants: {html.escape(why)}." in page  # escaped as stored text
     (outcome,) = data.graphs
     assert outcome.replaced and outcome.kernels == 2 and outcome.speedup == 1.07
     assert "<td>graph 0</td>" in page and "aggressive_fusion=True (2 kernels of its own)" in page
