@@ -350,8 +350,12 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     from kernelopt.report.metrics import ProblemOutcome
     from kernelopt.pipeline.records import OptimizeReport
 
+    from kernelopt.pipeline.records import GraphResult
+
     report = OptimizeReport("p", 1, "fake H200", 2.0, 1.0, 1.0, speedup_vs_compile=2.0, optimized_ms=0.5,
-                            final_compiled_ms=1.0, final_reason="kernels replaced")
+                            final_compiled_ms=1.0, final_reason="kernels replaced",
+                            graphs=[GraphResult(0, 1.0, 3, {"performance": 3}, "budget spent")],
+                            graph_stage="copies take 9%")
     monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
     timed: list[str] = []
 
@@ -370,6 +374,7 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     assert (row["best_stock_mode"], row["best_stock_speedup"]) == ("reduce-overhead", 1.1)
     assert row["details"]["stock"]["max-autotune"] == "timeout: ran past 1800 s"
     assert row["max_autotune_speedup"] == 1.4 and row["max_autotune_ms"] == pytest.approx(0.7)
+    assert row["details"]["graph_stage"] == "copies take 9%" and row["details"]["graphs"][0]["graph"] == 0
     outcome = ProblemOutcome.from_dict(row)
     assert outcome.speedup_vs_best_stock == 1.1 and outcome.speedup_vs_compile == 2.0
 

@@ -146,6 +146,8 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "max_autotune": stock.get("max-autotune-no-cudagraphs", "not in the stock_modes setting"),
             "stock": stock,
             "kernels": [asdict(k) for k in report.kernels],
+            "graphs": [asdict(g) for g in report.graphs],  # call sequences regenerated (graph candidates)
+            "graph_stage": report.graph_stage,  # why the graph stage ran unnamed, or None
             "exported": report.exported,
             "warnings": report.warnings,
             "stage_s": clock.seconds,
