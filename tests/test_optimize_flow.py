@@ -7,6 +7,7 @@ worker's answers are scripted: which candidates pass which gate and how fast.
 from __future__ import annotations
 
 import ast
+from dataclasses import asdict
 import re
 import time
 
@@ -500,6 +501,7 @@ def test_a_graph_whose_kernel_won_is_not_searched_again(tmp_path) -> None:
     (k,) = report.kernels
     assert k.best is not None and report.graphs == []  # the kernel's graph 0 is the kernels' now
     assert "evaluate_graph" not in worker.calls
+    assert "graph_variants" not in worker.calls  # every graph that launches has a kernel winner: nothing compiled
     ((kernels, graphs),) = worker.together
     assert len(kernels) == 1 and graphs == []
 
@@ -511,9 +513,14 @@ def test_a_rejected_final_model_drops_the_graph_winner_too(tmp_path) -> None:
 
 
 class TwoGraphWorker(GraphWorker):
-    """A model of two graphs: the searched kernel lives in graph 0, graph 1 has a variant."""
+    """A model of two graphs: the searched kernel lives in graph 0, graph 1 (a vendor call) has a variant."""
 
     def call(self, target, *args, timeout_s=0, kwargs=None):
+        if target.endswith(":analyze_problem"):
+            self.calls.append("analyze_problem")
+            found = analysis()
+            found["launches"].append(asdict(LaunchReport(2, 1, "vendor", "extern_kernels.mm", 10.0, 0.01)))
+            return ok(found)
         if target.endswith(":graph_variants"):
             self.calls.append("graph_variants")
             rows = []

@@ -363,8 +363,10 @@ def _optimize(run: RunContext) -> OptimizeReport:
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
-    if graph_run is not None:  # graphs none of whose kernels won: their call sequences regenerated
-        won = {analysis.kernels[k.name].graph for k in report.winners if k.name in analysis.kernels}
+    won = {analysis.kernels[k.name].graph for k in report.winners if k.name in analysis.kernels}
+    launched = {launch.graph for launch in measured.launches}
+    if graph_run is not None and (not launched or not launched <= won):
+        # graphs none of whose kernels won: their call sequences regenerated (none left: nothing compiled)
         report.graphs = search_graphs(graph_run, nodes, won)
         for g in report.graphs:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
