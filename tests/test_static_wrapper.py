@@ -64,6 +64,10 @@ CHEATS = {
     "import": ("statement", GELU, "        import os\n" + GELU),
     "global_state": ("statement", GELU, "        torch.backends.cudnn.benchmark = True\n" + GELU),
     "computed_layout": ("statement", "buf19 = empty_strided_cuda((32, 128)", "buf19 = empty_strided_cuda((32, 64 * 2)"),
+    # a trusted name bound to a tensor: extern_kernels.mm(...) would then be that tensor's own mm
+    "shadowed_vendor": ("statement", GELU, "        extern_kernels = buf20\n" + GELU),
+    "shadowed_input": ("statement", "def call(self, args):\n    arg0_1,", "def call(self, args):\n    extern_kernels,"),
+    "shadowed_kernel": ("statement", GELU, "        triton_poi_fused_addmm_gelu_view_7 = buf20\n" + GELU),
     # the graph's contract
     "extra_output": ("return", RETURN, "    return (buf22, arg2_1)\n"),
     "other_parameters": ("shape", "def call(self, args):", "def call(self, args, cache):"),

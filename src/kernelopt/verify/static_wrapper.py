@@ -54,6 +54,7 @@ WRAPPER_RULES: dict[str, str] = {
 PRIORITY = {rule: i for i, rule in enumerate(WRAPPER_RULES)}
 ALLOCATORS = frozenset({"empty_strided_cuda", "empty_strided_cpu"})
 HELPERS = ALLOCATORS | {"reinterpret_tensor", "get_raw_stream", "assert_size_stride", "assert_alignment"}
+TRUSTED_NAMES = frozenset({"extern_kernels", "aten", "torch", "inductor_ops", "args", "self"})
 
 
 def _is_vendor(func: ast.expr) -> bool:
@@ -186,6 +187,15 @@ class _Checker:
         }.get(type(node), type(node).__name__)
         self.found.append(_found("statement", node, kind))
 
+    def shadows(self, name: ast.Name, node: ast.stmt) -> bool:
+        """Whether binding ``name`` would hide a name the rules trust (``extern_kernels``, ``aten``,
+        ``torch``, a helper, a kernel): ``extern_kernels = x`` would turn a vendor call into a method
+        of a tensor. Such a binding is a finding."""
+        if name.id in TRUSTED_NAMES or name.id in HELPERS or name.id in self.kernels:
+            self.found.append(_found("statement", node, f"a local named {name.id}, hiding the wrapper's own {name.id}"))
+            return True
+        return False
+
     def assign(self, node: ast.Assign) -> None:
         value = node.value
         if len(node.targets) != 1:
@@ -194,13 +204,15 @@ class _Checker:
         target = node.targets[0]
         if isinstance(target, ast.Tuple) and isinstance(value, ast.Name) and value.id == "args":
             for item in target.elts:  # the graph's inputs
-                if isinstance(item, ast.Name):
+                if isinstance(item, ast.Name) and not self.shadows(item, node):
                     self.local.add(item.id)
-                else:
+                elif not isinstance(item, ast.Name):
                     self.found.append(_found("statement", node, f"unpacking into {ast.unparse(item)}"))
             return
         if not isinstance(target, ast.Name):
             self.found.append(_found("statement", node, f"an assignment to {ast.unparse(target)}"))
+            return
+        if self.shadows(target, node):
             return
         helper = value.func.id if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else None
         if helper in ALLOCATORS and isinstance(value, ast.Call) and len(value.args) == 3 and not value.keywords:
