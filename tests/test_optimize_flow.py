@@ -424,12 +424,14 @@ class GraphWorker(ScriptedWorker):
         self.graph_settings: list[dict] = []
         self.together: list[tuple[list, list]] = []
         self.compile_budgets: list[float] = []  # the seconds graph_variants was given for compiling
+        self.option_order: list[list[dict]] = []  # the option sets it was asked to compile, in order
 
     def call(self, target, *args, timeout_s=0, kwargs=None):
         fn = target.split(":")[1]
         if fn == "graph_variants":
             self.calls.append(fn)
             self.compile_budgets.append(args[3])
+            self.option_order.append(list(args[1]))
             rows = []
             for options in args[1]:
                 available = options == {"aggressive_fusion": True}
@@ -466,6 +468,21 @@ def test_compiling_graph_variants_gets_the_runs_time_out_or_its_shorter_wall_bud
     timed = GraphWorker()
     graph_run(tmp_path / "b", timed, ["graph-variants"], Budget(max_evaluations=12, patience=2, max_wall_s=20.0))
     assert worker.compile_budgets == [60.0] and timed.compile_budgets == [20.0]  # run_context's time-out: 60 s
+    from kernelopt.config import load_settings
+
+    capped = GraphWorker()
+    store = Store(tmp_path / "c.db")
+    context = run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), capped,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["graph-variants"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+    )
+    context.config = load_settings({"graph_compile_s": 30.0}, env={})
+    opt._optimize(context)
+    assert capped.compile_budgets == [30.0]  # the setting, shorter than both
+    from kernelopt.search.graph_variants import GRAPH_OPTIONS
+
+    assert worker.option_order == [[dict(o) for o in GRAPH_OPTIONS]]  # no copies: fusion's option sets first
 
 
 def test_a_graph_regenerated_under_other_options_wins_and_is_verified_with_the_rest(tmp_path) -> None:
@@ -585,6 +602,10 @@ def test_layout_copies_bring_the_graph_stage_without_operators_naming_it(tmp_pat
         emit=lambda kind, data: events.append((kind, data)),
     ))
     assert auto.graph_stage is not None and "take 25% of the compiled forward's time" in auto.graph_stage
+    from kernelopt.search.graph_variants import LAYOUT_OPTIONS
+
+    (order,) = worker.option_order  # copies are the headroom: what removes them is compiled first
+    assert order[: len(LAYOUT_OPTIONS)] == [dict(o) for o in LAYOUT_OPTIONS]
     assert "graph_variants" in worker.calls and auto.graphs and auto.graphs[0].best == GRAPH_CANDIDATE
     assert any("graph stage, not named by --operators" in d.get("stage", "") for k, d in events if k == "stage")
     assert auto.to_dict()["graph_stage"] == auto.graph_stage

@@ -87,6 +87,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "stock_modes": "max-autotune-no-cudagraphs",
         "base_mode": "auto",
         "graph_stage": "auto",
+        "graph_compile_s": 60.0,
         "helion_effort": "quick",
         "helion_budget_s": 60.0,
     },
@@ -110,6 +111,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
         "graph_stage": "auto",
+        "graph_compile_s": 180.0,
         "helion_effort": "quick",
         "helion_budget_s": 120.0,
     },
@@ -133,6 +135,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
         "graph_stage": "auto",
+        "graph_compile_s": 600.0,
         "helion_effort": "full",
         "helion_budget_s": 600.0,
     },
@@ -283,6 +286,13 @@ class Settings:
         "copies); named, only when --operators names graph-variants.",
         kind=str,
         expect="one of " + ", ".join(GRAPH_STAGES),
+    )
+    graph_compile_s: float = _profiled(
+        "graph_compile_s",
+        "At most this many seconds for compiling a model's graph variants in the graph stage (or the run's "
+        "evaluation time-out or wall budget per target, if shorter).",
+        kind=float,
+        minimum=1.0,
     )
     helion_effort: str = _profiled(
         "helion_effort",

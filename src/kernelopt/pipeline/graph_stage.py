@@ -13,27 +13,31 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from kernelopt.config import Settings
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, SESSION, failure_of, result_of
 from kernelopt.pipeline.options_search import search_options
 from kernelopt.pipeline.records import GraphResult
 from kernelopt.pipeline.run_context import RunContext
 from kernelopt.search.candidate import EvaluationResult
-from kernelopt.search.graph_variants import GRAPH_OPTIONS, graph_target
+from kernelopt.search.graph_variants import graph_target, option_sets
 from kernelopt.search.nodes import NodeStore
 
 GRAPH_OPERATOR = "graph-variants"
 
 
 def compile_budget_s(run: RunContext) -> float:
-    """Seconds the worker may spend compiling graph variants: the run's evaluation time-out, or its
-    wall-time budget per target where that is shorter (``bench --time-limit``), so a stage the run did
-    not name cannot push a bench problem past its own time-out."""
-    wall = run.budget.max_wall_s
-    return run.timeout_s if wall is None else min(run.timeout_s, wall)
+    """Seconds the worker may spend compiling graph variants: the ``graph_compile_s`` setting, the
+    run's evaluation time-out or its wall-time budget per target (``bench --time-limit``), whichever
+    is shortest, so a stage the run did not name cannot take a real model's minutes or push a bench
+    problem past its own time-out."""
+    limits = [run.timeout_s, (run.config or Settings()).graph_compile_s]
+    if run.budget.max_wall_s is not None:
+        limits.append(run.budget.max_wall_s)
+    return min(limits)
 
 
-def graph_variants(run: RunContext) -> list[list[dict[str, Any]]] | None:
+def graph_variants(run: RunContext, copies_first: bool = False) -> list[list[dict[str, Any]]] | None:
     """Per graph, per option set: whether Inductor wrote it otherwise (kept in the store: a resumed
     run reads it back); None when the worker could not say (the reason is emitted)."""
     known = run.store.measurements(run.run_id, "graph_variants").get("graph_variants")
@@ -42,7 +46,7 @@ def graph_variants(run: RunContext) -> list[list[dict[str, Any]]] | None:
         outcome = run.worker.call(
             f"{SESSION}:graph_variants",
             asdict(run.spec),
-            list(GRAPH_OPTIONS),
+            option_sets(copies_first),
             run.peak,
             compile_budget_s(run),
             timeout_s=run.timeout_s * 2,  # the compile under way when the budget ends may take as long again
@@ -58,9 +62,10 @@ def graph_variants(run: RunContext) -> list[list[dict[str, Any]]] | None:
     return known
 
 
-def search_graphs(run: RunContext, nodes: NodeStore, skip: set[int]) -> list[GraphResult]:
-    """Search every graph not in ``skip`` that some option set compiles otherwise."""
-    per_graph = graph_variants(run)
+def search_graphs(run: RunContext, nodes: NodeStore, skip: set[int], copies_first: bool = False) -> list[GraphResult]:
+    """Search every graph not in ``skip`` that some option set compiles otherwise (``copies_first``:
+    the option sets that remove copy kernels are compiled first)."""
+    per_graph = graph_variants(run, copies_first)
     if per_graph is None:
         return []
     results = []

@@ -64,7 +64,7 @@ from kernelopt.search.graph_variants import graph_target
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import DEFAULT_OPERATORS, SearchContext, make_operators
 from kernelopt.search.policy import make_policy
-from kernelopt.search.targets import Target, headroom_elsewhere, select_targets, structure_pays
+from kernelopt.search.targets import COPY_SHARE, Target, headroom_elsewhere, select_targets, structure_pays
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers.identity import require_readable
@@ -367,7 +367,7 @@ def _optimize(run: RunContext) -> OptimizeReport:
     launched = {launch.graph for launch in measured.launches}
     if graph_run is not None and (not launched or not launched <= won):
         # graphs none of whose kernels won: their call sequences regenerated (none left: nothing compiled)
-        report.graphs = search_graphs(graph_run, nodes, won)
+        report.graphs = search_graphs(graph_run, nodes, won, copies_first=measured.moves_share >= COPY_SHARE)
         for g in report.graphs:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
             report.evaluations += len(evaluated)

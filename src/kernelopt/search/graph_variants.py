@@ -17,7 +17,7 @@ from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext, register_operator
 
 # Inductor's options that change which kernels a graph runs (a name this torch lacks is skipped).
-GRAPH_OPTIONS: tuple[dict[str, Any], ...] = (
+FUSION_OPTIONS: tuple[dict[str, Any], ...] = (
     {"aggressive_fusion": True},
     {"combo_kernels": True},
     {"triton.persistent_reductions": False},
@@ -28,6 +28,9 @@ GRAPH_OPTIONS: tuple[dict[str, Any], ...] = (
     {"realize_opcount_threshold": 100, "realize_reads_threshold": 16},
     {"benchmark_fusion": True},  # Inductor times its own fusion choices on the device while compiling
     {"triton.tile_reductions": True},
+)
+# Those that remove kernels which only move data.
+LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
     # A concatenation written as a pointwise kernel that its consumer fuses, not a buffer written whole.
     {"force_pointwise_cat": True},
     # Loops reordered after fusion, so a transposed producer and its consumer can fuse (some torch
@@ -39,6 +42,15 @@ GRAPH_OPTIONS: tuple[dict[str, Any], ...] = (
     {"shape_padding": False},
     {"comprehensive_padding": False},
 )
+GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS
+
+
+def option_sets(copies_first: bool) -> list[dict[str, Any]]:
+    """The option sets in the order the worker compiles them, which matters when its time for
+    compiling runs out: those that remove copy kernels first where copies are the headroom."""
+    return [dict(o) for o in (LAYOUT_OPTIONS + FUSION_OPTIONS if copies_first else GRAPH_OPTIONS)]
+
+
 GRAPH_TARGET_PREFIX = "<graph "
 
 
