@@ -149,3 +149,4 @@ def test_a_transposed_convolution_without_its_layout_copies_passes_gates_1_to_3(
         assert report.final_reason.startswith("verified") and export.exists()
     else:
         assert report.speedup_vs_compile == 1.0
+
