@@ -225,21 +225,21 @@ def wrapper_facts(original_source: str) -> WrapperFacts:
                 kernels.update(names)
                 if func.attr == "cpp_pybinding":
                     cpp.update(names)
-    vendor = {
-        n.func.attr
-        for where in (call, *partition_functions(tree))  # a partitioned graph's vendor calls are in its partitions
-        for n in ast.walk(where)
-        if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and isinstance(n.func.value, ast.Name)
-        and n.func.value.id == "extern_kernels"
-    }
-    fallbacks = {
-        name
-        for where in (call, *partition_functions(tree))
-        for n in ast.walk(where)
-        if isinstance(n, ast.Call) and (name := fallback_name(n.func))
-    }
+    vendor: set[str] = set()
+    fallbacks: set[str] = set()
+    for where in (call, *partition_functions(tree)):  # a partitioned graph's calls are in its partitions
+        for n in ast.walk(where):
+            if not isinstance(n, ast.Call):
+                continue
+            func = n.func
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "extern_kernels"
+            ):
+                vendor.add(func.attr)
+            elif name := fallback_name(func):
+                fallbacks.add(name)
     returns = [n for n in ast.walk(call) if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple)]
     outputs = len(returns[-1].value.elts) if returns else 0  # type: ignore[union-attr]
     return WrapperFacts(

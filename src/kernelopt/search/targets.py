@@ -94,17 +94,25 @@ def select_targets(
     return targets, skipped
 
 
+def _beyond_fusion(amdahl: float, fusion: float | None) -> str | None:
+    """A graph far above its traffic floor while its kernels sit near their rooflines, in words; None
+    where it is not (no floor, near it, or the kernels' own headroom explains it)."""
+    if fusion is None or fusion < WORTH_SAYING or fusion <= amdahl * 1.05:
+        return None
+    return (
+        f"the compiled graph takes {fusion:.2f}x its traffic floor while its kernels can buy at most "
+        f"{amdahl:.2f}x at their rooflines: the rest is intermediate tensors through memory"
+    )
+
+
 def structure_pays(amdahl: float, fusion: float | None, moves_share: float) -> str | None:
     """Why the graph stage (whole call sequences regenerated under other options) can pay where
     the kernel search cannot, or None: a graph far above its traffic floor while its kernels sit
     near their rooflines (intermediate tensors' round trips: fusion), or kernels that only move
     data taking a share of the compiled forward's time (layout copies: another layout removes them)."""
-    if fusion is not None and fusion >= WORTH_SAYING and fusion > amdahl * 1.05:
-        return (
-            f"the compiled graph takes {fusion:.2f}x its traffic floor while its kernels can buy at most "
-            f"{amdahl:.2f}x at their rooflines: the rest is intermediate tensors through memory, headroom only "
-            "other fusion can buy"
-        )
+    fused = _beyond_fusion(amdahl, fusion)
+    if fused is not None:
+        return f"{fused}, headroom only other fusion can buy"
     if moves_share >= COPY_SHARE:
         return (
             f"kernels that only move data take {100 * moves_share:.0f}% of the compiled forward's time: no launch config "
@@ -121,11 +129,10 @@ def headroom_elsewhere(
     whether this run has it), and a forward whose GPU waits between launches (launch overhead:
     CUDA graphs)."""
     notes = []
-    if fusion is not None and fusion >= WORTH_SAYING and fusion > amdahl * 1.05:
+    fused = _beyond_fusion(amdahl, fusion)
+    if fused is not None:
         notes.append(
-            f"the compiled graph takes {fusion:.2f}x its traffic floor while its kernels can buy at most "
-            f"{amdahl:.2f}x at their rooflines: the rest is intermediate tensors through memory, headroom only "
-            "fusion can buy"
+            f"{fused}, headroom only fusion can buy"
             + ("" if graph_stage else " (the graph-variants operator regenerates graphs under other fusion choices)")
         )
     if launch_overhead >= WORTH_SAYING:

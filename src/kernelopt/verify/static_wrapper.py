@@ -239,6 +239,13 @@ class _Checker:
             self.expression(value)
         self.local.add(target.id)
 
+    def arguments(self, node: ast.Call) -> None:
+        """A vendor call's or an ATen fallback's arguments, positional and by keyword: operands."""
+        for arg in node.args:
+            self.operand(arg)
+        for keyword in node.keywords:
+            self.operand(keyword.value)
+
     def call(self, node: ast.Call) -> None:
         func = node.func
         name = ast.unparse(func)
@@ -261,17 +268,9 @@ class _Checker:
                 self.found.append(
                     _found("vendor", node, f"extern_kernels.{func.attr}: the original makes no such call")
                 )
-            for arg in node.args:
-                self.operand(arg)
-            for keyword in node.keywords:
-                self.operand(keyword.value)
-            return
-        if fallback_name(func) is not None and fallback_name(func) in self.facts.fallback_ops:
-            for arg in node.args:
-                self.operand(arg)
-            for keyword in node.keywords:
-                self.operand(keyword.value)
-            return
+            return self.arguments(node)
+        if fallback_name(func) in self.facts.fallback_ops:
+            return self.arguments(node)
         if isinstance(func, ast.Name) and func.id in self.cpp_kernels:  # a C++ kernel is called directly
             for arg in node.args:
                 self.operand(arg)
