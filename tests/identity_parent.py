@@ -4,8 +4,9 @@ Started by ``test_worker_identity`` with ``OPENAI_API_KEY`` and ``ANTHROPIC_API_
 environment from birth, so they are in its ``/proc/<pid>/environ`` (a key set later through
 ``os.environ`` is not). It also holds ``KEY_FILE`` open on an inheritable descriptor, as a
 careless parent holding a key file would. It then starts one worker of ``KIND`` (``isolated``,
-``persistent``, or ``nested``: a persistent worker started by a worker kept at our user, as a
-bench problem starts its evaluation worker) and prints, as JSON, who its workers run as and
+``persistent``, ``nested``: a persistent worker started by a worker kept at our user, as a
+bench problem starts its evaluation worker, or ``nested_isolated``: a one-shot worker started
+that way, as a bench problem times each stock mode) and prints, as JSON, who its workers run as and
 what the worker could read.
 """
 
@@ -34,9 +35,9 @@ def main(kind: str, key_file: str) -> dict[str, Any]:
     elif kind == "persistent":
         with PersistentWorker(extra_path=[TESTS]) as worker:
             outcome = worker.call(target, key_file, timeout_s=120)
-    elif kind == "nested":
+    elif kind in ("nested", "nested_isolated"):
         outcome = run_isolated(
-            "worker_targets:read_from_a_nested_worker",
+            f"worker_targets:read_from_a_{kind}_worker",
             key_file,
             str(TESTS),
             timeout_s=180,
@@ -44,7 +45,7 @@ def main(kind: str, key_file: str) -> dict[str, Any]:
             drop_identity=False,
         )
     else:
-        raise SystemExit(f"unknown kind {kind!r}: isolated, persistent or nested")
+        raise SystemExit(f"unknown kind {kind!r}: isolated, persistent, nested or nested_isolated")
     return {
         "identity": decision.identity.user if decision.identity else None,
         "reason": decision.reason,

@@ -229,6 +229,17 @@ def read_from_a_nested_worker(key_file: str, tests_dir: str) -> dict[str, Any]:
     return {**outcome.value, "outer_uid": os.getuid()}
 
 
+def read_from_a_nested_isolated_worker(key_file: str, tests_dir: str) -> dict[str, Any]:
+    """:func:`what_a_worker_can_read` from a one-shot worker this worker starts (as a bench problem times
+    each stock mode in a process of its own), with this worker's own uid beside it."""
+    from kernelopt.workers import run_isolated
+
+    outcome = run_isolated("worker_targets:what_a_worker_can_read", key_file, timeout_s=120, extra_path=[tests_dir])
+    if not outcome.ok:
+        raise RuntimeError(f"the nested worker failed: {outcome.status}: {outcome.reason}")
+    return {**outcome.value, "outer_uid": os.getuid()}
+
+
 ESCAPEE = "cd /; exec env -i sleep 300"  # a daemon that clears its environment and leaves the worker's folder
 
 

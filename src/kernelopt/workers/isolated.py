@@ -107,7 +107,8 @@ def run_isolated(
     ``cancel`` (from another thread) ends the worker's group at once: status ``cancelled``.
     ``drop_identity=False`` keeps this process's user even as root: only for kernelopt's own
     orchestration that must write the caller's files (a bench problem writes the store), never
-    for a worker that builds or runs a candidate.
+    for a worker that builds or runs a candidate. Such a worker keeps this process's temp directory, so
+    the workers it starts in turn (which do drop) can reach their folders.
 
     Mistakes of the caller (a malformed target, unpicklable arguments, a secret
     in ``env``) raise; everything the target does is reported in the result.
@@ -134,6 +135,9 @@ def run_isolated(
                 f"choose a folder under {tempfile.gettempdir()} or one every user may enter"
             )
         hand_over(directory, identity)
+        if not drop_identity:  # our own orchestration: the workers it starts, which do drop, make their
+            # folders beside this one's, where their user can reach them (its own folder is private)
+            env = {"TMPDIR": tempfile.gettempdir(), **(env or {})}
         child_env = worker_env(directory, gpu=gpu, env=env, extra_path=extra_path, other_user=identity is not None)
         for stale in (CALL_FILE, RESULT_FILE, OUTPUT_FILE):  # never follow a planted link
             (directory / stale).unlink(missing_ok=True)
