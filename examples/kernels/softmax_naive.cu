@@ -6,11 +6,14 @@
 // below with the kernel's runtime parameters in order.
 //
 // The Triton kernel holds a whole row of 32768 floats in four warps' registers, 256 values a thread,
-// and spills. Here one block of 1024 threads takes a row in two passes: the first keeps a running
-// maximum and a sum rescaled to it (online softmax: one read), the second reads the row again (from
-// L2: two resident blocks per SM keep about 34 MB of rows in flight on an H200) and writes
-// exp(x - max) / sum with a streaming store, so the output does not push the rows out of L2. Both
-// reductions go through warp shuffles, then one shared slot per warp. Exact expf, no fast math.
+// and spills. Here a row of up to 32768 floats (its start and length multiples of four) is read once
+// into 1024 threads' registers, 8 float4 each (48 registers, no spill on sm_90): a block maximum, then
+// exp(x - max) kept in place, a block sum, and the products with 1/sum written with a streaming store.
+// exp is __expf, ex2.approx(x * log2 e): the instruction Triton's own tl.exp emits for float32, so the
+// original's rounding is matched, not loosened.
+// Any other row (longer, or not float4-aligned) takes two passes: the first keeps a running maximum
+// and a sum rescaled to it (online softmax: one read), the second reads the row again and writes
+// exp(x - max) / sum. Reductions go through warp shuffles, then one shared slot per warp.
 //
 // NaN and infinities behave as in the original: a NaN in a row makes the row NaN, +inf makes it
 // NaN (inf - inf), a row of -inf is NaN (x - max is NaN), and -inf beside finite values gives 0.
@@ -59,6 +62,81 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum acc) {
   return acc;
 }
 
+constexpr int REG_THREADS = 1024;
+constexpr int REG_VEC = 8;  // float4 per thread: rows of up to 1024 * 8 * 4 = 32768 floats
+constexpr int64_t REG_MAX_COLS = static_cast<int64_t>(REG_THREADS) * REG_VEC * 4;
+
+__device__ __forceinline__ const float* row_of(const float* base, int64_t stride) {
+  return base + static_cast<int64_t>(blockIdx.x) * stride;  // one block per row
+}
+
+__device__ __forceinline__ float* row_of(float* base, int64_t stride) {
+  return base + static_cast<int64_t>(blockIdx.x) * stride;
+}
+
+// A block-wide maximum (is_max) or sum of one value per thread; every thread gets the result.
+__device__ __forceinline__ float block_reduce(float v, float* slots, bool is_max) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = is_max ? fmaxf(v, o) : v + o;
+  }
+  if (lane == 0) {
+    slots[warp] = v;
+  }
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? slots[lane] : (is_max ? -INFINITY : 0.0f);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = is_max ? fmaxf(v, o) : v + o;
+  }
+  __syncthreads();  // the slots are written again by the next reduction
+  return v;
+}
+
+// The row in registers: read once, written once. fmaxf skips a NaN, but exp(NaN - max) is NaN and the
+// sum with it, so such a row is NaN as in the original.
+__global__ void __launch_bounds__(REG_THREADS, 1)
+row_softmax_in_registers(const float* __restrict__ x, float* __restrict__ y, int64_t n_cols, int64_t x_stride,
+                         int64_t y_stride) {
+  __shared__ float slots[REG_THREADS / 32];
+  const float4* x4 = reinterpret_cast<const float4*>(row_of(x, x_stride));
+  float4* y4 = reinterpret_cast<float4*>(row_of(y, y_stride));
+  const int n4 = static_cast<int>(n_cols / 4);
+  float4 v[REG_VEC];
+#pragma unroll
+  for (int i = 0; i < REG_VEC; ++i) {
+    const int c = threadIdx.x + i * REG_THREADS;
+    v[i] = c < n4 ? __ldcs(x4 + c) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+  }
+  float row_max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < REG_VEC; ++i) {
+    row_max = fmaxf(fmaxf(row_max, fmaxf(v[i].x, v[i].y)), fmaxf(v[i].z, v[i].w));
+  }
+  row_max = block_reduce(row_max, slots, true);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < REG_VEC; ++i) {
+    if (threadIdx.x + i * REG_THREADS < n4) {
+      v[i] = make_float4(__expf(v[i].x - row_max), __expf(v[i].y - row_max), __expf(v[i].z - row_max),
+                         __expf(v[i].w - row_max));
+      sum += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    }
+  }
+  const float inverse = 1.0f / block_reduce(sum, slots, false);
+#pragma unroll
+  for (int i = 0; i < REG_VEC; ++i) {
+    const int c = threadIdx.x + i * REG_THREADS;
+    if (c < n4) {
+      __stcs(y4 + c, make_float4(v[i].x * inverse, v[i].y * inverse, v[i].z * inverse, v[i].w * inverse));
+    }
+  }
+}
+
 // VEC4: the row's start and length are multiples of four floats, so it is read as float4.
 template <bool VEC4>
 __global__ void __launch_bounds__(THREADS, 2)
@@ -67,8 +145,8 @@ row_softmax(const float* __restrict__ x, float* __restrict__ y, int64_t n_cols, 
   __shared__ MaxSum row_total;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride;
-  float* yr = y + static_cast<int64_t>(blockIdx.x) * y_stride;
+  const float* xr = row_of(x, x_stride);
+  float* yr = row_of(y, y_stride);
 
   MaxSum acc{-INFINITY, 0.0f};
   if (VEC4) {
@@ -130,10 +208,13 @@ void launch(torch::Tensor x_ptr, torch::Tensor y_ptr, int64_t n_cols, int64_t x_
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   const bool vec4 = aligned && n_cols % 4 == 0 && x_stride % 4 == 0 && y_stride % 4 == 0;
   auto stream = at::cuda::getCurrentCUDAStream();
-  if (vec4) {
-    row_softmax<true><<<static_cast<unsigned int>(rows), THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
+  const unsigned int grid = static_cast<unsigned int>(rows);
+  if (vec4 && n_cols <= REG_MAX_COLS) {
+    row_softmax_in_registers<<<grid, REG_THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
+  } else if (vec4) {
+    row_softmax<true><<<grid, THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
   } else {
-    row_softmax<false><<<static_cast<unsigned int>(rows), THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
+    row_softmax<false><<<grid, THREADS, 0, stream>>>(x, y, n_cols, x_stride, y_stride);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
