@@ -644,3 +644,15 @@ def test_cli_bench_passes_the_sizes_to_each_problem(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "resume with the same sizes or leave --size out" in bad.stderr
     bad = _runner().invoke(app, [*args, "--size", "batch_size"])
     assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.stderr
+
+
+def test_a_bench_problem_exports_its_winner_under_the_results_by_its_name(tmp_path: Path) -> None:
+    """The bench's winners stay with its results (they were written into each problem's private folder
+    and lost with it); two levels' problems of one file name keep apart."""
+    from kernelopt.pipeline.bench_problem import _export_path
+
+    one = _export_path({"export_dir": str(tmp_path / "models")}, "level1/01_relu", "/s/level1/01_relu.py")
+    two = _export_path({"export_dir": str(tmp_path / "models")}, "level2/01_relu", "/s/level2/01_relu.py")
+    assert one == tmp_path / "models" / "level1" / "01_relu.kopt.json" and one.parent.is_dir()
+    assert two is not None and two != one and two.parent.is_dir()
+    assert _export_path({}, "level1/01_relu", "/s/level1/01_relu.py") is None

@@ -278,3 +278,60 @@ def test_a_workdir_the_workers_user_cannot_enter_is_refused_before_anything_is_s
         save_model_problem(torch.nn.Linear(2, 2).eval(), [torch.ones(1, 2)], private / "bundle")
     assert "\n" not in str(caught.value)
     assert not (private / "bundle" / "model.pt").exists()
+
+
+@needs_root
+def test_a_file_in_a_private_folder_is_lent_as_a_copy_only_the_workers_group_reads(tmp_path: Path) -> None:
+    """A bench problem's export lay in its private folder: every stock mode's worker (nobody) failed to
+    read it, and the scoreboard fell back to ratios of times from different processes."""
+    from kernelopt.workers.identity import can_read, lent_copy
+
+    if not can_reach(tempfile.gettempdir(), NOBODY):
+        pytest.skip(f"the temp directory {tempfile.gettempdir()} is closed to nobody")
+    private = Path(tempfile.mkdtemp())  # mode 700, as a worker's own folder is
+    try:
+        export = private / "m.kopt.json"
+        export.write_text('{"verified": true}')
+        assert not can_read(export, NOBODY)
+        with lent_copy(export, NOBODY) as readable:
+            assert readable != export and readable.read_text() == export.read_text()
+            assert can_read(readable, NOBODY)
+            assert not can_read(readable, WorkerIdentity("stranger", 12345, 12345))  # its group alone
+            assert (readable.stat().st_mode & 0o777, readable.parent.stat().st_mode & 0o777) == (0o640, 0o750)
+        assert not readable.exists() and not readable.parent.exists()  # gone after the block
+        with lent_copy(export, None) as same:  # workers of our own user read it where it is
+            assert same == export
+        private.chmod(0o755)
+        export.chmod(0o644)
+        with lent_copy(export, NOBODY) as same:
+            assert same == export
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+@needs_root
+def test_the_stock_modes_are_timed_against_a_copy_of_the_export_their_worker_can_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from kernelopt.pipeline import stock_modes
+    from kernelopt.workers.identity import can_read
+
+    if not can_reach(tempfile.gettempdir(), NOBODY):
+        pytest.skip(f"the temp directory {tempfile.gettempdir()} is closed to nobody")
+    monkeypatch.setattr(stock_modes, "worker_identity", lambda: NOBODY)
+    private = Path(tempfile.mkdtemp())
+    export = private / "p.kopt.json"
+    export.write_text("{}")
+    seen: list[tuple[str, bool]] = []
+
+    def run(target: str, problem: str, mode: str, seed: int, trials: int, exported: str, *rest: Any, **kw: Any) -> Any:
+        seen.append((exported, can_read(exported, NOBODY)))
+        return type("R", (), {"ok": True, "value": {"mode": mode}})()
+
+    try:
+        stock = stock_modes.time_stock_modes(str(tmp_path / "p.py"), ["default", "reduce-overhead"], str(export), run=run)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    assert stock == {"default": {"mode": "default"}, "reduce-overhead": {"mode": "reduce-overhead"}}
+    assert len({path for path, _ in seen}) == 1 and all(readable for _, readable in seen)
+    assert seen[0][0] != str(export) and not Path(seen[0][0]).exists()  # a copy, removed once timed

@@ -63,6 +63,7 @@ from kernelopt.report.metrics import ProblemOutcome
 from kernelopt.workers import WorkerResult, run_isolated
 from kernelopt.workers.identity import require_readable
 
+EXPORT_DIR = "models"  # under the results: <problem name>.kopt.json
 DEFAULT_TARGET = "kernelopt.pipeline.bench_problem:bench_problem"
 DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
 WORKER_TIMEOUT_MARGIN_S: float = default_of("bench_timeout_margin_s")  # with one: room for timing three baselines
@@ -166,6 +167,8 @@ def run_bench(
             "(kernelopt.pipeline.bench_files.run_file_bench)"
         )
     out_dir = Path(results_dir)
+    if target == DEFAULT_TARGET:  # the verified models stay with the results, one per problem that won
+        extra_options = {"export_dir": str((out_dir / EXPORT_DIR).resolve()), **(extra_options or {})}
     previous = _previous_results(out_dir, root, resume)
     if previous is not None:  # a resumed bench goes on at the sizes it started with
         sizes = _resumed_sizes(out_dir, previous["meta"], sizes)

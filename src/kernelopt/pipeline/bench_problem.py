@@ -68,6 +68,17 @@ def default_baseline(
     return record["vs_optimized"]["mode_ms"], record["vs_optimized"]["speedup"], (q1, q3) if q1 and q3 else None
 
 
+def _export_path(options: dict[str, Any], name: str, problem_path: str) -> Path | None:
+    """Where a winner is exported: ``<export_dir>/<problem name>.kopt.json`` (the name keeps its level
+    folder, so two levels' problems of one file name do not overwrite each other); None without
+    ``export_dir`` (the run's own folder, gone with its worker)."""
+    if not options.get("export_dir"):
+        return None
+    path = Path(options["export_dir"]) / f"{name or Path(problem_path).stem}.kopt.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     """One problem of ``kernelopt bench`` (runs in its own worker process): optimize it, plus the second baseline."""
 
@@ -90,8 +101,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             budget=budget,
             max_targets=int(options.get("max_targets", config.max_targets)),
             operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
-            export_path=options.get("export_dir")
-            and Path(options["export_dir"]) / f"{Path(problem_path).stem}.kopt.json",
+            export_path=_export_path(options, name, problem_path),
             on_event=clock,
             config=config,
             write_report=False,  # the bench writes one report for the suite; each run's stays a command away

@@ -10,6 +10,7 @@ max-autotune's caches must not meet another mode's compile.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.problem import load_problem
 from kernelopt.report.metrics import choose_best_stock
 from kernelopt.workers import WorkerResult, run_isolated
+from kernelopt.workers.identity import lent_copy, worker_identity
 
 MODE_TIMEOUT_S = 1800.0
 MODE_TRIALS = 20
@@ -126,28 +128,31 @@ def time_stock_modes(
     The path travels resolved: the mode's process runs in a folder of its own (a relative path named
     no file there, so on an H200 every mode of ``optimize --stock-modes`` failed). ``known``: records
     this very timing already produced (the base-mode stage's, when nothing was exported), kept
-    instead of compiling the mode again."""
+    instead of compiling the mode again. ``exported`` is lent to the modes' workers, which may run as
+    another user (:func:`~kernelopt.workers.identity.lent_copy`)."""
     problem_path = str(Path(problem_path).resolve())
-    stock: dict[str, Any] = {}
-    for mode in modes:
-        if isinstance((known or {}).get(mode), dict):
-            stock[mode] = (known or {})[mode]
-            continue
-        if on_event is not None:
-            on_event("stage", {"stage": f"{mode} baseline"})
-        timed = run(
-            f"{__name__}:time_mode",
-            problem_path,
-            mode,
-            seed,
-            trials,
-            exported,
-            overrides or {},
-            train,
-            timeout_s=MODE_TIMEOUT_S,
-        )
-        stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
-    return stock
+    with lent_copy(exported, worker_identity()) if exported else nullcontext(None) as readable:
+        exported = str(readable) if readable else None  # the mode's worker may be another user
+        stock: dict[str, Any] = {}
+        for mode in modes:
+            if isinstance((known or {}).get(mode), dict):
+                stock[mode] = (known or {})[mode]
+                continue
+            if on_event is not None:
+                on_event("stage", {"stage": f"{mode} baseline"})
+            timed = run(
+                f"{__name__}:time_mode",
+                problem_path,
+                mode,
+                seed,
+                trials,
+                exported,
+                overrides or {},
+                train,
+                timeout_s=MODE_TIMEOUT_S,
+            )
+            stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
+        return stock
 
 
 def reused_stock(report: OptimizeReport) -> dict[str, Any] | None:

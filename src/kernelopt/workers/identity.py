@@ -25,6 +25,8 @@ What the dropped user must reach, and how it gets it:
 - its private directory, made by the parent: handed over (:func:`hand_over`).
 - the Triton cache kept across runs: :func:`worker_cache`.
 - shared-memory files of tensors a root process lends it: :func:`lend`.
+- a file the parent wrote where that user cannot look (an export in a bench problem's private
+  folder, or under root's home) that a worker must load: a copy for the time (:func:`lent_copy`).
 - GPUs: ``/dev/nvidia*`` are normally mode 666, open to every user; nothing to hand over.
 - CUDA buffers: none. The NVIDIA driver refuses CUDA IPC between processes of different users
   (measured on the H200: every handle a root process made failed to open as ``nobody`` with
@@ -49,7 +51,8 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -328,6 +331,33 @@ def lend(files: Iterable[str], sockets: Iterable[str], identity: WorkerIdentity 
     for name in sockets:
         _grant_group(os.path.dirname(name), identity.gid, stat.S_IXGRP)
         _grant_group(name, identity.gid, stat.S_IRGRP | stat.S_IWGRP)
+
+
+@contextmanager
+def lent_copy(path: str | Path, identity: WorkerIdentity | None) -> Iterator[Path]:
+    """``path`` itself where ``identity`` can read it; else, while the block runs, a copy of it in a
+    fresh folder of the temp directory that only that user's group may enter, removed afterwards. On
+    the H200 a bench problem's export lay in its own private folder, so every stock mode's timing
+    against it failed and the scoreboard fell back to ratios of times from different processes."""
+    path = Path(path)
+    if identity is None or can_read(path, identity):
+        yield path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="kernelopt-lent-"))
+    try:
+        copy = folder / path.name
+        shutil.copyfile(path, copy)
+        for item, mode in ((copy, 0o640), (folder, 0o750)):
+            os.chown(item, -1, identity.gid, follow_symlinks=False)
+            os.chmod(item, mode)
+        if not can_read(copy, identity):
+            raise KerneloptError(
+                f"{folder}: {identity.user}, the user kernelopt's workers run as, cannot enter the temp "
+                "directory to read a copy of " + f"{path}; set TMPDIR to a folder every user may enter"
+            )
+        yield copy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _grant_group(path: str, gid: int, bits: int) -> None:
