@@ -108,7 +108,7 @@ def test_the_run_captures_what_the_base_mode_compiles_and_exports_it(monkeypatch
 
 
 def test_best_stock_labels_the_runs_own_timing_with_its_base() -> None:
-    best = choose_best_stock(1.0, 1.05, 0.95, {"reduce-overhead": {"compiled_ms": 0.9, "vs_optimized": {"speedup": 1.2}}},
+    best = choose_best_stock(1.0, 1.05, 0.95, {"reduce-overhead": {"compiled_ms": 0.9, "vs_optimized": {"speedup": 1.2, "optimized": "kernelopt"}}},
                              base=MA)
     assert best == (MA, 1.0, 1.05)
 

@@ -472,7 +472,8 @@ def test_the_results_folder_holds_a_markdown_scoreboard(tmp_path: Path) -> None:
 
 def test_speedups_timed_interleaved_carry_their_spread(tmp_path: Path) -> None:
     cmp = {"speedup": 1.083, "speedup_q1": 1.0803, "speedup_q3": 1.0848}
-    details = {"speedup_vs_compile_iqr": [1.326, 1.331], "max_autotune": {"vs_optimized": {"speedup": 1.083, "comparison": cmp}}}
+    details = {"speedup_vs_compile_iqr": [1.326, 1.331],
+               "max_autotune": {"vs_optimized": {"speedup": 1.083, "comparison": cmp, "optimized": "kernelopt"}}}
     outcome = ProblemOutcome("p", "p.py", "ok", "", True, 8.3, 9.33, 7.61, 7.03, 9, 64.0, details, max_autotune_speedup=1.083)
     assert outcome.speedup_spread("compile") == (1.326, 1.331)
     assert outcome.speedup_spread("max_autotune") == (1.0803, 1.0848)
@@ -486,7 +487,8 @@ def test_speedups_timed_interleaved_carry_their_spread(tmp_path: Path) -> None:
         outcome.speedup_spread("fastest")
     spread = {**FAST, "max_autotune_speedup": 1.55,
               "details": {"device": "Fake GPU 141GB", "speedup_vs_compile_iqr": [1.98, 2.02],
-                          "max_autotune": {"vs_optimized": {"comparison": {"speedup_q1": 1.5, "speedup_q3": 1.61}}}}}
+                          "max_autotune": {"vs_optimized": {"comparison": {"speedup_q1": 1.5, "speedup_q3": 1.61},
+                                                            "optimized": "kernelopt"}}}}
     report = _bench(_suite(tmp_path / "suite", {"01_fast": spread}), tmp_path / "out")
     text = report.markdown_path.read_text()
     assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) |  |  | default | 12 |" in text
@@ -525,8 +527,10 @@ def test_the_best_stock_mode_is_the_one_kernelopt_is_least_faster_than() -> None
 
     interleaved = {"speedup_q1": 1.02, "speedup_q3": 1.05}
     stock = {
-        "max-autotune-no-cudagraphs": {"compiled_ms": 0.9, "vs_optimized": {"speedup": 1.3, "comparison": {}}},
-        "reduce-overhead": {"compiled_ms": 0.7, "vs_optimized": {"speedup": 1.04, "comparison": interleaved}},
+        "max-autotune-no-cudagraphs": {"compiled_ms": 0.9, "vs_optimized": {"speedup": 1.3, "comparison": {},
+                                                                           "optimized": "kernelopt"}},
+        "reduce-overhead": {"compiled_ms": 0.7, "vs_optimized": {"speedup": 1.04, "comparison": interleaved,
+                                                                "optimized": "kernelopt"}},
         "max-autotune": "timeout: compile took too long",  # a mode that failed has no number
     }
     assert choose_best_stock(1.0, 2.0, 0.5, stock) == ("reduce-overhead", 0.7, 1.04)
@@ -656,3 +660,33 @@ def test_a_bench_problem_exports_its_winner_under_the_results_by_its_name(tmp_pa
     assert one == tmp_path / "models" / "level1" / "01_relu.kopt.json" and one.parent.is_dir()
     assert two is not None and two != one and two.parent.is_dir()
     assert _export_path({}, "level1/01_relu", "/s/level1/01_relu.py") is None
+
+
+def test_a_run_that_kept_its_stock_base_is_not_scored_against_that_mode_s_ratio_over_the_default() -> None:
+    """The H200's row-L2 at 4096 rows built on max-autotune-no-cudagraphs and kept it (nothing exported): each
+    mode's process timed the mode against torch.compile's default, and the scoreboard read max-autotune's
+    0.62x of the default as kernelopt being 0.62x of max-autotune, its own result."""
+    from kernelopt.pipeline import bench_problem
+    from kernelopt.pipeline.records import OptimizeReport
+    from kernelopt.report.metrics import choose_best_stock, speedup_over_mode
+
+    def timed(mode_ms: float, default_ms: float) -> dict[str, Any]:
+        ratio = mode_ms / default_ms  # the mode's time over the default's, as the record holds it
+        return {"compiled_ms": mode_ms, "vs_optimized": {"speedup": ratio, "mode_ms": mode_ms, "optimized": "torch.compile",
+                                                          "comparison": {"speedup_q1": ratio * 0.99, "speedup_q3": ratio * 1.01}}}
+
+    ma = "max-autotune-no-cudagraphs"
+    stock = {"default": timed(1.1994, 1.1994), ma: timed(0.7408, 1.1964), "reduce-overhead": timed(1.793, 1.191),
+             "max-autotune": timed(1.5887, 1.1924)}
+    assert speedup_over_mode(stock[ma], ma, ma, 0.743) == 1.0  # kernelopt's result is that mode's compile
+    assert speedup_over_mode(stock["reduce-overhead"], "reduce-overhead", ma, 0.743) == pytest.approx(1.793 / 0.743)
+    assert speedup_over_mode(stock[ma], ma, "default", 1.1994) == pytest.approx(0.7408 / 1.1964)  # base default: its own
+    best = choose_best_stock(0.743, 1.0, 0.743, stock, base=ma)
+    assert best is not None and (best[0], best[2]) == (ma, 1.0)  # was (ma, 0.62): its ratio over the default
+    report = OptimizeReport("p", 1, "fake", 1.05, 0.743, 1.0, base_mode=ma, speedup_vs_compile=1.0, optimized_ms=0.743)
+    ms, gain, spread = bench_problem.default_baseline(report, stock)
+    assert ms == pytest.approx(1.1994) and gain == pytest.approx(1.1964 / 0.7408)  # the base's own interleaved gain
+    assert spread is not None and spread[0] < gain < spread[1]
+    row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True, "base_mode": ma,
+                                    "best_stock_mode": ma, "best_stock_speedup": 1.0, "details": {"stock": stock}})
+    assert row.speedup_spread("best_stock") is None  # that comparison was the mode against the default, not ours

@@ -15,7 +15,8 @@ from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.optimize import optimize
 from kernelopt.pipeline.records import OptimizeReport
-from kernelopt.pipeline.stock_modes import best_stock_for, reused_stock, time_stock_modes
+from kernelopt.pipeline.stock_modes import best_stock_for, reused_stock, speedup_over_default, time_stock_modes
+from kernelopt.report.metrics import speedup_over_mode
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
@@ -55,14 +56,18 @@ def default_baseline(
 ) -> tuple[float | None, float | None, tuple[float, float] | None]:
     """(torch.compile default's ms, kernelopt's speedup over it, that speedup's IQR), each timed
     interleaved in one process: the run's final verification where the search built on the default,
-    else the default's own process against the exported result (None where that failed)."""
+    else the default's own process against the exported result, or with nothing exported the base
+    mode's own process against the default (None where that failed)."""
     if report.on_default:
         return report.final_compiled_ms or report.compiled_ms, None, report.speedup_vs_compile_iqr
     record = stock.get("default")
     if not isinstance(record, dict) or "vs_optimized" not in record:
         return None, None, None
-    if record["vs_optimized"].get("optimized") != "kernelopt":  # nothing delivered: the default timed itself
-        return record["vs_optimized"]["mode_ms"], None, None
+    if record["vs_optimized"].get("optimized") != "kernelopt":  # nothing delivered: the result is the base's
+        base = stock.get(report.base_mode)  # compile, timed against the default in the base mode's own process
+        cmp = ((base or {}).get("vs_optimized") or {}).get("comparison") or {} if isinstance(base, dict) else {}
+        q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")  # the base's time over the default's
+        return record["vs_optimized"]["mode_ms"], speedup_over_default(base), (1 / q3, 1 / q1) if q1 and q3 else None
     cmp = record["vs_optimized"].get("comparison") or {}
     q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")
     return record["vs_optimized"]["mode_ms"], record["vs_optimized"]["speedup"], (q1, q3) if q1 and q3 else None
@@ -130,7 +135,8 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     compiled_ms, compile_speedup, compile_iqr = default_baseline(report, stock)
     ma = stock.get("max-autotune-no-cudagraphs")
     ma = ma if isinstance(ma, dict) else None
-    vs_ma = (ma.get("vs_optimized") or {}).get("speedup") if ma else None
+    optimized_ms = report.optimized_ms or report.compiled_ms
+    vs_ma = speedup_over_mode(ma, "max-autotune-no-cudagraphs", report.base_mode, optimized_ms) if ma else None
     best = best_stock_for(report, stock)
     return {
         "name": name,
@@ -143,7 +149,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "compile_speedup": compile_speedup,
         "base_mode": report.base_mode,
         "max_autotune_ms": ma["compiled_ms"] if ma else None,
-        "optimized_ms": report.optimized_ms or report.compiled_ms,
+        "optimized_ms": optimized_ms,
         "max_autotune_speedup": vs_ma if vs_ma and vs_ma > 0 else None,
         "best_stock_mode": best[0] if best else None,
         "best_stock_ms": best[1] if best else None,
