@@ -89,12 +89,19 @@ fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
   # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT),
   # RETRY=1 runs the problems that failed before again, PROBLEMS=a,b runs only those (bench --problems),
+  # BENCH_RESUME=benchmarks/<folder> goes on with a suite an earlier session began (a full suite takes about
+  # two hours of one H200 at 2-5 minutes a problem: more than one session's device time),
   # OPERATORS=launch-config,eviction-policy,graph-variants searches with those (bench --operators)
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db "$B/" 2>/dev/null || true; }
   timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
     --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --out "$B" --resume ${RETRY:+--retry-failed} \
     --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
+  # the device tool brings back 8 files at most, two folders deep: the results folder (its store, report,
+  # models/) travels as one archive; unpack it here and commit what is worth keeping under benchmarks/
+  if [[ $OUT != .device_out ]]; then  # on the device (run by hand, the folder stays as it is)
+    tar czf "$OUT/${BENCH_NAME:-bench}.tgz" -C "$OUT" "${BENCH_NAME:-bench}" && rm -rf "$B"
+  fi
 fi
 if [[ $step == all || $step == llm ]]; then
   KERNELOPT_TEST_OUT=$OUT timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20
