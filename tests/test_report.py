@@ -225,6 +225,18 @@ def test_an_analyze_run_shows_which_kernels_only_move_data_and_their_share(tmp_p
     assert "<td>triton_poi_tiny_1</td><td class=num>2</td><td class=num>10.0</td><td class=num>1.3</td>" in page
     none = _analyze_page(tmp_path, {**_analysis(), "moves_ms": 0.0, "moves_launches": 0})
     assert "No generated kernel only moves data" in none and "data movement only</td>" not in none
+    assert "graph stage</td>" not in page and "graph stage</td>" not in none  # 1.3 %: below the 5 % that brings it
+
+
+def test_an_analyze_page_says_where_optimize_would_search_graph_variants_unasked(tmp_path: Path) -> None:
+    """As ``kernelopt analyze`` prints it: copies at 5 % of the compiled forward's time or more bring the
+    graph stage (the graph_stage setting at auto)."""
+    from report_runs import _analysis
+
+    analysis = {**_analysis(), "moves_ms": 0.1 * _analysis()["compiled_ms"], "moves_launches": 1}
+    page = _analyze_page(tmp_path, analysis)
+    assert "<td>graph stage</td><td>optimize would also search graph variants here: kernels that only move data " \
+        "take 10% of the compiled forward&#x27;s time" in page
 
 
 def test_a_compiler_knob_search_is_drawn_with_its_delivered_options(tmp_path: Path) -> None:

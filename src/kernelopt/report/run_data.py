@@ -22,6 +22,7 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.search.candidate import MODEL_TARGET
 from kernelopt.search.nodes import PENDING, WORKER_FAILURE, Node, NodeStore
+from kernelopt.search.targets import structure_pays
 from kernelopt.store import Run, Store
 from kernelopt.store.llm_records import Transcript, transcripts
 
@@ -181,6 +182,7 @@ class RunData:
     llm_usage: dict[str, Any] | None
     graphs: list[GraphOutcome] = field(default_factory=list)  # none in records made before graph candidates
     graph_stage: str | None = None  # why the graph stage ran though --operators did not name it
+    graph_stage_advice: str | None = None  # an analyze run: why optimize would run the graph stage unnamed
 
     @property
     def replaced(self) -> list[KernelOutcome]:
@@ -228,7 +230,18 @@ def load_run(store: Store, run_id: int) -> RunData:
         llm_usage=(report or {}).get("llm_usage"),
         graphs=_graphs(report),
         graph_stage=(report or {}).get("graph_stage"),
+        graph_stage_advice=_graph_stage_advice(run, analysis) if report is None else None,
     )
+
+
+def _graph_stage_advice(run: Run, analysis: dict[str, Any] | None) -> str | None:
+    """For an analyze run, what ``kernelopt analyze`` prints: why optimize would also search graph
+    variants here unasked (the graph_stage setting at auto), or None."""
+    a = analysis or {}
+    amdahl, compiled = _number(a.get("amdahl_bound")), _number(a.get("compiled_ms"))
+    if run.kind != "analyze" or amdahl is None or not compiled:
+        return None
+    return structure_pays(amdahl, _number(a.get("fusion_bound")), (_number(a.get("moves_ms")) or 0.0) / compiled)
 
 
 def _graphs(report: dict[str, Any] | None) -> list[GraphOutcome]:

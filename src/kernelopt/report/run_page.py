@@ -203,6 +203,8 @@ def _summary(data: RunData) -> str:
     moves = _moves_line(data)
     if moves:
         rows.append(("data movement only", moves + "; see where the time goes"))
+    if data.graph_stage_advice:
+        rows.append(("graph stage", f"optimize would also search graph variants here: {data.graph_stage_advice}"))
     rows += [("warning", w) for w in s.warnings]
     rows += [(f"skipped {name}", reason) for name, reason in s.skipped]
     return _summary_block(
