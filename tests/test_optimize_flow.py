@@ -382,31 +382,39 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
 
 def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch, tmp_path) -> None:
     from kernelopt.config import load_settings
+    from kernelopt.deliver.export import export_model, read_export
     from kernelopt.pipeline.records import OptimizeReport
+    from kernelopt.problem import load_problem
 
+    problem = load_problem(EXAMPLES / "level1" / "12_softmax_wide.py").small()
+    exported = export_model(tmp_path / "p.kopt.json", problem, [], {"passed": True})
     report = OptimizeReport("p", 1, "fake H200", 2.0, 1.0, 1.0, speedup_vs_compile=1.3, optimized_ms=0.77,
-                            final_compiled_ms=1.0, exported=str(tmp_path / "p.kopt.json"))
+                            final_compiled_ms=1.0, exported=str(exported))
     seen = {}
 
     def fake(path, modes, exported, emit, *, seed, overrides, train=False, known=None):
         seen.update(path=path, modes=modes, exported=exported, overrides=overrides)
-        return {"reduce-overhead": {"compiled_ms": 0.8, "vs_optimized": {"speedup": 1.04}}, "max-autotune": "crash: x"}
+        under = {"speedup": 1.04, "optimized": "kernelopt", "optimized_ms": 0.7, "under": "reduce-overhead"}
+        return {"reduce-overhead": {"compiled_ms": 0.8, "vs_optimized": under}, "max-autotune": "crash: x"}
 
     monkeypatch.setattr(opt, "time_stock_modes", fake)
     config = load_settings({"stock_modes": "reduce-overhead,max-autotune"}, env={})
-    opt._time_stock_modes(report, "p.py", config, 0, {"batch_size": 8}, lambda *a: None)
+    opt._time_stock_modes(report, "p.py", config, 0, {"batch_size": 8}, lambda *a: None, problem=problem,
+                          export_to=exported)
     assert seen == {"path": "p.py", "modes": ["reduce-overhead", "max-autotune"], "exported": report.exported,
                     "overrides": {"batch_size": 8}}
     assert (report.best_stock_mode, report.best_stock_speedup) == ("reduce-overhead", 1.04)
     assert report.stock["max-autotune"] == "crash: x"
+    # the verified kernels ran 0.70 ms under reduce-overhead's CUDA graphs, 0.77 ms without: the export runs so
+    assert report.run_mode == "reduce-overhead" and read_export(exported)["run_mode"] == "reduce-overhead"
     from rich.console import Console
 
     from kernelopt.cli.format import print_optimize
 
     console = Console(record=True, width=400)
-    print_optimize(report, console)  # the verified kernels were timed under reduce-overhead: say how to run them so
-    assert (f"torch.compile(model, backend=kernelopt.backend({report.exported!r}), mode='reduce-overhead')"
-            in console.export_text())
+    print_optimize(report, console)
+    assert (f"runs under mode='reduce-overhead' (CUDA graphs), recorded in the export: "
+            f"torch.compile(model, backend=kernelopt.backend({report.exported!r}))" in console.export_text())
 
 
 GRAPH_CANDIDATE = {

@@ -12,7 +12,7 @@ from kernelopt.api.doctor import Diagnosis
 from kernelopt.api.verify import VerifyReport
 from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.pipeline.optimize import OptimizeReport
-from kernelopt.pipeline.stock_modes import CUDA_GRAPH_MODES, untimed_modes
+from kernelopt.pipeline.stock_modes import untimed_modes
 from kernelopt.report.scoreboard import fmt_ratio
 from kernelopt.search.nodes import Node
 from kernelopt.search.targets import structure_pays
@@ -311,10 +311,10 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
             f"(of the {report.base_mode} compile"
             + (f" and {', '.join(timed)}, each timed in its own process)" if timed else ": no other mode was timed)")
         )
-    if report.exported and report.best_stock_mode in CUDA_GRAPH_MODES:  # timed under that mode's CUDA graphs
+    if report.exported and report.run_mode:  # the export compiles under that mode's CUDA graphs by itself
         lines.append(
-            f"fastest as its best stock mode runs it: torch.compile(model, "
-            f"backend=kernelopt.backend({report.exported!r}), mode={report.best_stock_mode!r})"
+            f"runs under mode={report.run_mode!r} (CUDA graphs), recorded in the export: "
+            f"torch.compile(model, backend=kernelopt.backend({report.exported!r}))"
         )
     lines.extend(f"stock mode not timed: {line}" for line in untimed_modes(report.stock))
     lines.extend(f"warning: {w}" for w in report.warnings)

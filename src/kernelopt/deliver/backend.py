@@ -95,12 +95,14 @@ class KerneloptBackend:
         options: dict[str, Any] | None = None,
         origin: str = "kernelopt",
         graphs: Sequence[GraphCandidate] = (),
+        run_mode: str | None = None,
     ) -> None:
         check_replacements_static(origin, replacements)  # as kernelopt.load does, before anything is built
         check_graphs_static(origin, graphs)
         self.replacements = list(replacements)
         self.graphs = list(graphs)
         self.options = dict(options or {})
+        self.run_mode = run_mode  # the export's CUDA-graph mode: used where the user's compile names none
         self.origin = origin
         self.report = BackendReport()
         self._said = False
@@ -110,8 +112,11 @@ class KerneloptBackend:
     def compile_options(self, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """The Inductor options of one compile: the export's (those the replacements were verified under),
         then the user's ``torch.compile(mode=..., options=...)``, which torch hands a custom backend. A
-        kernel the user's options change no longer matches its replacement, and runs as Inductor made it."""
+        kernel the user's options change no longer matches its replacement, and runs as Inductor made it.
+        Where the user names no mode, the export's ``run_mode`` (the CUDA-graph mode it was timed fastest
+        under) is the mode."""
         merged = dict(self.options)
+        mode = self.run_mode if mode is None else mode
         if mode is not None and mode != "default":
             if mode not in compat.compile_modes():
                 raise KerneloptError(
@@ -209,7 +214,13 @@ def backend(path: str | Path | None = None) -> KerneloptBackend:
     doc = read_export(path)
     check_versions(doc, path)
     replacements = [Replacement.from_dict(r) for r in doc["replacements"]]
-    return KerneloptBackend(replacements, doc.get("options") or {}, origin=str(path), graphs=graph_candidates(doc))
+    return KerneloptBackend(
+        replacements,
+        doc.get("options") or {},
+        origin=str(path),
+        graphs=graph_candidates(doc),
+        run_mode=doc.get("run_mode"),
+    )
 
 
 def store_backend(store_path: str | Path | None = None) -> KerneloptBackend:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from kernelopt.problem import Problem, load_problem
 from kernelopt.verify.static import check_static, check_static_candidate
 from kernelopt.verify.static_graph import check_static_graph
 from kernelopt.verify.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 FORMAT = "kernelopt-artifact"  # the file format marker, kept so earlier exports still load
 FORMAT_VERSION = 3  # 2: the file carries a digest of everything in it; 3: and graph candidates
@@ -63,8 +66,10 @@ def export_model(
     seed: int = 0,
     options: dict[str, Any] | None = None,
     graphs: Sequence[GraphCandidate] = (),
+    run_mode: str | None = None,
 ) -> Path:
-    """Write the exported file (atomically: a killed run never leaves half a file)."""
+    """Write the exported file (atomically: a killed run never leaves half a file). ``run_mode``: the
+    torch.compile mode it runs under (:func:`record_run_mode`)."""
     path = Path(path)
     doc = {
         "format": FORMAT,
@@ -83,7 +88,21 @@ def export_model(
         "replacements": [r.to_dict() for r in replacements],
         "graphs": [g.to_dict() for g in graphs],
         "verification": verification,
+        **({"run_mode": run_mode} if run_mode else {}),
     }
+    return _write(path, doc)
+
+
+def record_run_mode(path: str | Path, mode: str) -> Path:
+    """Record in an export the CUDA-graph mode (``reduce-overhead``, ``max-autotune``) it ran fastest
+    under when every stock mode was timed against it, so that ``kernelopt.backend(path)`` compiles
+    under it without the user naming the mode: the file then runs as it was scored."""
+    doc = read_export(path)
+    doc["run_mode"] = mode
+    return _write(Path(path), doc)
+
+
+def _write(path: Path, doc: dict[str, Any]) -> Path:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(seal(doc), indent=1, sort_keys=True))
     tmp.replace(path)
@@ -243,6 +262,12 @@ def load(
     graphs = graph_candidates(doc)
     check_replacements_static(path, replacements)
     check_graphs_static(path, graphs)
+    if doc.get("run_mode"):
+        log.warning(
+            "%s runs fastest under torch.compile mode=%r (CUDA graphs), which kernelopt.load does not apply: "
+            "torch.compile(model, backend=kernelopt.backend(%r)) does",
+            path, doc["run_mode"], str(path),
+        )  # fmt: skip
     seed = int(doc["problem"]["seed"])
     problem = _materialise_problem(doc) if model is None or example_inputs is None else None
     if model is None:

@@ -15,7 +15,14 @@ from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.optimize import optimize
 from kernelopt.pipeline.records import OptimizeReport
-from kernelopt.pipeline.stock_modes import best_stock_for, reused_stock, speedup_over_default, time_stock_modes
+from kernelopt.pipeline.stock_modes import (
+    best_stock_for,
+    reused_stock,
+    settle_run_mode,
+    speedup_over_default,
+    time_stock_modes,
+)
+from kernelopt.problem import load_problem
 from kernelopt.report.metrics import speedup_over_mode
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
@@ -56,21 +63,25 @@ def default_baseline(
 ) -> tuple[float | None, float | None, tuple[float, float] | None]:
     """(torch.compile default's ms, kernelopt's speedup over it, that speedup's IQR), each timed
     interleaved in one process: the run's final verification where the search built on the default,
-    else the default's own process against the exported result, or with nothing exported the base
-    mode's own process against the default (None where that failed)."""
+    else the default's own process against the exported result, or where kernelopt's result is the
+    base mode's own compile (nothing exported, or that stock mode delivered as it is) the base mode's
+    process, which timed it against the default (None where that failed)."""
     if report.on_default:
         return report.final_compiled_ms or report.compiled_ms, None, report.speedup_vs_compile_iqr
     record = stock.get("default")
-    if not isinstance(record, dict) or "vs_optimized" not in record:
-        return None, None, None
-    if record["vs_optimized"].get("optimized") != "kernelopt":  # nothing delivered: the result is the base's
-        base = stock.get(report.base_mode)  # compile, timed against the default in the base mode's own process
-        cmp = ((base or {}).get("vs_optimized") or {}).get("comparison") or {} if isinstance(base, dict) else {}
-        q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")  # the base's time over the default's
-        return record["vs_optimized"]["mode_ms"], speedup_over_default(base), (1 / q3, 1 / q1) if q1 and q3 else None
-    cmp = record["vs_optimized"].get("comparison") or {}
-    q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")
-    return record["vs_optimized"]["mode_ms"], record["vs_optimized"]["speedup"], (q1, q3) if q1 and q3 else None
+    timed = record.get("vs_optimized") if isinstance(record, dict) else None
+    if timed and timed.get("optimized") == "kernelopt":
+        cmp = timed.get("comparison") or {}
+        q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")
+        return timed["mode_ms"], timed["speedup"], (q1, q3) if q1 and q3 else None
+    base = stock.get(report.base_mode)
+    base_timed = base.get("vs_optimized") if isinstance(base, dict) else None
+    if not base_timed or base_timed.get("optimized") != "torch.compile":
+        return (timed or {}).get("mode_ms"), None, None
+    cmp = base_timed.get("comparison") or {}
+    q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")  # the base's time over the default's
+    default_ms = (timed or {}).get("mode_ms") or base_timed.get("optimized_ms")
+    return default_ms, speedup_over_default(base), (1 / q3, 1 / q1) if q1 and q3 else None
 
 
 def _export_path(options: dict[str, Any], name: str, problem_path: str) -> Path | None:
@@ -132,6 +143,8 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         problem_path, modes, exported, clock, run=run_isolated, known=reused_stock(report), overrides=sizes
     )
     clock.enter(None)
+    export_to = _export_path(options, name, problem_path)
+    settle_run_mode(report, stock, lambda: load_problem(problem_path, overrides=sizes), export_to, config.margin)
     compiled_ms, compile_speedup, compile_iqr = default_baseline(report, stock)
     ma = stock.get("max-autotune-no-cudagraphs")
     ma = ma if isinstance(ma, dict) else None
@@ -169,5 +182,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "stage_s": clock.seconds,
             "speedup_vs_compile_iqr": compile_iqr,
             "base_mode_reason": report.base_mode_reason,
+            "run_mode": report.run_mode,  # the CUDA-graph mode the export runs under, or None
         },
     }

@@ -54,9 +54,10 @@ from kernelopt.pipeline.stock_modes import (
     best_stock_for,
     choose_base_mode,
     reused_stock,
+    settle_run_mode,
     time_stock_modes,
 )
-from kernelopt.problem import load_problem
+from kernelopt.problem import Problem, load_problem
 from kernelopt.report import report_beside, try_write, write_run_report
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.engine import SearchEngine
@@ -226,7 +227,8 @@ def optimize(
             )
             _keep_tuned(store, run_id, label, report)
         if stock_modes:
-            _time_stock_modes(report, str(problem.path), config, seed, dict(problem.overrides), emit, train)
+            _time_stock_modes(report, str(problem.path), config, seed, dict(problem.overrides), emit, train,
+                              problem=problem, export_to=target)  # fmt: skip
         store.add_measurement(run_id, "report", report.to_dict())
     store.finish_run(run_id)
     if write_report:
@@ -386,15 +388,21 @@ def _time_stock_modes(
     overrides: dict[str, Any],
     emit: Any,
     train: bool = False,
+    problem: Problem | None = None,
+    export_to: str | Path | None = None,
 ) -> None:
     """Each stock mode against the delivered result (or the default compile), and the best of them;
-    the default among them where the search built on another mode (the run itself timed that one)."""
+    the default among them where the search built on another mode (the run itself timed that one).
+    With ``problem``, a CUDA-graph mode that runs the result faster is delivered with it, or as it is
+    to ``export_to`` when nothing was exported (:func:`~kernelopt.pipeline.stock_modes.settle_run_mode`)."""
     modes = config.stock_modes.split(",")
     if not report.on_default:
         modes = ["default", *modes]
     report.stock = time_stock_modes(
         path, modes, report.exported, emit, seed=seed, overrides=overrides, train=train, known=reused_stock(report)
     )
+    if problem is not None:
+        settle_run_mode(report, report.stock, lambda: problem, export_to, config.margin, seed)
     best = best_stock_for(report, report.stock)
     if best is not None:
         report.best_stock_mode, _ms, report.best_stock_speedup = best

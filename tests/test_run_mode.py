@@ -1,0 +1,117 @@
+"""The CUDA-graph mode a result runs under: chosen from the stock modes' records, recorded in the export,
+applied by the backend unasked; with nothing exported, the best stock mode delivered as it is (issue 13:
+kernelopt's result is never slower than a stock mode the user could have picked)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+import torch
+
+import kernelopt
+from conftest import EXAMPLES
+from kernelopt.deliver.export import export_model, read_export, record_run_mode
+from kernelopt.pipeline import bench_problem
+from kernelopt.pipeline.records import OptimizeReport
+from kernelopt.pipeline.stock_modes import best_stock_for, run_mode_for, settle_run_mode
+from kernelopt.problem import load_problem
+
+RO, MA = "reduce-overhead", "max-autotune-no-cudagraphs"
+PROBLEM = EXAMPLES / "level1" / "12_softmax_wide.py"
+
+
+def _against_default(mode_ms: float, default_ms: float) -> dict[str, Any]:
+    """A mode's record timed with nothing exported: the mode against torch.compile's default."""
+    ratio = mode_ms / default_ms
+    return {"compiled_ms": mode_ms, "vs_optimized": {"speedup": ratio, "mode_ms": mode_ms, "optimized_ms": default_ms,
+                                                      "optimized": "torch.compile", "under": None,
+                                                      "comparison": {"speedup_q1": ratio * 0.98, "speedup_q3": ratio * 1.02}}}
+
+
+def _against_export(mode_ms: float, ours_ms: float, under: str | None) -> dict[str, Any]:
+    """A mode's record timed against the export (under that mode's CUDA graphs for a CUDA-graph mode)."""
+    return {"compiled_ms": mode_ms, "vs_optimized": {"speedup": mode_ms / ours_ms, "mode_ms": mode_ms,
+                                                      "optimized_ms": ours_ms, "optimized": "kernelopt", "under": under,
+                                                      "comparison": {}}}
+
+
+def test_an_export_runs_under_the_cuda_graph_mode_that_ran_it_faster_beyond_the_margin() -> None:
+    report = OptimizeReport("p", 1, "H200", 2.0, 1.0, 1.0, speedup_vs_compile=1.25, optimized_ms=0.8, exported="p.kopt.json")
+    stock = {RO: _against_export(0.5, 0.45, RO), "max-autotune": _against_export(0.6, 0.7, "max-autotune"),
+             MA: _against_export(0.9, 0.8, None)}
+    assert run_mode_for(report, stock, 0.03) == RO  # 0.45 under its graphs against 0.8 without
+    close = {RO: _against_export(0.85, 0.79, RO)}  # 1.3 % faster: inside the margin, the plain export stays
+    assert run_mode_for(report, close, 0.03) is None
+    assert run_mode_for(report, {RO: "crash: x", "max-autotune": {"compiled_ms": 0.4}}, 0.03) is None
+
+
+def test_with_nothing_exported_the_result_is_its_base_and_a_cuda_graph_mode_must_beat_that() -> None:
+    kept = OptimizeReport("p", 1, "H200", 2.0, 1.0, 1.0)  # on the default, nothing exported
+    stock = {RO: _against_default(0.5, 1.0), "max-autotune": _against_default(0.55, 1.0), MA: _against_default(0.9, 1.0)}
+    assert run_mode_for(kept, stock, 0.03) == RO  # 2.0x the default's speed
+    on_ma = OptimizeReport("p", 1, "H200", 2.0, 0.6, 1.0, base_mode=MA)
+    slow_ro = {RO: _against_default(0.95, 1.0), MA: _against_default(0.6, 1.0)}  # the base already beats it
+    assert run_mode_for(on_ma, slow_ro, 0.03) is None
+    assert run_mode_for(on_ma, {**slow_ro, "max-autotune": _against_default(0.3, 1.0)}, 0.03) == "max-autotune"
+
+
+def test_a_recorded_run_mode_is_sealed_and_the_backend_compiles_under_it_unless_the_user_names_one(tmp_path) -> None:
+    problem = load_problem(PROBLEM).small()
+    path = export_model(tmp_path / "m.kopt.json", problem, [], {"passed": True}, options={"max_autotune": False})
+    assert "run_mode" not in read_export(path) and kernelopt.backend(path).compile_options() == {"max_autotune": False}
+    record_run_mode(path, RO)
+    assert read_export(path)["run_mode"] == RO  # the digest was renewed: read_export checks it
+    tuned = kernelopt.backend(path)
+    assert tuned.compile_options() == {"max_autotune": False, "triton.cudagraphs": True}
+    assert "triton.cudagraphs" not in tuned.compile_options("default")  # the user's mode wins, even the default
+    doc = json.loads(path.read_text())
+    doc["run_mode"] = "max-autotune"  # a mode changed by hand breaks the seal like any other edit
+    path.write_text(json.dumps(doc))
+    with pytest.raises(kernelopt.KerneloptError, match="does not match its digest"):
+        kernelopt.backend(path)
+
+
+def test_load_says_in_one_line_that_it_does_not_apply_the_run_mode(tmp_path, caplog) -> None:
+    problem = load_problem(PROBLEM).small()
+    path = export_model(tmp_path / "m.kopt.json", problem, [], {"passed": True}, run_mode=RO)
+    with caplog.at_level(logging.WARNING, logger="kernelopt.deliver.export"):
+        loaded = kernelopt.load(path, device="cpu")
+    x = problem.make_inputs(0, "cpu")
+    torch.testing.assert_close(loaded(*x), problem.build_model(0, "cpu")(*x))
+    said = [r.getMessage() for r in caplog.records if "runs fastest under" in r.getMessage()]
+    assert len(said) == 1 and "mode='reduce-overhead'" in said[0] and "kernelopt.backend(" in said[0]
+
+
+def test_with_nothing_exported_the_best_stock_mode_is_delivered_as_it_is_and_scored_as_kernelopt_s(tmp_path) -> None:
+    """A launch-bound model whose CUDA-graph mode runs 2x the default: kernelopt found no faster kernel, so
+    its result is that stock mode, exported with no replacement; scored 1.0x over it (was 0.5x)."""
+    problem = load_problem(PROBLEM).small()
+    report = OptimizeReport("p", 1, "H200", 3.0, 1.0, 1.0, final_compiled_ms=1.0, optimized_ms=None,
+                            final_reason="no candidate passed all four gates faster than the compiler: the baseline stays")
+    stock = {MA: _against_default(0.98, 1.0), RO: _against_default(0.5, 1.0), "max-autotune": _against_default(0.52, 1.0)}
+    assert best_stock_for(report, stock)[:3:2] == (RO, 0.5)  # before: kernelopt at half the speed of a stock mode
+    target = tmp_path / "models" / "p.kopt.json"
+    target.parent.mkdir()
+    assert settle_run_mode(report, stock, lambda: problem, target, 0.03) == RO
+    doc = read_export(target)
+    assert doc["run_mode"] == RO and doc["replacements"] == [] and doc["graphs"] == [] and doc["options"] == {}
+    assert doc["verification"]["baseline_kept"].startswith("no candidate passed")
+    assert report.exported == str(target) and report.run_mode == RO and report.base_mode == RO
+    assert "delivered: the stock mode reduce-overhead as it is" in report.final_reason
+    assert kernelopt.backend(target).compile_options() == {"triton.cudagraphs": True}  # exactly the stock mode
+    best = best_stock_for(report, stock)
+    assert best is not None and (best[0], best[2]) == (RO, 1.0)
+    default_ms, gain, spread = bench_problem.default_baseline(report, stock)
+    assert (default_ms, gain) == (1.0, pytest.approx(2.0)) and spread is not None and spread[0] < 2.0 < spread[1]
+
+
+def test_nothing_is_delivered_without_a_place_to_write_it_and_nothing_changes(tmp_path) -> None:
+    problem = load_problem(PROBLEM).small()
+    report = OptimizeReport("p", 1, "H200", 3.0, 1.0, 1.0)
+    stock = {RO: _against_default(0.5, 1.0)}
+    assert settle_run_mode(report, stock, lambda: problem, None, 0.03) is None
+    assert (report.exported, report.run_mode, report.base_mode) == (None, None, "default")
+
