@@ -321,7 +321,8 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
     if report.kernels or report.knobs:
         lines.append(f"every candidate and its gate record: kernelopt nodes {report.run_id}")
     if report.exported:
-        lines.append(f"exported {report.exported} (load with kernelopt.load)")
+        how = "kernelopt.backend: kernelopt.load runs it without CUDA graphs" if report.run_mode else "kernelopt.load"
+        lines.append(f"exported {report.exported} (load with {how})")
     if report.report_path:
         lines.append(f"report: {report.report_path}")
     for line in filter(None, lines):
