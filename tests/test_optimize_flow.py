@@ -413,9 +413,10 @@ def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch
 
     console = Console(record=True, width=400)
     print_optimize(report, console)
+    text = console.export_text()
     assert (f"runs under mode='reduce-overhead' (CUDA graphs), recorded in the export: "
-            f"torch.compile(model, backend=kernelopt.backend({report.exported!r}))" in console.export_text())
-    assert "(load with kernelopt.backend: kernelopt.load runs it without CUDA graphs)" in console.export_text()
+            f"torch.compile(model, backend=kernelopt.backend({report.exported!r}))" in text)
+    assert "(load with kernelopt.backend: kernelopt.load runs it without CUDA graphs)" in text
 
 
 GRAPH_CANDIDATE = {
