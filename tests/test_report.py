@@ -526,3 +526,19 @@ def test_an_optimize_run_timed_against_the_stock_modes_shows_the_best(recorded: 
     page = render_run(based, {})
     assert "vs torch.compile (max-autotune-no-cudagraphs)" in page
     assert "max-autotune-no-cudagraphs: it ran 1.200x faster than the default" in page
+
+
+def test_a_run_page_says_which_cuda_graph_mode_its_export_runs_under(tmp_path: Path) -> None:
+    from report_runs import _analysis
+
+    with Store(tmp_path / "k.db") as store:
+        run_id = store.start_run("optimize", "12_softmax_wide", "cpu", {})
+        store.add_measurement(run_id, "analysis", _analysis())
+        store.add_measurement(run_id, "report", {"final_reason": "no candidate passed; delivered: the stock mode "
+                                                 "reduce-overhead as it is", "kernels": [], "exported": "m.kopt.json",
+                                                 "run_mode": "reduce-overhead", "base_mode": "reduce-overhead"})
+        store.finish_run(run_id)
+        page = write_run_report(store, run_id, tmp_path / "r.html").read_text()
+        plain = _analyze_page(tmp_path, _analysis())
+    assert "<td>runs under</td><td>mode=reduce-overhead (CUDA graphs), recorded in the export" in page
+    assert "runs under</td>" not in plain

@@ -146,6 +146,7 @@ class Summary:
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     knobs: dict[str, Any] | None = None
+    run_mode: str | None = None  # the CUDA-graph mode the export runs under (stock_modes.settle_run_mode)
     kind: str = "model"  # what was optimized: a model, or a kernel file ("triton", "helion")
     file_report: dict[str, Any] | None = None  # a kernel-file run's own report (FileReport.to_dict())
     moves_ms: float | None = (
@@ -362,6 +363,7 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         warnings=[str(w) for w in r.get("warnings") or []],
         skipped=[(str(s[0]), str(s[1])) for s in r.get("skipped") or [] if len(s) == 2],
         knobs=r.get("knobs"),
+        run_mode=r.get("run_mode"),
         moves_ms=_number(a.get("moves_ms")),
         moves_launches=int(a.get("moves_launches") or 0),
     )

@@ -190,6 +190,9 @@ def _summary(data: RunData) -> str:
         ("wall time", "—" if s.wall_s is None else f"{s.wall_s:.0f} s"),
         ("exported model", s.exported or "none (the compiler's baseline stays)"),
     ]
+    if s.run_mode:
+        rows.append(("runs under", f"mode={s.run_mode} (CUDA graphs), recorded in the export: kernelopt.backend(path) "
+                                   "applies it; kernelopt.load runs it without"))  # fmt: skip
     if s.knobs:
         knobs = s.knobs
         rows.append(
