@@ -71,17 +71,21 @@ def default_baseline(
     record = stock.get("default")
     timed = record.get("vs_optimized") if isinstance(record, dict) else None
     if timed and timed.get("optimized") == "kernelopt":
-        cmp = timed.get("comparison") or {}
-        q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")
-        return timed["mode_ms"], timed["speedup"], (q1, q3) if q1 and q3 else None
+        return timed["mode_ms"], timed["speedup"], _quartiles(timed)
     base = stock.get(report.base_mode)
     base_timed = base.get("vs_optimized") if isinstance(base, dict) else None
     if not base_timed or base_timed.get("optimized") != "torch.compile":
         return (timed or {}).get("mode_ms"), None, None
-    cmp = base_timed.get("comparison") or {}
-    q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")  # the base's time over the default's
+    spread = _quartiles(base_timed)  # the base's time over the default's: inverted, the default's over it
     default_ms = (timed or {}).get("mode_ms") or base_timed.get("optimized_ms")
-    return default_ms, speedup_over_default(base), (1 / q3, 1 / q1) if q1 and q3 else None
+    return default_ms, speedup_over_default(base), (1 / spread[1], 1 / spread[0]) if spread else None
+
+
+def _quartiles(timed: dict[str, Any]) -> tuple[float, float] | None:
+    """The first and third quartiles of an interleaved comparison's speedup, where it has both."""
+    cmp = timed.get("comparison") or {}
+    q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")
+    return (q1, q3) if q1 and q3 else None
 
 
 def _export_path(options: dict[str, Any], name: str, problem_path: str) -> Path | None:
@@ -109,6 +113,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         patience=int(options.get("patience", config.patience)),
     )
     name = options.get("name", Path(problem_path).stem)
+    export_to = _export_path(options, name, problem_path)  # a winner, or the stock mode delivered as it is
     sizes = options.get("sizes") or None  # the bench's --size overrides this problem defines
     try:
         report = optimize(
@@ -117,7 +122,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             budget=budget,
             max_targets=int(options.get("max_targets", config.max_targets)),
             operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
-            export_path=_export_path(options, name, problem_path),
+            export_path=export_to,
             on_event=clock,
             config=config,
             write_report=False,  # the bench writes one report for the suite; each run's stays a command away
@@ -143,7 +148,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         problem_path, modes, exported, clock, run=run_isolated, known=reused_stock(report), overrides=sizes
     )
     clock.enter(None)
-    export_to = _export_path(options, name, problem_path)
     settle_run_mode(report, stock, lambda: load_problem(problem_path, overrides=sizes), export_to, config.margin)
     compiled_ms, compile_speedup, compile_iqr = default_baseline(report, stock)
     ma = stock.get("max-autotune-no-cudagraphs")

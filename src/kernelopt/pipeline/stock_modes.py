@@ -181,17 +181,17 @@ def run_mode_for(report: OptimizeReport, stock: dict[str, Any], margin: float) -
     nothing exported, the result is the base mode's compile, and each mode's process timed the mode
     against the default, interleaved, as the base mode's did."""
     best, best_gain = None, 1.0 + margin
+    plain = report.optimized_ms or report.compiled_ms  # the export without CUDA graphs
+    base = 1.0 if report.base_mode == "default" else speedup_over_default(stock.get(report.base_mode))
     for mode in CUDA_GRAPH_MODES:
         record = stock.get(mode)
         timed = record.get("vs_optimized") if isinstance(record, dict) else None
         if not timed:
             continue
         if report.exported:
-            plain = report.optimized_ms or report.compiled_ms
             under = timed.get("optimized_ms") if timed.get("optimized") == "kernelopt" else None
             gain = plain / under if plain and under else None
         else:
-            base = 1.0 if report.base_mode == "default" else speedup_over_default(stock.get(report.base_mode))
             mode_gain = speedup_over_default(record)
             gain = mode_gain / base if mode_gain and base else None
         if gain is not None and gain > best_gain:

@@ -353,7 +353,7 @@ def lent_copy(path: str | Path, identity: WorkerIdentity | None) -> Iterator[Pat
         if not can_read(copy, identity):
             raise KerneloptError(
                 f"{folder}: {identity.user}, the user kernelopt's workers run as, cannot enter the temp "
-                "directory to read a copy of " + f"{path}; set TMPDIR to a folder every user may enter"
+                f"directory to read a copy of {path}; set TMPDIR to a folder every user may enter"
             )
         yield copy
     finally:
