@@ -138,7 +138,8 @@ def test_the_floor_line_says_why_a_mixed_graph_has_no_fusion_bound() -> None:
 
 def test_stock_modes_are_timed_each_in_its_own_process_and_the_best_is_named() -> None:
     from kernelopt.cli.format import stock_lines
-    from kernelopt.pipeline.stock_modes import speedup_over_default, time_stock_modes
+    from kernelopt.pipeline.stock_modes import time_stock_modes
+    from kernelopt.report.metrics import speedup_over_default
     from kernelopt.workers import WorkerResult
 
     calls = []

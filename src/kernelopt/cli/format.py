@@ -107,7 +107,7 @@ def graph_stage_lines(report: AnalysisReport) -> list[str]:
 def stock_lines(report: AnalysisReport) -> list[str]:
     """Each stock mode's speedup over the default (timed interleaved in the mode's own process), and
     the best; nothing when they were not timed."""
-    from kernelopt.pipeline.stock_modes import speedup_over_default
+    from kernelopt.report.metrics import speedup_over_default
 
     if not report.stock:
         return []

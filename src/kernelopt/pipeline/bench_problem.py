@@ -19,11 +19,10 @@ from kernelopt.pipeline.stock_modes import (
     best_stock_for,
     reused_stock,
     settle_run_mode,
-    speedup_over_default,
     time_stock_modes,
 )
 from kernelopt.problem import load_problem
-from kernelopt.report.metrics import speedup_over_mode
+from kernelopt.report.metrics import speedup_over_default, speedup_over_mode
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
@@ -153,7 +152,11 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     ma = stock.get("max-autotune-no-cudagraphs")
     ma = ma if isinstance(ma, dict) else None
     optimized_ms = report.optimized_ms or report.compiled_ms
-    vs_ma = speedup_over_mode(ma, "max-autotune-no-cudagraphs", report.base_mode, optimized_ms) if ma else None
+    vs_ma = (
+        speedup_over_mode(ma, "max-autotune-no-cudagraphs", report.base_mode, optimized_ms, stock.get(report.base_mode))
+        if ma
+        else None
+    )
     best = best_stock_for(report, stock)
     return {
         "name": name,

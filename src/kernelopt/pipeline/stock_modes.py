@@ -17,7 +17,7 @@ from typing import Any
 from kernelopt.deliver.export import export_model, record_run_mode
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.problem import Problem, load_problem
-from kernelopt.report.metrics import choose_best_stock
+from kernelopt.report.metrics import choose_best_stock, speedup_over_default
 from kernelopt.workers import WorkerResult, run_isolated
 from kernelopt.workers.identity import lent_copy, worker_identity
 
@@ -161,15 +161,6 @@ def reused_stock(report: OptimizeReport) -> dict[str, Any] | None:
     """The base-mode stage's records where they are what the stock timing would measure again: each
     mode against torch.compile's default, which is what a run that exported nothing is compared with."""
     return report.base_stock if report.exported is None else None
-
-
-def speedup_over_default(record: Any) -> float | None:
-    """How much faster a mode ran than the default, timed interleaved in its process, where it was
-    timed against the default (``exported`` None); None for a failed mode."""
-    if not isinstance(record, dict) or record.get("vs_optimized", {}).get("optimized") != "torch.compile":
-        return None
-    ratio = record["vs_optimized"].get("speedup")  # the mode's time over the default's
-    return 1.0 / ratio if ratio else None
 
 
 def run_mode_for(report: OptimizeReport, stock: dict[str, Any], margin: float) -> str | None:
