@@ -115,3 +115,23 @@ def test_nothing_is_delivered_without_a_place_to_write_it_and_nothing_changes(tm
     assert settle_run_mode(report, stock, lambda: problem, None, 0.03) is None
     assert (report.exported, report.run_mode, report.base_mode) == (None, None, "default")
 
+
+
+def test_cuda_graphs_off_delivers_no_run_mode_and_says_which_mode_was_faster(tmp_path, monkeypatch) -> None:
+    """A user whose inputs change shape or address between calls cannot replay a CUDA graph: the setting keeps
+    the result off them, and the report says what that costs."""
+    from kernelopt.config import load_settings
+
+    problem = load_problem(PROBLEM).small()
+    exported = export_model(tmp_path / "m.kopt.json", problem, [], {"passed": True})
+    report = OptimizeReport("p", 1, "H200", 2.0, 1.0, 1.0, speedup_vs_compile=1.25, optimized_ms=0.8,
+                            exported=str(exported), final_reason="verified")  # fmt: skip
+    stock = {RO: _against_export(0.5, 0.45, RO)}
+    assert settle_run_mode(report, stock, lambda: problem, None, 0.03, cuda_graphs="off") is None
+    assert "run_mode" not in read_export(exported) and report.run_mode is None
+    assert report.final_reason == "verified; reduce-overhead ran it faster, not delivered (cuda_graphs=off)"
+    monkeypatch.setenv("KERNELOPT_CUDA_GRAPHS", "never")
+    with pytest.raises(kernelopt.KerneloptError, match="KERNELOPT_CUDA_GRAPHS.*auto, off"):
+        load_settings()
+    monkeypatch.setenv("KERNELOPT_CUDA_GRAPHS", "off")
+    assert load_settings().cuda_graphs == "off"

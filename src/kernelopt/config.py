@@ -59,6 +59,8 @@ HELION_EFFORTS = ("none", "quick", "full")  # Helion's own effort profiles
 BASE_MODES = ("auto", "default", "max-autotune-no-cudagraphs")
 """What an optimize run may start from: the faster of the modes it can build on, timed first (auto), or one of them."""
 GRAPH_STAGES = ("auto", "named")
+CUDA_GRAPHS = ("auto", "off")
+"""Whether a result may be delivered under a CUDA-graph mode (auto: where the stock timing shows it faster)."""
 """When the graph stage runs: also where the analysis says structure can pay (auto), or only when named."""
 
 # The one table of effort budgets. Every profile sets every key (a test holds it so);
@@ -279,6 +281,15 @@ class Settings:
         kind=str,
         expect="one of " + ", ".join(BASE_MODES),
     )
+    cuda_graphs: str = _setting(
+        "Whether optimize --stock-modes and bench may deliver the result under a CUDA-graph mode (reduce-overhead, "
+        "max-autotune) where it runs faster there: auto; off keeps a result that never replays CUDA graphs (for "
+        "inputs whose shapes or addresses change between calls, or memory a graph pool cannot spare).",
+        env="KERNELOPT_CUDA_GRAPHS",
+        default="auto",
+        kind=str,
+        expect="one of " + ", ".join(CUDA_GRAPHS),
+    )
     graph_stage: str = _profiled(
         "graph_stage",
         "When optimize regenerates whole graphs under other Inductor options (graph-variants): auto, also "
@@ -439,6 +450,8 @@ def _parse(f: dataclasses.Field, raw: object, where: str, fix: str) -> Any:
     if f.name == "base_mode" and value not in BASE_MODES:
         raise bad
     if f.name == "graph_stage" and value not in GRAPH_STAGES:
+        raise bad
+    if f.name == "cuda_graphs" and value not in CUDA_GRAPHS:
         raise bad
     if f.name == "helion_effort" and value not in HELION_EFFORTS:
         raise bad

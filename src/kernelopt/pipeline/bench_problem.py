@@ -147,7 +147,14 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         problem_path, modes, exported, clock, run=run_isolated, known=reused_stock(report), overrides=sizes
     )
     clock.enter(None)
-    settle_run_mode(report, stock, lambda: load_problem(problem_path, overrides=sizes), export_to, config.margin)
+    settle_run_mode(
+        report,
+        stock,
+        lambda: load_problem(problem_path, overrides=sizes),
+        export_to,
+        config.margin,
+        cuda_graphs=config.cuda_graphs,
+    )
     compiled_ms, compile_speedup, compile_iqr = default_baseline(report, stock)
     ma = stock.get("max-autotune-no-cudagraphs")
     ma = ma if isinstance(ma, dict) else None

@@ -402,7 +402,7 @@ def _time_stock_modes(
         path, modes, report.exported, emit, seed=seed, overrides=overrides, train=train, known=reused_stock(report)
     )
     if problem is not None:
-        settle_run_mode(report, report.stock, lambda: problem, export_to, config.margin, seed)
+        settle_run_mode(report, report.stock, lambda: problem, export_to, config.margin, seed, config.cuda_graphs)
     best = best_stock_for(report, report.stock)
     if best is not None:
         report.best_stock_mode, _ms, report.best_stock_speedup = best

@@ -197,8 +197,10 @@ def settle_run_mode(
     export_to: str | Path | None,
     margin: float,
     seed: int = 0,
+    cuda_graphs: str = "auto",
 ) -> str | None:
-    """Where a CUDA-graph mode runs kernelopt's result faster (:func:`run_mode_for`), deliver it so.
+    """Where a CUDA-graph mode runs kernelopt's result faster (:func:`run_mode_for`), deliver it so,
+    unless the ``cuda_graphs`` setting is ``off`` (the result is then scored against that mode as it is).
 
     An export records the mode (``kernelopt.backend(path)`` then compiles under it unasked): it runs as
     the mode's process timed it. With nothing exported, kernelopt's result becomes that stock mode as it
@@ -210,6 +212,9 @@ def settle_run_mode(
     one with CUDA graphs, is what kernelopt starts from, so its result is never slower than it."""
     mode = run_mode_for(report, stock, margin)
     if mode is None:
+        return None
+    if cuda_graphs == "off":
+        report.final_reason += f"; {mode} ran it faster, not delivered (cuda_graphs=off)"
         return None
     if report.exported:
         record_run_mode(report.exported, mode)
