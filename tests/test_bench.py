@@ -715,3 +715,26 @@ def test_a_delivered_stock_mode_is_scored_against_another_by_their_gains_over_th
                             optimized_ms=0.441)  # fmt: skip
     best = best_stock_for(report, stock)
     assert best is not None and best[0] == "max-autotune" and best[2] == 1.0  # was reduce-overhead at 0.77x
+
+
+def test_the_summary_reads_the_suite_target_over_problems_a_kernel_search_can_move() -> None:
+    """Issue 13's target: geomean over the best stock mode where Triton kernels take 5 % of the time or more,
+    and no problem below 0.99x of its best stock mode; a row without a share (older results) is named apart."""
+    from kernelopt.report.scoreboard import best_stock_target_line, markdown_report
+
+    def row(name: str, best: float, share: float | None, status: str = "ok") -> ProblemOutcome:
+        return ProblemOutcome.from_dict({"name": name, "path": f"{name}.py", "status": status, "correct": status == "ok",
+                                         "optimized_ms": 1.0, "best_stock_speedup": best, "triton_share": share})  # fmt: skip
+
+    rows = [row("gemm", 0.985, 0.02), row("softmax", 1.2, 0.9), row("norm", 1.0, 0.05), row("old", 1.5, None),
+            row("broken", 2.0, 0.9, status="crash"), row("cublas_only", 1.0, 0.0)]  # fmt: skip
+    target = summarize(rows)["against_best_stock"]
+    assert target["searchable"] == ["softmax", "norm"]  # 2 % and 0 % of the time: no search moves them
+    assert target["geomean_searchable"] == pytest.approx(math.sqrt(1.2 * 1.0))
+    assert target["below"] == ["gemm"] and target["share_unknown"] == ["old"]
+    line = best_stock_target_line(summarize(rows))
+    assert line.startswith("Over the best stock mode, on the 2 correct problems whose Triton kernels take 5 %")
+    assert "geomean 1.095×; below 0.99× of it: 1: gemm; Triton share not recorded (older results): 1." in line
+    assert line in markdown_report({"started": "t"}, rows, summarize(rows))
+    with pytest.raises(ValueError, match="triton_share must be a share between 0 and 1"):
+        ProblemOutcome.from_dict({"name": "x", "path": "x.py", "status": "ok", "triton_share": 1.5})

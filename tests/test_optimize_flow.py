@@ -173,6 +173,7 @@ def test_search_finds_the_faster_config_and_verifies_it(tmp_path) -> None:
     assert k.best.address["sha256"] == SOFTMAX.sha256
     assert ("triton_poi_tiny_1", "0.5% of the time (< 1%): cannot buy more than that") in report.skipped
     assert report.evaluations_per_gpu_minute and report.evaluations == k.evaluations
+    assert report.triton_share == pytest.approx(0.784 / 0.8)  # Triton's share of the compiled forward (bench rows)
     assert k.final_check.startswith("passed again with kernel seeds [1, 2, 3], model seeds [0, 1, 2]")
     # where the evaluations' time went, for the throughput: medians over the evaluated candidates
     assert k.stage_medians_s["compile"] == 0.25 and k.stage_medians_s["performance"] == 0.125

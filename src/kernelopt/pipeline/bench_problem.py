@@ -183,6 +183,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "best_stock_speedup": best[2] if best else None,
         "evaluations": report.evaluations,
         "gpu_s": report.gpu_s,
+        "triton_share": report.triton_share,
         "details": {
             "device": report.device,
             "run_id": report.run_id,

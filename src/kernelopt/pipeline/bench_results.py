@@ -41,6 +41,7 @@ CSV_COLUMNS = (
     "best_stock_ms",
     "speedup_vs_best_stock",
     "base_mode",
+    "triton_share",
     "evaluations",
     "reason",
 )

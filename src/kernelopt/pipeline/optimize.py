@@ -335,6 +335,7 @@ def _optimize(run: RunContext) -> OptimizeReport:
         compiled_ms=measured.compiled_ms,
         amdahl_bound=measured.amdahl_bound,
         gpu_busy=measured.gpu_busy,
+        triton_share=min(1.0, measured.triton_ms / measured.compiled_ms) if measured.compiled_ms > 0 else None,
         launch_overhead_bound=measured.launch_overhead_bound,
         fusion_bound=measured.fusion_bound,
         skipped=[(s.name, s.reason) for s in skipped],

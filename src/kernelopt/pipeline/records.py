@@ -68,6 +68,7 @@ class OptimizeReport:
     graphs: list[GraphResult] = field(default_factory=list)  # call sequences regenerated under other options
     graph_stage: str | None = None  # why the graph stage ran though --operators did not name it (graph_stage auto)
     gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
+    triton_share: float | None = None  # generated Triton kernels' time over the compiled forward's (analysis)
     launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
     fusion_bound: float | None = None  # compiled over the traffic floor, for graphs of generated kernels only
     base_mode: str = "default"  # the stock mode the search built on: compiled_ms and speedup_vs_compile are its

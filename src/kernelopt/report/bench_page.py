@@ -61,6 +61,18 @@ def _summary(data: BenchData) -> str:
             card(f"geomean vs {BASELINE_LABELS[b]}", fmt_ratio(s["geomean_speedup"][b]) or "—", "over correct problems")
             for b in BASELINES
         ),
+        *(
+            [
+                card(
+                    "vs the best stock mode, searchable problems",
+                    fmt_ratio(t["geomean_searchable"]) or "—",
+                    f"{len(t['searchable'])} with Triton ≥ {100 * t['min_triton_share']:.0f} % of the time; "
+                    f"below {t['below_threshold']:.2f}×: {', '.join(t['below']) or 'none'}",
+                )
+            ]
+            if (t := s.get("against_best_stock"))
+            else []
+        ),
         card(
             "slower than torch.compile",
             str(len(s["slower_than_baseline"])),

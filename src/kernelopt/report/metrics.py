@@ -41,6 +41,10 @@ BASELINE_LABELS = {
 }
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 SLOWER_TOLERANCE = 0.01  # timing noise allowed before "slower than torch.compile" is reported
+SEARCHABLE_SHARE = 0.05
+"""A problem whose generated Triton kernels take this share of the compiled forward's time or more is one
+kernelopt's search can move: the suite's target (geomean over the best stock mode) is read over those."""
+BELOW_BEST_STOCK = 0.99  # a problem under this speedup over the best stock mode is named in the summary
 
 _BASELINE_FIELD = {
     "eager": "eager_ms",
@@ -98,6 +102,7 @@ class ProblemOutcome:
     compile_speedup: float | None = None  # optimized over the default, interleaved in the default's own
     # process: set where the search built on another mode (its final verification timed that mode)
     base_mode: str = "default"  # the stock mode the search built on
+    triton_share: float | None = None  # generated Triton kernels' share of the compiled forward's time (analysis)
 
     @property
     def passed(self) -> bool:
@@ -204,6 +209,11 @@ class ProblemOutcome:
         details = {} if details is None else details
         if not isinstance(details, dict):
             raise ValueError(f"details must be a dict, got {type(details).__name__}")
+        share = data.get("triton_share")
+        if share is not None and (
+            isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0
+        ):
+            raise ValueError(f"triton_share must be a share between 0 and 1 or None, got {share!r}")
         mode = data.get("best_stock_mode")
         if mode is not None and not isinstance(mode, str):
             raise ValueError(f"best_stock_mode must be a mode's name or None, got {type(mode).__name__}")
@@ -218,6 +228,7 @@ class ProblemOutcome:
             details=dict(details),
             best_stock_mode=mode,
             base_mode=str(data.get("base_mode") or "default"),
+            triton_share=None if share is None else float(share),
             **{name: _time(name, data.get(name), "a ratio") for name in _RATIO_FIELDS},
             **{name: _time(name, data.get(name)) for name in _TIME_FIELDS},
         )
@@ -336,6 +347,25 @@ def slower_than_baseline(outcomes: Iterable[ProblemOutcome], tolerance: float = 
     ]
 
 
+def against_best_stock(outcomes: Iterable[ProblemOutcome]) -> dict[str, Any]:
+    """The suite's target in numbers: the geomean speedup over the best stock mode of the correct problems
+    whose Triton kernels take :data:`SEARCHABLE_SHARE` of the compiled time or more (where a kernel search
+    can move anything), and every correct problem below :data:`BELOW_BEST_STOCK` of its best stock mode.
+    A problem recorded without its share (a results folder older than the field) is counted apart, not
+    guessed into either side."""
+    passed = [o for o in outcomes if o.passed and o.speedup("best_stock") is not None]
+    searchable = [o for o in passed if o.triton_share is not None and o.triton_share >= SEARCHABLE_SHARE]
+    speedups = [o.speedup("best_stock") for o in searchable]
+    return {
+        "min_triton_share": SEARCHABLE_SHARE,
+        "searchable": [o.name for o in searchable],
+        "share_unknown": [o.name for o in passed if o.triton_share is None],
+        "geomean_searchable": geometric_mean([s for s in speedups if s is not None]) if searchable else None,
+        "below": [o.name for o in passed if (o.speedup("best_stock") or 0.0) < BELOW_BEST_STOCK],
+        "below_threshold": BELOW_BEST_STOCK,
+    }
+
+
 def threshold_key(p: float) -> str:
     """``0`` → ``"0"``, ``1.5`` → ``"1.5"``: the JSON key of a fast_p threshold."""
     return f"{p:g}"
@@ -364,6 +394,7 @@ def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
         },
         "geomean_speedup": {baseline: geomean_speedup(outcomes, baseline) for baseline in BASELINES},
         "slower_than_baseline": slower_than_baseline(outcomes),
+        "against_best_stock": against_best_stock(outcomes),
         "evaluations": evaluations,
         "gpu_s": gpu_s,
         "evaluations_per_gpu_minute": evaluations / (gpu_s / 60.0) if gpu_s > 0 else None,

@@ -24,6 +24,24 @@ def fmt_ratio(value: float | None, digits: int = 3, missing: str = "") -> str:
     return missing if value is None else f"{value:.{digits}f}×"
 
 
+def best_stock_target_line(summary: dict[str, Any]) -> str:
+    """The suite's target in one line: the geomean over the best stock mode of the problems a kernel search
+    can move (Triton kernels at the summary's share of the compiled time or more), and the problems below
+    the floor of their best stock mode; the problems recorded without a share are named as such."""
+    t = summary.get("against_best_stock") or {}
+    if not t:
+        return ""
+    share, floor = 100 * t["min_triton_share"], t["below_threshold"]
+    line = (
+        f"Over the best stock mode, on the {len(t['searchable'])} correct problems whose Triton kernels take "
+        f"{share:.0f} % of the compiled time or more: geomean {fmt_ratio(t['geomean_searchable'], missing='—')}; "
+        f"below {floor:.2f}× of it: {len(t['below'])}{': ' + ', '.join(t['below']) if t['below'] else ''}"
+    )
+    if t["share_unknown"]:
+        line += f"; Triton share not recorded (older results): {len(t['share_unknown'])}"
+    return line + "."
+
+
 def fmt_ratio_spread(value: float | None, spread: tuple[float, float] | None) -> str:
     """A speedup with its interquartile range where one was measured: ``1.328× (1.326–1.330)``."""
     text = fmt_ratio(value)
@@ -86,6 +104,8 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         f"{summary['evaluations']} evaluations in {summary['gpu_s']:.0f} s of GPU"
         + (f" ({rate:.0f} per GPU-minute)" if rate is not None else "")
         + ".",
+        "",
+        best_stock_target_line(summary),
         "",
         "| baseline | " + " | ".join(f"fast_{k}" for k in summary["fast_p"]["compile"]) + " | geomean speedup |",
         "|---|" + "---|" * (len(summary["fast_p"]["compile"]) + 1),
