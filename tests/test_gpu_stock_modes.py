@@ -1,5 +1,6 @@
 """GPU test: the stock modes are timed interleaved against an export their worker cannot read where it
-lies (a bench problem's private folder, root's home), through the copy lent to that worker."""
+lies (a bench problem's private folder, root's home), through the copy lent to that worker; under a
+CUDA-graph mode the plain export is timed against the graphed one in the same process (the run mode's evidence)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_a_mode_is_timed_against_an_export_in_a_folder_only_root_enters() -> Non
         identity = worker_identity()
         print("workers run as", identity.user if identity else "this user", "; can read the export:",
               identity is None or can_read(export, identity))
-        stock = time_stock_modes(str(path), ["default"], str(export), overrides={"batch_size": 1024})
+        stock = time_stock_modes(str(path), ["default", "reduce-overhead"], str(export), overrides={"batch_size": 1024})
     finally:
         shutil.rmtree(private, ignore_errors=True)
     record = stock["default"]
@@ -36,3 +37,9 @@ def test_a_mode_is_timed_against_an_export_in_a_folder_only_root_enters() -> Non
     assert "vs_optimized_error" not in record, record["vs_optimized_error"]
     assert record["vs_optimized"]["optimized"] == "kernelopt"  # timed against the export, in one process
     assert 0.9 < record["vs_optimized"]["speedup"] < 1.1  # the export replaces nothing: the default itself
+    graphed = stock["reduce-overhead"]
+    assert isinstance(graphed, dict) and "vs_plain_error" not in graphed, graphed
+    assert graphed["vs_optimized"]["under"] == "reduce-overhead"  # the export ran under the mode's graphs
+    print("reduce-overhead: the export under its graphs against the plain export, in one process:",
+          graphed["vs_plain"]["speedup"])  # fmt: skip
+    assert graphed["vs_plain"]["speedup"] > 0

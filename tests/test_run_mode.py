@@ -48,6 +48,16 @@ def test_an_export_runs_under_the_cuda_graph_mode_that_ran_it_faster_beyond_the_
     assert run_mode_for(report, {RO: "crash: x", "max-autotune": {"compiled_ms": 0.4}}, 0.03) is None
 
 
+def test_the_run_mode_reads_the_export_plain_against_graphed_in_the_mode_s_own_process() -> None:
+    """The mode's process times the plain export against it under graphs, interleaved (``vs_plain``): that,
+    not the final verification's median from another process, decides; an older record falls back."""
+    report = OptimizeReport("p", 1, "H200", 2.0, 1.0, 1.0, speedup_vs_compile=1.25, optimized_ms=0.8, exported="p.kopt.json")
+    across = _against_export(0.5, 0.45, RO)  # 0.8 / 0.45 across two processes: 1.78x
+    assert run_mode_for(report, {RO: across}, 0.03) == RO
+    assert run_mode_for(report, {RO: {**across, "vs_plain": {"speedup": 1.02}}}, 0.03) is None  # in one process: 2 %
+    assert run_mode_for(report, {RO: {**across, "vs_plain": {"speedup": 1.5}}}, 0.03) == RO
+
+
 def test_with_nothing_exported_the_result_is_its_base_and_a_cuda_graph_mode_must_beat_that() -> None:
     kept = OptimizeReport("p", 1, "H200", 2.0, 1.0, 1.0)  # on the default, nothing exported
     stock = {RO: _against_default(0.5, 1.0), "max-autotune": _against_default(0.55, 1.0), MA: _against_default(0.9, 1.0)}

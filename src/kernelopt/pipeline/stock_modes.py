@@ -45,7 +45,8 @@ def time_mode(
     that compiled model against kernelopt's (``exported``, under this mode's CUDA graphs where it
     has them: :func:`optimized_for`; or torch.compile's default when nothing was delivered),
     interleaved too, so the scoreboard's ratio against this mode is measured in one process
-    rather than read off two processes' medians."""
+    rather than read off two processes' medians; under a CUDA-graph mode, also the plain export
+    against it under the mode's graphs (``vs_plain``), the evidence :func:`run_mode_for` reads."""
     import torch
 
     from kernelopt.measure import compare
@@ -87,6 +88,16 @@ def time_mode(
         "under": under,  # the CUDA-graph mode kernelopt's kernels ran under too, or None
         "comparison": vs.to_dict(),
     }
+    if exported and under is not None:  # the run mode's evidence: the export plain against it under graphs
+        try:
+            plain = optimized_for(problem, seed, exported, "default")[0]
+            with torch.no_grad():
+                plain(*inputs)
+            graphed = compare(run(plain), run(ours), trials=trials)
+        except Exception as exc:
+            out["vs_plain_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            return out
+        out["vs_plain"] = {"speedup": graphed.speedup, "noise": graphed.noise, "comparison": graphed.to_dict()}
     return out
 
 
@@ -167,8 +178,9 @@ def run_mode_for(report: OptimizeReport, stock: dict[str, Any], margin: float) -
     """The CUDA-graph mode kernelopt's result should run under, or None: the one whose records show
     it faster, by more than ``margin``, than the result as it runs without CUDA graphs.
 
-    With an export, each CUDA-graph mode's process timed the export under that mode's CUDA graphs,
-    and the plain export ran in the final verification (two processes: the margin covers that). With
+    With an export, each CUDA-graph mode's process timed the export under that mode's CUDA graphs
+    against the plain export, interleaved (``vs_plain``; where a record lacks it, the plain export's
+    time is the final verification's, two processes, and only the margin covers that). With
     nothing exported, the result is the base mode's compile, and each mode's process timed the mode
     against the default, interleaved, as the base mode's did."""
     best, best_gain = None, 1.0 + margin
@@ -176,10 +188,12 @@ def run_mode_for(report: OptimizeReport, stock: dict[str, Any], margin: float) -
     base = 1.0 if report.base_mode == "default" else speedup_over_default(stock.get(report.base_mode))
     for mode in CUDA_GRAPH_MODES:
         record = stock.get(mode)
-        timed = record.get("vs_optimized") if isinstance(record, dict) else None
-        if not timed:
+        if not isinstance(record, dict) or not record.get("vs_optimized"):
             continue
-        if report.exported:
+        timed = record["vs_optimized"]
+        if report.exported and isinstance(record.get("vs_plain"), dict):  # interleaved in the mode's process
+            gain = record["vs_plain"].get("speedup")
+        elif report.exported:  # an older record: the plain export's time is the final verification's
             under = timed.get("optimized_ms") if timed.get("optimized") == "kernelopt" else None
             gain = plain / under if plain and under else None
         else:
