@@ -101,6 +101,8 @@ def test_every_profile_sets_the_same_known_budgets_and_default_is_what_optimize_
              "base_mode": "auto",
              # since 2026-12-02 the graph stage also runs where the analysis says structure can pay
              "graph_stage": "auto", "graph_compile_s": 180.0,
+             # since 2026-12-03 a result runs under the CUDA-graph mode that runs it faster, unless off
+             "cuda_graphs": "auto",
              # since 2026-12-01 a Helion kernel file's autotuner stage: Helion's quick effort, at most 120 s
              "helion_effort": "quick", "helion_budget_s": 120.0}
     assert PROFILES["default"] == today

@@ -89,6 +89,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "stock_modes": "max-autotune-no-cudagraphs",
         "base_mode": "auto",
         "graph_stage": "auto",
+        "cuda_graphs": "auto",
         "graph_compile_s": 60.0,
         "helion_effort": "quick",
         "helion_budget_s": 60.0,
@@ -113,6 +114,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
         "graph_stage": "auto",
+        "cuda_graphs": "auto",
         "graph_compile_s": 180.0,
         "helion_effort": "quick",
         "helion_budget_s": 120.0,
@@ -137,6 +139,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "stock_modes": "max-autotune-no-cudagraphs,reduce-overhead,max-autotune",
         "base_mode": "auto",
         "graph_stage": "auto",
+        "cuda_graphs": "auto",
         "graph_compile_s": 600.0,
         "helion_effort": "full",
         "helion_budget_s": 600.0,
@@ -281,12 +284,11 @@ class Settings:
         kind=str,
         expect="one of " + ", ".join(BASE_MODES),
     )
-    cuda_graphs: str = _setting(
+    cuda_graphs: str = _profiled(
+        "cuda_graphs",
         "Whether optimize --stock-modes and bench may deliver the result under a CUDA-graph mode (reduce-overhead, "
         "max-autotune) where it runs faster there: auto; off keeps a result that never replays CUDA graphs (for "
         "inputs whose shapes or addresses change between calls, or memory a graph pool cannot spare).",
-        env="KERNELOPT_CUDA_GRAPHS",
-        default="auto",
         kind=str,
         expect="one of " + ", ".join(CUDA_GRAPHS),
     )
