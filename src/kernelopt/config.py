@@ -59,9 +59,9 @@ HELION_EFFORTS = ("none", "quick", "full")  # Helion's own effort profiles
 BASE_MODES = ("auto", "default", "max-autotune-no-cudagraphs")
 """What an optimize run may start from: the faster of the modes it can build on, timed first (auto), or one of them."""
 GRAPH_STAGES = ("auto", "named")
+"""When the graph stage runs: also where the analysis says structure can pay (auto), or only when named."""
 CUDA_GRAPHS = ("auto", "off")
 """Whether a result may be delivered under a CUDA-graph mode (auto: where the stock timing shows it faster)."""
-"""When the graph stage runs: also where the analysis says structure can pay (auto), or only when named."""
 
 # The one table of effort budgets. Every profile sets every key (a test holds it so);
 # ``default`` is what ``kernelopt optimize`` did before the table existed. ``quick`` buys
