@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One full GPU pass on the lent H200 (run from the repo root through the device tool):
-#   scripts/device/gpu_check.sh [all|fixtures|tests|throughput|cli|verify|optimize|models|kernels|graph|bench|llm]
+#   scripts/device/gpu_check.sh [all|fixtures|tests|throughput|cli|verify|optimize|models|runmode|kernels|graph|bench|llm]
 # (run scripts/device/fetch_wheels.sh first and carry .whl for the llm step)
 # Everything worth keeping is written under $OUT (or ./.device_out when run by hand).
 set -uo pipefail
@@ -29,6 +29,7 @@ fi
 if [[ $step == all || $step == tests ]]; then  # every GPU test but the optimize, models and LLM ones (their own steps)
   python3 -m pytest -m gpu -q -p no:cacheprovider tests --ignore tests/test_gpu_optimize.py --ignore tests/test_gpu_llm.py \
     --ignore tests/test_gpu_models.py --ignore tests/test_gpu_kernel_file.py --ignore tests/test_gpu_graph.py \
+    --ignore tests/test_gpu_run_mode.py \
     2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40
 fi
 if [[ $step == all || $step == throughput ]]; then
@@ -57,6 +58,11 @@ fi
 if [[ $step == all || $step == models ]]; then  # each example model optimized, then loaded through the backend afresh
   timeout ${MODELS_TIMEOUT:-1500} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_models.py 2>&1 \
     | tee "$OUT/pytest_gpu_models.txt" | tail -30
+fi
+if [[ $step == all || $step == runmode ]]; then  # launch-bound example models delivered under their CUDA-graph mode
+  # about 4-5 minutes a model (optimize --stock-modes compiles every stock mode); RUNMODE_K=llama runs one
+  timeout -s INT ${RUNMODE_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_run_mode.py \
+    ${RUNMODE_K:+-k "$RUNMODE_K"} 2>&1 | tee "$OUT/pytest_gpu_run_mode.txt" | tail -30
 fi
 if [[ $step == all || $step == kernels ]]; then  # standalone Triton and Helion kernel files, then the CLI on one
   # Helion: the newest carried wheel that imports and runs a kernel on this torch (.whl_helion, carried on its own:
