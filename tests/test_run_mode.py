@@ -145,3 +145,18 @@ def test_cuda_graphs_off_delivers_no_run_mode_and_says_which_mode_was_faster(tmp
         load_settings()
     monkeypatch.setenv("KERNELOPT_CUDA_GRAPHS", "off")
     assert load_settings().cuda_graphs == "off"
+
+
+def test_an_export_delivered_under_a_run_mode_keeps_the_graphs_gain_from_the_mode_s_process(tmp_path) -> None:
+    """The row's "vs torch.compile" is the plain export's; what the user runs is that times the graphs' gain,
+    the ratio the mode's own process timed interleaved (vs_plain), kept for the CLI line and the bench row."""
+    problem = load_problem(PROBLEM).small()
+    exported = export_model(tmp_path / "m.kopt.json", problem, [], {"passed": True})
+    report = OptimizeReport("p", 1, "H200", 2.0, 1.0, 1.0, speedup_vs_compile=1.25, optimized_ms=0.8,
+                            exported=str(exported), final_reason="verified")  # fmt: skip
+    stock = {RO: {**_against_export(0.5, 0.45, RO), "vs_plain": {"speedup": 1.5}}}
+    assert settle_run_mode(report, stock, lambda: problem, None, 0.03) == RO
+    assert report.run_mode_gain == 1.5 and read_export(exported)["run_mode"] == RO
+    kept = OptimizeReport("p", 1, "H200", 3.0, 1.0, 1.0)  # nothing exported: the mode itself is the result
+    assert settle_run_mode(kept, {RO: _against_default(0.5, 1.0)}, lambda: problem, tmp_path / "k.kopt.json", 0.03)
+    assert kept.run_mode == RO and kept.run_mode_gain is None  # its numbers are the mode's own: no product

@@ -198,5 +198,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "speedup_vs_compile_iqr": compile_iqr,
             "base_mode_reason": report.base_mode_reason,
             "run_mode": report.run_mode,  # the CUDA-graph mode the export runs under, or None
+            "run_mode_gain": report.run_mode_gain,  # the export under it over the plain export, interleaved
         },
     }

@@ -78,6 +78,7 @@ class OptimizeReport:
     best_stock_mode: str | None = None  # the stock mode the result is least faster than (metrics.choose_best_stock)
     best_stock_speedup: float | None = None  # the result over that mode, interleaved in the mode's process
     run_mode: str | None = None  # the CUDA-graph mode the export runs under (stock_modes.settle_run_mode)
+    run_mode_gain: float | None = None  # the export under run_mode over the plain export (stock_modes.graph_gain)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     speedup_vs_compile: float = 1.0
     speedup_vs_compile_iqr: tuple[float, float] | None = None

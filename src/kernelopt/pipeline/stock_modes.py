@@ -176,31 +176,37 @@ def reused_stock(report: OptimizeReport) -> dict[str, Any] | None:
     return report.base_stock if report.exported is None else None
 
 
+def graph_gain(report: OptimizeReport, stock: dict[str, Any], mode: str) -> float | None:
+    """How much faster kernelopt's result ran under CUDA-graph ``mode`` than without graphs, from that
+    mode's record in ``stock``; None where the record cannot say.
+
+    With an export, the mode's process timed the export under the mode's CUDA graphs against the plain
+    export, interleaved (``vs_plain``; where a record lacks it, the plain export's time is the final
+    verification's, two processes, and only the margin covers that). With nothing exported, the result
+    is the base mode's compile, and each mode's process timed the mode against the default,
+    interleaved, as the base mode's did: the ratio of the two gains."""
+    record = stock.get(mode)
+    if not isinstance(record, dict) or not record.get("vs_optimized"):
+        return None
+    if report.exported and isinstance(record.get("vs_plain"), dict):  # interleaved in the mode's process
+        gain = record["vs_plain"].get("speedup")
+        return float(gain) if gain else None
+    if report.exported:  # an older record
+        timed = record["vs_optimized"]
+        plain = report.optimized_ms or report.compiled_ms  # the export without CUDA graphs
+        under = timed.get("optimized_ms") if timed.get("optimized") == "kernelopt" else None
+        return plain / under if plain and under else None
+    base = 1.0 if report.base_mode == "default" else speedup_over_default(stock.get(report.base_mode))
+    mode_gain = speedup_over_default(record)
+    return mode_gain / base if mode_gain and base else None
+
+
 def run_mode_for(report: OptimizeReport, stock: dict[str, Any], margin: float) -> str | None:
     """The CUDA-graph mode kernelopt's result should run under, or None: the one whose records show
-    it faster, by more than ``margin``, than the result as it runs without CUDA graphs.
-
-    With an export, each CUDA-graph mode's process timed the export under that mode's CUDA graphs
-    against the plain export, interleaved (``vs_plain``; where a record lacks it, the plain export's
-    time is the final verification's, two processes, and only the margin covers that). With
-    nothing exported, the result is the base mode's compile, and each mode's process timed the mode
-    against the default, interleaved, as the base mode's did."""
+    it faster, by more than ``margin``, than the result as it runs without CUDA graphs (:func:`graph_gain`)."""
     best, best_gain = None, 1.0 + margin
-    plain = report.optimized_ms or report.compiled_ms  # the export without CUDA graphs
-    base = 1.0 if report.base_mode == "default" else speedup_over_default(stock.get(report.base_mode))
     for mode in CUDA_GRAPH_MODES:
-        record = stock.get(mode)
-        if not isinstance(record, dict) or not record.get("vs_optimized"):
-            continue
-        timed = record["vs_optimized"]
-        if report.exported and isinstance(record.get("vs_plain"), dict):  # interleaved in the mode's process
-            gain = record["vs_plain"].get("speedup")
-        elif report.exported:  # an older record: the plain export's time is the final verification's
-            under = timed.get("optimized_ms") if timed.get("optimized") == "kernelopt" else None
-            gain = plain / under if plain and under else None
-        else:
-            mode_gain = speedup_over_default(record)
-            gain = mode_gain / base if mode_gain and base else None
+        gain = graph_gain(report, stock, mode)
         if gain is not None and gain > best_gain:
             best, best_gain = mode, gain
     return best
@@ -235,6 +241,7 @@ def settle_run_mode(
     if report.exported:
         record_run_mode(report.exported, mode)
         report.final_reason += f"; runs under mode={mode} (CUDA graphs), recorded in the export"
+        report.run_mode_gain = graph_gain(report, stock, mode)
     elif export_to is not None:
         kept = report.final_reason
         report.exported = str(export_model(export_to, problem(), [], {"baseline_kept": kept}, seed=seed, run_mode=mode))
