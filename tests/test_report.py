@@ -541,4 +541,13 @@ def test_a_run_page_says_which_cuda_graph_mode_its_export_runs_under(tmp_path: P
         page = write_run_report(store, run_id, tmp_path / "r.html").read_text()
         plain = _analyze_page(tmp_path, _analysis())
     assert "<td>runs under</td><td>mode=reduce-overhead (CUDA graphs), recorded in the export" in page
-    assert "runs under</td>" not in plain
+    assert "runs under</td>" not in plain and "as delivered" not in page  # the mode itself: no product
+    with Store(tmp_path / "k.db") as store:
+        run_id = store.start_run("optimize", "12_softmax_wide", "cpu", {})
+        store.add_measurement(run_id, "analysis", _analysis())
+        store.add_measurement(run_id, "report", {"final_reason": "verified", "kernels": [], "exported": "m.kopt.json",
+                                                 "speedup_vs_compile": 1.2, "run_mode": "reduce-overhead",
+                                                 "run_mode_gain": 1.5})  # fmt: skip
+        store.finish_run(run_id)
+        graphed = write_run_report(store, run_id, tmp_path / "g.html").read_text()
+    assert "<td>as delivered</td><td>1.800x over the base compile: 1.200x times the graphs&#x27; 1.500x" in graphed

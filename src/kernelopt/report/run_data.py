@@ -147,6 +147,7 @@ class Summary:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     knobs: dict[str, Any] | None = None
     run_mode: str | None = None  # the CUDA-graph mode the export runs under (stock_modes.settle_run_mode)
+    run_mode_gain: float | None = None  # the export under run_mode over the plain export, in the mode's process
     kind: str = "model"  # what was optimized: a model, or a kernel file ("triton", "helion")
     file_report: dict[str, Any] | None = None  # a kernel-file run's own report (FileReport.to_dict())
     moves_ms: float | None = (
@@ -364,6 +365,7 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         skipped=[(str(s[0]), str(s[1])) for s in r.get("skipped") or [] if len(s) == 2],
         knobs=r.get("knobs"),
         run_mode=r.get("run_mode"),
+        run_mode_gain=_number(r.get("run_mode_gain")),
         moves_ms=_number(a.get("moves_ms")),
         moves_launches=int(a.get("moves_launches") or 0),
     )
