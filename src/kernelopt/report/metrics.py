@@ -353,15 +353,14 @@ def against_best_stock(outcomes: Iterable[ProblemOutcome]) -> dict[str, Any]:
     can move anything), and every correct problem below :data:`BELOW_BEST_STOCK` of its best stock mode.
     A problem recorded without its share (a results folder older than the field) is counted apart, not
     guessed into either side."""
-    passed = [o for o in outcomes if o.passed and o.speedup("best_stock") is not None]
-    searchable = [o for o in passed if o.triton_share is not None and o.triton_share >= SEARCHABLE_SHARE]
-    speedups = [o.speedup("best_stock") for o in searchable]
+    scored = [(o, s) for o in outcomes if o.passed and (s := o.speedup("best_stock")) is not None]
+    searchable = [(o, s) for o, s in scored if o.triton_share is not None and o.triton_share >= SEARCHABLE_SHARE]
     return {
         "min_triton_share": SEARCHABLE_SHARE,
-        "searchable": [o.name for o in searchable],
-        "share_unknown": [o.name for o in passed if o.triton_share is None],
-        "geomean_searchable": geometric_mean([s for s in speedups if s is not None]) if searchable else None,
-        "below": [o.name for o in passed if (o.speedup("best_stock") or 0.0) < BELOW_BEST_STOCK],
+        "searchable": [o.name for o, _ in searchable],
+        "share_unknown": [o.name for o, _ in scored if o.triton_share is None],
+        "geomean_searchable": geometric_mean([s for _, s in searchable]) if searchable else None,
+        "below": [o.name for o, s in scored if s < BELOW_BEST_STOCK],
         "below_threshold": BELOW_BEST_STOCK,
     }
 
