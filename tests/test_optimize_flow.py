@@ -51,6 +51,8 @@ class ScriptedWorker:
         self.times_base = True  # verify_together's timing against the base mode's compile succeeds
         self.base_options: list[dict | None] = []  # what each verify_together was asked to time against
         self.rechecked: list[dict] = []  # settings of the winners' full re-evaluations
+        self.together: list[dict] = []  # settings of each verify_together
+        self.replayed: dict | None = None  # verify_together's judgment as CUDA-graph replays, where it has one
 
     def call(self, target, *args, timeout_s=0, kwargs=None):
         fn = target.split(":")[1]
@@ -79,6 +81,9 @@ class ScriptedWorker:
             answer = {"model": model, "end_to_end": {"comparison": cmp, "beyond_noise": True}, "vs_eager": {"speedup": 1.49}}
             base_options = args[5] if len(args) > 5 else None
             self.base_options.append(base_options)
+            self.together.append(args[2])
+            if self.replayed is not None:
+                answer.update(self.replayed)
             if base_options is not None:  # knob options on top: timed against the base mode's compile too
                 if self.times_base:
                     answer["vs_base"] = {"speedup": 1.46, "speedup_q1": 1.45, "speedup_q3": 1.47,

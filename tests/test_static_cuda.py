@@ -69,6 +69,13 @@ CHEATS = {
         "    auto stream = at::cuda::getCurrentCUDAStream();\n    stream = side;\n",
     ),
     "device_sync": ("stream", "    C10_CUDA_KERNEL_LAUNCH_CHECK();", "    cudaDeviceSynchronize();"),
+    # other work recorded into a CUDA graph than run when called (a launch-bound model is judged replayed)
+    "capture_status": (
+        "stream",
+        LAUNCH,
+        "    if (at::cuda::currentStreamCaptureStatus() != at::cuda::CaptureStatus::None) return;\n" + LAUNCH,
+    ),
+    "stream_is_capturing": ("stream", LAUNCH, "    cudaStreamCaptureStatus s;\n    cudaStreamIsCapturing(stream, &s);\n" + LAUNCH),
     "launch_api": ("launch", LAUNCH, "    void* args[] = {nullptr};\n    cudaLaunchKernel((void*)double_kernel, 1, 1, args, 0, stream);\n"),
     # a cached result: state that survives the call
     "static_cache": ("state", "    const int threads = 256;", "    static bool done = false;\n    if (done) return;\n    done = true;\n    const int threads = 256;"),

@@ -207,6 +207,7 @@ CHEATS: dict[str, tuple[str, str, str]] = {
     "out_argument": ("mutation", ALLOC, "    y = torch.empty_like(x)\n    torch.zeros(3, out=y)\n"),
     # timers, streams and other reaches outside
     "synchronize": ("timing", RETURN, "    torch.cuda.synchronize()\n" + RETURN),
+    "capturing": ("capture", RETURN, "    recording = torch.cuda.is_current_stream_capturing()\n" + RETURN),
     "side_stream": (
         "context_manager",
         LAUNCH,

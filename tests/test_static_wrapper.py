@@ -61,6 +61,8 @@ CHEATS = {
     # statements no wrapper is made of
     "loop": ("statement", GELU, "        for _ in range(2):\n    " + GELU),
     "branch": ("statement", GELU, "        if arg10_1 is None:\n    " + GELU),
+    # a launch recorded into a CUDA graph but skipped when called (or the reverse)
+    "capture_branch": ("statement", GELU, "        if not torch.cuda.is_current_stream_capturing():\n    " + GELU),
     "import": ("statement", GELU, "        import os\n" + GELU),
     "global_state": ("statement", GELU, "        torch.backends.cudnn.benchmark = True\n" + GELU),
     "computed_layout": ("statement", "buf19 = empty_strided_cuda((32, 128)", "buf19 = empty_strided_cuda((32, 64 * 2)"),

@@ -238,6 +238,21 @@ class OptimizeProgress:
         return table
 
 
+def replays_line(as_replays: dict | None, compiled: str) -> str:
+    """The final verification's CUDA-graph judgment in one line ('' where it was not asked for)."""
+    if not as_replays:
+        return ""
+    gain = as_replays.get("graphs_gain")
+    own = f"; {compiled}'s own replays ran {gain:.3f}x its forward" if gain else ""
+    if as_replays.get("speedup") is not None:
+        within = "" if as_replays.get("beyond_noise") else ", within noise"
+        return (
+            f"as CUDA-graph replays: {as_replays['speedup']:.3f}x over {compiled}'s replays "
+            f"(IQR {as_replays['q1']:.3f}-{as_replays['q3']:.3f}{within}){own}"
+        )
+    return f"judged without CUDA graphs: {as_replays.get('reason', 'no reason recorded')}"
+
+
 def print_optimize(report: OptimizeReport, console: Console) -> None:
     table = Table(title=f"{report.problem} on {report.device} (run {report.run_id})", title_justify="left")
     for col in ("kernel", "before µs", "after µs", "speedup", "evals", "failures by gate", "winner", "stopped because"):
@@ -304,6 +319,7 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         + (f" ({report.evaluations_per_gpu_minute:.0f} per GPU-minute)" if report.evaluations_per_gpu_minute else "")
         + f", {report.wall_s:.0f} s wall",
     ]
+    lines.append(replays_line(report.as_replays, compiled))
     if report.best_stock_mode is not None and report.best_stock_speedup is not None:
         timed = [mode for mode, record in report.stock.items() if isinstance(record, dict)]
         lines.append(

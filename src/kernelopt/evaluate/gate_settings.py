@@ -41,6 +41,7 @@ class GateSettings:
     kernel_distributions: tuple[str, ...] | None = None  # gate 2's random inputs; None: every distribution
     kernel_edges: tuple[str, ...] | None = None  # gate 2's edge cases; None: every one (EDGE_CASES)
     memcheck: bool = True  # a candidate that passed runs once more under compute-sanitizer's memcheck
+    cuda_graphs: bool = False  # the final check also judges as CUDA-graph replays where graphs pay
 
     def __post_init__(self) -> None:
         unknown = [d for d in self.kernel_distributions or () if d not in DISTRIBUTIONS]

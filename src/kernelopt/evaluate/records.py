@@ -84,21 +84,32 @@ class FinalCheck:
     evidence: Verdict | None = None  # set when the readings failed the judge's clock
     vs_base: dict[str, Any] | None = None  # against the base mode's compile, where the capture has options on top
     vs_base_reason: str | None = None  # why there is no vs_base although it was asked for
+    graphs_gain: dict[str, Any] | None = None  # the compiled model's own CUDA-graph replays over its forward
+    replayed: dict[str, Any] | None = None  # end to end as CUDA-graph replays, where graphs pay for the model
+    replayed_reason: str | None = None  # why there is no replayed judgment although it was asked for
 
     @property
     def comparison(self) -> dict[str, Any] | None:
         return self.end_to_end["comparison"] if self.end_to_end else None
 
     @property
+    def deciding(self) -> dict[str, Any] | None:
+        """The end-to-end judgment delivery rests on: as CUDA-graph replays where graphs pay for the
+        model (a CUDA-graph mode then runs it, and without graphs launch overhead the user never pays
+        dilutes every kernel's gain), else the plain forward's."""
+        return self.replayed if self.replayed is not None else self.end_to_end
+
+    @property
     def faster(self) -> bool:
-        """Passed the model gate, readings borne out, and faster than the compiled model beyond noise."""
-        cmp = self.comparison
+        """Passed the model gate, readings borne out, and faster than the compiled model beyond noise
+        in the :attr:`deciding` judgment."""
+        deciding = self.deciding
         return (
             self.model.passed
             and self.evidence is None
-            and cmp is not None
-            and cmp["speedup"] > 1.0
-            and bool(self.end_to_end and self.end_to_end.get("beyond_noise", True))
+            and deciding is not None
+            and deciding["comparison"]["speedup"] > 1.0
+            and bool(deciding.get("beyond_noise", True))
         )
 
     @property
@@ -108,6 +119,8 @@ class FinalCheck:
             return self.model.reason
         if self.evidence is not None:
             return self.evidence.reason
+        if self.replayed is not None:
+            return "no end-to-end speedup beyond noise as CUDA-graph replays (the way a CUDA-graph mode runs it)"
         return "no end-to-end speedup beyond noise"
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,6 +135,9 @@ class FinalCheck:
             out["vs_base"] = self.vs_base
         if self.vs_base_reason is not None:
             out["vs_base_reason"] = self.vs_base_reason
+        for key in ("graphs_gain", "replayed", "replayed_reason"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     @classmethod
@@ -135,4 +151,7 @@ class FinalCheck:
             Verdict.from_dict(evidence) if evidence else None,
             data.get("vs_base"),
             data.get("vs_base_reason"),
+            data.get("graphs_gain"),
+            data.get("replayed"),
+            data.get("replayed_reason"),
         )

@@ -238,7 +238,16 @@ class RemoteRunner:
         if self.worker.alive and self.worker.starts == self._started:
             self._raw("release")
 
-    def timed_model(self) -> Callable[[], float]:
+    def forward_recorded_into(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
+        """:meth:`forward_into` through the model's recorded CUDA graph, replayed on ``inputs``' values."""
+        _sync(self.device)
+        reply = self.call("run_model_recorded", share_args(inputs), [share(o) for o in outputs])
+        return list(reply["outputs"])
+
+    def timed_model(self, recorded: bool = False) -> Callable[[], float]:
+        """One timed forward a call; ``recorded``: one replay of the forward recorded as a CUDA graph."""
+        if recorded:
+            return lambda: float(self.call("time_model", True, True)["ms"])
         return lambda: float(self.call("time_model")["ms"])
 
 

@@ -65,14 +65,15 @@ class RestitchedModel:
             self._layouts = [(tuple(o.shape), tuple(o.stride()), o.dtype) for o in outs]
         return self._layouts
 
-    def remote_forward(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+    def remote_forward(self, inputs: Sequence[Any], recorded: bool = False) -> list[torch.Tensor]:
         """The candidate process's re-stitched model on ``inputs``, landed in fresh poisoned buffers of
-        this process's (which never held a baseline result)."""
+        this process's (which never held a baseline result); ``recorded``: as a replay of its CUDA graph."""
         outputs = [
             nan_fill_(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
             for shape, stride, dtype in self.output_layouts()
         ]
-        layouts = self.runner.forward_into(inputs, outputs)
+        forward = self.runner.forward_recorded_into if recorded else self.runner.forward_into
+        layouts = forward(inputs, outputs)
         if len(layouts) != len(outputs):
             raise ModelOutputMismatch(f"the re-stitched model returned {len(layouts)} outputs, expected {len(outputs)}")
         for i, (layout, out) in enumerate(zip(layouts, outputs)):
@@ -96,8 +97,14 @@ class RestitchedModel:
                 return f"line {i + 1}: judge {a.strip()[:300]!r} vs runner {b.strip()[:300]!r}"
         return None if kernel.source == theirs else "the sources differ in length"
 
-    def model_gate(self, seeds: Sequence[int], max_error_ratio: float) -> Verdict:
-        """Gate 3 against the swaps installed in the candidate's process."""
+    def remote_replay(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+        """:meth:`remote_forward` through the candidate process's model recorded as a CUDA graph."""
+        return self.remote_forward(inputs, recorded=True)
+
+    def model_gate(self, seeds: Sequence[int], max_error_ratio: float, recorded: bool = False) -> Verdict:
+        """Gate 3 against the swaps installed in the candidate's process; ``recorded``: against what
+        their CUDA graph does when replayed on each seed's inputs (a model delivered under a
+        CUDA-graph mode runs as replays, and a candidate could record other work than it runs)."""
 
         def run_baseline(xs: Sequence[Any]) -> Any:
             return self.artifact(*xs)
@@ -107,7 +114,7 @@ class RestitchedModel:
                 self.problem,
                 self.model,
                 run_baseline,
-                self.remote_forward,
+                self.remote_replay if recorded else self.remote_forward,
                 self.device,
                 seeds,
                 ModelGatePolicy(max_ratio=max_error_ratio),
@@ -116,11 +123,23 @@ class RestitchedModel:
         except ModelOutputMismatch as exc:
             return Verdict("model", False, str(exc), {"rule": "output_layout"})
 
-    def end_to_end(self, trials: int) -> SplitComparison:
+    def end_to_end(self, trials: int, recorded: bool = False) -> SplitComparison:
         """The compiled model (in the reference process) against the re-stitched one (in the candidate's),
-        interleaved, both timed the same way."""
+        interleaved, both timed the same way; ``recorded``: each side as replays of its forward
+        recorded as a CUDA graph."""
         return compare_split(
-            self.reference.timed_model(), self.runner.timed_model(), trials=trials, baseline_remote=True
+            self.reference.timed_model(recorded),
+            self.runner.timed_model(recorded),
+            trials=trials,
+            baseline_remote=True,
+        )
+
+    def graphs_gain(self, trials: int) -> SplitComparison:
+        """The compiled model's forward against its own CUDA-graph replays, interleaved in the
+        reference process: how much of the compiled forward's time is launch overhead that a
+        CUDA-graph mode removes (speedup > 1 where graphs pay)."""
+        return compare_split(
+            self.reference.timed_model(), self.reference.timed_model(True), trials=trials, baseline_remote=True
         )
 
     def timing_evidence(self, e2e: SplitComparison) -> Verdict | None:

@@ -217,10 +217,19 @@ def run_model(inputs: Sequence[Any], outputs: Sequence[SharedTensor]) -> dict[st
     return _session(state).run(open_args(inputs), [o.open() for o in outputs])
 
 
-def time_model(flush_l2: bool = True) -> dict[str, Any]:
-    """One timed forward of the re-stitched model on its captured inputs."""
+def run_model_recorded(inputs: Sequence[Any], outputs: Sequence[SharedTensor]) -> dict[str, Any]:
+    """One replay of the re-stitched model's recorded CUDA graph on lent input values; outputs copied
+    into the judge's buffers (:meth:`~kernelopt.evaluate.runner_model.RunnerModel.run_recorded`)."""
+    state = _state()
+    return _session(state).run_recorded(open_args(inputs), [o.open() for o in outputs])
+
+
+def time_model(flush_l2: bool = True, recorded: bool = False) -> dict[str, Any]:
+    """One timed forward of the re-stitched model on its captured inputs; with ``recorded``, one
+    replay of the forward recorded as a CUDA graph (recorded on the first such call)."""
     from kernelopt.measure.timer import time_call
 
     state = _state()
     model = _session(state)
-    return {"ms": time_call(model.forward, device=state.device, flush_l2=flush_l2)}
+    fn = model.recorded().replay if recorded else model.forward
+    return {"ms": time_call(fn, device=state.device, flush_l2=flush_l2)}

@@ -20,6 +20,7 @@ from kernelopt.capture import capture
 from kernelopt.capture.graph_swap import GraphCandidate, GraphSwap, check_graphs_live, restore_graph, swap_graph
 from kernelopt.capture.output_code import without_backend_hash
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
+from kernelopt.measure.graph_replay import RecordedForward
 from kernelopt.problem import load_problem, outputs_as_list
 
 
@@ -36,6 +37,7 @@ class RunnerModel:
         self.artifact = capture(model, self.inputs, spec.get("options") or {})
         self.swaps: list[Swap] = []
         self.graph_swaps: list[GraphSwap] = []
+        self._recorded: RecordedForward | None = None  # the forward as one CUDA graph, recorded on first use
 
     def set_swaps(
         self,
@@ -45,7 +47,9 @@ class RunnerModel:
         """Replace the installed swaps with ``replacements`` (address dict, built kernel, the judge's
         source of the original) and ``graphs`` (graph candidates with their built kernels); empty
         lists restore the compiled model. Proves each replacement launches and each changed call
-        sequence runs. Returns which kernels this capture compiled with another Triton backend hash."""
+        sequence runs. Returns which kernels this capture compiled with another Triton backend hash.
+        A recorded CUDA graph holds the launches of the swaps it was recorded with: it is dropped."""
+        self._recorded = None
         for graph_swap in reversed(self.graph_swaps):
             restore_graph(graph_swap)
         self.graph_swaps = []
@@ -93,3 +97,47 @@ class RunnerModel:
 
     def forward(self) -> None:
         self.artifact(*self.inputs)
+
+    def recorded(self) -> RecordedForward:
+        """The forward on this process's inputs, recorded once as a CUDA graph (raises
+        :class:`~kernelopt.measure.graph_replay.GraphCaptureError` where it cannot be)."""
+        if self._recorded is None:
+            device = self.inputs[0].device if self.inputs and isinstance(self.inputs[0], torch.Tensor) else None
+            if device is None or device.type != "cuda":
+                raise RuntimeError("only a CUDA model's forward can be recorded as a CUDA graph")
+
+            def call() -> list[torch.Tensor]:
+                with torch.no_grad():
+                    return outputs_as_list(self.artifact(*self.inputs), self.problem.path)
+
+            self._recorded = RecordedForward(call, device)
+        return self._recorded
+
+    def run_recorded(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> dict[str, Any]:
+        """:meth:`run` through the recorded graph: ``inputs``' values are copied into the recorded
+        inputs, the recorded outputs are poisoned, the graph replays, and its outputs land in the lent
+        buffers; the recorded inputs get their own values back. So a forward that records other work
+        than it runs when called (a kernel that asks whether it is being captured) is judged on what
+        the graph does, on values it never saw while recording."""
+        recorded = self.recorded()
+        statics = [x for x in self.inputs if isinstance(x, torch.Tensor)]
+        given = [x for x in inputs if isinstance(x, torch.Tensor)]
+        if len(given) != len(statics) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(given, statics)):
+            raise ValueError("the inputs lent for a replay must have the recorded inputs' shapes and dtypes")
+        kept = [x.clone() for x in statics]
+        with torch.no_grad():
+            for static, value in zip(statics, given):
+                static.copy_(value)
+            for out in recorded.outputs:
+                if out.dtype.is_floating_point or out.dtype.is_complex:
+                    out.fill_(float("nan"))
+            recorded.replay()
+            layouts = []
+            for i, result in enumerate(recorded.outputs):
+                layouts.append({"shape": list(result.shape), "dtype": str(result.dtype).removeprefix("torch.")})
+                if i < len(outputs) and outputs[i].shape == result.shape and outputs[i].dtype == result.dtype:
+                    outputs[i].copy_(result)
+            for static, value in zip(statics, kept):
+                static.copy_(value)
+        torch.cuda.synchronize()
+        return {"outputs": layouts}

@@ -218,13 +218,13 @@ class EvaluationSession:
             "launch": describe_args(names, snaps[0]) if snaps else None,
         }
 
-    def model_gate(self, seeds: Sequence[int], max_error_ratio: float) -> Verdict:
+    def model_gate(self, seeds: Sequence[int], max_error_ratio: float, recorded: bool = False) -> Verdict:
         """Gate 3 against the swaps installed in the candidate's process (:meth:`RestitchedModel.model_gate`)."""
-        return self.restitched.model_gate(seeds, max_error_ratio)
+        return self.restitched.model_gate(seeds, max_error_ratio, recorded)
 
-    def end_to_end(self, trials: int) -> SplitComparison:
+    def end_to_end(self, trials: int, recorded: bool = False) -> SplitComparison:
         """The compiled model against the re-stitched one, interleaved (:meth:`RestitchedModel.end_to_end`)."""
-        return self.restitched.end_to_end(trials)
+        return self.restitched.end_to_end(trials, recorded)
 
     def evaluate(self, name: str, source: str, settings: GateSettings, static: Verdict | None = None) -> dict[str, Any]:
         """The four gates in order for one candidate of one kernel; stops at the first failure.

@@ -82,10 +82,51 @@ def _time_against_base(s: EvaluationSession, base_options: dict[str, Any], trial
             base.timed_model(), s.runner.timed_model(), trials=trials, baseline_remote=True
         ).comparison.to_dict()
     except RunnerDied as exc:  # the base mode's compile or its process failed: say so, keep the product
-        why = f"{exc.outcome.status}: {exc.outcome.reason}".splitlines()[0]
-        check.vs_base_reason = f"the base mode's compile failed in its process during {exc.call}: {why}"
+        check.vs_base_reason = f"the base mode's compile failed in its process during {exc.call}: {_why(exc)}"
     finally:
         base.close()
+
+
+def _judge_replayed(s: EvaluationSession, gates: GateSettings, check: FinalCheck) -> None:
+    """Where CUDA graphs pay for the compiled model (its own replays faster than its forward beyond
+    noise, in the reference process), judge the re-stitched model as the CUDA-graph mode it will run
+    under does: gate 3 again on what its recorded graph computes when replayed on each seed's inputs,
+    then both models' replays timed interleaved. The replayed judgment then decides delivery
+    (:attr:`FinalCheck.deciding`); where graphs do not pay, or the compiled model cannot be recorded,
+    the reason is kept and the plain forward's judgment stands."""
+    try:
+        gain = s.restitched.graphs_gain(max(10, gates.trials // 2))
+    except RunnerDied as exc:
+        check.replayed_reason = f"the compiled model could not be recorded as a CUDA graph: {_why(exc)}"
+        return
+    check.graphs_gain = {**judge_end_to_end(gain.comparison), "comparison": gain.to_dict()}
+    if not check.graphs_gain["beyond_noise"]:
+        check.replayed_reason = (
+            f"CUDA graphs do not pay for this model (its replays ran {gain.comparison.speedup:.3f}x its "
+            f"forward, noise {100 * gain.comparison.noise:.1f}%): judged without them"
+        )
+        return
+    try:
+        verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio, recorded=True)
+        if not verdict.passed:
+            check.model = Verdict("model", False, f"as CUDA-graph replays: {verdict.reason}", verdict.details)
+            return
+        e2e = s.end_to_end(gates.trials, recorded=True)
+    except RunnerDied as exc:  # the compiled model records, so the replacements are what broke it
+        s.runner.restart()
+        check.model = Verdict(
+            "model", False, f"the re-stitched model fails as CUDA-graph replays: {_why(exc)}", {"rule": "cuda_graph"}
+        )
+        return
+    evidence = s.restitched.timing_evidence(e2e)
+    if evidence is not None:
+        check.evidence = evidence
+        return
+    check.replayed = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
+
+
+def _why(exc: RunnerDied) -> str:
+    return f"{exc.outcome.status}: {exc.outcome.reason}".splitlines()[0]
 
 
 def ncu_metrics(spec: dict[str, Any], kernel: str, timeout_s: float = 600.0) -> dict[str, Any]:
@@ -168,6 +209,8 @@ def verify_together(
             check.vs_eager = vs_eager.comparison.to_dict()
             if base_options is not None:
                 _time_against_base(s, base_options, gates.trials, check)
+            if gates.cuda_graphs:
+                _judge_replayed(s, gates, check)
         return check.to_dict()
     except RunnerDied as exc:
         s.runner.restart()

@@ -95,6 +95,7 @@ class OptimizeReport:
     options: dict[str, Any] | None = None  # Inductor options of the delivered model: the base mode's, plus knobs
     knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
     vs_base: dict[str, Any] | None = None  # with knobs: the final model against the base mode's compile, one process
+    as_replays: dict[str, Any] | None = None  # the final verification as CUDA-graph replays (replays_summary)
     warnings: list[str] = field(default_factory=list)  # what the run could not do as asked (no counters, no tuning)
     report_path: str | None = None  # the HTML report written beside the results (kernelopt.report)
 

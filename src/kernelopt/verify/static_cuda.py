@@ -83,6 +83,8 @@ _DENIED: dict[str, tuple[str, ...]] = {
         r"cudaEvent\w*",
         r"cuEvent\w*",
         r"cudaGraph\w*",
+        r"\w*CaptureStatus\w*",  # at::cuda::currentStreamCaptureStatus: other work recorded than run
+        r"\w*[Ii]sCapturing\w*",
         r"cudaDeviceSynchronize",
         r"cudaThreadSynchronize",
         r"cudaDeviceReset",

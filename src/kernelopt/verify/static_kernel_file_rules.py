@@ -26,6 +26,7 @@ ANYWHERE = (
     "device_clock",
     "threads",
     "timing",
+    "capture",
     "io",
     "fallback",
     "class_def",

@@ -30,6 +30,7 @@ RULES: dict[str, str] = {
     "device_clock": "a candidate may not read the GPU's clocks, timers or SM ids",
     "threads": "a candidate may not start threads or processes",
     "timing": "a candidate may not touch streams, events, synchronization or timers",
+    "capture": "a candidate may not ask whether a CUDA graph is being recorded (it must run replayed as it runs called)",
     "io": "a candidate may not touch files, the network or the console",
     "fallback": "a candidate may not carry a fallback path",
     "class_def": "a candidate may not define classes (tensor subclasses, lazy outputs)",
@@ -178,6 +179,21 @@ FORBIDDEN_ATTRIBUTES: dict[str, str] = {
             "graph",
         ),
         "timing",
+    ),
+    # a launch-bound model is judged as CUDA-graph replays: code that records other work than it runs
+    # when called would be timed on the one and checked on the other
+    **dict.fromkeys(
+        (
+            "is_current_stream_capturing",
+            "_cuda_isCurrentStreamCapturing",
+            "capture_begin",
+            "capture_end",
+            "graph_pool_handle",
+            "make_graphed_callables",
+            "cudagraph_trees",
+            "cudagraphs",
+        ),
+        "capture",
     ),
     # console output from the device or the compiler: floods the worker's log and slows the kernel
     **dict.fromkeys(("device_print", "static_print"), "io"),

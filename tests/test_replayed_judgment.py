@@ -1,0 +1,225 @@
+"""A launch-bound model's result judged as CUDA-graph replays, the way the CUDA-graph mode it is
+delivered under runs it: where graphs pay for the compiled model, gate 3 again on what the recorded
+graph computes and the replays' interleaved timing decide delivery; elsewhere the reason is kept.
+(The recording itself needs a GPU: ``tests/test_gpu_replayed.py``.)"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import asdict
+
+import pytest
+import torch
+from conftest import EXAMPLES
+from test_optimize_flow import ScriptedWorker, run_context
+
+from kernelopt.cli.format import replays_line
+from kernelopt.config import load_settings
+from kernelopt.evaluate import worker_targets
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.evaluate.records import FinalCheck
+from kernelopt.evaluate.remote import ReferenceRunner, RunnerDied
+from kernelopt.evaluate.restitched import RestitchedModel
+from kernelopt.evaluate.session import ProblemSpec
+from kernelopt.measure.split_timer import SplitComparison
+from kernelopt.measure.timing import Comparison, Timing
+from kernelopt.pipeline import optimize as opt
+from kernelopt.pipeline.final_check import replays_summary
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+from kernelopt.verify.verdict import Verdict
+from kernelopt.workers import WorkerResult
+
+OK = Verdict("model", True, "within 10x")
+
+
+def _cmp(speedup: float) -> dict:
+    return {"speedup": speedup, "speedup_q1": speedup, "speedup_q3": speedup}
+
+
+def _judged(speedup: float, beyond_noise: bool) -> dict:
+    return {"comparison": _cmp(speedup), "beyond_noise": beyond_noise, "speedup": speedup}
+
+
+@pytest.mark.parametrize(
+    ("plain", "replayed", "faster"),
+    [
+        (_judged(1.20, True), _judged(1.01, False), False),  # faster only where launches were the cost
+        (_judged(1.01, False), _judged(1.08, True), True),  # the kernel's gain, no longer diluted by launches
+        (_judged(1.20, True), _judged(0.97, True), False),  # slower as replays: slower as delivered
+        (_judged(1.20, True), None, True),  # graphs do not pay: the plain forward decides
+    ],
+)
+def test_the_replayed_judgment_decides_where_there_is_one(plain, replayed, faster) -> None:
+    check = FinalCheck(OK, plain, replayed=replayed, graphs_gain={"speedup": 2.4} if replayed else None)
+    again = FinalCheck.from_dict(check.to_dict())
+    assert again == check and again.faster is faster
+    assert again.deciding is (again.replayed if replayed else again.end_to_end)
+    if not faster:
+        assert "as CUDA-graph replays" in again.reason
+
+
+def _split(speedup: float, noise: float = 0.01) -> SplitComparison:
+    base = [1.0 * (1 + noise * ((i % 3) - 1)) for i in range(12)]
+    cand = [b / speedup for b in base]
+    cmp = Comparison.from_timings(Timing(tuple(base), "fake", "cuda_events", True), Timing(tuple(cand), "fake", "cuda_events", True))
+    return SplitComparison(cmp, tuple(c + 0.05 for c in cand))
+
+
+class FakeRestitched:
+    """What verify_together's session answers, scripted: the compiled model's own gain from graphs,
+    gate 3 as replays, the replays' timing, and the timing evidence."""
+
+    def __init__(self, gain=2.5, replayed_model=True, replayed=1.1, evidence=None, dies_in=None) -> None:
+        self.gain, self.replayed_model, self.replayed, self.evidence, self.dies_in = (
+            gain, replayed_model, replayed, evidence, dies_in)  # fmt: skip
+        self.calls: list[str] = []
+
+    def _maybe_die(self, call: str) -> None:
+        self.calls.append(call)
+        if self.dies_in == call:
+            raise RunnerDied(call, WorkerResult("error", None, "GraphCaptureError: operation not permitted when stream is capturing\nmore", None, 0.1, ""))
+
+    def graphs_gain(self, trials):
+        self._maybe_die("graphs_gain")
+        return _split(self.gain)
+
+    def model_gate(self, seeds, ratio, recorded=False):
+        assert recorded
+        self._maybe_die("model_gate")
+        return OK if self.replayed_model else Verdict("model", False, "seed 0, output 0: error 3.1e+00 is 1e6x the floor")
+
+    def end_to_end(self, trials, recorded=False):
+        assert recorded
+        self._maybe_die("end_to_end")
+        return _split(self.replayed)
+
+    def timing_evidence(self, e2e):
+        return self.evidence
+
+
+def _session(restitched: FakeRestitched) -> types.SimpleNamespace:
+    restarted: list[bool] = []
+    runner = types.SimpleNamespace(restart=lambda: restarted.append(True), restarted=restarted)
+    return types.SimpleNamespace(
+        restitched=restitched, runner=runner, model_gate=restitched.model_gate, end_to_end=restitched.end_to_end
+    )
+
+
+def _judge(restitched: FakeRestitched) -> tuple[FinalCheck, types.SimpleNamespace]:
+    check = FinalCheck(OK, _judged(1.0, False))
+    session = _session(restitched)
+    worker_targets._judge_replayed(session, GateSettings(trials=12), check)
+    return FinalCheck.from_dict(check.to_dict()), session
+
+
+def test_where_graphs_pay_the_replays_are_judged_and_decide() -> None:
+    check, _ = _judge(FakeRestitched(gain=2.5, replayed=1.1))
+    assert check.graphs_gain["speedup"] == pytest.approx(2.5) and check.graphs_gain["beyond_noise"]
+    assert check.replayed["speedup"] == pytest.approx(1.1) and check.replayed_reason is None
+    assert check.faster  # the plain forward was within noise: launches hid the kernel's gain
+    summary = replays_summary(check)
+    assert summary["speedup"] == pytest.approx(1.1) and summary["graphs_gain"] == pytest.approx(2.5)
+    line = replays_line(summary, "torch.compile")
+    assert line.startswith("as CUDA-graph replays: 1.100x over torch.compile's replays") and "2.500x its forward" in line
+
+
+def test_where_graphs_do_not_pay_the_plain_forward_decides_and_the_reason_is_kept() -> None:
+    fake = FakeRestitched(gain=1.0)
+    check, _ = _judge(fake)
+    assert check.replayed is None and fake.calls == ["graphs_gain"]
+    assert "CUDA graphs do not pay for this model" in (check.replayed_reason or "")
+    assert replays_line(replays_summary(check), "torch.compile").startswith("judged without CUDA graphs: CUDA graphs do not pay")
+
+
+def test_a_model_that_cannot_be_recorded_is_judged_without_graphs_and_says_why_in_one_line() -> None:
+    check, _ = _judge(FakeRestitched(dies_in="graphs_gain"))
+    assert check.replayed is None and check.model.passed
+    assert check.replayed_reason == (
+        "the compiled model could not be recorded as a CUDA graph: error: GraphCaptureError: operation not "
+        "permitted when stream is capturing"
+    )
+
+
+def test_a_result_wrong_as_replays_is_refused_though_right_when_called() -> None:
+    """A candidate that records other work than it runs when called passes gate 3 called; the gate
+    on what its graph computes refuses it, and nothing of it is timed."""
+    fake = FakeRestitched(replayed_model=False)
+    check, _ = _judge(fake)
+    assert not check.model.passed and not check.faster and "end_to_end" not in fake.calls
+    assert check.reason.startswith("as CUDA-graph replays: seed 0, output 0")
+
+
+def test_replacements_that_break_the_recording_fail_the_check_and_the_process_restarts() -> None:
+    check, session = _judge(FakeRestitched(dies_in="end_to_end"))
+    assert not check.faster and check.model.details["rule"] == "cuda_graph"
+    assert check.reason.startswith("the re-stitched model fails as CUDA-graph replays: error: GraphCaptureError")
+    assert session.runner.restarted == [True]
+
+
+def test_replayed_readings_the_judges_clock_does_not_bear_out_void_the_check() -> None:
+    check, _ = _judge(FakeRestitched(evidence=Verdict("performance", False, "model readings do not add up")))
+    assert check.replayed is None and not check.faster and check.reason == "model readings do not add up"
+
+
+def test_on_a_cpu_the_reference_process_says_it_cannot_record_a_graph() -> None:
+    """The real path: the reference process is asked for its forward's replays and answers, in one
+    line, why not (CUDA graphs need a GPU), so the plain judgment stands with that reason."""
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
+    reference = ReferenceRunner(device="cpu", spec=asdict(spec), timeout_s=300)
+    try:
+        restitched = RestitchedModel(None, None, None, [], torch.device("cpu"), runner=None, reference=reference)  # type: ignore[arg-type]
+        session = types.SimpleNamespace(restitched=restitched)
+        check = FinalCheck(OK, _judged(1.0, False))
+        worker_targets._judge_replayed(session, GateSettings(trials=3), check)
+        assert check.replayed is None and check.graphs_gain is None
+        assert check.replayed_reason.startswith("the compiled model could not be recorded as a CUDA graph: ")
+        assert "only a CUDA model's forward can be recorded" in check.replayed_reason
+        assert "\n" not in check.replayed_reason
+    finally:
+        reference.close()
+
+
+def _optimize(tmp_path, worker, config=None, train=False):
+    store = Store(tmp_path / "k.db")
+    spec = opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py"), train=train)
+    ctx = run_context("softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker, spec,
+                      opt.make_operators(["launch-config"]), Budget(max_evaluations=12, patience=2),
+                      opt.search_settings(), 3)  # fmt: skip
+    ctx.config = config
+    return opt._optimize(ctx)
+
+
+def test_the_final_verification_asks_for_the_replayed_judgment_unless_graphs_are_off(tmp_path) -> None:
+    worker = ScriptedWorker()
+    _optimize(tmp_path / "a", worker)
+    assert [s["cuda_graphs"] for s in worker.together] == [True]
+    off = ScriptedWorker()
+    _optimize(tmp_path / "b", off, config=load_settings({"cuda_graphs": "off"}, env={}))
+    assert [s["cuda_graphs"] for s in off.together] == [False]
+
+
+def test_a_result_faster_only_without_graphs_keeps_the_baseline_and_the_report_says_why(tmp_path) -> None:
+    worker = ScriptedWorker()  # the plain forward: 1.19x beyond noise
+    worker.replayed = {
+        "graphs_gain": {"speedup": 2.4, "beyond_noise": True},
+        "replayed": {"comparison": _cmp(1.002), "speedup": 1.002, "q1": 0.99, "q3": 1.01, "noise": 0.02,
+                     "beyond_noise": False},
+    }  # fmt: skip
+    report = _optimize(tmp_path, worker)
+    assert "baseline stays" in report.final_reason and "as CUDA-graph replays" in report.final_reason
+    assert report.speedup_vs_compile == 1.0 and report.as_replays["speedup"] == pytest.approx(1.002)
+
+
+def test_a_result_faster_as_replays_is_delivered_and_the_report_keeps_both_ratios(tmp_path) -> None:
+    worker = ScriptedWorker()
+    worker.replayed = {
+        "graphs_gain": {"speedup": 2.4, "beyond_noise": True},
+        "replayed": {"comparison": _cmp(1.07), "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01,
+                     "beyond_noise": True},
+    }  # fmt: skip
+    report = _optimize(tmp_path, worker)
+    assert report.final_reason.startswith("verified") and "ran 1.070x the compiled model's replays" in report.final_reason
+    assert report.speedup_vs_compile == pytest.approx(1.19)  # the plain forward's ratio stays what it was
+    assert report.as_replays == {"graphs_gain": 2.4, "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01,
+                                 "beyond_noise": True}  # fmt: skip
