@@ -13,11 +13,12 @@ from adversarial import HONEST
 from conftest import EXAMPLES
 
 from kernelopt.capture.swap import find_kernel
-from kernelopt.evaluate import worker_targets
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.records import FinalCheck
 from kernelopt.evaluate.runner_model import RunnerModel
 from kernelopt.evaluate.session import ProblemSpec
+from kernelopt.pipeline.evaluator import SESSION
+from kernelopt.workers.persistent import PersistentWorker
 
 pytestmark = pytest.mark.gpu
 
@@ -73,12 +74,11 @@ def test_the_final_verification_judges_a_launch_bound_result_as_replays() -> Non
     del probe
     settings = GateSettings(kernel_seeds=(1,), model_seeds=(0, 1), trials=20, memcheck=False, cuda_graphs=True)
     replacement = {"address": address.to_dict(), "source": HONEST["rsqrt_rewrite"](kernel.source)}
-    try:
-        check = FinalCheck.from_dict(worker_targets.verify_together(asdict(spec), [replacement], settings.to_dict(), None))
-    finally:
-        for session in worker_targets._SESSIONS.values():
-            session.close()
-        worker_targets._SESSIONS.clear()
+    with PersistentWorker() as worker:  # the judge lives in a worker, as optimize runs it (CUDA IPC between users)
+        outcome = worker.call(f"{SESSION}:verify_together", asdict(spec), [replacement], settings.to_dict(), None,
+                              timeout_s=300)  # fmt: skip
+    assert outcome.ok, outcome.reason
+    check = FinalCheck.from_dict(outcome.value)
     print("replayed", check.graphs_gain and check.graphs_gain["summary"], check.replayed and check.replayed["summary"],
           check.replayed_reason, check.end_to_end and check.end_to_end["summary"])  # fmt: skip
     assert check.model.passed and check.evidence is None, check.reason
