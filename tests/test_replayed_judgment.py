@@ -223,3 +223,28 @@ def test_a_result_faster_as_replays_is_delivered_and_the_report_keeps_both_ratio
     assert report.speedup_vs_compile == pytest.approx(1.19)  # the plain forward's ratio stays what it was
     assert report.as_replays == {"graphs_gain": 2.4, "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01,
                                  "beyond_noise": True}  # fmt: skip
+
+
+
+def test_where_replays_are_judged_a_kernels_share_is_of_the_gpus_busy_time() -> None:
+    """The 4 us kernel is 0.5 % of the 0.8 ms forward but 1.7 % of the 0.24 ms the GPU is busy (what it
+    can buy under a CUDA-graph mode); with cuda_graphs off, or for a training step, it stays below
+    the 1 % floor."""
+    from test_optimize_flow import analysis
+
+    from kernelopt.evaluate.records import ProblemAnalysis
+    from kernelopt.search.targets import select_targets
+
+    measured = ProblemAnalysis.from_dict(analysis()).report
+    measured.gpu_busy = 0.3
+    launches = [asdict(launch) for launch in measured.launches]
+
+    def shares(config=None, train=False) -> dict[str, float]:
+        run = types.SimpleNamespace(config=config, spec=types.SimpleNamespace(train=train))
+        total_us = opt._share_of_us(run, measured)
+        targets, _ = select_targets(launches, total_us)
+        return {t.name: t.share for t in targets}
+
+    assert shares()["triton_poi_tiny_1"] == pytest.approx(4.0 / 240.0)
+    assert "triton_poi_tiny_1" not in shares(config=load_settings({"cuda_graphs": "off"}, env={}))
+    assert "triton_poi_tiny_1" not in shares(train=True)

@@ -287,8 +287,10 @@ class Settings:
     cuda_graphs: str = _profiled(
         "cuda_graphs",
         "Whether optimize --stock-modes and bench may deliver the result under a CUDA-graph mode (reduce-overhead, "
-        "max-autotune) where it runs faster there: auto; off keeps a result that never replays CUDA graphs (for "
-        "inputs whose shapes or addresses change between calls, or memory a graph pool cannot spare).",
+        "max-autotune) where it runs faster there, and whether the final verification judges a launch-bound result "
+        "as CUDA-graph replays (where graphs pay for the compiled model): auto; off keeps a result that never "
+        "replays CUDA graphs (for inputs whose shapes or addresses change between calls, or memory a graph pool "
+        "cannot spare) and judges it without them.",
         kind=str,
         expect="one of " + ", ".join(CUDA_GRAPHS),
     )
