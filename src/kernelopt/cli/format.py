@@ -104,6 +104,20 @@ def graph_stage_lines(report: AnalysisReport) -> list[str]:
     return [f"optimize also searches graph variants here (graph_stage auto): {why}"] if why else []
 
 
+def input_copy_note(record: dict, speedup: float, peak_gbps: float) -> str:
+    """Why a CUDA-graph mode ran slower than the default, where the likely cause is known: its
+    CUDA-graph trees copy every input that is not a parameter into the graph's own memory before each
+    replay (read and written once: at the peak copy bandwidth, the time it costs)."""
+    nbytes = record.get("input_bytes")
+    if not nbytes or speedup >= 1.0:
+        return ""
+    cost = f", about {2 * nbytes / (peak_gbps * 1e6):.3f} ms at the peak copy bandwidth" if peak_gbps > 0 else ""
+    return (
+        f"; slower: its CUDA graphs copy the {nbytes / 1e6:.0f} MB of inputs into their own memory before "
+        f"every replay{cost}"
+    )
+
+
 def stock_lines(report: AnalysisReport) -> list[str]:
     """Each stock mode's speedup over the default (timed interleaved in the mode's own process), and
     the best; nothing when they were not timed."""
@@ -118,7 +132,8 @@ def stock_lines(report: AnalysisReport) -> list[str]:
             reason = record if isinstance(record, str) else record.get("vs_optimized_error", "no comparison")
             lines.append(f"  {mode}: not timed against the default ({reason})")
             continue
-        lines.append(f"  {mode}: {speedup:.3f}x over the default ({record['compiled_ms']:.3f} ms in its own process)")
+        line = f"  {mode}: {speedup:.3f}x over the default ({record['compiled_ms']:.3f} ms in its own process)"
+        lines.append(line + input_copy_note(record, speedup, report.peak_gbps))
         best = max(best, (mode, speedup), key=lambda pair: pair[1])
     return [
         "stock torch.compile modes, each interleaved with the default in a process of its own:",

@@ -73,6 +73,8 @@ def time_mode(
         "compiled_ms": cmp.candidate.median_ms,
         "comparison": cmp.to_dict(),
     }
+    if mode in CUDA_GRAPH_MODES:  # what its CUDA-graph trees copy into their own memory before every replay
+        out["input_bytes"] = sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor))
     try:
         ours, under = optimized_for(problem, seed, exported, mode)
         vs = compare(run(compiled), run(warmed(ours)), trials=trials)
