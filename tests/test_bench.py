@@ -566,6 +566,18 @@ def test_cli_bench_passes_the_stock_modes_to_each_problem_and_refuses_a_bad_one(
     assert _calls(suite) == ["01_fast.py"]  # the bad value ran nothing
 
 
+def test_cli_bench_passes_cuda_graphs_to_each_problem_and_refuses_a_bad_value(tmp_path: Path) -> None:
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST})
+    args = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]
+    result = _runner().invoke(app, [*args, "--out", str(tmp_path / "a"), "--cuda-graphs", "off", "--json"])
+    assert result.exit_code == 0, result.output
+    (outcome,) = json.loads(result.stdout)["outcomes"]
+    assert outcome["details"]["options"]["settings"]["cuda_graphs"] == "off"
+    bad = _runner().invoke(app, [*args, "--out", str(tmp_path / "b"), "--cuda-graphs", "never"])
+    assert bad.exit_code == 2 and "cuda_graphs" in bad.stderr and "one of auto, off" in bad.stderr
+    assert _calls(suite) == ["01_fast.py"]
+
+
 # -- --size ------------------------------------------------------------------------------
 
 

@@ -283,6 +283,7 @@ def test_cli_a_file_that_hangs_costs_its_row(tmp_path: Path) -> None:
     [
         (["--stock-modes", "reduce-overhead"], "--stock-modes applies to a bench of model problems"),
         (["--max-targets", "2"], "--max-targets applies to a bench of model problems"),
+        (["--cuda-graphs", "off"], "--cuda-graphs applies to a bench of model problems"),
         (["--gpus", "2"], "--gpus applies to a bench of model problems"),
         (["--shard", "1/2"], "--shard applies to a bench of model problems"),
         (["--operators", "helion-autotune"], "helion-autotune do not apply to a triton kernel file"),

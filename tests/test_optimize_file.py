@@ -85,7 +85,7 @@ def test_resuming_another_file_s_run_is_refused(tmp_path: Path) -> None:
         optimize_file(SOFTMAX, store, resume_run=other, sizes=SMALL, device="cpu")
 
 
-@pytest.mark.parametrize("flag", [["--train"], ["--stock-modes"], ["--max-targets", "2"]])
+@pytest.mark.parametrize("flag", [["--train"], ["--stock-modes"], ["--max-targets", "2"], ["--cuda-graphs", "off"]])
 def test_the_cli_reads_the_kind_and_refuses_model_only_flags_in_one_line(flag: list[str]) -> None:
     result = CliRunner().invoke(app, ["optimize", str(SOFTMAX), *flag])
     assert result.exit_code != 0

@@ -74,6 +74,12 @@ def bench(
         "--stock-modes",
         help="Stock torch.compile modes timed beside the default, each in its own process, for the best stock mode.",
     ),
+    cuda_graphs: str | None = setting_option(
+        "cuda_graphs",
+        "--cuda-graphs",
+        help="auto: a result may run under a CUDA-graph mode, and a launch-bound one is judged as CUDA-graph "
+        "replays; off: never.",
+    ),
     operators: str = typer.Option(
         ",".join(DEFAULT_OPERATORS),
         "--operators",
@@ -107,7 +113,15 @@ def bench(
     from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
     from kernelopt.search.operators import make_operators
 
-    config = load_settings({"effort": effort, "budget": budget, "max_targets": max_targets, "stock_modes": stock_modes})
+    config = load_settings(
+        {
+            "effort": effort,
+            "budget": budget,
+            "max_targets": max_targets,
+            "stock_modes": stock_modes,
+            "cuda_graphs": cuda_graphs,
+        }
+    )
     sizes = parse_sizes(size)
     selected = [name.strip() for name in problems.split(",") if name.strip()] if problems else None
     root = suite_root(suite_dir).resolve()
@@ -125,6 +139,7 @@ def bench(
             suite_dir,
             {
                 "--stock-modes": stock_modes is not None,
+                "--cuda-graphs": cuda_graphs is not None,
                 "--max-targets": max_targets is not None,
                 "--gpus": gpus != 1,
                 "--shard": shard is not None,

@@ -201,6 +201,12 @@ def optimize(
         "--stock-modes",
         help="Also time the result against each stock torch.compile mode (the stock_modes setting).",
     ),
+    cuda_graphs: str | None = setting_option(
+        "cuda_graphs",
+        "--cuda-graphs",
+        help="auto: the result may run under a CUDA-graph mode (with --stock-modes), and a launch-bound one is "
+        "judged as CUDA-graph replays; off: never.",
+    ),
     train: bool = TRAIN_OPTION,
     size: list[str] | None = SIZE_OPTION,
 ) -> None:
@@ -214,7 +220,14 @@ def optimize(
     from kernelopt.store import Store
 
     config = load_settings(
-        {"effort": effort, "budget": budget, "patience": patience, "max_targets": max_targets, "store": store}
+        {
+            "effort": effort,
+            "budget": budget,
+            "patience": patience,
+            "max_targets": max_targets,
+            "store": store,
+            "cuda_graphs": cuda_graphs,
+        }
     )
     sizes = parse_sizes(size)
     kind = file_kind(problem)  # a problem, or a standalone Triton / Helion kernel file
@@ -224,7 +237,12 @@ def optimize(
     if kind != MODEL:
         from kernelopt.cli.kernel_file_cmd import optimize_kernel_file, print_file_report
 
-        refused = {"--train": train, "--stock-modes": stock_modes, "--max-targets": max_targets is not None}
+        refused = {
+            "--train": train,
+            "--stock-modes": stock_modes,
+            "--max-targets": max_targets is not None,
+            "--cuda-graphs": cuda_graphs is not None,
+        }
         done = optimize_kernel_file(
             problem, kind, names, policy, plan, config, export, resume, llm, llm_config, as_json, refused, err, sizes,
             kernel,
