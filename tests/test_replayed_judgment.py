@@ -74,6 +74,7 @@ class FakeRestitched:
         self.gain, self.replayed_model, self.replayed, self.evidence, self.dies_in = (
             gain, replayed_model, replayed, evidence, dies_in)  # fmt: skip
         self.calls: list[str] = []
+        self.reference = types.SimpleNamespace(drop_recorded=lambda: self.calls.append("reference dropped"))
 
     def _maybe_die(self, call: str) -> None:
         self.calls.append(call)
@@ -100,7 +101,11 @@ class FakeRestitched:
 
 def _session(restitched: FakeRestitched) -> types.SimpleNamespace:
     restarted: list[bool] = []
-    runner = types.SimpleNamespace(restart=lambda: restarted.append(True), restarted=restarted)
+    runner = types.SimpleNamespace(
+        restart=lambda: restarted.append(True),
+        restarted=restarted,
+        drop_recorded=lambda: restitched.calls.append("candidate dropped"),
+    )
     return types.SimpleNamespace(
         restitched=restitched, runner=runner, model_gate=restitched.model_gate, end_to_end=restitched.end_to_end
     )
@@ -114,7 +119,9 @@ def _judge(restitched: FakeRestitched) -> tuple[FinalCheck, types.SimpleNamespac
 
 
 def test_where_graphs_pay_the_replays_are_judged_and_decide() -> None:
-    check, _ = _judge(FakeRestitched(gain=2.5, replayed=1.1))
+    fake = FakeRestitched(gain=2.5, replayed=1.1)
+    check, _ = _judge(fake)
+    assert fake.calls[-2:] == ["reference dropped", "candidate dropped"]  # each a copy of the forward's buffers
     assert check.graphs_gain["speedup"] == pytest.approx(2.5) and check.graphs_gain["beyond_noise"]
     assert check.replayed["speedup"] == pytest.approx(1.1) and check.replayed_reason is None
     assert check.faster  # the plain forward was within noise: launches hid the kernel's gain
@@ -127,7 +134,7 @@ def test_where_graphs_pay_the_replays_are_judged_and_decide() -> None:
 def test_where_graphs_do_not_pay_the_plain_forward_decides_and_the_reason_is_kept() -> None:
     fake = FakeRestitched(gain=1.0)
     check, _ = _judge(fake)
-    assert check.replayed is None and fake.calls == ["graphs_gain"]
+    assert check.replayed is None and fake.calls == ["graphs_gain", "reference dropped", "candidate dropped"]
     assert "CUDA graphs do not pay for this model" in (check.replayed_reason or "")
     assert replays_line(replays_summary(check), "torch.compile").startswith("judged without CUDA graphs: CUDA graphs do not pay")
 
@@ -151,8 +158,10 @@ def test_a_result_wrong_as_replays_is_refused_though_right_when_called() -> None
 
 
 def test_replacements_that_break_the_recording_fail_the_check_and_the_process_restarts() -> None:
-    check, session = _judge(FakeRestitched(dies_in="end_to_end"))
+    fake = FakeRestitched(dies_in="end_to_end")
+    check, session = _judge(fake)
     assert not check.faster and check.model.details["rule"] == "cuda_graph"
+    assert fake.calls[-2:] == ["reference dropped", "candidate dropped"]
     assert check.reason.startswith("the re-stitched model fails as CUDA-graph replays: error: GraphCaptureError")
     assert session.runner.restarted == [True]
 
@@ -169,7 +178,7 @@ def test_on_a_cpu_the_reference_process_says_it_cannot_record_a_graph() -> None:
     reference = ReferenceRunner(device="cpu", spec=asdict(spec), timeout_s=300)
     try:
         restitched = RestitchedModel(None, None, None, [], torch.device("cpu"), runner=None, reference=reference)  # type: ignore[arg-type]
-        session = types.SimpleNamespace(restitched=restitched)
+        session = types.SimpleNamespace(restitched=restitched, runner=types.SimpleNamespace(drop_recorded=lambda: None))
         check = FinalCheck(OK, _judged(1.0, False))
         worker_targets._judge_replayed(session, GateSettings(trials=3), check)
         assert check.replayed is None and check.graphs_gain is None
@@ -190,17 +199,32 @@ def _optimize(tmp_path, worker, config=None, train=False):
     return opt._optimize(ctx)
 
 
-def test_the_final_verification_asks_for_the_replayed_judgment_unless_graphs_are_off(tmp_path) -> None:
-    worker = ScriptedWorker()
+class Waiting(ScriptedWorker):
+    """The scripted run, on a GPU that waits between launches a tenth of the forward's time."""
+
+    def call(self, target, *args, timeout_s=0, kwargs=None):
+        if target.endswith(":analyze_problem"):
+            from test_optimize_flow import analysis, ok
+
+            self.calls.append("analyze_problem")
+            return ok({**analysis(), "gpu_busy": 0.9, "launch_overhead_bound": 1 / 0.9})
+        return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+
+def test_the_final_verification_asks_for_the_replayed_judgment_where_launches_wait(tmp_path) -> None:
+    worker = Waiting()
     _optimize(tmp_path / "a", worker)
     assert [s["cuda_graphs"] for s in worker.together] == [True]
-    off = ScriptedWorker()
+    off = Waiting()
     _optimize(tmp_path / "b", off, config=load_settings({"cuda_graphs": "off"}, env={}))
     assert [s["cuda_graphs"] for s in off.together] == [False]
+    busy = ScriptedWorker()  # the GPU never waits: nothing for graphs to remove
+    _optimize(tmp_path / "c", busy)
+    assert [s["cuda_graphs"] for s in busy.together] == [False]
 
 
 def test_a_result_faster_only_without_graphs_keeps_the_baseline_and_the_report_says_why(tmp_path) -> None:
-    worker = ScriptedWorker()  # the plain forward: 1.19x beyond noise
+    worker = Waiting()  # the plain forward: 1.19x beyond noise
     worker.replayed = {
         "graphs_gain": {"speedup": 2.4, "beyond_noise": True},
         "replayed": {"comparison": _cmp(1.002), "speedup": 1.002, "q1": 0.99, "q3": 1.01, "noise": 0.02,
@@ -212,7 +236,7 @@ def test_a_result_faster_only_without_graphs_keeps_the_baseline_and_the_report_s
 
 
 def test_a_result_faster_as_replays_is_delivered_and_the_report_keeps_both_ratios(tmp_path) -> None:
-    worker = ScriptedWorker()
+    worker = Waiting()
     worker.replayed = {
         "graphs_gain": {"speedup": 2.4, "beyond_noise": True},
         "replayed": {"comparison": _cmp(1.07), "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01,
@@ -236,7 +260,7 @@ def test_where_replays_are_judged_a_kernels_share_is_of_the_gpus_busy_time() -> 
     from kernelopt.search.targets import select_targets
 
     measured = ProblemAnalysis.from_dict(analysis()).report
-    measured.gpu_busy = 0.3
+    measured.gpu_busy, measured.launch_overhead_bound = 0.3, 1 / 0.3
     launches = [asdict(launch) for launch in measured.launches]
 
     def shares(config=None, train=False) -> dict[str, float]:
@@ -248,3 +272,23 @@ def test_where_replays_are_judged_a_kernels_share_is_of_the_gpus_busy_time() -> 
     assert shares()["triton_poi_tiny_1"] == pytest.approx(4.0 / 240.0)
     assert "triton_poi_tiny_1" not in shares(config=load_settings({"cuda_graphs": "off"}, env={}))
     assert "triton_poi_tiny_1" not in shares(train=True)
+
+
+def test_replays_are_judged_only_where_the_gpu_waits_between_launches() -> None:
+    """A busy GPU (launch-overhead bound within the margin) has nothing for graphs to remove, and
+    recording a big model would hold a second copy of its buffers: no replayed judgment there."""
+    from test_optimize_flow import analysis
+
+    from kernelopt.evaluate.records import ProblemAnalysis
+    from kernelopt.pipeline.final_check import replays_judged
+
+    measured = ProblemAnalysis.from_dict(analysis()).report
+
+    def judged(bound: float, config=None, train=False) -> bool:
+        measured.launch_overhead_bound = bound
+        return replays_judged(types.SimpleNamespace(config=config, spec=types.SimpleNamespace(train=train)), measured)
+
+    assert judged(3.0) and judged(1.05)
+    assert not judged(1.01)  # within the default margin (3 %)
+    assert not judged(3.0, config=load_settings({"cuda_graphs": "off"}, env={}))
+    assert not judged(3.0, train=True)

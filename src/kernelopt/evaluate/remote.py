@@ -244,6 +244,11 @@ class RemoteRunner:
         reply = self.call("run_model_recorded", share_args(inputs), [share(o) for o in outputs])
         return list(reply["outputs"])
 
+    def drop_recorded(self) -> None:
+        """Let the process drop its model's recorded CUDA graph (a no-op where it is not running)."""
+        if self.worker.alive and self.worker.starts == self._started:
+            self._raw("drop_recorded")
+
     def timed_model(self, recorded: bool = False) -> Callable[[], float]:
         """One timed forward a call; ``recorded``: one replay of the forward recorded as a CUDA graph."""
         if recorded:

@@ -224,6 +224,14 @@ def run_model_recorded(inputs: Sequence[Any], outputs: Sequence[SharedTensor]) -
     return _session(state).run_recorded(open_args(inputs), [o.open() for o in outputs])
 
 
+def drop_recorded() -> dict[str, Any]:
+    """Drop the model's recorded CUDA graph, if any, and hand its memory back."""
+    state = _state()
+    if state.session is not None:
+        state.session.drop_recorded()
+    return {"ok": True}
+
+
 def time_model(flush_l2: bool = True, recorded: bool = False) -> dict[str, Any]:
     """One timed forward of the re-stitched model on its captured inputs; with ``recorded``, one
     replay of the forward recorded as a CUDA graph (recorded on the first such call)."""

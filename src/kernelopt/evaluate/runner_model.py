@@ -113,6 +113,12 @@ class RunnerModel:
             self._recorded = RecordedForward(call, device)
         return self._recorded
 
+    def drop_recorded(self) -> None:
+        """Hand the recorded graph's memory pool back (it holds a copy of the forward's buffers)."""
+        if self._recorded is not None:
+            self._recorded = None
+            torch.cuda.empty_cache()
+
     def run_recorded(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> dict[str, Any]:
         """:meth:`run` through the recorded graph: ``inputs``' values are copied into the recorded
         inputs, the recorded outputs are poisoned, the graph replays, and its outputs land in the lent

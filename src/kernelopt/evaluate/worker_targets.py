@@ -93,7 +93,19 @@ def _judge_replayed(s: EvaluationSession, gates: GateSettings, check: FinalCheck
     under does: gate 3 again on what its recorded graph computes when replayed on each seed's inputs,
     then both models' replays timed interleaved. The replayed judgment then decides delivery
     (:attr:`FinalCheck.deciding`); where graphs do not pay, or the compiled model cannot be recorded,
-    the reason is kept and the plain forward's judgment stands."""
+    the reason is kept and the plain forward's judgment stands. Both processes drop their recorded
+    graphs afterwards: each holds a copy of the forward's buffers."""
+    try:
+        _judge_recorded(s, gates, check)
+    finally:
+        for runner in (s.restitched.reference, s.runner):
+            try:
+                runner.drop_recorded()
+            except RunnerDied:
+                runner.restart()
+
+
+def _judge_recorded(s: EvaluationSession, gates: GateSettings, check: FinalCheck) -> None:
     try:
         gain = s.restitched.graphs_gain(max(10, gates.trials // 2))
     except RunnerDied as exc:

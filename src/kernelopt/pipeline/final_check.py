@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelopt.capture.output_code import source_hash
 from kernelopt.config import Settings
+from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, final_settings
 from kernelopt.pipeline.evaluator import SESSION, WorkerEvaluator
@@ -21,6 +22,20 @@ from kernelopt.pipeline.run_context import RunContext
 from kernelopt.search.nodes import Node
 
 RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
+
+
+def replays_judged(run: RunContext, measured: AnalysisReport) -> bool:
+    """Whether the final verification also judges the result as CUDA-graph replays: with the
+    ``cuda_graphs`` setting at auto, for inference, where the analysis found the GPU waiting between
+    launches for more than the run's margin of the forward (a launch-overhead bound above 1 + margin).
+    A busy GPU has nothing for graphs to remove, and recording a big model's forward would hold a
+    second copy of its buffers in each process."""
+    config = run.config or Settings()
+    return (
+        config.cuda_graphs == "auto"
+        and not run.spec.train
+        and measured.launch_overhead_bound > 1.0 + config.margin
+    )
 
 
 def winner_of(node: Node) -> Winner:
@@ -82,8 +97,7 @@ def finalize(
     options where knob options were searched on top of them, so the verified model is also timed
     against the base mode's compile in the same process (``report.vs_base``)."""
     settings = final_settings(run.settings, run.config)
-    replays = (run.config or Settings()).cuda_graphs == "auto" and not run.spec.train  # a launch-bound model's
-    together = dataclasses.replace(settings, cuda_graphs=replays)  # result is judged as CUDA-graph replays
+    together = dataclasses.replace(settings, cuda_graphs=replays_judged(run, analysis.report))
     report.optimized_ms = report.compiled_ms
     report.speedup_vs_eager = report.eager_ms / report.compiled_ms
     recheck(report, run, settings, runners_up)

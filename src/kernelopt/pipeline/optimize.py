@@ -43,7 +43,7 @@ from kernelopt.pipeline.evaluator import (
     gpu_seconds,
     stage_medians,
 )
-from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
+from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, replays_judged, winner_of
 from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, search_graphs
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
@@ -319,11 +319,11 @@ def _with_graph_stage(run: RunContext, measured: AnalysisReport, report: Optimiz
 
 
 def _share_of_us(run: RunContext, measured: AnalysisReport) -> float:
-    """The time a kernel's share is taken of: the compiled forward's, or where a launch-bound result
-    is judged as CUDA-graph replays (``cuda_graphs`` auto, inference), the GPU's busy part of it,
-    since the replays the final verification times leave no launch gaps to dilute a kernel's gain."""
+    """The time a kernel's share is taken of: the compiled forward's, or where the result is judged as
+    CUDA-graph replays (:func:`~kernelopt.pipeline.final_check.replays_judged`), the GPU's busy part of
+    it, since the replays the final verification times leave no launch gaps to dilute a kernel's gain."""
     total_us = measured.compiled_ms * 1000.0
-    if (run.config or Settings()).cuda_graphs == "auto" and not run.spec.train:
+    if replays_judged(run, measured):
         return total_us * min(1.0, max(measured.gpu_busy, 1e-3))
     return total_us
 
