@@ -51,7 +51,7 @@ class ScriptedWorker:
         self.times_base = True  # verify_together's timing against the base mode's compile succeeds
         self.base_options: list[dict | None] = []  # what each verify_together was asked to time against
         self.rechecked: list[dict] = []  # settings of the winners' full re-evaluations
-        self.together: list[dict] = []  # settings of each verify_together
+        self.together_settings: list[dict] = []  # settings of each verify_together
         self.replayed: dict | None = None  # verify_together's judgment as CUDA-graph replays, where it has one
 
     def call(self, target, *args, timeout_s=0, kwargs=None):
@@ -81,7 +81,7 @@ class ScriptedWorker:
             answer = {"model": model, "end_to_end": {"comparison": cmp, "beyond_noise": True}, "vs_eager": {"speedup": 1.49}}
             base_options = args[5] if len(args) > 5 else None
             self.base_options.append(base_options)
-            self.together.append(args[2])
+            self.together_settings.append(args[2])
             if self.replayed is not None:
                 answer.update(self.replayed)
             if base_options is not None:  # knob options on top: timed against the base mode's compile too

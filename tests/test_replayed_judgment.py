@@ -81,9 +81,14 @@ class FakeRestitched:
         if self.dies_in == call:
             raise RunnerDied(call, WorkerResult("error", None, "GraphCaptureError: operation not permitted when stream is capturing\nmore", None, 0.1, ""))
 
+    _graphs_gain = None
+    graphs_pay = RestitchedModel.graphs_pay  # the real decision, on the scripted timing
+    recorded_gain = RestitchedModel.recorded_gain
+
     def graphs_gain(self, trials):
         self._maybe_die("graphs_gain")
-        return _split(self.gain)
+        self._graphs_gain = _split(self.gain)
+        return self._graphs_gain
 
     def model_gate(self, seeds, ratio, recorded=False):
         assert recorded
@@ -134,7 +139,8 @@ def test_where_graphs_pay_the_replays_are_judged_and_decide() -> None:
 def test_where_graphs_do_not_pay_the_plain_forward_decides_and_the_reason_is_kept() -> None:
     fake = FakeRestitched(gain=1.0)
     check, _ = _judge(fake)
-    assert check.replayed is None and fake.calls == ["graphs_gain", "reference dropped", "candidate dropped"]
+    assert check.replayed is None and fake.calls[0] == "graphs_gain" and "model_gate" not in fake.calls
+    assert fake.calls[-2:] == ["reference dropped", "candidate dropped"]
     assert "CUDA graphs do not pay for this model" in (check.replayed_reason or "")
     assert replays_line(replays_summary(check), "torch.compile").startswith("judged without CUDA graphs: CUDA graphs do not pay")
 
@@ -214,13 +220,13 @@ class Waiting(ScriptedWorker):
 def test_the_final_verification_asks_for_the_replayed_judgment_where_launches_wait(tmp_path) -> None:
     worker = Waiting()
     _optimize(tmp_path / "a", worker)
-    assert [s["cuda_graphs"] for s in worker.together] == [True]
+    assert [s["cuda_graphs"] for s in worker.together_settings] == [True]
     off = Waiting()
     _optimize(tmp_path / "b", off, config=load_settings({"cuda_graphs": "off"}, env={}))
-    assert [s["cuda_graphs"] for s in off.together] == [False]
+    assert [s["cuda_graphs"] for s in off.together_settings] == [False]
     busy = ScriptedWorker()  # the GPU never waits: nothing for graphs to remove
     _optimize(tmp_path / "c", busy)
-    assert [s["cuda_graphs"] for s in busy.together] == [False]
+    assert [s["cuda_graphs"] for s in busy.together_settings] == [False]
 
 
 def test_a_result_faster_only_without_graphs_keeps_the_baseline_and_the_report_says_why(tmp_path) -> None:
@@ -257,6 +263,7 @@ def test_where_replays_are_judged_a_kernels_share_is_of_the_gpus_busy_time() -> 
     from test_optimize_flow import analysis
 
     from kernelopt.evaluate.records import ProblemAnalysis
+    from kernelopt.pipeline.run_context import replays_judged
     from kernelopt.search.targets import select_targets
 
     measured = ProblemAnalysis.from_dict(analysis()).report
@@ -265,6 +272,7 @@ def test_where_replays_are_judged_a_kernels_share_is_of_the_gpus_busy_time() -> 
 
     def shares(config=None, train=False) -> dict[str, float]:
         run = types.SimpleNamespace(config=config, spec=types.SimpleNamespace(train=train))
+        run.settings = GateSettings(cuda_graphs=replays_judged(run, measured))
         total_us = opt._share_of_us(run, measured)
         targets, _ = select_targets(launches, total_us)
         return {t.name: t.share for t in targets}
@@ -280,7 +288,7 @@ def test_replays_are_judged_only_where_the_gpu_waits_between_launches() -> None:
     from test_optimize_flow import analysis
 
     from kernelopt.evaluate.records import ProblemAnalysis
-    from kernelopt.pipeline.final_check import replays_judged
+    from kernelopt.pipeline.run_context import replays_judged
 
     measured = ProblemAnalysis.from_dict(analysis()).report
 
@@ -292,3 +300,82 @@ def test_replays_are_judged_only_where_the_gpu_waits_between_launches() -> None:
     assert not judged(1.01)  # within the default margin (3 %)
     assert not judged(3.0, config=load_settings({"cuda_graphs": "off"}, env={}))
     assert not judged(3.0, train=True)
+
+
+class GraphRestitched(FakeRestitched):
+    """FakeRestitched with the plain gates a graph candidate also passes, and a candidate's process."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        calls = self.calls
+        self.runner = types.SimpleNamespace(
+            calibrate_on_model=lambda: None,
+            build_graph=lambda candidate: ("key", None, 0.1),
+            set_swaps=lambda kernels, graphs: calls.append(f"swaps {list(graphs)}"),
+            worker=types.SimpleNamespace(alive=True),
+            restart=lambda: calls.append("restart"),
+        )
+
+    def model_gate(self, seeds, ratio, recorded=False):
+        if not recorded:
+            self.calls.append("model_gate plain")
+            return OK
+        return super().model_gate(seeds, ratio, recorded)
+
+    def end_to_end(self, trials, recorded=False):
+        self.calls.append(f"end_to_end recorded={recorded}")
+        return _split(self.replayed if recorded else 1.0)
+
+
+def _graph_candidate(monkeypatch, restitched: GraphRestitched, cuda_graphs: bool = True) -> dict:
+    from kernelopt.capture.graph_swap import GraphCandidate
+    from kernelopt.evaluate import graph_candidate
+
+    monkeypatch.setattr(graph_candidate, "check_static_graph", lambda candidate, original_source: Verdict("static", True, "ok"))
+    candidate = GraphCandidate(0, "d" * 16, "def call(args):\n    return args\n", (), "test")
+    settings = GateSettings(trials=12, model_seeds=(0,), margin=0.03, cuda_graphs=cuda_graphs)
+    return graph_candidate.evaluate_graph(restitched, "", candidate, settings)
+
+
+def test_a_graph_candidate_of_a_launch_bound_model_is_judged_as_replays(monkeypatch) -> None:
+    """Gate 3 on the candidate's recorded graph too, and gate 4 on both models' replays: a call
+    sequence that only saves launches gains nothing a CUDA-graph mode would not give anyway."""
+    fake = GraphRestitched(gain=3.0, replayed=1.10)
+    result = _graph_candidate(monkeypatch, fake)
+    assert result["passed"] and result["end_to_end"]["replayed"] and result["replayed_reason"] is None
+    assert "model_gate" in fake.calls and "end_to_end recorded=True" in fake.calls
+    assert fake.calls[-1] == "swaps []"  # nothing left installed
+    wrong = GraphRestitched(gain=3.0, replayed_model=False)
+    result = _graph_candidate(monkeypatch, wrong)
+    failed = next(v for v in result["verdicts"] if not v["passed"])
+    assert failed["gate"] == "model" and failed["reason"].startswith("as CUDA-graph replays: ")
+    assert not any(c.startswith("end_to_end") for c in wrong.calls)
+
+
+def test_a_graph_candidate_is_judged_plain_where_graphs_do_not_pay_or_are_off(monkeypatch) -> None:
+    fake = GraphRestitched(gain=1.0, replayed=1.10)
+    result = _graph_candidate(monkeypatch, fake)
+    assert not result["end_to_end"]["replayed"] and "end_to_end recorded=False" in fake.calls
+    assert "CUDA graphs do not pay" in result["replayed_reason"] and "reference dropped" in fake.calls
+    assert not result["passed"]  # the plain forward: 1.0x
+    off = GraphRestitched(gain=3.0)
+    result = _graph_candidate(monkeypatch, off, cuda_graphs=False)
+    assert "graphs_gain" not in off.calls and not result["end_to_end"]["replayed"]
+
+
+def test_graph_candidates_of_a_launch_bound_run_are_searched_and_rechecked_as_replays(tmp_path) -> None:
+    from test_optimize_flow import GraphWorker, analysis, graph_run, ok
+
+    class WaitingGraphs(GraphWorker):
+        def call(self, target, *args, timeout_s=0, kwargs=None):
+            if target.endswith(":analyze_problem"):
+                self.calls.append("analyze_problem")
+                return ok({**analysis(), "gpu_busy": 0.9, "launch_overhead_bound": 1 / 0.9})
+            return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+    worker = WaitingGraphs()
+    graph_run(tmp_path / "a", worker, ["graph-variants"])
+    assert len(worker.graph_settings) == 2 and all(s["cuda_graphs"] for s in worker.graph_settings)
+    busy = GraphWorker()
+    graph_run(tmp_path / "b", busy, ["graph-variants"])
+    assert busy.graph_settings and not any(s["cuda_graphs"] for s in busy.graph_settings)

@@ -7,7 +7,10 @@ brings (:mod:`kernelopt.verify.static_graph`) before anything of it reaches a pr
 candidate's process builds and installs it (:mod:`kernelopt.evaluate.runner`) and proves it runs;
 gate 4 times the whole re-stitched model there against the compiled one in the reference process,
 interleaved, with the readings checked against the judge's clock (calibrated on the original
-model's forward when no kernel calibrated that process).
+model's forward when no kernel calibrated that process). Where the run judges a launch-bound result
+as CUDA-graph replays (``GateSettings.cuda_graphs``) and graphs pay for the compiled model, gate 3
+also runs on the candidate's recorded graph and gate 4 times both models' replays: a call sequence
+that only saves launches gains nothing a CUDA-graph mode would not give anyway.
 """
 
 from __future__ import annotations
@@ -68,16 +71,24 @@ def evaluate_graph(
                 )
             )
         model_verdict = restitched.model_gate(settings.model_seeds, settings.max_error_ratio)
+        replayed = False
+        if model_verdict.passed and settings.cuda_graphs:
+            replayed, why = restitched.graphs_pay(max(10, settings.trials // 2))
+            result["replayed_reason"] = why
+            if replayed:  # gate 3 again on what the recorded graph computes, replayed on each seed's inputs
+                again = restitched.model_gate(settings.model_seeds, settings.max_error_ratio, recorded=True)
+                if not again.passed:
+                    model_verdict = Verdict("model", False, f"as CUDA-graph replays: {again.reason}", again.details)
         stages.lap("model")
         if not model_verdict.passed:
             return stages.done(model_verdict)
         result["verdicts"].append(model_verdict.to_dict())
 
         stages.enter("performance")
-        e2e = restitched.end_to_end(max(10, settings.trials))
+        e2e = restitched.end_to_end(max(10, settings.trials), recorded=replayed)
         stages.lap("performance")
         result["kernel_comparison"] = e2e.comparison.to_dict()  # for a graph candidate the "kernel" is the model
-        result["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
+        result["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict(), "replayed": replayed}
         evidence = restitched.timing_evidence(e2e)
         verdict = evidence or judge_performance(e2e.comparison, None, PerformancePolicy(margin=settings.margin))
         result["passed"] = verdict.passed

@@ -57,6 +57,7 @@ class RestitchedModel:
         self.reference = reference
         self._references = ReferenceCache()  # float64 references and baseline errors, per seed
         self._layouts: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]] | None = None
+        self._graphs_gain: SplitComparison | None = None  # the compiled model's replays over its forward
 
     def output_layouts(self) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
         """Shape, strides and dtype of each output of the compiled model (read once, from the baseline)."""
@@ -137,9 +138,33 @@ class RestitchedModel:
     def graphs_gain(self, trials: int) -> SplitComparison:
         """The compiled model's forward against its own CUDA-graph replays, interleaved in the
         reference process: how much of the compiled forward's time is launch overhead that a
-        CUDA-graph mode removes (speedup > 1 where graphs pay)."""
-        return compare_split(
-            self.reference.timed_model(), self.reference.timed_model(True), trials=trials, baseline_remote=True
+        CUDA-graph mode removes (speedup > 1 where graphs pay). Timed once a session: the compiled
+        model does not change."""
+        if self._graphs_gain is None:
+            self._graphs_gain = compare_split(
+                self.reference.timed_model(), self.reference.timed_model(True), trials=trials, baseline_remote=True
+            )
+        return self._graphs_gain
+
+    @property
+    def recorded_gain(self) -> SplitComparison | None:
+        """:meth:`graphs_gain` where it was timed, else None."""
+        return self._graphs_gain
+
+    def graphs_pay(self, trials: int) -> tuple[bool, str | None]:
+        """(whether CUDA graphs pay for the compiled model beyond noise, why not in one line where they
+        do not). Where they do not, the reference process drops its recorded graph at once."""
+        try:
+            gain = self.graphs_gain(trials).comparison
+        except RunnerDied as exc:
+            why = f"{exc.outcome.status}: {exc.outcome.reason}".splitlines()[0]
+            return False, f"the compiled model could not be recorded as a CUDA graph: {why}"
+        if gain.speedup > 1.0 + 2.0 * gain.noise:  # judge_end_to_end's beyond_noise
+            return True, None
+        self.reference.drop_recorded()
+        return False, (
+            f"CUDA graphs do not pay for this model (its replays ran {gain.speedup:.3f}x its forward, "
+            f"noise {100 * gain.noise:.1f}%): judged without them"
         )
 
     def timing_evidence(self, e2e: SplitComparison) -> Verdict | None:

@@ -106,17 +106,12 @@ def _judge_replayed(s: EvaluationSession, gates: GateSettings, check: FinalCheck
 
 
 def _judge_recorded(s: EvaluationSession, gates: GateSettings, check: FinalCheck) -> None:
-    try:
-        gain = s.restitched.graphs_gain(max(10, gates.trials // 2))
-    except RunnerDied as exc:
-        check.replayed_reason = f"the compiled model could not be recorded as a CUDA graph: {_why(exc)}"
-        return
-    check.graphs_gain = {**judge_end_to_end(gain.comparison), "comparison": gain.to_dict()}
-    if not check.graphs_gain["beyond_noise"]:
-        check.replayed_reason = (
-            f"CUDA graphs do not pay for this model (its replays ran {gain.comparison.speedup:.3f}x its "
-            f"forward, noise {100 * gain.comparison.noise:.1f}%): judged without them"
-        )
+    pays, why = s.restitched.graphs_pay(max(10, gates.trials // 2))
+    gain = s.restitched.recorded_gain
+    if gain is not None:
+        check.graphs_gain = {**judge_end_to_end(gain.comparison), "comparison": gain.to_dict()}
+    if not pays:
+        check.replayed_reason = why
         return
     try:
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio, recorded=True)

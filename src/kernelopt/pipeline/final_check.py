@@ -11,8 +11,6 @@ from dataclasses import asdict
 from typing import Any
 
 from kernelopt.capture.output_code import source_hash
-from kernelopt.config import Settings
-from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, final_settings
 from kernelopt.pipeline.evaluator import SESSION, WorkerEvaluator
@@ -22,20 +20,6 @@ from kernelopt.pipeline.run_context import RunContext
 from kernelopt.search.nodes import Node
 
 RECHECK_ATTEMPTS = 3  # passed candidates per kernel the full re-check may try, best first
-
-
-def replays_judged(run: RunContext, measured: AnalysisReport) -> bool:
-    """Whether the final verification also judges the result as CUDA-graph replays: with the
-    ``cuda_graphs`` setting at auto, for inference, where the analysis found the GPU waiting between
-    launches for more than the run's margin of the forward (a launch-overhead bound above 1 + margin).
-    A busy GPU has nothing for graphs to remove, and recording a big model's forward would hold a
-    second copy of its buffers in each process."""
-    config = run.config or Settings()
-    return (
-        config.cuda_graphs == "auto"
-        and not run.spec.train
-        and measured.launch_overhead_bound > 1.0 + config.margin
-    )
 
 
 def winner_of(node: Node) -> Winner:
@@ -97,7 +81,6 @@ def finalize(
     options where knob options were searched on top of them, so the verified model is also timed
     against the base mode's compile in the same process (``report.vs_base``)."""
     settings = final_settings(run.settings, run.config)
-    together = dataclasses.replace(settings, cuda_graphs=replays_judged(run, analysis.report))
     report.optimized_ms = report.compiled_ms
     report.speedup_vs_eager = report.eager_ms / report.compiled_ms
     recheck(report, run, settings, runners_up)
@@ -126,7 +109,7 @@ def finalize(
             f"{SESSION}:verify_together",
             asdict(run.spec),
             payload,
-            together.to_dict(),
+            settings.to_dict(),  # cuda_graphs: judged as replays too where the run's analysis says so
             run.peak,
             [g.best for g in graph_group if g.best is not None],
             base_options,

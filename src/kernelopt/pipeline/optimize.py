@@ -43,12 +43,12 @@ from kernelopt.pipeline.evaluator import (
     gpu_seconds,
     stage_medians,
 )
-from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, replays_judged, winner_of
+from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
 from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, search_graphs
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
-from kernelopt.pipeline.run_context import RunContext, analysis_of, resumed_sizes
+from kernelopt.pipeline.run_context import RunContext, analysis_of, replays_judged, resumed_sizes
 from kernelopt.pipeline.stock_modes import (
     SEARCH_BASES,
     best_stock_for,
@@ -320,10 +320,10 @@ def _with_graph_stage(run: RunContext, measured: AnalysisReport, report: Optimiz
 
 def _share_of_us(run: RunContext, measured: AnalysisReport) -> float:
     """The time a kernel's share is taken of: the compiled forward's, or where the result is judged as
-    CUDA-graph replays (:func:`~kernelopt.pipeline.final_check.replays_judged`), the GPU's busy part of
-    it, since the replays the final verification times leave no launch gaps to dilute a kernel's gain."""
+    CUDA-graph replays (the run's settings, from :func:`~kernelopt.pipeline.run_context.replays_judged`),
+    the GPU's busy part of it, since replays leave no launch gaps to dilute a kernel's gain."""
     total_us = measured.compiled_ms * 1000.0
-    if replays_judged(run, measured):
+    if run.settings.cuda_graphs:
         return total_us * min(1.0, max(measured.gpu_busy, 1e-3))
     return total_us
 
@@ -335,6 +335,8 @@ def _optimize(run: RunContext) -> OptimizeReport:
     knobs = search_knobs(run, nodes, base.report.compiled_ms * 1000.0) if run.uses(KNOB_OPERATOR) else None
     analysis = analysis_of(run, "analysis/options") if knobs and knobs["used"] else base
     measured = analysis.report
+    # a launch-bound result is judged as CUDA-graph replays: graph candidates and the final verification
+    run = replace(run, settings=replace(run.settings, cuda_graphs=replays_judged(run, measured)))
     targets, skipped = select_targets([asdict(launch) for launch in measured.launches], _share_of_us(run, measured))
     report = OptimizeReport(
         problem=run.name,

@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelopt.config import Settings
 from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.evaluate.records import ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, ProblemSpec
 from kernelopt.pipeline.evaluator import SESSION
@@ -73,3 +74,13 @@ def resumed_sizes(store: Store, run_id: int, sizes: dict[str, Any] | None) -> di
             f"run {run_id} was started with {size_flags(started)}: resume it with the same sizes, or leave them out"
         )
     return started or None
+
+
+def replays_judged(run: RunContext, measured: AnalysisReport) -> bool:
+    """Whether the final verification also judges the result as CUDA-graph replays: with the
+    ``cuda_graphs`` setting at auto, for inference, where the analysis found the GPU waiting between
+    launches for more than the run's margin of the forward (a launch-overhead bound above 1 + margin).
+    A busy GPU has nothing for graphs to remove, and recording a big model's forward would hold a
+    second copy of its buffers in each process."""
+    config = run.config or Settings()
+    return config.cuda_graphs == "auto" and not run.spec.train and measured.launch_overhead_bound > 1.0 + config.margin
