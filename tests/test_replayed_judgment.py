@@ -13,7 +13,6 @@ import torch
 from conftest import EXAMPLES
 from test_optimize_flow import ScriptedWorker, run_context
 
-from kernelopt.cli.format import replays_line
 from kernelopt.config import load_settings
 from kernelopt.evaluate import worker_targets
 from kernelopt.evaluate.gate_settings import GateSettings
@@ -25,6 +24,7 @@ from kernelopt.measure.split_timer import SplitComparison
 from kernelopt.measure.timing import Comparison, Timing
 from kernelopt.pipeline import optimize as opt
 from kernelopt.pipeline.final_check import replays_summary
+from kernelopt.report.scoreboard import replays_line
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.verify.verdict import Verdict

@@ -551,3 +551,20 @@ def test_a_run_page_says_which_cuda_graph_mode_its_export_runs_under(tmp_path: P
         store.finish_run(run_id)
         graphed = write_run_report(store, run_id, tmp_path / "g.html").read_text()
     assert "<td>as delivered</td><td>1.800x over the base compile: 1.200x times the graphs&#x27; 1.500x" in graphed
+
+
+def test_a_run_page_shows_the_final_verification_as_cuda_graph_replays(tmp_path: Path) -> None:
+    from report_runs import _analysis
+
+    replays = {"graphs_gain": 2.4, "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01, "beyond_noise": True}
+    with Store(tmp_path / "k.db") as store:
+        run_id = store.start_run("optimize", "12_softmax_wide", "cpu", {})
+        store.add_measurement(run_id, "analysis", _analysis())
+        store.add_measurement(run_id, "report", {"final_reason": "verified", "kernels": [], "exported": "m.kopt.json",
+                                                 "speedup_vs_compile": 1.01, "as_replays": replays})  # fmt: skip
+        store.finish_run(run_id)
+        page = write_run_report(store, run_id, tmp_path / "r.html").read_text()
+    assert (
+        "<td>as CUDA-graph replays</td><td>as CUDA-graph replays: 1.070x over the base compile&#x27;s replays "
+        "(IQR 1.060-1.080); the base compile&#x27;s own replays ran 2.400x its forward" in page
+    )

@@ -13,7 +13,7 @@ from kernelopt.api.verify import VerifyReport
 from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.pipeline.optimize import OptimizeReport
 from kernelopt.pipeline.stock_modes import untimed_modes
-from kernelopt.report.scoreboard import fmt_ratio
+from kernelopt.report.scoreboard import fmt_ratio, replays_line
 from kernelopt.search.nodes import Node
 from kernelopt.search.targets import structure_pays
 from kernelopt.store import Run
@@ -251,21 +251,6 @@ class OptimizeProgress:
             fails = ", ".join(f"{g} {n}" for g, n in sorted(r["failures"].items())) or "-"
             table.add_row(name, str(r["round"]), str(r["evaluations"]), f"{r['best']:.3f}x", fails, r["state"])
         return table
-
-
-def replays_line(as_replays: dict | None, compiled: str) -> str:
-    """The final verification's CUDA-graph judgment in one line ('' where it was not asked for)."""
-    if not as_replays:
-        return ""
-    gain = as_replays.get("graphs_gain")
-    own = f"; {compiled}'s own replays ran {gain:.3f}x its forward" if gain else ""
-    if as_replays.get("speedup") is not None:
-        within = "" if as_replays.get("beyond_noise") else ", within noise"
-        return (
-            f"as CUDA-graph replays: {as_replays['speedup']:.3f}x over {compiled}'s replays "
-            f"(IQR {as_replays['q1']:.3f}-{as_replays['q3']:.3f}{within}){own}"
-        )
-    return f"judged without CUDA graphs: {as_replays.get('reason', 'no reason recorded')}"
 
 
 def print_optimize(report: OptimizeReport, console: Console) -> None:

@@ -199,5 +199,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "base_mode_reason": report.base_mode_reason,
             "run_mode": report.run_mode,  # the CUDA-graph mode the export runs under, or None
             "run_mode_gain": report.run_mode_gain,  # the export under it over the plain export, interleaved
+            "as_replays": report.as_replays,  # the final verification as CUDA-graph replays (launch-bound)
         },
     }

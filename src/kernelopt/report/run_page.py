@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from kernelopt.report.diff import diff_html
 from kernelopt.report.page import card, chart, document, esc, table
 from kernelopt.report.run_data import RunData, Summary, record_of
-from kernelopt.report.scoreboard import fmt_ratio
+from kernelopt.report.scoreboard import fmt_ratio, replays_line
 from kernelopt.search.candidate import MODEL_TARGET
 from kernelopt.search.graph_variants import GRAPH_TARGET_PREFIX
 from kernelopt.store.llm_records import Transcript
@@ -196,6 +196,8 @@ def _summary(data: RunData) -> str:
     if s.run_mode_gain and s.vs_compile:
         rows.append(("as delivered", f"{s.vs_compile * s.run_mode_gain:.3f}x over the base compile: {s.vs_compile:.3f}x "
                                      f"times the graphs' {s.run_mode_gain:.3f}x (each interleaved in its process)"))  # fmt: skip
+    if s.as_replays:
+        rows.append(("as CUDA-graph replays", replays_line(s.as_replays, "the base compile")))
     if s.knobs:
         knobs = s.knobs
         rows.append(

@@ -42,6 +42,21 @@ def best_stock_target_line(summary: dict[str, Any]) -> str:
     return line + "."
 
 
+def replays_line(as_replays: dict | None, compiled: str) -> str:
+    """The final verification's CUDA-graph judgment in one line ('' where it was not asked for)."""
+    if not as_replays:
+        return ""
+    gain = as_replays.get("graphs_gain")
+    own = f"; {compiled}'s own replays ran {gain:.3f}x its forward" if gain else ""
+    if as_replays.get("speedup") is not None:
+        within = "" if as_replays.get("beyond_noise") else ", within noise"
+        return (
+            f"as CUDA-graph replays: {as_replays['speedup']:.3f}x over {compiled}'s replays "
+            f"(IQR {as_replays['q1']:.3f}-{as_replays['q3']:.3f}{within}){own}"
+        )
+    return f"judged without CUDA graphs: {as_replays.get('reason', 'no reason recorded')}"
+
+
 def fmt_ratio_spread(value: float | None, spread: tuple[float, float] | None) -> str:
     """A speedup with its interquartile range where one was measured: ``1.328× (1.326–1.330)``."""
     text = fmt_ratio(value)
