@@ -11,7 +11,7 @@ from dataclasses import asdict
 import pytest
 import torch
 from conftest import EXAMPLES
-from test_optimize_flow import ScriptedWorker, run_context
+from test_optimize_flow import GraphWorker, ScriptedWorker, analysis, graph_run, ok, run_context
 
 from kernelopt.config import load_settings
 from kernelopt.evaluate import worker_targets
@@ -205,16 +205,20 @@ def _optimize(tmp_path, worker, config=None, train=False):
     return opt._optimize(ctx)
 
 
-class Waiting(ScriptedWorker):
-    """The scripted run, on a GPU that waits between launches a tenth of the forward's time."""
+def waiting(worker: type) -> type:
+    """``worker``'s scripted run, on a GPU that waits between launches a tenth of the forward's time."""
 
-    def call(self, target, *args, timeout_s=0, kwargs=None):
-        if target.endswith(":analyze_problem"):
-            from test_optimize_flow import analysis, ok
+    class Waiting(worker):  # type: ignore[misc, valid-type]
+        def call(self, target, *args, timeout_s=0, kwargs=None):
+            if target.endswith(":analyze_problem"):
+                self.calls.append("analyze_problem")
+                return ok({**analysis(), "gpu_busy": 0.9, "launch_overhead_bound": 1 / 0.9})
+            return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
 
-            self.calls.append("analyze_problem")
-            return ok({**analysis(), "gpu_busy": 0.9, "launch_overhead_bound": 1 / 0.9})
-        return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+    return Waiting
+
+
+Waiting = waiting(ScriptedWorker)
 
 
 def test_the_final_verification_asks_for_the_replayed_judgment_where_launches_wait(tmp_path) -> None:
@@ -229,26 +233,26 @@ def test_the_final_verification_asks_for_the_replayed_judgment_where_launches_wa
     assert [s["cuda_graphs"] for s in busy.together_settings] == [False]
 
 
-def test_a_result_faster_only_without_graphs_keeps_the_baseline_and_the_report_says_why(tmp_path) -> None:
-    worker = Waiting()  # the plain forward: 1.19x beyond noise
+def _replaying(speedup: float, q1: float, q3: float, noise: float, beyond_noise: bool) -> ScriptedWorker:
+    """A launch-bound scripted run whose final verification answers with this replayed judgment
+    (graphs 2.4x for the compiled model)."""
+    worker = Waiting()
     worker.replayed = {
         "graphs_gain": {"speedup": 2.4, "beyond_noise": True},
-        "replayed": {"comparison": _cmp(1.002), "speedup": 1.002, "q1": 0.99, "q3": 1.01, "noise": 0.02,
-                     "beyond_noise": False},
+        "replayed": {"comparison": _cmp(speedup), "speedup": speedup, "q1": q1, "q3": q3, "noise": noise,
+                     "beyond_noise": beyond_noise},
     }  # fmt: skip
-    report = _optimize(tmp_path, worker)
+    return worker
+
+
+def test_a_result_faster_only_without_graphs_keeps_the_baseline_and_the_report_says_why(tmp_path) -> None:
+    report = _optimize(tmp_path, _replaying(1.002, 0.99, 1.01, 0.02, False))  # the plain forward: 1.19x
     assert "baseline stays" in report.final_reason and "as CUDA-graph replays" in report.final_reason
     assert report.speedup_vs_compile == 1.0 and report.as_replays["speedup"] == pytest.approx(1.002)
 
 
 def test_a_result_faster_as_replays_is_delivered_and_the_report_keeps_both_ratios(tmp_path) -> None:
-    worker = Waiting()
-    worker.replayed = {
-        "graphs_gain": {"speedup": 2.4, "beyond_noise": True},
-        "replayed": {"comparison": _cmp(1.07), "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01,
-                     "beyond_noise": True},
-    }  # fmt: skip
-    report = _optimize(tmp_path, worker)
+    report = _optimize(tmp_path, _replaying(1.07, 1.06, 1.08, 0.01, True))
     assert report.final_reason.startswith("verified") and "ran 1.070x the compiled model's replays" in report.final_reason
     assert report.speedup_vs_compile == pytest.approx(1.19)  # the plain forward's ratio stays what it was
     assert report.as_replays == {"graphs_gain": 2.4, "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01,
@@ -260,7 +264,6 @@ def test_where_replays_are_judged_a_kernels_share_is_of_the_gpus_busy_time() -> 
     """The 4 us kernel is 0.5 % of the 0.8 ms forward but 1.7 % of the 0.24 ms the GPU is busy (what it
     can buy under a CUDA-graph mode); with cuda_graphs off, or for a training step, it stays below
     the 1 % floor."""
-    from test_optimize_flow import analysis
 
     from kernelopt.evaluate.records import ProblemAnalysis
     from kernelopt.pipeline.run_context import replays_judged
@@ -285,7 +288,6 @@ def test_where_replays_are_judged_a_kernels_share_is_of_the_gpus_busy_time() -> 
 def test_replays_are_judged_only_where_the_gpu_waits_between_launches() -> None:
     """A busy GPU (launch-overhead bound within the margin) has nothing for graphs to remove, and
     recording a big model would hold a second copy of its buffers: no replayed judgment there."""
-    from test_optimize_flow import analysis
 
     from kernelopt.evaluate.records import ProblemAnalysis
     from kernelopt.pipeline.run_context import replays_judged
@@ -364,16 +366,7 @@ def test_a_graph_candidate_is_judged_plain_where_graphs_do_not_pay_or_are_off(mo
 
 
 def test_graph_candidates_of_a_launch_bound_run_are_searched_and_rechecked_as_replays(tmp_path) -> None:
-    from test_optimize_flow import GraphWorker, analysis, graph_run, ok
-
-    class WaitingGraphs(GraphWorker):
-        def call(self, target, *args, timeout_s=0, kwargs=None):
-            if target.endswith(":analyze_problem"):
-                self.calls.append("analyze_problem")
-                return ok({**analysis(), "gpu_busy": 0.9, "launch_overhead_bound": 1 / 0.9})
-            return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
-
-    worker = WaitingGraphs()
+    worker = waiting(GraphWorker)()
     graph_run(tmp_path / "a", worker, ["graph-variants"])
     assert len(worker.graph_settings) == 2 and all(s["cuda_graphs"] for s in worker.graph_settings)
     busy = GraphWorker()

@@ -227,22 +227,20 @@ class RemoteRunner:
         self.built.add(reply["digest"])
         return str(reply["digest"]), reply["error"], float(reply["seconds"])
 
-    def forward_into(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
-        """The re-stitched model's outputs for ``inputs``, copied into ``outputs`` (the judge's buffers)."""
+    def forward_into(
+        self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor], recorded: bool = False
+    ) -> list[dict[str, Any]]:
+        """The re-stitched model's outputs for ``inputs``, copied into ``outputs`` (the judge's buffers);
+        ``recorded``: through the model's recorded CUDA graph, replayed on ``inputs``' values."""
         _sync(self.device)
-        reply = self.call("run_model", share_args(inputs), [share(o) for o in outputs])
+        call = "run_model_recorded" if recorded else "run_model"
+        reply = self.call(call, share_args(inputs), [share(o) for o in outputs])
         return list(reply["outputs"])
 
     def release(self) -> None:
         """Let the candidate's process drop the buffers it kept open for timing."""
         if self.worker.alive and self.worker.starts == self._started:
             self._raw("release")
-
-    def forward_recorded_into(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> list[dict[str, Any]]:
-        """:meth:`forward_into` through the model's recorded CUDA graph, replayed on ``inputs``' values."""
-        _sync(self.device)
-        reply = self.call("run_model_recorded", share_args(inputs), [share(o) for o in outputs])
-        return list(reply["outputs"])
 
     def drop_recorded(self) -> None:
         """Let the process drop its model's recorded CUDA graph (a no-op where it is not running)."""

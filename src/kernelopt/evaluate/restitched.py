@@ -73,8 +73,7 @@ class RestitchedModel:
             nan_fill_(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
             for shape, stride, dtype in self.output_layouts()
         ]
-        forward = self.runner.forward_recorded_into if recorded else self.runner.forward_into
-        layouts = forward(inputs, outputs)
+        layouts = self.runner.forward_into(inputs, outputs, recorded)
         if len(layouts) != len(outputs):
             raise ModelOutputMismatch(f"the re-stitched model returned {len(layouts)} outputs, expected {len(outputs)}")
         for i, (layout, out) in enumerate(zip(layouts, outputs)):
