@@ -189,7 +189,7 @@ def test_on_a_cpu_the_reference_process_says_it_cannot_record_a_graph() -> None:
         worker_targets._judge_replayed(session, GateSettings(trials=3), check)
         assert check.replayed is None and check.graphs_gain is None
         assert check.replayed_reason.startswith("the compiled model could not be recorded as a CUDA graph: ")
-        assert "only a CUDA model's forward can be recorded" in check.replayed_reason
+        assert "CUDA graphs record CUDA work; this forward runs on cpu" in check.replayed_reason
         assert "\n" not in check.replayed_reason
     finally:
         reference.close()
@@ -372,3 +372,30 @@ def test_graph_candidates_of_a_launch_bound_run_are_searched_and_rechecked_as_re
     busy = GraphWorker()
     graph_run(tmp_path / "b", busy, ["graph-variants"])
     assert busy.graph_settings and not any(s["cuda_graphs"] for s in busy.graph_settings)
+
+
+def test_a_knob_candidate_is_timed_as_replays_where_graphs_pay_and_plainly_where_they_cannot(monkeypatch) -> None:
+    """Both compiles of a whole-model candidate are Inductor's, so they share one process: on the CPU
+    the recording is refused in one line and the plain timing stands; where graphs pay (a stand-in
+    recording whose replays cost nothing), both compiles are timed as replays."""
+    from kernelopt.evaluate import knob_candidate
+
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
+    settings = GateSettings(model_seeds=(0,), trials=5, cuda_graphs=True)
+    plain = knob_candidate.evaluate_options(spec, {"epilogue_fusion": False}, settings, device="cpu")
+    assert plain["replayed_reason"] == "CUDA graphs record CUDA work; this forward runs on cpu"
+    assert plain["end_to_end"]["replayed"] is False
+
+    recorded: list[object] = []
+
+    class Recorded:  # the replays: nothing left to run once launches are free
+        def __init__(self, fn, device) -> None:
+            recorded.append(fn)
+
+        def replay(self) -> None:
+            pass
+
+    monkeypatch.setattr(knob_candidate, "RecordedForward", Recorded)
+    replays = knob_candidate.evaluate_options(spec, {"epilogue_fusion": False}, settings, device="cpu")
+    assert replays["replayed_reason"] is None and replays["end_to_end"]["replayed"] is True
+    assert len(recorded) == 3  # the gain's recording, then each compile's for the timing

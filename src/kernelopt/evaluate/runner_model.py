@@ -102,9 +102,8 @@ class RunnerModel:
         """The forward on this process's inputs, recorded once as a CUDA graph (raises
         :class:`~kernelopt.measure.graph_replay.GraphCaptureError` where it cannot be)."""
         if self._recorded is None:
-            device = self.inputs[0].device if self.inputs and isinstance(self.inputs[0], torch.Tensor) else None
-            if device is None or device.type != "cuda":
-                raise RuntimeError("only a CUDA model's forward can be recorded as a CUDA graph")
+            tensors = [x for x in self.inputs if isinstance(x, torch.Tensor)]
+            device = tensors[0].device if tensors else torch.device("cpu")
 
             def call() -> list[torch.Tensor]:
                 with torch.no_grad():

@@ -30,6 +30,8 @@ class RecordedForward:
     Delete the object (or drop every reference) to hand the graph's memory pool back."""
 
     def __init__(self, fn: Callable[[], Any], device: torch.device) -> None:
+        if device.type != "cuda":
+            raise GraphCaptureError(f"CUDA graphs record CUDA work; this forward runs on {device.type}")
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         try:

@@ -330,13 +330,13 @@ def _share_of_us(run: RunContext, measured: AnalysisReport) -> float:
 
 def _optimize(run: RunContext) -> OptimizeReport:
     base = analysis_of(run)
+    # a launch-bound result is judged as CUDA-graph replays: knob and graph candidates, the final verification
+    run = replace(run, settings=replace(run.settings, cuda_graphs=replays_judged(run, base.report)))
     nodes = NodeStore(run.store, run.run_id)
     base_options = dict(run.spec.options)  # the base mode's: search_knobs puts its winner's on top
     knobs = search_knobs(run, nodes, base.report.compiled_ms * 1000.0) if run.uses(KNOB_OPERATOR) else None
     analysis = analysis_of(run, "analysis/options") if knobs and knobs["used"] else base
     measured = analysis.report
-    # a launch-bound result is judged as CUDA-graph replays: graph candidates and the final verification
-    run = replace(run, settings=replace(run.settings, cuda_graphs=replays_judged(run, measured)))
     targets, skipped = select_targets([asdict(launch) for launch in measured.launches], _share_of_us(run, measured))
     report = OptimizeReport(
         problem=run.name,
