@@ -82,6 +82,7 @@ class FakeRestitched:
             raise RunnerDied(call, WorkerResult("error", None, "GraphCaptureError: operation not permitted when stream is capturing\nmore", None, 0.1, ""))
 
     _graphs_gain = None
+    _unrecordable = None
     graphs_pay = RestitchedModel.graphs_pay  # the real decision, on the scripted timing
     recorded_gain = RestitchedModel.recorded_gain
 
@@ -146,7 +147,10 @@ def test_where_graphs_do_not_pay_the_plain_forward_decides_and_the_reason_is_kep
 
 
 def test_a_model_that_cannot_be_recorded_is_judged_without_graphs_and_says_why_in_one_line() -> None:
-    check, _ = _judge(FakeRestitched(dies_in="graphs_gain"))
+    fake = FakeRestitched(dies_in="graphs_gain")
+    check, _ = _judge(fake)
+    assert fake.graphs_pay(10) == (False, check.replayed_reason)  # asked once a session
+    assert fake.calls.count("graphs_gain") == 1
     assert check.replayed is None and check.model.passed
     assert check.replayed_reason == (
         "the compiled model could not be recorded as a CUDA graph: error: GraphCaptureError: operation not "

@@ -58,6 +58,7 @@ class RestitchedModel:
         self._references = ReferenceCache()  # float64 references and baseline errors, per seed
         self._layouts: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]] | None = None
         self._graphs_gain: SplitComparison | None = None  # the compiled model's replays over its forward
+        self._unrecordable: str | None = None  # why the compiled model could not be recorded, once found
 
     def output_layouts(self) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
         """Shape, strides and dtype of each output of the compiled model (read once, from the baseline)."""
@@ -153,11 +154,14 @@ class RestitchedModel:
     def graphs_pay(self, trials: int) -> tuple[bool, str | None]:
         """(whether CUDA graphs pay for the compiled model beyond noise, why not in one line where they
         do not). Where they do not, the reference process drops its recorded graph at once."""
+        if self._unrecordable is not None:  # a compiled model that cannot be recorded stays so: asked once
+            return False, self._unrecordable
         try:
             gain = self.graphs_gain(trials).comparison
         except RunnerDied as exc:
             why = f"{exc.outcome.status}: {exc.outcome.reason}".splitlines()[0]
-            return False, f"the compiled model could not be recorded as a CUDA graph: {why}"
+            self._unrecordable = f"the compiled model could not be recorded as a CUDA graph: {why}"
+            return False, self._unrecordable
         if gain.speedup > 1.0 + 2.0 * gain.noise:  # judge_end_to_end's beyond_noise
             return True, None
         self.reference.drop_recorded()
