@@ -403,3 +403,14 @@ def test_a_knob_candidate_is_timed_as_replays_where_graphs_pay_and_plainly_where
     replays = knob_candidate.evaluate_options(spec, {"epilogue_fusion": False}, settings, device="cpu")
     assert replays["replayed_reason"] is None and replays["end_to_end"]["replayed"] is True
     assert len(recorded) == 3  # the gain's recording, then each compile's for the timing
+
+
+def test_a_replays_poisoned_outputs_spare_an_output_that_is_its_input() -> None:
+    """A model may return its input (or a view of it): poisoning that output before a replay would
+    poison what the replay reads, and fail an honest model."""
+    from kernelopt.evaluate.runner_model import poison_outputs
+
+    x = torch.ones(4, 3)
+    out, count = torch.zeros(4, 3), torch.zeros(2, dtype=torch.int64)
+    poison_outputs([out, x[1:], count], [x])
+    assert torch.isnan(out).all() and torch.equal(x, torch.ones(4, 3)) and torch.equal(count, torch.zeros(2, dtype=torch.int64))

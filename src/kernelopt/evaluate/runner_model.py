@@ -133,9 +133,7 @@ class RunnerModel:
         with torch.no_grad():
             for static, value in zip(statics, given):
                 static.copy_(value)
-            for out in recorded.outputs:
-                if out.dtype.is_floating_point or out.dtype.is_complex:
-                    out.fill_(float("nan"))
+            poison_outputs(recorded.outputs, statics)
             recorded.replay()
             layouts = []
             for i, result in enumerate(recorded.outputs):
@@ -146,3 +144,13 @@ class RunnerModel:
                 static.copy_(value)
         torch.cuda.synchronize()
         return {"outputs": layouts}
+
+
+def poison_outputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> None:
+    """Fill each floating output with NaN before a replay, so a graph that skips writing it shows;
+    an output that shares memory with an input (a model that returns its input, or a view of it) is
+    left alone: poisoning it would poison what the replay reads."""
+    held = {x.untyped_storage().data_ptr() for x in inputs}
+    for out in outputs:
+        if (out.dtype.is_floating_point or out.dtype.is_complex) and out.untyped_storage().data_ptr() not in held:
+            out.fill_(float("nan"))
