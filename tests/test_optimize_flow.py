@@ -530,6 +530,23 @@ def test_a_graph_regenerated_under_other_options_wins_and_is_verified_with_the_r
     text = console.export_text()
     assert "graph 0 (call sequence)" in text and "1.100x end to end" in text
     assert "graph 0 winner re-evaluated: passed again" in text
+    from kernelopt.search.graph_variants import GRAPH_OPTIONS
+
+    sets = len(GRAPH_OPTIONS)  # what compiling them cost, said once, kept for a resumed run
+    assert report.graph_compile == f"compiled {sets} of {sets} option sets in 0 s (budget 60 s)"
+    assert f"graph variants: compiled {sets} of {sets} option sets" in text
+
+
+def test_the_graph_stage_says_how_many_option_sets_its_compile_budget_left_out() -> None:
+    from kernelopt.pipeline.graph_stage import compile_line
+
+    done = {"options": {}, "available": True, "kernels": 2}
+    left = {"options": {}, "available": False, "reason": "not compiled: the 60 s for compiling graph variants ran out"}
+    rows = [[done, done], [done, done], [left, left]]  # per option set, per graph
+    assert compile_line(rows, 61.6, 60.0) == (
+        "compiled 2 of 3 option sets in 62 s (budget 60 s); 1 not compiled: the budget ran out"
+    )
+    assert compile_line(rows[:2], 12.0, 60.0) == "compiled 2 of 2 option sets in 12 s (budget 60 s)"
 
 
 def test_a_graph_whose_kernel_won_is_not_searched_again(tmp_path) -> None:

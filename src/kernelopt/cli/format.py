@@ -283,6 +283,8 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
             g.stop_reason,
         )
     console.print(table)
+    if report.graph_compile:
+        console.print(f"graph variants: {report.graph_compile}", markup=False, highlight=False)
     if report.graph_stage:
         console.print(
             f"graphs searched without --operators naming them: {report.graph_stage}", markup=False, highlight=False

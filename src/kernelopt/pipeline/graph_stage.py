@@ -37,9 +37,18 @@ def compile_budget_s(run: RunContext) -> float:
     return min(limits)
 
 
+def compile_line(rows: list[list[dict[str, Any]]], seconds: float, budget_s: float) -> str:
+    """What compiling the option sets cost, in one line: how many were compiled, in how long, against
+    which budget, and how many the budget left out (``rows``: per option set, per graph)."""
+    left = sum(1 for row in rows if row and str(row[0].get("reason") or "").startswith("not compiled"))
+    line = f"compiled {len(rows) - left} of {len(rows)} option sets in {seconds:.0f} s (budget {budget_s:.0f} s)"
+    return line + (f"; {left} not compiled: the budget ran out" if left else "")
+
+
 def graph_variants(run: RunContext, copies_first: bool = False) -> list[list[dict[str, Any]]] | None:
-    """Per graph, per option set: whether Inductor wrote it otherwise (kept in the store: a resumed
-    run reads it back); None when the worker could not say (the reason is emitted)."""
+    """Per graph, per option set: whether Inductor wrote it otherwise (kept in the store with what
+    compiling cost, :func:`compile_line`: a resumed run reads both back); None when the worker could
+    not say (the reason is emitted)."""
     known = run.store.measurements(run.run_id, "graph_variants").get("graph_variants")
     if known is None:
         run.emit("stage", {"stage": "graph variants"})
@@ -55,11 +64,19 @@ def graph_variants(run: RunContext, copies_first: bool = False) -> list[list[dic
             run.emit("warning", {"message": f"graph variants not compiled: {outcome.status}: {outcome.reason}"})
             return None
         rows = outcome.value  # per option set, per graph
-        known = [[row[g] for row in rows] for g in range(len(rows[0]) if rows else 0)]
-        run.store.add_measurement(run.run_id, "graph_variants", {"graph_variants": known})
-    else:
-        known = known["graph_variants"]
-    return known
+        line = compile_line(rows, outcome.duration_s, compile_budget_s(run))
+        known = {
+            "graph_variants": [[row[g] for row in rows] for g in range(len(rows[0]) if rows else 0)],
+            "compile": line,
+        }
+        run.store.add_measurement(run.run_id, "graph_variants", known)
+    return known["graph_variants"]
+
+
+def compiled_variants(run: RunContext) -> str | None:
+    """The run's :func:`compile_line`, where its graph variants were compiled."""
+    known = run.store.measurements(run.run_id, "graph_variants").get("graph_variants")
+    return known.get("compile") if known else None
 
 
 def search_graphs(run: RunContext, nodes: NodeStore, skip: set[int], copies_first: bool = False) -> list[GraphResult]:

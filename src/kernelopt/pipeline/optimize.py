@@ -44,7 +44,7 @@ from kernelopt.pipeline.evaluator import (
     stage_medians,
 )
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
-from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, search_graphs
+from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, compiled_variants, search_graphs
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
@@ -382,6 +382,7 @@ def _optimize(run: RunContext) -> OptimizeReport:
     if graph_run is not None and (not launched or not launched <= won):
         # graphs none of whose kernels won: their call sequences regenerated (none left: nothing compiled)
         report.graphs = search_graphs(graph_run, nodes, won, copies_first=measured.moves_share >= COPY_SHARE)
+        report.graph_compile = compiled_variants(run)
         for g in report.graphs:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
             report.evaluations += len(evaluated)

@@ -67,6 +67,7 @@ class OptimizeReport:
     kernels: list[KernelResult] = field(default_factory=list)
     graphs: list[GraphResult] = field(default_factory=list)  # call sequences regenerated under other options
     graph_stage: str | None = None  # why the graph stage ran though --operators did not name it (graph_stage auto)
+    graph_compile: str | None = None  # what compiling the graph variants cost (graph_stage.compile_line)
     gpu_busy: float = 1.0  # kernel time over the compiled forward's time (analysis)
     triton_share: float | None = None  # generated Triton kernels' time over the compiled forward's (analysis)
     launch_overhead_bound: float = 1.0  # the speedup removing every gap between launches could buy
