@@ -27,7 +27,7 @@ from kernelopt.problem import load_problem
 from kernelopt.problem.layouts import RotatingInputs
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import run_model_gate
-from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance
+from kernelopt.verify.performance import PerformancePolicy, graphs_unpaid, judge_end_to_end, judge_performance
 from kernelopt.verify.verdict import Verdict
 
 
@@ -39,13 +39,8 @@ def graphs_pay(forward: Callable[[], Any], device: torch.device, trials: int) ->
         recorded = RecordedForward(forward, device)
     except GraphCaptureError as exc:
         return False, str(exc)
-    gain = compare(forward, recorded.replay, trials=max(10, trials // 2))
-    if gain.speedup > 1.0 + 2.0 * gain.noise:
-        return True, None
-    return False, (
-        f"CUDA graphs do not pay for this model (its replays ran {gain.speedup:.3f}x its forward, "
-        f"noise {100 * gain.noise:.1f}%): judged without them"
-    )
+    why = graphs_unpaid(compare(forward, recorded.replay, trials=max(10, trials // 2)))
+    return why is None, why
 
 
 def evaluate_options(

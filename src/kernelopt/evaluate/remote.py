@@ -44,6 +44,11 @@ class RunnerDied(Exception):
         self.call = call
         self.outcome = outcome
 
+    @property
+    def one_line(self) -> str:
+        """``status: reason``, its first line only (for a reason shown to a person)."""
+        return f"{self.outcome.status}: {self.outcome.reason}".splitlines()[0]
+
 
 class RemoteRunner:
     """The candidate's process, seen from the judge."""

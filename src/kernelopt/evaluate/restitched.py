@@ -23,7 +23,7 @@ from kernelopt.problem import Problem, outputs_as_list
 from kernelopt.verify.correctness import nan_fill_
 from kernelopt.verify.model_gate import ModelGatePolicy
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
-from kernelopt.verify.performance import judge_timing_evidence
+from kernelopt.verify.performance import graphs_unpaid, judge_timing_evidence
 from kernelopt.verify.verdict import Verdict
 
 
@@ -157,18 +157,13 @@ class RestitchedModel:
         if self._unrecordable is not None:  # a compiled model that cannot be recorded stays so: asked once
             return False, self._unrecordable
         try:
-            gain = self.graphs_gain(trials).comparison
+            why = graphs_unpaid(self.graphs_gain(trials).comparison)
         except RunnerDied as exc:
-            why = f"{exc.outcome.status}: {exc.outcome.reason}".splitlines()[0]
-            self._unrecordable = f"the compiled model could not be recorded as a CUDA graph: {why}"
+            self._unrecordable = f"the compiled model could not be recorded as a CUDA graph: {exc.one_line}"
             return False, self._unrecordable
-        if gain.speedup > 1.0 + 2.0 * gain.noise:  # judge_end_to_end's beyond_noise
-            return True, None
-        self.reference.drop_recorded()
-        return False, (
-            f"CUDA graphs do not pay for this model (its replays ran {gain.speedup:.3f}x its forward, "
-            f"noise {100 * gain.noise:.1f}%): judged without them"
-        )
+        if why is not None:
+            self.reference.drop_recorded()
+        return why is None, why
 
     def timing_evidence(self, e2e: SplitComparison) -> Verdict | None:
         """None when the candidate process's readings of its model agree with the judge's clock, against

@@ -82,7 +82,7 @@ def _time_against_base(s: EvaluationSession, base_options: dict[str, Any], trial
             base.timed_model(), s.runner.timed_model(), trials=trials, baseline_remote=True
         ).comparison.to_dict()
     except RunnerDied as exc:  # the base mode's compile or its process failed: say so, keep the product
-        check.vs_base_reason = f"the base mode's compile failed in its process during {exc.call}: {_why(exc)}"
+        check.vs_base_reason = f"the base mode's compile failed in its process during {exc.call}: {exc.one_line}"
     finally:
         base.close()
 
@@ -122,7 +122,7 @@ def _judge_recorded(s: EvaluationSession, gates: GateSettings, check: FinalCheck
     except RunnerDied as exc:  # the compiled model records, so the replacements are what broke it
         s.runner.restart()
         check.model = Verdict(
-            "model", False, f"the re-stitched model fails as CUDA-graph replays: {_why(exc)}", {"rule": "cuda_graph"}
+            "model", False, f"the re-stitched model fails as CUDA-graph replays: {exc.one_line}", {"rule": "cuda_graph"}
         )
         return
     evidence = s.restitched.timing_evidence(e2e)
@@ -130,10 +130,6 @@ def _judge_recorded(s: EvaluationSession, gates: GateSettings, check: FinalCheck
         check.evidence = evidence
         return
     check.replayed = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
-
-
-def _why(exc: RunnerDied) -> str:
-    return f"{exc.outcome.status}: {exc.outcome.reason}".splitlines()[0]
 
 
 def ncu_metrics(spec: dict[str, Any], kernel: str, timeout_s: float = 600.0) -> dict[str, Any]:

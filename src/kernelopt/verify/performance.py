@@ -131,6 +131,22 @@ def judge_performance(
     return Verdict(GATE, False, reason, details)
 
 
+def beyond_noise(comparison: Comparison) -> bool:
+    """Whether a whole model's speedup clears twice its measured noise (never where the noise is unknown)."""
+    return comparison.speedup > 1.0 + 2.0 * comparison.noise if math.isfinite(comparison.noise) else False
+
+
+def graphs_unpaid(gain: Comparison) -> str | None:
+    """Why CUDA graphs do not pay for a compiled model, in one line, given its forward (baseline) timed
+    against its own replays (candidate); None where the replays win beyond noise."""
+    if beyond_noise(gain):
+        return None
+    return (
+        f"CUDA graphs do not pay for this model (its replays ran {gain.speedup:.3f}x its forward, "
+        f"noise {100 * gain.noise:.1f}%): judged without them"
+    )
+
+
 def judge_end_to_end(comparison: Comparison) -> dict[str, Any]:
     """Summary of the whole model's speedup (re-stitched vs compiled baseline) for the report.
 
@@ -139,17 +155,16 @@ def judge_end_to_end(comparison: Comparison) -> dict[str, Any]:
     speedup clears twice the measured noise, so the report can say "within
     noise" instead of printing 1.01x as a win.
     """
-    speedup, noise = comparison.speedup, comparison.noise
-    beyond_noise = speedup > 1.0 + 2.0 * noise if math.isfinite(noise) else False
+    speedup, noise, cleared = comparison.speedup, comparison.noise, beyond_noise(comparison)
     summary = f"end to end {_speedup_text(comparison)}, noise {fmt.percent(noise)}, n={len(comparison.ratios)}"
-    if not beyond_noise:
+    if not cleared:
         summary += " (within noise)"
     return {
         "speedup": fmt.finite_or_none(speedup),
         "q1": fmt.finite_or_none(comparison.speedup_q1),
         "q3": fmt.finite_or_none(comparison.speedup_q3),
         "noise": fmt.finite_or_none(noise),
-        "beyond_noise": beyond_noise,
+        "beyond_noise": cleared,
         "baseline_median_ms": comparison.baseline.median_ms,
         "candidate_median_ms": comparison.candidate.median_ms,
         "baseline_iqr_ms": comparison.baseline.iqr_ms,
