@@ -39,6 +39,26 @@ def test_only_a_kernel_with_the_verified_source_is_replaced() -> None:
     assert namespace[VAR] == f"ours {KERNEL.name}" and built == [(KERNEL.name, HONEST)]
 
 
+def test_a_kernel_verified_in_another_process_is_replaced_there_too() -> None:
+    """The process that verified the replacement stamped the kernel with its own Triton backend hash;
+    this compile's differs only there, so the kernel is the one verified. A changed body is not."""
+    import re
+
+    from kernelopt.capture.output_code import parse_output_code, source_hash
+
+    assert "'backend_hash': '" in KERNEL.source
+    text = (FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()
+    here = parse_output_code(re.sub(r"'backend_hash': '[0-9A-Fa-f]*'", "'backend_hash': 'ABCDEF'", text))
+    (var, kernel) = next(iter(here.kernels.items()))
+    assert kernel.source != KERNEL.source
+    namespace = {v: f"inductor's {v}" for v in here.kernels}
+    verified_there = Replacement(KernelAddress(0, KERNEL.name, KERNEL.sha256), HONEST)
+    assert swap_matching(namespace, here, [verified_there], lambda source, name: "ours") == [KERNEL.name]
+    legacy = Replacement(KernelAddress(0, KERNEL.name, source_hash(KERNEL.source)), HONEST)  # a full-text address
+    assert swap_matching({var: "inductor's"}, here, [legacy], lambda source, name: "ours") == []
+    assert swap_matching({VAR: "inductor's"}, OUTPUT, [legacy], lambda source, name: "ours") == [KERNEL.name]
+
+
 class Small(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -166,21 +166,18 @@ def test_timing_evidence_rules() -> None:
     assert judge_timing_evidence([1.0], [1.2], []) is not None  # no calibration: nothing is believed
 
 
-def test_the_runners_capture_matches_the_judges_up_to_the_backend_hash() -> None:
-    from types import SimpleNamespace
-
+def test_a_kernel_is_identified_up_to_the_backend_hash_each_process_stamps() -> None:
+    """The judge's address names the runner's kernel (and kernelopt.load's) though each process stamped
+    its own Triton backend hash; an H200 export once failed to load in the process that wrote it."""
     from kernelopt.capture.output_code import source_hash
-    from kernelopt.capture.swap import KernelAddress
-    from kernelopt.evaluate.runner_model import RunnerModel
 
-    judge = SOURCE.replace("'mutated_arg_names': []", "'mutated_arg_names': [], 'backend_hash': 'AAAA'")
-    mine = triton_kernel_def(NAME, judge.replace("'AAAA'", "'BBBB'"))
-    model = object.__new__(RunnerModel)
-    model.artifact = SimpleNamespace(graphs=[SimpleNamespace(kernels={"k": mine})])
-    address = KernelAddress(0, NAME, source_hash(judge))
-    assert model._same_kernel(address, judge).sha256 == mine.sha256  # only the backend hash differs
-    other = judge.replace("* 2", "* 3")
-    assert model._same_kernel(KernelAddress(0, NAME, source_hash(other)), other).sha256 == source_hash(other)
+    judge = triton_kernel_def(NAME, SOURCE.replace("'mutated_arg_names': []", "'mutated_arg_names': [], 'backend_hash': 'AAAA'"))
+    mine = triton_kernel_def(NAME, judge.source.replace("'AAAA'", "'BBBB'"))
+    assert mine.source != judge.source and mine.sha256 == judge.sha256 and mine.identified_by(judge.sha256)
+    assert mine.identified_by(source_hash(mine.source))  # an address written before, as the full text's hash
+    other = triton_kernel_def(NAME, judge.source.replace("* 2", "* 3"))
+    assert not other.identified_by(judge.sha256)
+    assert not mine.identified_by(source_hash(judge.source))  # the full text is exact: only the identity forgives
 
 
 def test_a_candidate_that_stops_working_once_timed_fails_on_its_timed_outputs(kernel, remote, monkeypatch) -> None:

@@ -40,8 +40,17 @@ def without_backend_hash(source: str) -> str:
 
 
 def source_hash(source: str) -> str:
-    """The identity of a kernel's source (hex sha256), used to refuse stale swaps."""
+    """A source's hex sha256."""
     return hashlib.sha256(source.encode()).hexdigest()
+
+
+def kernel_identity(source: str) -> str:
+    """The identity of a generated kernel (hex sha256 of its source without the backend hash), used to
+    refuse stale swaps. Two processes that compile one kernel under different compiler environments
+    (the evaluation worker and ``kernelopt.load`` in the user's process) stamp it with different
+    backend hashes: an identity over the full text made an H200 export fail to load in the very
+    process that exported it."""
+    return source_hash(without_backend_hash(source))
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,12 @@ class KernelDef:
 
     @property
     def sha256(self) -> str:
-        return source_hash(self.source)
+        return kernel_identity(self.source)
+
+    def identified_by(self, sha256: str) -> bool:
+        """Whether an address's ``sha256`` names this kernel: its identity, or the hash of its full
+        text that exports and stores written before the identity left the backend hash out hold."""
+        return sha256 in (self.sha256, source_hash(self.source))
 
     @property
     def runtime_params(self) -> tuple[KernelParam, ...]:

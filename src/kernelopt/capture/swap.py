@@ -107,7 +107,7 @@ def swap_kernel(artifact: Artifact, address: KernelAddress, source: str, kernel:
     if not matches:
         raise SwapError(f"graph {address.graph} has no kernel {address.name}: the model compiled differently")
     var, kdef = matches[0]
-    if kdef.sha256 != address.sha256:
+    if not kdef.identified_by(address.sha256):
         raise SwapError(
             f"kernel {address.name} differs from the one the replacement was made for "
             f"(source sha256 {kdef.sha256[:12]} != {address.sha256[:12]}): recompile with the same torch and settings"

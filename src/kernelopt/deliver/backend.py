@@ -2,8 +2,9 @@
 
 The backend compiles each graph with Inductor exactly as ``torch.compile``'s
 default does, then, in the module Inductor loaded for it, replaces every
-generated kernel whose source is byte for byte the one a replacement was
-verified against (its sha256 and name). Nothing else is matched: a graph
+generated kernel whose source is the one a replacement was verified against
+(its name, and the sha256 of its source less the Triton backend hash, which
+follows the compiling process's environment). Nothing else is matched: a graph
 compiled for other shapes, a recompile, another torch or Triton generate other
 kernel sources, and then Inductor's own kernels run. A recompiled graph
 therefore never runs a stale replacement. What went unused is said once per
@@ -61,10 +62,6 @@ class BackendReport:
         return [r for r in replacements if r.address.name not in self.used]
 
 
-def _key(name: str, sha256: str) -> tuple[str, str]:
-    return name, sha256
-
-
 def swap_matching(
     namespace: MutableMapping[str, Any],
     output: OutputCode,
@@ -75,10 +72,11 @@ def swap_matching(
 
     ``build(source, name)`` makes the launcher (Inductor's loader on a GPU). Returns
     the names of the kernels replaced."""
-    wanted = {_key(r.address.name, r.address.sha256): r for r in replacements}
     replaced = []
     for var, kernel in output.kernels.items():
-        match = wanted.get(_key(kernel.name, kernel.sha256))
+        match = next(
+            (r for r in replacements if r.address.name == kernel.name and kernel.identified_by(r.address.sha256)), None
+        )
         if match is None or var not in namespace:
             continue
         namespace[var] = build(match.source, kernel.name)

@@ -219,9 +219,9 @@ class RemoteRunner:
             self.call("warm_model")
 
     def set_swaps(
-        self, replacements: Sequence[tuple[dict[str, Any], str, str]], graphs: Sequence[str] = ()
+        self, replacements: Sequence[tuple[dict[str, Any], str]], graphs: Sequence[str] = ()
     ) -> dict[str, Any]:
-        """Install (address, digest, original source) replacements and built graph candidates (by
+        """Install (address, digest) replacements and built graph candidates (by
         digest) in the candidate process's model."""
         return dict(self.call("set_swaps", list(replacements), list(graphs)))
 
@@ -278,7 +278,7 @@ class ReferenceRunner(RemoteRunner):
         raise RuntimeError("the reference process never launches a candidate; use the candidate's RemoteRunner")
 
     def set_swaps(
-        self, replacements: Sequence[tuple[dict[str, Any], str, str]], graphs: Sequence[str] = ()
+        self, replacements: Sequence[tuple[dict[str, Any], str]], graphs: Sequence[str] = ()
     ) -> dict[str, Any]:
         raise RuntimeError("the reference process runs the original model only; use the candidate's RemoteRunner")
 

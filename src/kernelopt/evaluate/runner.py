@@ -191,13 +191,13 @@ def warm_model() -> dict[str, Any]:
     return {"ok": True}
 
 
-def set_swaps(replacements: Sequence[tuple[dict[str, Any], str, str]], graphs: Sequence[str] = ()) -> dict[str, Any]:
-    """Install built candidates (address, digest, the judge's original source) and built graph
-    candidates (by digest) in this process's captured model, and prove they run."""
+def set_swaps(replacements: Sequence[tuple[dict[str, Any], str]], graphs: Sequence[str] = ()) -> dict[str, Any]:
+    """Install built candidates (address, digest) and built graph candidates (by digest) in this
+    process's captured model, and prove they run."""
     state = _state()
     model = _session(state)
     return model.set_swaps(
-        [(address, state.kernels[key], source) for address, key, source in replacements],
+        [(address, state.kernels[key]) for address, key in replacements],
         [state.graphs[key] for key in graphs],
     )
 

@@ -18,7 +18,6 @@ import torch
 
 from kernelopt.capture import capture
 from kernelopt.capture.graph_swap import GraphCandidate, GraphSwap, check_graphs_live, restore_graph, swap_graph
-from kernelopt.capture.output_code import without_backend_hash
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
 from kernelopt.measure.graph_replay import RecordedForward
 from kernelopt.problem import load_problem, outputs_as_list
@@ -41,14 +40,15 @@ class RunnerModel:
 
     def set_swaps(
         self,
-        replacements: Sequence[tuple[dict[str, Any], Any, str]],
+        replacements: Sequence[tuple[dict[str, Any], Any]],
         graphs: Sequence[tuple[GraphCandidate, dict[str, Any]]] = (),
     ) -> dict[str, Any]:
-        """Replace the installed swaps with ``replacements`` (address dict, built kernel, the judge's
-        source of the original) and ``graphs`` (graph candidates with their built kernels); empty
-        lists restore the compiled model. Proves each replacement launches and each changed call
-        sequence runs. Returns which kernels this capture compiled with another Triton backend hash.
-        A recorded CUDA graph holds the launches of the swaps it was recorded with: it is dropped."""
+        """Replace the installed swaps with ``replacements`` (address dict, built kernel) and ``graphs``
+        (graph candidates with their built kernels); empty lists restore the compiled model. Proves
+        each replacement launches and each changed call sequence runs. The judge's address names this
+        capture's kernel although each process stamps its own Triton backend hash
+        (:func:`~kernelopt.capture.output_code.kernel_identity`). A recorded CUDA graph holds the
+        launches of the swaps it was recorded with: it is dropped."""
         self._recorded = None
         for graph_swap in reversed(self.graph_swaps):
             restore_graph(graph_swap)
@@ -56,30 +56,15 @@ class RunnerModel:
         for swap in reversed(self.swaps):
             restore(self.artifact, swap)
         self.swaps = []
-        other_backend = []
-        for address, kernel, judge_source in replacements:
-            here = self._same_kernel(KernelAddress.from_dict(address), judge_source)
-            if here.sha256 != address["sha256"]:
-                other_backend.append(here.name)
-            self.swaps.append(swap_kernel(self.artifact, here, "", kernel=kernel))
+        for address, kernel in replacements:
+            self.swaps.append(swap_kernel(self.artifact, KernelAddress.from_dict(address), "", kernel=kernel))
         for candidate, built in graphs:
             self.graph_swaps.append(swap_graph(self.artifact, candidate, built))
         if self.swaps:
             check_swaps_live(self.artifact, self.swaps, self.inputs)
         if self.graph_swaps:
             check_graphs_live(self.artifact, self.graph_swaps, self.inputs)
-        return {"swaps": len(self.swaps), "graphs": len(self.graph_swaps), "other_backend_hash": other_backend}
-
-    def _same_kernel(self, address: KernelAddress, judge_source: str) -> KernelAddress:
-        """This capture's address of the judge's kernel. The two captures compile the same problem, but
-        Inductor stamps each kernel with its process's Triton backend hash (which follows the compiler
-        environment, e.g. the ptxas found): sources that differ only there are the same kernel; any
-        other difference is refused by ``swap_kernel``'s hash check."""
-        graph = self.artifact.graphs[address.graph] if 0 <= address.graph < len(self.artifact.graphs) else None
-        mine = next((k for k in graph.kernels.values() if k.name == address.name), None) if graph else None
-        if mine is not None and without_backend_hash(mine.source) == without_backend_hash(judge_source):
-            return KernelAddress(address.graph, address.name, mine.sha256)
-        return address
+        return {"swaps": len(self.swaps), "graphs": len(self.graph_swaps)}
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> dict[str, Any]:
         """Forward on ``inputs``; each result is copied into the matching lent buffer when its layout

@@ -299,7 +299,7 @@ class EvaluationSession:
 
         enter("model")
         try:
-            self.runner.set_swaps([(address.to_dict(), key, kernel.source)])
+            self.runner.set_swaps([(address.to_dict(), key)])
         except RunnerDied as exc:
             if exc.outcome.status != "error":
                 raise

@@ -189,12 +189,11 @@ def verify_together(
             return FinalCheck(Verdict("model", False, f"graph {candidate.graph}: {error}", {"rule": "build"})).to_dict()
         graph_keys.append(key)
     keys = []
-    originals = {k.name: k.source for _, k in s.artifact.kernels()}
     for r in replacements:
         key, error, _ = s.runner.build(r["address"]["name"], r["source"])
         if error is not None:
             return FinalCheck(Verdict("model", False, f"{r['address']['name']}: {error}", {"rule": "build"})).to_dict()
-        keys.append((r["address"], key, originals.get(r["address"]["name"], "")))
+        keys.append((r["address"], key))
     try:
         s.runner.set_swaps(keys, graph_keys)
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)

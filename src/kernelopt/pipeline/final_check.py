@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import asdict
 from typing import Any
 
-from kernelopt.capture.output_code import source_hash
+from kernelopt.capture.output_code import kernel_identity
 from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
 from kernelopt.evaluate.session import GateSettings, final_settings
 from kernelopt.pipeline.evaluator import SESSION, WorkerEvaluator
@@ -94,7 +94,7 @@ def finalize(
     for k in winners:
         assert k.best is not None
         info = analysis.kernels[k.name]
-        k.best.address = {"graph": info.graph, "name": k.name, "sha256": source_hash(info.source)}
+        k.best.address = {"graph": info.graph, "name": k.name, "sha256": kernel_identity(info.source)}
     attempts: list[tuple[list[KernelResult], list[GraphResult]]] = [(winners, graphs)]
     if len(winners) + len(graphs) > 1:  # then the single best of each kind alone
         if winners:
