@@ -22,7 +22,7 @@ from kernelopt.pipeline.stock_modes import (
     time_stock_modes,
 )
 from kernelopt.problem import load_problem
-from kernelopt.report.metrics import speedup_over_default, speedup_over_mode
+from kernelopt.report.metrics import as_delivered, speedup_over_default, speedup_over_mode
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
@@ -64,13 +64,22 @@ def default_baseline(
     interleaved in one process: the run's final verification where the search built on the default,
     else the default's own process against the exported result, or where kernelopt's result is the
     base mode's own compile (nothing exported, or that stock mode delivered as it is) the base mode's
-    process, which timed it against the default (None where that failed)."""
+    process, which timed it against the default (None where that failed). An export delivered under a
+    run mode is scored as it runs there: each of those plain ratios times the graphs' gain over the
+    plain export (:func:`~kernelopt.report.metrics.as_delivered`)."""
+    gain = report.run_mode_gain if report.run_mode else None
     if report.on_default:
-        return report.final_compiled_ms or report.compiled_ms, None, report.speedup_vs_compile_iqr
+        spread = report.speedup_vs_compile_iqr
+        if gain and report.speedup_vs_compile:
+            scaled = (spread[0] * gain, spread[1] * gain) if spread else None
+            return report.final_compiled_ms or report.compiled_ms, report.speedup_vs_compile * gain, scaled
+        return report.final_compiled_ms or report.compiled_ms, None, spread
     record = stock.get("default")
-    timed = record.get("vs_optimized") if isinstance(record, dict) else None
+    record = record if isinstance(record, dict) else {}
+    timed = record.get("vs_optimized")
     if timed and timed.get("optimized") == "kernelopt":
-        return timed["mode_ms"], timed["speedup"], _quartiles(timed)
+        delivered = as_delivered(timed, record, report.run_mode, gain) or timed
+        return timed["mode_ms"], delivered["speedup"], _quartiles(delivered)
     base = stock.get(report.base_mode)
     base_timed = base.get("vs_optimized") if isinstance(base, dict) else None
     if not base_timed or base_timed.get("optimized") != "torch.compile":
@@ -160,7 +169,15 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     ma = ma if isinstance(ma, dict) else None
     optimized_ms = report.optimized_ms or report.compiled_ms
     vs_ma = (
-        speedup_over_mode(ma, "max-autotune-no-cudagraphs", report.base_mode, optimized_ms, stock.get(report.base_mode))
+        speedup_over_mode(
+            ma,
+            "max-autotune-no-cudagraphs",
+            report.base_mode,
+            optimized_ms,
+            stock.get(report.base_mode),
+            report.run_mode,
+            report.run_mode_gain,
+        )  # fmt: skip
         if ma
         else None
     )

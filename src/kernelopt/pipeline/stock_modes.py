@@ -269,6 +269,8 @@ def best_stock_for(report: OptimizeReport, stock: dict[str, Any]) -> tuple[str, 
         report.optimized_ms or report.compiled_ms,
         stock,
         base=report.base_mode,
+        run_mode=report.run_mode,
+        run_mode_gain=report.run_mode_gain,
     )
 
 
