@@ -217,3 +217,25 @@ def test_vs_the_default_an_export_under_a_run_mode_is_scored_as_it_runs_there() 
     assert gain == pytest.approx(1.25 * 1.5)
     report.run_mode = None
     assert bench_problem.default_baseline(report, {"default": _against_export(1.0, 0.8, None)})[1] == pytest.approx(1.25)
+
+
+def test_a_row_scored_under_another_mode_s_graphs_is_scored_again_when_its_results_are_read(tmp_path) -> None:
+    """The suite's results on main held row-L2 at 1.169x of max-autotune; a resumed bench or a merge reads it
+    as 1.31x of max-autotune-no-cudagraphs and says what it was. A row delivered under a run mode stays."""
+    from kernelopt.pipeline.bench_results import read_results, write_results
+    from kernelopt.report.metrics import ProblemOutcome
+
+    def row(run_mode: str | None) -> ProblemOutcome:
+        return ProblemOutcome.from_dict({
+            "name": "level1/10_row_l2_normalize", "path": "p.py", "status": "ok", "correct": True, "optimized_ms": 5.79,
+            "base_mode": MA, "best_stock_mode": "max-autotune", "best_stock_ms": 12.379, "best_stock_speedup": 1.1687,
+            "details": {"stock": _row_l2_on_the_h200(), "run_mode": run_mode, "exported": "m.kopt.json"}})  # fmt: skip
+
+    write_results(tmp_path, {"suite": "examples/problems"}, [row(None), ProblemOutcome.from_dict(
+        {**row("max-autotune").to_dict(), "name": "level1/other"})])  # fmt: skip
+    again, graphed = read_results(tmp_path / "results.json")["outcomes"]
+    assert (again.best_stock_mode, again.best_stock_ms) == (MA, 7.595)
+    assert again.best_stock_speedup == pytest.approx(7.595 / 5.794)
+    assert "was max-autotune at 1.169x, kernelopt timed under its CUDA graphs" in again.details["rescored"]
+    assert (graphed.best_stock_mode, graphed.best_stock_speedup) == ("max-autotune", 1.1687)  # runs under it: as timed
+    assert "rescored" not in graphed.details

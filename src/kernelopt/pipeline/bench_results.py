@@ -22,7 +22,7 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.problem.loader import size_flags
 from kernelopt.report import try_write, write_bench_report
-from kernelopt.report.metrics import ProblemOutcome, summarize
+from kernelopt.report.metrics import ProblemOutcome, rescored, summarize
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.report.scoreboard import markdown_report
 
@@ -148,10 +148,11 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path, write_
 
 
 def read_results(path: Path) -> dict[str, Any]:
-    """A results.json as ``{"meta", "outcomes"}``; a file that does not parse is a one-line error."""
+    """A results.json as ``{"meta", "outcomes"}``, each row as the current scoring reads it
+    (:func:`~kernelopt.report.metrics.rescored`); a file that does not parse is a one-line error."""
     try:
         data = json.loads(path.read_text())
-        outcomes = [ProblemOutcome.from_dict(item) for item in data["outcomes"]]
+        outcomes = [rescored(ProblemOutcome.from_dict(item)) for item in data["outcomes"]]
         meta = data["meta"]
         meta["suite"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
