@@ -239,3 +239,7 @@ def test_a_row_scored_under_another_mode_s_graphs_is_scored_again_when_its_resul
     assert "was max-autotune at 1.169x, kernelopt timed under its CUDA graphs" in again.details["rescored"]
     assert (graphed.best_stock_mode, graphed.best_stock_speedup) == ("max-autotune", 1.1687)  # runs under it: as timed
     assert "rescored" not in graphed.details
+    from kernelopt.report.bench_data import load_bench
+
+    page_row = load_bench(tmp_path).outcomes[0]  # kernelopt report reads it the same way
+    assert page_row.best_stock_mode == MA and "rescored" in page_row.details

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import KerneloptError
-from kernelopt.report.metrics import ProblemOutcome, summarize
+from kernelopt.report.metrics import ProblemOutcome, rescored, summarize
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_JSON, RESULTS_MD
 from kernelopt.report.scoreboard import commands_of
 
@@ -61,7 +61,7 @@ def load_bench(path: str | Path) -> BenchData:
                 f"{source}: the results of a bench of kernel files, which has no HTML report yet; its "
                 f"scoreboard is {RESULTS_MD} beside it"
             )
-        outcomes = [ProblemOutcome.from_dict(item) for item in document["outcomes"]]
+        outcomes = [rescored(ProblemOutcome.from_dict(item)) for item in document["outcomes"]]
         if not isinstance(meta, dict):
             raise TypeError("meta is not an object")
     except (OSError, ValueError, KeyError, TypeError) as exc:
