@@ -243,3 +243,10 @@ def test_a_row_scored_under_another_mode_s_graphs_is_scored_again_when_its_resul
 
     page_row = load_bench(tmp_path).outcomes[0]  # kernelopt report reads it the same way
     assert page_row.best_stock_mode == MA and "rescored" in page_row.details
+    replays = {"graphs_gain": 2.4, "speedup": 1.07, "q1": 1.06, "q3": 1.08, "beyond_noise": True}
+    graphed.details.update(run_mode_gain=1.5, as_replays=replays)
+    write_results(tmp_path, {"suite": "examples/problems"}, [again, graphed])
+    notes = (tmp_path / "results.md").read_text().split("## Notes")[1]
+    assert "- level1/10_row_l2_normalize: best stock mode scored again with the result as delivered" in notes
+    assert "- level1/other: runs under mode=max-autotune (CUDA graphs), 1.500x its plain speed there" in notes
+    assert "- level1/other: as CUDA-graph replays: 1.070x over max-autotune-no-cudagraphs's replays" in notes

@@ -98,6 +98,22 @@ def markdown_header(meta: dict[str, Any], title: str, unit: str) -> list[str]:
     return lines
 
 
+def problem_notes(outcome: ProblemOutcome) -> list[str]:
+    """What a row's numbers alone do not say: the CUDA-graph mode its result runs under, its final
+    verification as CUDA-graph replays (launch-bound models), and a score read again by a fixed rule."""
+    details = outcome.details
+    notes = []
+    if details.get("run_mode"):
+        gain = details.get("run_mode_gain")
+        under = f", {gain:.3f}x its plain speed there" if isinstance(gain, (int, float)) else ""
+        notes.append(f"runs under mode={details['run_mode']} (CUDA graphs){under}")
+    if isinstance(details.get("as_replays"), dict):
+        notes.append(replays_line(details["as_replays"], outcome.base_mode))
+    if details.get("rescored"):
+        notes.append(str(details["rescored"]))
+    return notes
+
+
 def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], summary: dict[str, Any]) -> str:
     """The whole scoreboard as one Markdown document."""
     lines = markdown_header(meta, "kernelopt bench", "problem")
@@ -135,7 +151,8 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         "also timed kernelopt's model interleaved with it, *vs max-autotune* is that ratio. In brackets: the "
         "interquartile range of a speedup timed interleaved in one process (*vs compile*: the final verification). "
         "*Best stock mode*: of torch.compile's default and each mode of the stock_modes setting (each timed in "
-        "its own process beside kernelopt's model), the one kernelopt's model is least faster than. *Built on*: "
+        "its own process beside kernelopt's model), the one kernelopt's model as delivered (under its run mode's "
+        "CUDA graphs, or without any) is least faster than. *Built on*: "
         "the stock mode the search started from (base_mode); where it is not the default, *vs compile* was "
         "timed in the default's own process against kernelopt's model.",
         "",
@@ -155,6 +172,9 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
             f"| {fmt_ratio_spread(o.speedup_vs_best_stock, o.speedup_spread('best_stock'))} | {o.base_mode} "
             f"| {o.evaluations} |"
         )
+    notes = [f"- {_cell(o.name)}: {note}" for o in outcomes if o.passed for note in problem_notes(o)]
+    if notes:
+        lines += ["", "## Notes", ""] + notes
     failed = [o for o in outcomes if o.status != "ok"]
     if failed:
         lines += ["", "## Failures", ""]
