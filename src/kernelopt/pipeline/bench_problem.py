@@ -69,11 +69,8 @@ def default_baseline(
     plain export (:func:`~kernelopt.report.metrics.as_delivered`)."""
     gain = report.run_mode_gain if report.run_mode else None
     if report.on_default:
-        spread = report.speedup_vs_compile_iqr
-        if gain and report.speedup_vs_compile:
-            scaled = (spread[0] * gain, spread[1] * gain) if spread else None
-            return report.final_compiled_ms or report.compiled_ms, report.speedup_vs_compile * gain, scaled
-        return report.final_compiled_ms or report.compiled_ms, None, spread
+        speedup, spread = report.delivered_vs_compile
+        return report.final_compiled_ms or report.compiled_ms, speedup if gain else None, spread
     record = stock.get("default")
     record = record if isinstance(record, dict) else {}
     timed = record.get("vs_optimized")
@@ -177,7 +174,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             stock.get(report.base_mode),
             report.run_mode,
             report.run_mode_gain,
-        )  # fmt: skip
+        )
         if ma
         else None
     )

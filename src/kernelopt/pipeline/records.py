@@ -111,6 +111,16 @@ class OptimizeReport:
         return self.base_mode == "default" and not (self.knobs or {}).get("used")
 
     @property
+    def delivered_vs_compile(self) -> tuple[float | None, tuple[float, float] | None]:
+        """The final verification's speedup and its IQR for the result as delivered: an export under a run
+        mode takes the graphs' gain over the plain export (``run_mode_gain``) on its plain ratio."""
+        gain = self.run_mode_gain if self.run_mode else None
+        speedup, spread = self.speedup_vs_compile, self.speedup_vs_compile_iqr
+        if not (gain and speedup):
+            return speedup, spread
+        return speedup * gain, (spread[0] * gain, spread[1] * gain) if spread else None
+
+    @property
     def winners(self) -> list[KernelResult]:
         return [k for k in self.kernels if k.best is not None]
 

@@ -262,14 +262,11 @@ def settle_run_mode(
 def best_stock_for(report: OptimizeReport, stock: dict[str, Any]) -> tuple[str, float, float] | None:
     """(mode, ms, speedup) of the best stock mode against an optimize run's result: the mode the search
     built on (the default unless ``base_mode`` chose another) as the final verification timed it, and
-    every mode of ``stock``; an export delivered under a run mode counts its graphs' gain on the final
-    verification's plain ratio as on every other (:func:`~kernelopt.report.metrics.as_delivered`)."""
-    speedup = report.speedup_vs_compile
-    if speedup and report.run_mode and report.run_mode_gain:
-        speedup *= report.run_mode_gain
+    every mode of ``stock``, each for the result as delivered (``OptimizeReport.delivered_vs_compile``,
+    :func:`~kernelopt.report.metrics.as_delivered`)."""
     return choose_best_stock(
         report.final_compiled_ms or report.compiled_ms,
-        speedup,
+        report.delivered_vs_compile[0],
         report.optimized_ms or report.compiled_ms,
         stock,
         base=report.base_mode,
