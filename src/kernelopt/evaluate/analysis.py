@@ -210,7 +210,7 @@ def analyze_artifact(
     def run_compiled() -> Any:
         return artifact(*inputs)
 
-    comparison = compare(run_eager, run_compiled, trials=trials)
+    comparison = compare(run_eager, run_compiled, trials=trials, include_host=True)
     with torch.no_grad():
         floor = graph_floor_bytes(model, inputs, outputs_as_list(run_compiled(), name))
     sink = LaunchSink(record_args=False, label=True)

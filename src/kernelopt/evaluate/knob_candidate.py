@@ -39,7 +39,7 @@ def graphs_pay(forward: Callable[[], Any], device: torch.device, trials: int) ->
         recorded = RecordedForward(forward, device)
     except GraphCaptureError as exc:
         return False, str(exc)
-    why = graphs_unpaid(compare(forward, recorded.replay, trials=max(10, trials // 2)))
+    why = graphs_unpaid(compare(forward, recorded.replay, trials=max(10, trials // 2), include_host=True))
     return why is None, why
 
 
@@ -96,6 +96,7 @@ def evaluate_options(
             RecordedForward(lambda: baseline(*inputs), target).replay,
             RecordedForward(lambda: variant(*inputs), target).replay,
             trials=settings.trials,
+            include_host=True,
         )
     else:
         a = RotatingInputs(inputs, range(len(inputs)))
@@ -106,6 +107,7 @@ def evaluate_options(
             trials=settings.trials,
             prepare_baseline=a.prepare,
             prepare_candidate=b.prepare,
+            include_host=True,
         )
     if compat.recompile_count() != before:
         return done(Verdict("performance", False, "a compiled model recompiled while being timed; the timing is void"))

@@ -240,4 +240,4 @@ def time_model(flush_l2: bool = True, recorded: bool = False) -> dict[str, Any]:
     state = _state()
     model = _session(state)
     fn = model.recorded().replay if recorded else model.forward
-    return {"ms": time_call(fn, device=state.device, flush_l2=flush_l2)}
+    return {"ms": time_call(fn, device=state.device, flush_l2=flush_l2, include_host=True)}

@@ -44,17 +44,25 @@ def _backend_for(target: torch.device, flush_l2: bool, clock: Callable[[], float
 
 
 def time_call(
-    fn: Fn, *, device: DeviceLike = None, flush_l2: bool = True, _clock: Callable[[], float] | None = None
+    fn: Fn,
+    *,
+    device: DeviceLike = None,
+    flush_l2: bool = True,
+    include_host: bool = False,
+    _clock: Callable[[], float] | None = None,
 ) -> float:
     """Milliseconds of one call of ``fn``: L2 flushed, marks around the call, then a synchronize.
 
     The per-call form of the protocol, for a comparison whose two sides live in two
     processes (:func:`compare_split`): each side times its own call and waits for it
-    before the other side runs."""
+    before the other side runs. ``include_host``: as for :func:`~kernelopt.measure.timer.compare`
+    (a model's forward, whose host-side launches the reading must hold)."""
     target = resolve_device(device)
     backend = _backend_for(target, flush_l2, _clock)
     backend.reserve(2)
     backend.flush_l2()
+    if include_host:
+        backend.synchronize()
     start = backend.mark()
     fn()
     end = backend.mark()

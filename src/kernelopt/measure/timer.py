@@ -104,13 +104,16 @@ def _warm_up(backend: Backend, subject: _Subject, warmup: int, cuda_graph: bool)
 
 
 def _run_schedule(
-    backend: Backend, subjects: Sequence[_Subject], schedule: Sequence[Sequence[int]]
+    backend: Backend, subjects: Sequence[_Subject], schedule: Sequence[Sequence[int]], include_host: bool = False
 ) -> list[tuple[float, ...]]:
     """The one per-trial loop: each round calls subjects in the round's order.
 
     Per call: ``prepare`` (untimed), L2 flush (untimed), start mark, the call,
     end mark. On CUDA nothing synchronizes until all rounds are queued, so the
     host never stalls the stream between trials; marks are read afterwards.
+    ``include_host`` waits for the flush before the start mark instead: the device
+    then starts the reading idle, and every host-side launch of the call is in it
+    (queued behind the flush, up to the flush's own time of launches would not be).
     Returns the samples of each subject, in round order.
     """
     backend.reserve(2 * sum(len(order) for order in schedule))
@@ -121,6 +124,8 @@ def _run_schedule(
             if subject.prepare is not None:
                 subject.prepare()
             backend.flush_l2()
+            if include_host:
+                backend.synchronize()
             start = backend.mark()
             subject.fn()
             end = backend.mark()
@@ -139,6 +144,7 @@ def _measure(
     flush_l2: bool,
     cuda_graph: bool,
     clock: Callable[[], float] | None,
+    include_host: bool = False,
 ) -> list[Timing]:
     """Validate, pick the backend, warm up, run the schedule, wrap the samples."""
     if trials < 1:
@@ -154,10 +160,10 @@ def _measure(
     if target.type == "cpu":
         if cuda_graph:
             raise UnsupportedEnvironment("cuda_graph=True needs a CUDA device; time on 'cuda' or drop cuda_graph")
-        return _measure_on(HostClockBackend(clock or time.perf_counter), subjects, schedule, warmup, False)
+        return _measure_on(HostClockBackend(clock or time.perf_counter), subjects, schedule, warmup, False, False)
     with torch.cuda.device(target):
         backend = CudaEventBackend(target, flush_l2=flush_l2, cuda_graph=cuda_graph)
-        return _measure_on(backend, subjects, schedule, warmup, cuda_graph)
+        return _measure_on(backend, subjects, schedule, warmup, cuda_graph, include_host)
 
 
 def _measure_on(
@@ -166,9 +172,10 @@ def _measure_on(
     schedule: Sequence[Sequence[int]],
     warmup: int,
     cuda_graph: bool,
+    include_host: bool,
 ) -> list[Timing]:
     timed = [_warm_up(backend, subject, warmup, cuda_graph) for subject in subjects]
-    samples = _run_schedule(backend, timed, schedule)
+    samples = _run_schedule(backend, timed, schedule, include_host)
     return [
         Timing(samples_ms=s, device=backend.label, method=backend.method, l2_flushed=backend.l2_flushed)
         for s in samples
@@ -223,14 +230,18 @@ def compare(
     cuda_graph: bool = False,
     prepare_baseline: Fn | None = None,
     prepare_candidate: Fn | None = None,
+    include_host: bool = False,
     _clock: Callable[[], float] | None = None,
 ) -> Comparison:
     """Interleaved A/B timing: ``trials`` rounds, each timing both functions.
 
     Rounds alternate the order (AB, BA, AB, ...) so that whatever drifts over
     time (clocks, temperature, other processes) costs both sides equally; the
-    speedup is the median of the per-round ratios baseline/candidate. Other
-    arguments are as for :func:`time_fn`.
+    speedup is the median of the per-round ratios baseline/candidate.
+    ``include_host`` is for whole forwards: each call starts on an idle device
+    after its flush, so its reading holds the host's launches as a user's call
+    pays them (a launch-bound forward queued behind the 256 MiB flush would
+    otherwise read as its kernels alone). Other arguments are as for :func:`time_fn`.
     """
     schedule = [(0, 1) if round_index % 2 == 0 else (1, 0) for round_index in range(trials)]
     base, cand = _measure(
@@ -242,6 +253,7 @@ def compare(
         flush_l2=flush_l2,
         cuda_graph=cuda_graph,
         clock=_clock,
+        include_host=include_host,
     )
     return Comparison.from_timings(base, cand)
 

@@ -67,7 +67,7 @@ def time_mode(
         return m
 
     compiled = warmed(torch.compile(model, mode=mode))
-    cmp = compare(run(model), run(compiled), trials=trials)
+    cmp = compare(run(model), run(compiled), trials=trials, include_host=True)
     out: dict[str, Any] = {
         "eager_ms": cmp.baseline.median_ms,
         "compiled_ms": cmp.candidate.median_ms,
@@ -77,7 +77,7 @@ def time_mode(
         out["input_bytes"] = sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor))
     try:
         ours, under = optimized_for(problem, seed, exported, mode)
-        vs = compare(run(compiled), run(warmed(ours)), trials=trials)
+        vs = compare(run(compiled), run(warmed(ours)), trials=trials, include_host=True)
     except Exception as exc:
         out["vs_optimized_error"] = _one_line(exc)
         return out
@@ -93,7 +93,7 @@ def time_mode(
     if exported and under is not None:  # the run mode's evidence: the export plain against it under graphs
         try:
             plain = warmed(optimized_for(problem, seed, exported, "default")[0])
-            graphed = compare(run(plain), run(ours), trials=trials)
+            graphed = compare(run(plain), run(ours), trials=trials, include_host=True)
         except Exception as exc:
             out["vs_plain_error"] = _one_line(exc)
             return out
