@@ -104,34 +104,40 @@ def _warm_up(backend: Backend, subject: _Subject, warmup: int, cuda_graph: bool)
 
 
 def _run_schedule(
-    backend: Backend, subjects: Sequence[_Subject], schedule: Sequence[Sequence[int]], include_host: bool = False
+    backend: Backend,
+    subjects: Sequence[_Subject],
+    schedule: Sequence[Sequence[int]],
+    include_host: bool = False,
+    host_clock: Callable[[], float] = time.perf_counter,
 ) -> list[tuple[float, ...]]:
     """The one per-trial loop: each round calls subjects in the round's order.
 
     Per call: ``prepare`` (untimed), L2 flush (untimed), start mark, the call,
     end mark. On CUDA nothing synchronizes until all rounds are queued, so the
     host never stalls the stream between trials; marks are read afterwards.
-    ``include_host`` waits for the flush before the start mark instead: the device
-    then starts the reading idle, and every host-side launch of the call is in it
-    (queued behind the flush, up to the flush's own time of launches would not be).
+    ``include_host``: each sample is the larger of the marks' reading and the host's
+    time to make the call (read on ``host_clock``), and the host waits for each call
+    before the next, so a full launch queue never lengthens that time.
     Returns the samples of each subject, in round order.
     """
     backend.reserve(2 * sum(len(order) for order in schedule))
-    marks: list[list[tuple[object, object]]] = [[] for _ in subjects]
+    marks: list[list[tuple[object, object, float]]] = [[] for _ in subjects]
     for order in schedule:
         for index in order:
             subject = subjects[index]
             if subject.prepare is not None:
                 subject.prepare()
             backend.flush_l2()
+            start = backend.mark()
+            began = host_clock()
+            subject.fn()
+            host_ms = (host_clock() - began) * 1000.0
+            end = backend.mark()
             if include_host:
                 backend.synchronize()
-            start = backend.mark()
-            subject.fn()
-            end = backend.mark()
-            marks[index].append((start, end))
+            marks[index].append((start, end, host_ms if include_host else 0.0))
     backend.synchronize()
-    return [tuple(backend.elapsed_ms(start, end) for start, end in pairs) for pairs in marks]
+    return [tuple(max(backend.elapsed_ms(start, end), host) for start, end, host in calls) for calls in marks]
 
 
 def _measure(
@@ -163,7 +169,7 @@ def _measure(
         return _measure_on(HostClockBackend(clock or time.perf_counter), subjects, schedule, warmup, False, False)
     with torch.cuda.device(target):
         backend = CudaEventBackend(target, flush_l2=flush_l2, cuda_graph=cuda_graph)
-        return _measure_on(backend, subjects, schedule, warmup, cuda_graph, include_host)
+        return _measure_on(backend, subjects, schedule, warmup, cuda_graph, include_host, clock or time.perf_counter)
 
 
 def _measure_on(
@@ -173,9 +179,10 @@ def _measure_on(
     warmup: int,
     cuda_graph: bool,
     include_host: bool,
+    host_clock: Callable[[], float] = time.perf_counter,
 ) -> list[Timing]:
     timed = [_warm_up(backend, subject, warmup, cuda_graph) for subject in subjects]
-    samples = _run_schedule(backend, timed, schedule, include_host)
+    samples = _run_schedule(backend, timed, schedule, include_host, host_clock)
     return [
         Timing(samples_ms=s, device=backend.label, method=backend.method, l2_flushed=backend.l2_flushed)
         for s in samples
@@ -238,10 +245,11 @@ def compare(
     Rounds alternate the order (AB, BA, AB, ...) so that whatever drifts over
     time (clocks, temperature, other processes) costs both sides equally; the
     speedup is the median of the per-round ratios baseline/candidate.
-    ``include_host`` is for whole forwards: each call starts on an idle device
-    after its flush, so its reading holds the host's launches as a user's call
-    pays them (a launch-bound forward queued behind the 256 MiB flush would
-    otherwise read as its kernels alone). Other arguments are as for :func:`time_fn`.
+    ``include_host`` is for whole forwards: a forward called back to back costs
+    the longer of its device time and its host's time to launch it, so each
+    reading is the larger of the two (queued behind the 256 MiB flush, a
+    launch-bound forward's launches are made while the flush runs, and the marks
+    alone read its kernels only). Other arguments are as for :func:`time_fn`.
     """
     schedule = [(0, 1) if round_index % 2 == 0 else (1, 0) for round_index in range(trials)]
     base, cand = _measure(
