@@ -7,6 +7,9 @@ protocol (see the design brief's quality bar):
 * on CUDA, device events around each call (the host clock would time the launch,
   not the kernel), with the L2 cache flushed before every timed call so a kernel
   is not credited with data a previous call left in the cache;
+* a whole forward (``include_host``) reads the longer of its device time and the
+  host's time to launch it, which is what back-to-back calls cost: a launch-bound
+  forward queued behind the flush would otherwise read as its kernels alone;
 * many trials, reported as a median with quartiles, never a mean;
 * baseline and candidate timed in the same rounds, alternating which goes
   first (AB, BA, AB, ...), so clock drift, thermal throttling and neighbours on
