@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import FIXTURES
 
+from kernelopt.capture.kernel_source import pin_launch_config
 from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.search.candidate import Candidate, EvaluationResult
 from kernelopt.search.nodes import Node
@@ -135,9 +136,17 @@ def test_the_operator_walks_the_parents_config_and_never_walks_twice() -> None:
     assert "persistent-grid" in available_operators()
     root = _node(1, Candidate(ROW_L2_NAME, "root", source=ROW_L2, config=TUNED))
     proposals = PersistentGridOperator().propose(root, _context([root], {"l2_bytes": H200_L2}), 4)
-    assert [c.note for c in proposals] == [f"{n} programs walk the rows (XBLOCK 1)" for n in (100, 132, 66)]
-    assert all(c.config == TUNED and c.source == grid_stride(ROW_L2, ROW_L2_NAME, n)
-               for c, n in zip(proposals, (100, 132, 66)))  # fmt: skip
+    assert [c.note for c in proposals] == [
+        "100 programs walk the rows (XBLOCK 1)",
+        "100 programs walk the rows (XBLOCK 1), num_stages 3",
+        "132 programs walk the rows (XBLOCK 1)",
+        "66 programs walk the rows (XBLOCK 1)",
+    ]
+    counts, stages = (100, 100, 132, 66), (1, 3, 1, 1)
+    for cand, count, stage in zip(proposals, counts, stages):
+        walked = grid_stride(ROW_L2, ROW_L2_NAME, count)
+        assert walked is not None and cand.config == {**TUNED, "num_stages": stage}
+        assert cand.source == (walked if stage == 1 else pin_launch_config(walked, ROW_L2_NAME, cand.config))
     assert len(PersistentGridOperator().propose(root, _context([root], {"l2_bytes": H200_L2}), 1)) == 1
     child = _node(2, proposals[0], parent=1)
     assert PersistentGridOperator().propose(child, _context([root, child], {"l2_bytes": H200_L2}), 4) == []

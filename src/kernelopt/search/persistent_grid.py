@@ -12,7 +12,8 @@ with a stride of ``programs``, and the others return at once, so at most ``progr
 in flight. Each tile is computed by the same code as before, in the same order: the outputs are
 the original's, bit for bit. Whether the smaller grid still moves enough bytes at once to keep
 memory busy is the performance gate's question; the operator proposes the count that fits L2
-and one or two per-SM counts beside it.
+(as it is, and with its loads pipelined over three stages, which keeps more of them in flight per
+program) and one or two per-SM counts beside it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from __future__ import annotations
 import math
 import re
 
+from kernelopt.capture.kernel_source import pin_launch_config
 from kernelopt.search.builtin_operators import expansion_point
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext, register_operator
 
 L2_SHARE = 0.5  # of L2 the tiles in flight may fill: the outputs written meanwhile pass through it too
+PIPELINED = 3  # num_stages of the pipelined variant: each program keeps its next loads in flight
 _PROGRAM_ID = "tl.program_id("
 _XOFFSET_RE = re.compile(r"^(?P<indent>[ \t]+)xoffset = tl\.program_id\(0\) \* XBLOCK[ \t]*$")
 _CONST_RE = r"^[ \t]+{name} = (?P<value>\d+)[ \t]*$"
@@ -132,12 +135,22 @@ class PersistentGridOperator:
         xblock = config.get("XBLOCK") if config else None
         if source is None or not isinstance(xblock, int):
             return []  # no pinned config: the tile a program covers is the autotuner's choice
+        counts = program_counts(source, ctx.kernel.name, xblock, ctx.facts.get("l2_bytes"))
+        # fewer programs keep fewer loads in flight: the first count also with loads pipelined
+        plans = [(c, config) for c in counts[:1]] + [(c, {**config, "num_stages": PIPELINED}) for c in counts[:1]]
+        plans += [(c, config) for c in counts[1:]]
+        if config.get("num_stages") == PIPELINED:
+            plans = [(c, cfg) for c, cfg in plans if cfg is config]
         out = []
-        for count in program_counts(source, ctx.kernel.name, xblock, ctx.facts.get("l2_bytes"))[:n]:
+        for count, cfg in plans[:n]:
             walked = grid_stride(source, ctx.kernel.name, count)
-            if walked is not None:
-                note = f"{count} programs walk the rows (XBLOCK {xblock})"
-                if source != parent.candidate.source:
-                    note += " (on Inductor's tuned config)"
-                out.append(Candidate(ctx.target, self.name, source=walked, config=config, note=note))
+            if walked is None:
+                return []
+            note = f"{count} programs walk the rows (XBLOCK {xblock})"
+            if cfg is not config:
+                walked = pin_launch_config(walked, ctx.kernel.name, cfg)
+                note += f", num_stages {cfg['num_stages']}"
+            if source != parent.candidate.source:
+                note += " (on Inductor's tuned config)"
+            out.append(Candidate(ctx.target, self.name, source=walked, config=cfg, note=note))
         return out
