@@ -404,16 +404,36 @@ def test_a_forwards_reading_holds_the_longer_of_its_launches_and_its_kernels(
     """Queued behind the 256 MiB flush, a launch-bound forward's launches are made while the flush
     runs, and the marks read its kernels alone (3.8 us on the H200 for a forward whose CUDA-graph
     replays took 3.5 us). With ``include_host`` a forward costs what back-to-back calls cost: the
-    host's 50 us of launches where they are longer, the device's time where it is."""
+    host's 50 us of launches where they are longer, the device's time where it is. The marks' pass
+    is queued as without it (waiting for each call there put the host's work ahead of a busy
+    device's kernels into their reading: 0.88 ms for a softmax whose kernels took 0.78 ms on the
+    H200); the host's pass waits before each call, so a full queue never lengthens it."""
     from kernelopt.measure import timer
 
     log: list[str] = []
     clock = FakeClock()
-    subject = timer._Subject(_launches(log, clock, 0.050))
+    subject = timer._Subject(_launches(log, clock, 0.050), prepare=lambda: log.append("prepare"))
     samples = timer._run_schedule(RecordingBackend(log, device_ms), [subject], [(0,), (0,)], include_host, clock)
     assert samples == [(pytest.approx(expected), pytest.approx(expected))]
-    per_call = ["flush", "mark", "call", "mark"] + (["sync"] if include_host else [])  # a full queue never waits
-    assert log == per_call * 2 + ["sync"]
+    marks_pass = ["prepare", "flush", "mark", "call", "mark"] * 2 + ["sync"]
+    host_pass = (["prepare", "sync", "call"] * 2 + ["sync"]) if include_host else []
+    assert log == marks_pass + host_pass
+
+
+def test_the_host_pass_pairs_each_reading_with_its_own_round() -> None:
+    """Rounds alternate AB / BA: the host's reading of a subject's n-th call joins its n-th sample."""
+    from kernelopt.measure import timer
+
+    clock = FakeClock()
+    # the marks' pass first (no host time read there), then a, b of round 1 (AB) and b, a of round 2 (BA)
+    host = iter([0.0] * 4 + [0.010, 0.900, 0.020, 0.030])
+
+    def call() -> None:
+        clock.advance_ms(next(host))
+
+    a, b = timer._Subject(call), timer._Subject(call)
+    samples = timer._run_schedule(RecordingBackend([], 0.5), [a, b], [(0, 1), (1, 0)], True, clock)
+    assert samples == [(0.5, 0.5), (pytest.approx(0.9), 0.5)]
 
 
 @pytest.mark.parametrize(("include_host", "expected"), [(False, 0.004), (True, 0.050)])

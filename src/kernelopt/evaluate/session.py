@@ -208,16 +208,14 @@ class EvaluationSession:
         return result
 
     def kernel_facts(self, name: str) -> dict[str, Any]:
-        """The kernel's roofline floor, its recorded launch's arguments (dtypes, shapes, strides and
-        sizes, never data: what the agents are shown of it) and the device's L2 size in bytes."""
+        """The kernel's roofline floor and its recorded launch's arguments (dtypes, shapes, strides and
+        sizes, never data: what the agents are shown of it)."""
         _, _, kernel = self.kernel(name)
         snaps = self.snapshots(name)
         names = [p.name for p in kernel.runtime_params]
-        l2 = torch.cuda.get_device_properties(self.device).L2_cache_size if self.device.type == "cuda" else None
         return {
             "min_time_us": min_time_us(kernel, snaps[0], self.peak_gbps) if snaps else None,
             "launch": describe_args(names, snaps[0]) if snaps else None,
-            "l2_bytes": int(l2) if l2 else None,
         }
 
     def model_gate(self, seeds: Sequence[int], max_error_ratio: float, recorded: bool = False) -> Verdict:

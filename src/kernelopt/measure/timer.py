@@ -118,13 +118,16 @@ def _run_schedule(
     Per call: ``prepare`` (untimed), L2 flush (untimed), start mark, the call,
     end mark. On CUDA nothing synchronizes until all rounds are queued, so the
     host never stalls the stream between trials; marks are read afterwards.
-    ``include_host``: each sample is the larger of the marks' reading and the host's
-    time to make the call (read on ``host_clock``), and the host waits for each call
-    before the next, so a full launch queue never lengthens that time.
+    ``include_host`` then runs the schedule once more for the host's part: each
+    call made on an idle device (the host waits before it, so a full launch queue
+    never lengthens it) and read on ``host_clock``; each sample is the larger of
+    the two readings of its round. The marks' pass is the one without it, so a
+    forward the device is busy with reads as before: the queued calls hide the
+    host's work ahead of each one, as back-to-back calls do.
     Returns the samples of each subject, in round order.
     """
     backend.reserve(2 * sum(len(order) for order in schedule))
-    marks: list[list[tuple[object, object, float]]] = [[] for _ in subjects]
+    marks: list[list[tuple[object, object]]] = [[] for _ in subjects]
     for order in schedule:
         for index in order:
             subject = subjects[index]
@@ -132,15 +135,27 @@ def _run_schedule(
                 subject.prepare()
             backend.flush_l2()
             start = backend.mark()
-            began = host_clock()
             subject.fn()
-            host_ms = (host_clock() - began) * 1000.0
             end = backend.mark()
-            if include_host:
-                backend.synchronize()
-            marks[index].append((start, end, host_ms if include_host else 0.0))
+            marks[index].append((start, end))
     backend.synchronize()
-    return [tuple(max(backend.elapsed_ms(start, end), host) for start, end, host in calls) for calls in marks]
+    samples = [[backend.elapsed_ms(start, end) for start, end in pairs] for pairs in marks]
+    if include_host:
+        calls = [0] * len(subjects)
+        for order in schedule:
+            for index in order:
+                subject = subjects[index]
+                if subject.prepare is not None:
+                    subject.prepare()
+                backend.synchronize()
+                began = host_clock()
+                subject.fn()
+                host_ms = (host_clock() - began) * 1000.0
+                round_ = calls[index]
+                samples[index][round_] = max(samples[index][round_], host_ms)
+                calls[index] += 1
+        backend.synchronize()
+    return [tuple(s) for s in samples]
 
 
 def _measure(
@@ -250,9 +265,10 @@ def compare(
     speedup is the median of the per-round ratios baseline/candidate.
     ``include_host`` is for whole forwards: a forward called back to back costs
     the longer of its device time and its host's time to launch it, so each
-    reading is the larger of the two (queued behind the 256 MiB flush, a
-    launch-bound forward's launches are made while the flush runs, and the marks
-    alone read its kernels only). Other arguments are as for :func:`time_fn`.
+    reading is the larger of the two, the host's read in a second pass over the
+    rounds (queued behind the 256 MiB flush, a launch-bound forward's launches
+    are made while the flush runs, and the marks alone read its kernels only).
+    Other arguments are as for :func:`time_fn`.
     """
     schedule = [(0, 1) if round_index % 2 == 0 else (1, 0) for round_index in range(trials)]
     base, cand = _measure(

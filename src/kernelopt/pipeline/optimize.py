@@ -434,7 +434,6 @@ def _search_kernel(
     facts = run.worker.call(f"{SESSION}:kernel_facts", asdict(run.spec), target.name, peak, timeout_s=run.timeout_s)
     min_us = facts.value.get("min_time_us") if facts.ok else None
     launch = facts.value.get("launch") if facts.ok else None
-    l2_bytes = facts.value.get("l2_bytes") if facts.ok else None
     counters = (
         ncu_counters(run.store, run.run_id, run.worker, run.spec, target.name, run.emit) if run.uses("llm") else None
     )
@@ -461,7 +460,6 @@ def _search_kernel(
                 "inductor_tuned_config": tuned,
                 "structural_variants": variants,
                 "launch": launch,
-                "l2_bytes": l2_bytes,
             },
         )
 

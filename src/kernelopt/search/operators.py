@@ -109,7 +109,6 @@ BUILTIN_OPERATOR_MODULES: tuple[str, ...] = (
     "kernelopt.search.knobs",
     "kernelopt.search.structural",
     "kernelopt.search.graph_variants",
-    "kernelopt.search.persistent_grid",
 )
 """Modules whose import registers the built-in operators; imported on the first registry lookup,
 so ``available_operators()`` lists them without every caller importing each module first."""
