@@ -750,3 +750,33 @@ def test_the_summary_reads_the_suite_target_over_problems_a_kernel_search_can_mo
     assert line in markdown_report({"started": "t"}, rows, summarize(rows))
     with pytest.raises(ValueError, match="triton_share must be a share between 0 and 1"):
         ProblemOutcome.from_dict({"name": "x", "path": "x.py", "status": "ok", "triton_share": 1.5})
+
+
+def test_a_partial_bench_says_how_much_of_the_suite_it_covers(tmp_path: Path) -> None:
+    """A geomean over the problems run so far speaks for those: the scoreboard says which are left."""
+    from kernelopt.pipeline.bench import merge_results
+    from kernelopt.report.bench_data import load_bench
+    from kernelopt.report.scoreboard import coverage_line
+
+    suite = _standard_suite(tmp_path / "suite")
+    out = tmp_path / "out"
+    partial = _bench(suite, out, problems=["01_fast"])
+    left = ["level1/02_raises", "level1/03_segfault", "level1/04_broken"]
+    assert partial.summary["not_run"] == left and load_bench(out).summary["not_run"] == left
+    line = "Run so far: 1 of the suite's 4 problems; not yet run: level1/02_raises, level1/03_segfault, level1/04_broken."
+    assert line in (out / "results.md").read_text()
+    whole = _bench(suite, out, resume=True)
+    assert whole.summary["not_run"] == [] and "Run so far" not in (out / "results.md").read_text()
+    # one shard of two, merged alone, covers half the suite; both together cover all of it
+    _bench(suite, tmp_path / "s1", shard=(1, 2))
+    _bench(suite, tmp_path / "s2", shard=(2, 2))
+    assert merge_results([tmp_path / "s1"], tmp_path / "m1").summary["not_run"] == ["level1/02_raises", "level1/04_broken"]
+    assert merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "m2").summary["not_run"] == []
+    # results written before the suite's list was recorded say nothing about coverage
+    document = json.loads((out / "results.json").read_text())
+    del document["meta"]["suite_problems"]
+    (out / "results.json").write_text(json.dumps(document))
+    assert load_bench(out).summary["not_run"] is None
+    many = {"problems": 2, "not_run": [f"p{i}" for i in range(10)]}
+    assert coverage_line(many) == "Run so far: 2 of the suite's 12 problems; not yet run: p0, p1, p2, p3, p4, p5, p6, p7 and 2 more."
+    assert coverage_line({"problems": 2, "not_run": None}) == coverage_line({"problems": 2, "not_run": []}) == ""

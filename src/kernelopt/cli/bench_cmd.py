@@ -329,8 +329,10 @@ def print_bench(report: BenchReport, console: Console) -> None:
     style = "red" if slower else "green"
     names = f": {', '.join(slower)}" if slower else ""
     console.print(f"[{style}]slower than torch.compile (beyond 1 %): {len(slower)}[/]{names}", highlight=False)
-    from kernelopt.report.scoreboard import best_stock_target_line
+    from kernelopt.report.scoreboard import best_stock_target_line, coverage_line
 
+    if coverage_line(s):
+        console.print(coverage_line(s), markup=False, highlight=False)
     console.print(best_stock_target_line(s), markup=False, highlight=False)
     rate = s["evaluations_per_gpu_minute"]
     console.print(

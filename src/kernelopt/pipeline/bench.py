@@ -204,6 +204,7 @@ def run_bench(
         gpus=gpus,
         shard=list(shard) if shard else None,
         sizes=dict(sizes or {}),
+        suite_problems=[name for name, _ in suite_files(root)],  # what "run so far" is counted against
     )
     order = [entry.name for entry in entries]
     outcomes = dict(done)

@@ -22,7 +22,7 @@ from typing import Any
 from kernelopt.errors import KerneloptError
 from kernelopt.problem.loader import size_flags
 from kernelopt.report import try_write, write_bench_report
-from kernelopt.report.metrics import ProblemOutcome, rescored, summarize
+from kernelopt.report.metrics import ProblemOutcome, not_run, rescored, summarize
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.report.scoreboard import markdown_report
 
@@ -138,6 +138,9 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path, write_
         resumed=[],
     )
     meta["finished"] = max((doc["meta"].get("finished") or "" for doc in documents), default=None) or None
+    listed = [set(doc["meta"]["suite_problems"]) for doc in documents if "suite_problems" in doc["meta"]]
+    if listed:
+        meta["suite_problems"] = sorted(set().union(*listed))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = write_results(out, meta, ordered)
@@ -169,6 +172,7 @@ def read_results(path: Path) -> dict[str, Any]:
 
 def write_results(out_dir: Path, meta: dict[str, Any], outcomes: list[ProblemOutcome]) -> dict[str, Any]:
     summary = summarize(outcomes)
+    summary["not_run"] = not_run(meta, outcomes)
     document = {"meta": meta, "outcomes": [o.to_dict() for o in outcomes], "summary": summary}
     atomic_write(out_dir / RESULTS_JSON, json.dumps(document, indent=2, allow_nan=False) + "\n")
     atomic_write(out_dir / RESULTS_CSV, _csv_text(outcomes))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import KerneloptError
-from kernelopt.report.metrics import ProblemOutcome, rescored, summarize
+from kernelopt.report.metrics import ProblemOutcome, not_run, rescored, summarize
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_JSON, RESULTS_MD
 from kernelopt.report.scoreboard import commands_of
 
@@ -69,4 +69,4 @@ def load_bench(path: str | Path) -> BenchData:
             f"{source} is not a readable bench results file ({type(exc).__name__}: {exc}); "
             "write one with kernelopt bench or bench-merge"
         ) from exc
-    return BenchData(source, meta, outcomes, summarize(outcomes))
+    return BenchData(source, meta, outcomes, {**summarize(outcomes), "not_run": not_run(meta, outcomes)})

@@ -56,7 +56,11 @@ _CAPTIONS = {
 def _summary(data: BenchData) -> str:
     s = data.summary
     cards = [
-        card("problems", str(s["problems"]), f"{s['correct']} correct"),
+        card(
+            "problems",
+            str(s["problems"]),
+            f"{s['correct']} correct" + (f"; {len(s['not_run'])} of the suite not run yet" if s.get("not_run") else ""),
+        ),
         *(
             card(f"geomean vs {BASELINE_LABELS[b]}", fmt_ratio(s["geomean_speedup"][b]) or "—", "over correct problems")
             for b in BASELINES

@@ -458,6 +458,15 @@ def threshold_key(p: float) -> str:
     return f"{p:g}"
 
 
+def not_run(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome]) -> list[str] | None:
+    """The suite's problems this bench has no outcome for, in suite order; None where the bench did
+    not record its suite's problems (results written before it did)."""
+    if "suite_problems" not in meta:
+        return None
+    ran = {o.name for o in outcomes}
+    return [name for name in meta["suite_problems"] if name not in ran]
+
+
 def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
     """Every suite-level number of the scoreboard, as plain JSON-ready data.
 

@@ -42,6 +42,18 @@ def best_stock_target_line(summary: dict[str, Any]) -> str:
     return line + "."
 
 
+def coverage_line(summary: dict[str, Any]) -> str:
+    """How much of the suite the numbers cover: '' where every problem ran or the suite's list was not
+    recorded, else the problems run of the suite's and those not run yet (a partial bench's geomean
+    speaks for the problems it ran, not for the suite)."""
+    missing = summary.get("not_run")
+    if not missing:
+        return ""
+    total = summary["problems"] + len(missing)
+    shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+    return f"Run so far: {summary['problems']} of the suite's {total} problems; not yet run: {shown}."
+
+
 def replays_line(as_replays: dict | None, compiled: str) -> str:
     """The final verification's CUDA-graph judgment in one line ('' where it was not asked for)."""
     if not as_replays:
@@ -136,6 +148,7 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         + (f" ({rate:.0f} per GPU-minute)" if rate is not None else "")
         + ".",
         "",
+        *([coverage_line(summary), ""] if coverage_line(summary) else []),
         best_stock_target_line(summary),
         "",
         "| baseline | " + " | ".join(f"fast_{k}" for k in summary["fast_p"]["compile"]) + " | geomean speedup |",
