@@ -28,7 +28,7 @@ All of them stay importable from here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -106,6 +106,16 @@ def _warm_up(backend: Backend, subject: _Subject, warmup: int, cuda_graph: bool)
     return timed
 
 
+def _prepared_calls(subjects: Sequence[_Subject], schedule: Sequence[Sequence[int]]) -> Iterator[tuple[int, _Subject]]:
+    """Each call of the schedule in order, as (subject index, subject), its ``prepare`` run first (untimed)."""
+    for order in schedule:
+        for index in order:
+            subject = subjects[index]
+            if subject.prepare is not None:
+                subject.prepare()
+            yield index, subject
+
+
 def _run_schedule(
     backend: Backend,
     subjects: Sequence[_Subject],
@@ -128,32 +138,23 @@ def _run_schedule(
     """
     backend.reserve(2 * sum(len(order) for order in schedule))
     marks: list[list[tuple[object, object]]] = [[] for _ in subjects]
-    for order in schedule:
-        for index in order:
-            subject = subjects[index]
-            if subject.prepare is not None:
-                subject.prepare()
-            backend.flush_l2()
-            start = backend.mark()
-            subject.fn()
-            end = backend.mark()
-            marks[index].append((start, end))
+    for index, subject in _prepared_calls(subjects, schedule):
+        backend.flush_l2()
+        start = backend.mark()
+        subject.fn()
+        end = backend.mark()
+        marks[index].append((start, end))
     backend.synchronize()
     samples = [[backend.elapsed_ms(start, end) for start, end in pairs] for pairs in marks]
     if include_host:
         calls = [0] * len(subjects)
-        for order in schedule:
-            for index in order:
-                subject = subjects[index]
-                if subject.prepare is not None:
-                    subject.prepare()
-                backend.synchronize()
-                began = host_clock()
-                subject.fn()
-                host_ms = (host_clock() - began) * 1000.0
-                round_ = calls[index]
-                samples[index][round_] = max(samples[index][round_], host_ms)
-                calls[index] += 1
+        for index, subject in _prepared_calls(subjects, schedule):
+            backend.synchronize()
+            began = host_clock()
+            subject.fn()
+            host_ms = (host_clock() - began) * 1000.0
+            samples[index][calls[index]] = max(samples[index][calls[index]], host_ms)
+            calls[index] += 1
         backend.synchronize()
     return [tuple(s) for s in samples]
 
