@@ -780,3 +780,32 @@ def test_a_partial_bench_says_how_much_of_the_suite_it_covers(tmp_path: Path) ->
     many = {"problems": 2, "not_run": [f"p{i}" for i in range(10)]}
     assert coverage_line(many) == "Run so far: 2 of the suite's 12 problems; not yet run: p0, p1, p2, p3, p4, p5, p6, p7 and 2 more."
     assert coverage_line({"problems": 2, "not_run": None}) == coverage_line({"problems": 2, "not_run": []}) == ""
+
+
+def test_a_bench_given_a_slot_of_time_ends_between_problems(tmp_path: Path) -> None:
+    """Past --stop-after no problem starts (one cut short by the slot's end would lose its GPU time);
+    the ones left are not outcomes, so --resume runs them."""
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST})
+    out = tmp_path / "out"
+    now = [0.0]
+
+    def clock() -> float:  # each problem takes 100 s of this clock
+        now[0] += 50.0
+        return now[0]
+
+    events: list[tuple[str, str]] = []
+    report = _bench(suite, out, stop_after_s=120.0, _clock=clock, on_event=lambda e: events.append((e.kind, e.name)))
+    assert [o.name for o in report.outcomes] == ["level1/01_fast", "level1/02_fast"]
+    assert events[-1] == ("not-started", "level1/03_fast") and report.summary["not_run"] == ["level1/03_fast"]
+    resumed = _bench(suite, out, resume=True)
+    assert resumed.resumed == ["level1/01_fast", "level1/02_fast"] and len(resumed.outcomes) == 3
+    assert _calls(suite) == ["01_fast.py", "02_fast.py", "03_fast.py"]
+    none = _bench(suite, tmp_path / "none", stop_after_s=0.0)
+    assert none.outcomes == [] and none.summary["not_run"] == ["level1/01_fast", "level1/02_fast", "level1/03_fast"]
+    with pytest.raises(KerneloptError, match="--stop-after must be zero or more seconds, got -1"):
+        _bench(suite, tmp_path / "bad", stop_after_s=-1.0)
+    cli = _runner().invoke(app, ["bench", str(suite), "--out", str(tmp_path / "cli"), "--worker-target", TARGET,
+                                 "--worker-path", str(TESTS_DIR), "--stop-after", "0"])  # fmt: skip
+    assert cli.exit_code == 0, cli.output
+    assert "[1/3] level1/01_fast not started: --stop-after has passed" in cli.stderr
+    assert "Run so far: 0 of the suite's 3 problems; not yet run: level1/01_fast, level1/02_fast, level1/03_fast." in cli.stdout

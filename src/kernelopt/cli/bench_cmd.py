@@ -58,6 +58,12 @@ def bench(
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="With --resume: run again the problems that did not finish ok."
     ),
+    stop_after: float | None = typer.Option(
+        None,
+        "--stop-after",
+        help="Start no problem this many seconds after the bench began (running ones finish; --resume runs "
+        "the rest): for a fixed slot of GPU time, so no problem is cut short and its time lost.",
+    ),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
@@ -143,6 +149,7 @@ def bench(
                 "--max-targets": max_targets is not None,
                 "--gpus": gpus != 1,
                 "--shard": shard is not None,
+                "--stop-after": stop_after is not None,
             },
         )
         done = bench_kernel_files(
@@ -197,6 +204,7 @@ def bench(
         config=config,
         write_report=not no_report,
         sizes=sizes,
+        stop_after_s=stop_after,
     )
     _show(report, as_json)
 
@@ -258,6 +266,8 @@ def _print_event(event: BenchEvent, console: Console) -> None:
     position = f"[{event.index}/{event.total}]"
     if event.kind == "start":
         console.print(f"{position} {event.name} ...", markup=False, highlight=False)
+    elif event.kind == "not-started":
+        console.print(f"{position} {event.name} not started: --stop-after has passed", markup=False, highlight=False)
     elif event.outcome is not None:
         o = event.outcome
         verb = "already done:" if event.kind == "skip" else "->"

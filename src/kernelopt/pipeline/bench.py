@@ -35,6 +35,7 @@ import platform
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -74,7 +75,8 @@ _WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error
 
 @dataclass(frozen=True)
 class BenchEvent:
-    """Progress for a display: ``kind`` is ``"start"``, ``"done"`` or ``"skip"`` (already in the results)."""
+    """Progress for a display: ``kind`` is ``"start"``, ``"done"``, ``"skip"`` (already in the results) or
+    ``"not-started"`` (``stop_after_s`` had passed: left for a resumed bench)."""
 
     kind: str
     name: str
@@ -122,6 +124,8 @@ def run_bench(
     config: Settings | None = None,
     write_report: bool = True,
     sizes: dict[str, Any] | None = None,
+    stop_after_s: float | None = None,
+    _clock: Callable[[], float] = time.monotonic,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
 
@@ -142,7 +146,10 @@ def run_bench(
     for the default target, travels to each problem as ``options["settings"]`` (a worker
     reads no settings itself). ``sizes`` (``--size NAME=VALUE``) sets a size constant in every
     selected problem that defines it (:func:`problem_sizes`; each travels as ``options["sizes"]``);
-    the results record them, and a resumed bench keeps them.
+    the results record them, and a resumed bench keeps them. ``stop_after_s``: no problem starts
+    that many seconds after the bench began (those running finish): a bench given a fixed slot
+    of time (a lent GPU, a CI job) ends between problems instead of cutting one short, whose
+    GPU time would be lost; ``--resume`` runs the rest.
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, existing results without ``resume``, a size no selected problem defines, or
@@ -159,6 +166,9 @@ def run_bench(
         raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
     if gpus < 1:
         raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
+    if stop_after_s is not None and stop_after_s < 0:
+        raise KerneloptError(f"--stop-after must be zero or more seconds, got {stop_after_s:g}")
+    began = _clock()
     _check_target(target, extra_path)
     root = suite_root(suite_dir).resolve()
     if root.is_dir() and suite_kinds(root, problems).input == KERNEL_FILES:  # a mixed folder: one line there
@@ -223,6 +233,9 @@ def run_bench(
 
     def run_one(index: int, entry: SuiteEntry) -> None:
         with lock:
+            if stop_after_s is not None and _clock() - began >= stop_after_s:
+                _emit(on_event, BenchEvent("not-started", entry.name, index, len(entries)))
+                return  # not an outcome: a resumed bench runs it
             gpu = free_gpus.pop(0) if gpus > 1 else None
             _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
         try:
