@@ -253,3 +253,29 @@ def test_a_row_scored_under_another_mode_s_graphs_is_scored_again_when_its_resul
     assert "- level1/10_row_l2_normalize: best stock mode scored again with the result as delivered" in notes
     assert "- level1/other: runs under mode=max-autotune (CUDA graphs), 1.500x its plain speed there" in notes
     assert "- level1/other: as CUDA-graph replays: 1.070x over max-autotune-no-cudagraphs's replays" in notes
+
+
+def test_the_delivered_ratio_carries_the_spread_of_the_factor_that_turned_it() -> None:
+    """Against max-autotune row-L2 is 1.169x under its graphs (IQR 0.1 % each way) and the graphs ran the
+    export at 0.547x its plain speed, with an IQR of its own: the delivered 2.14x is as unsure as both."""
+    import math
+
+    from kernelopt.report.metrics import as_delivered
+
+    record = _row_l2_on_the_h200()["max-autotune"]
+    timed = record["vs_optimized"]
+    alone = as_delivered(timed, record, None, None)  # vs_plain without quartiles: the ratio's own spread, scaled
+    assert alone is not None
+    assert alone["comparison"]["speedup_q1"] == pytest.approx(timed["comparison"]["speedup_q1"] / 0.5470)
+    assert alone["comparison"]["speedup_q3"] == pytest.approx(timed["comparison"]["speedup_q3"] / 0.5470)
+    record = {**record, "vs_plain": {"speedup": 0.5470, "comparison": {"speedup_q1": 0.5360, "speedup_q3": 0.5600}}}
+    both = as_delivered(timed, record, None, None)
+    assert both is not None and both["speedup"] == pytest.approx(alone["speedup"])
+    q1, q3, s = both["comparison"]["speedup_q1"], both["comparison"]["speedup_q3"], both["speedup"]
+    assert q1 < alone["comparison"]["speedup_q1"] and q3 > alone["comparison"]["speedup_q3"]  # wider, both ways
+    own_down, own_up = math.log(1.001 / 0.999) / 2, math.log(1.001 / 0.999) / 2  # about 0.1 % each way
+    assert math.log(s / q1) == pytest.approx(math.hypot(math.log(timed["speedup"] / timed["comparison"]["speedup_q1"]),
+                                                        math.log(0.5600 / 0.5470)))  # fmt: skip
+    assert math.log(q3 / s) == pytest.approx(math.hypot(math.log(timed["comparison"]["speedup_q3"] / timed["speedup"]),
+                                                        math.log(0.5470 / 0.5360)))  # fmt: skip
+    assert math.log(s / q1) > own_down and math.log(q3 / s) > own_up

@@ -273,24 +273,38 @@ def as_delivered(
     max-autotune the best stock mode, though it ran 1.6x slower than max-autotune-no-cudagraphs. A
     mode without graphs times the plain export; where the result runs under a run mode, that mode's
     gain over the plain export (``run_mode_gain``, interleaved in its process) turns it. The quartiles
-    are scaled by the same factor, whose own spread they leave out. None where the factor is unknown
-    (a record from before ``vs_plain``): the caller then says less."""
+    are scaled by the same factor and widened by its own spread where it was timed (``vs_plain``'s
+    quartiles; a run mode's gain is one number): the two ratios' log-distances to their quartiles
+    add in quadrature, as independent spreads do. None where the factor is unknown (a record from
+    before ``vs_plain``): the caller then says less."""
     under = timed.get("under")
     factor = 1.0
+    factor_spread = (0.0, 0.0)  # log-distances from the factor down to its first quartile, up to its third
     if under and run_mode is None:
-        plain = (record.get("vs_plain") or {}).get("speedup")
+        vs_plain = record.get("vs_plain") or {}
+        plain = vs_plain.get("speedup")
         if not plain:
             return None
         factor = 1.0 / float(plain)
+        q1, q3 = ((vs_plain.get("comparison") or {}).get(k) for k in ("speedup_q1", "speedup_q3"))
+        if isinstance(q1, (int, float)) and isinstance(q3, (int, float)) and 0 < q1 <= plain <= q3:
+            factor_spread = (math.log(q3 / plain), math.log(plain / q1))  # 1/plain: its quartiles swap
     elif not under and run_mode and run_mode_gain:
         factor = float(run_mode_gain)
     if factor == 1.0 or not timed.get("speedup"):
         return timed
+    speedup = float(timed["speedup"]) * factor
     cmp = dict(timed.get("comparison") or {})
-    for key in ("speedup_q1", "speedup_q3"):
-        if isinstance(cmp.get(key), (int, float)):
-            cmp[key] = cmp[key] * factor
-    return {**timed, "speedup": float(timed["speedup"]) * factor, "comparison": cmp, "delivered_factor": factor}
+    q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")
+    if isinstance(q1, (int, float)) and isinstance(q3, (int, float)) and 0 < q1 <= timed["speedup"] <= q3:
+        down = math.hypot(math.log(timed["speedup"] / q1), factor_spread[0])
+        up = math.hypot(math.log(q3 / timed["speedup"]), factor_spread[1])
+        cmp["speedup_q1"], cmp["speedup_q3"] = speedup * math.exp(-down), speedup * math.exp(up)
+    else:
+        for key in ("speedup_q1", "speedup_q3"):
+            if isinstance(cmp.get(key), (int, float)):
+                cmp[key] = cmp[key] * factor
+    return {**timed, "speedup": speedup, "comparison": cmp, "delivered_factor": factor}
 
 
 def speedup_over_default(record: Any) -> float | None:
