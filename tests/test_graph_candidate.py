@@ -21,6 +21,7 @@ from kernelopt.capture.call_sequence import call_source_of, graph_digest, wrappe
 from kernelopt.capture.graph_swap import (
     GraphCandidate,
     build_graph_kernels,
+    captured_shape,
     check_graphs_live,
     from_variant,
     restore_graph,
@@ -218,6 +219,7 @@ def test_without_layout_optimization_the_copy_before_the_convolution_goes_and_th
     call = candidate.call_source
     assert "extern_kernels.convolution" in call and "cpp_fused" not in call[: call.index("extern_kernels.convolution")]
     assert len(candidate.kernels) == len(artifact.graphs[0].kernels) - 1
+    assert captured_shape(artifact.graphs[0])["kernels"] == len(candidate.kernels) + 1  # what its note says it drops
     assert gates["static"] and gates["correctness"] and gates["model"], gates
 
 
@@ -230,6 +232,8 @@ def test_a_pointwise_concatenation_drops_the_concatenated_buffer_and_the_gates_p
     original = call_source_of(artifact.graphs[0].source_code)
     assert "# alias" in original and "# alias" not in candidate.call_source  # the inputs' views into the cat buffer
     assert candidate.buffers == original.count("empty_strided_cpu(") - 1
+    assert captured_shape(artifact.graphs[0]) == {  # the compiled graph counted as its variants are
+        "kernels": len(artifact.graphs[0].kernels), "copies": 0, "buffers": candidate.buffers + 1}  # fmt: skip
     assert gates["static"] and gates["correctness"] and gates["model"], gates
 
 

@@ -173,7 +173,8 @@ def test_variants_that_drop_copies_and_kernels_are_proposed_first() -> None:
         {"options": {"split_reductions": False}, "available": True, "kernels": 4, "copies": 2, "buffers": 3},
         {"options": {"combo_kernels": True}, "available": True, "kernels": 2, "copies": 2, "buffers": 3},
         {"options": {"force_pointwise_cat": True}, "available": True, "kernels": 3, "copies": 2, "buffers": 2},
-        {"options": {"layout_optimization": False}, "available": True, "kernels": 1, "copies": 0, "buffers": 1},
+        {"options": {"layout_optimization": False}, "available": True, "kernels": 1, "copies": 0, "buffers": 1,
+         "compiled": {"kernels": 3, "copies": 1, "buffers": 3}},
         {"options": {"shape_padding": False}, "available": False, "reason": "the same call sequence"},
     ]}
     ctx = SearchContext(target=target, nodes=[root], rng=random.Random(0), facts=facts)
@@ -182,7 +183,7 @@ def test_variants_that_drop_copies_and_kernels_are_proposed_first() -> None:
         {"layout_optimization": False}, {"force_pointwise_cat": True}, {"combo_kernels": True},
         {"aggressive_fusion": True},
     ]
-    assert proposed[0].note.endswith(": 1 kernel, no copy, 1 buffer")
+    assert proposed[0].note.endswith(": 1 kernel, no copy, 1 buffer (compiled: 3 kernels, 1 copy, 3 buffers)")
     assert proposed[1].note.endswith(": 3 kernels, 2 of them copies, 2 buffers")
     old = {"graph_variants": [{"options": {"b": 1}, "available": True}, {"options": {"a": 1}, "available": True}]}
     again = GraphVariantOperator().propose(root, dataclasses.replace(ctx, facts=old), 3)
@@ -217,11 +218,23 @@ def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> N
             return ["the same call sequence and kernels", GRAPH]
 
     monkeypatch.setattr(worker_targets, "_session", lambda spec, peak: Session())
+    shapes = {0: {"kernels": 3, "copies": 1, "buffers": 2}}  # graph 1's call cannot be read
+
+    def shape(graph: int) -> dict:
+        if graph not in shapes:
+            raise ValueError("the output code defines no call function")
+        return shapes[graph]
+
+    monkeypatch.setattr(worker_targets, "captured_shape", shape)
     monkeypatch.setattr(worker_targets.time, "monotonic", lambda: clock[0])
     sets = [{"aggressive_fusion": True}, {"combo_kernels": True}, {"split_reductions": False}, {"a": 1}]
     rows = worker_targets.graph_variants({}, sets, None, budget_s=60.0)
     assert [row[1]["available"] for row in rows] == [True, True, False, False]  # 40 s, 80 s: then no more
     assert rows[2][0]["reason"] == rows[3][1]["reason"] == "not compiled: the 60 s for compiling graph variants ran out"
     assert rows[0][1] == {"options": sets[0], "available": True, "reason": None, "kernels": 1, "copies": 0,
-                               "buffers": 0}
+                          "buffers": 0, "compiled": None}  # the variant's counts stand alone, the graph's unread
+    root = node(1, Candidate(graph_target(1), "root", options={}), None)
+    ctx = SearchContext(target=graph_target(1), nodes=[root], rng=random.Random(0), facts={"graph_variants": rows[0][1:]})
+    (proposed,) = GraphVariantOperator().propose(root, ctx, 1)
+    assert proposed.note.endswith("aggressive_fusion=True: 1 kernel, no copy, 0 buffers")  # what it has, no more
     assert worker_targets.graph_variants({}, sets, None)[3][1]["available"]  # no budget: every set compiled

@@ -83,13 +83,7 @@ class GraphCandidate:
     def buffers(self) -> int:
         """How many buffers its call allocates (``empty_strided_*``): outputs and the intermediate
         tensors it writes to memory and reads back."""
-        return sum(
-            1
-            for node in ast.walk(ast.parse(self.call_source))
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id.startswith("empty_strided")
-        )
+        return allocations(self.call_source)
 
     @property
     def copy_kernels(self) -> list[str]:
@@ -174,6 +168,26 @@ def from_variant(
         dict(options or {}),
         folded_digest(original.source_code) or "",
     )
+
+
+def allocations(call_source: str) -> int:
+    """How many buffers a ``call`` allocates (``empty_strided_*``)."""
+    return sum(
+        1
+        for node in ast.walk(ast.parse(call_source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("empty_strided")
+    )
+
+
+def captured_shape(graph: CapturedGraph) -> dict[str, int]:
+    """The compiled graph counted as its variants are (``kernels`` its call launches, ``copies``: the
+    Triton ones among them that only move data, ``buffers`` its call allocates), so a variant's note
+    can say what it drops."""
+    call = call_source_of(graph.source_code)
+    launched = {n.id for n in ast.walk(ast.parse(call)) if isinstance(n, ast.Name)}
+    kernels = [k for var, k in graph.kernels.items() if var in launched]
+    copies = [k for k in kernels if k.language == "triton" and moves_only(k.source, k.name)]
+    return {"kernels": len(kernels), "copies": len(copies), "buffers": allocations(call)}
 
 
 def build_graph_kernels(candidate: GraphCandidate) -> dict[str, Any]:

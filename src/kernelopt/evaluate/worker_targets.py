@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from kernelopt.capture.graph_swap import captured_shape
 from kernelopt.config import default_of
 from kernelopt.evaluate.analysis import analyze_artifact
 from kernelopt.evaluate.records import FinalCheck, KernelInfo, ProblemAnalysis
@@ -221,6 +222,15 @@ def verify_together(
         return FinalCheck(Verdict("model", False, str(exc), {"rule": "candidate_process"})).to_dict()
 
 
+def _compiled_shape(graph: Any) -> dict[str, int] | None:
+    """:func:`captured_shape`, or None for a graph whose call it cannot read (its variants' notes then
+    say what they have, not what they drop)."""
+    try:
+        return captured_shape(graph)
+    except (ValueError, SyntaxError):
+        return None
+
+
 def graph_variants(
     spec: dict[str, Any],
     option_sets: Sequence[dict[str, Any]],
@@ -229,12 +239,14 @@ def graph_variants(
 ) -> list[list[dict[str, Any]]]:
     """Per option set, per graph: whether Inductor wrote that graph otherwise under it
     (``{"options", "available", "reason"}``, and where it did ``"kernels"``, ``"copies"``: how many of
-    them only move data, ``"buffers"``: how many its call allocates); the candidates stay in the session.
+    them only move data, ``"buffers"``: how many its call allocates, and ``"compiled"``: the same three
+    for the graph as compiled); the candidates stay in the session.
 
     A real model can take a minute a compile: once ``budget_s`` seconds have gone on compiling, the
     option sets left are not compiled and say so (the first one always is)."""
     s = _session(spec, peak_gbps)
     started = time.monotonic()
+    compiled = [_compiled_shape(graph) for graph in s.artifact.graphs]
     out = []
     for i, options in enumerate(option_sets):
         if budget_s is not None and i > 0 and time.monotonic() - started > budget_s:
@@ -242,12 +254,14 @@ def graph_variants(
             out.append([{"options": dict(options), "available": False, "reason": why} for _ in s.artifact.graphs])
             continue
         row = []
-        for made in s.graph_variants(dict(options)):
+        for graph, made in enumerate(s.graph_variants(dict(options))):
             if isinstance(made, str):
                 row.append({"options": dict(options), "available": False, "reason": made})
             else:
                 counts = {"kernels": len(made.kernels), "copies": len(made.copy_kernels), "buffers": made.buffers}
-                row.append({"options": dict(options), "available": True, "reason": None, **counts})
+                row.append(
+                    {"options": dict(options), "available": True, "reason": None, **counts, "compiled": compiled[graph]}
+                )
         out.append(row)
     return out
 

@@ -103,16 +103,29 @@ def promise(variant: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def shape_of(variant: dict[str, Any]) -> str:
-    """``: 3 kernels, 1 of them a copy, 2 buffers``, as the worker counted them (less for an older record)."""
+    """``: 3 kernels, 1 of them a copy, 2 buffers (compiled: 4 kernels, 2 copies, 3 buffers)``, as the
+    worker counted them (less for an older record)."""
     if "kernels" not in variant:
         return ""
-    kernels = int(variant["kernels"])
-    counted = f": {kernels} kernel{'' if kernels == 1 else 's'}"
-    if "copies" in variant:
-        copies = int(variant["copies"])
-        counted += f", {copies} of them {'a copy' if copies == 1 else 'copies'}" if copies else ", no copy"
-    if "buffers" in variant:
-        buffers = int(variant["buffers"])
+    counted = f": {_counts(variant)}"
+    if isinstance(variant.get("compiled"), dict) and "kernels" in variant["compiled"]:
+        counted += f" (compiled: {_counts(variant['compiled'], short=True)})"
+    return counted
+
+
+def _counts(shape: dict[str, Any], short: bool = False) -> str:
+    kernels = int(shape["kernels"])
+    counted = f"{kernels} kernel{'' if kernels == 1 else 's'}"
+    if "copies" in shape:
+        copies = int(shape["copies"])
+        many = (
+            f"{copies} {'copy' if copies == 1 else 'copies'}"
+            if short
+            else f"{copies} of them {'a copy' if copies == 1 else 'copies'}"
+        )
+        counted += f", {many}" if copies else ", no copy"
+    if "buffers" in shape:
+        buffers = int(shape["buffers"])
         counted += f", {buffers} buffer{'' if buffers == 1 else 's'}"
     return counted
 
