@@ -89,7 +89,7 @@ class GraphCandidate:
     def copy_kernels(self) -> list[str]:
         """Its Triton kernels that only move data (:func:`~kernelopt.capture.copy_kernels.moves_only`):
         what the call sequence still spends on layouts; C++ kernels are not read."""
-        return [k.name for k in self.kernels if k.language == "triton" and moves_only(k.source, k.name)]
+        return copy_kernel_names(self.kernels)
 
     def digest(self) -> str:
         """The candidate's identity: its call and every kernel's source."""
@@ -149,7 +149,7 @@ def from_variant(
         var in original.kernels and original.kernels[var].source == k.source for var, k in variant.kernels.items()
     ):
         return None
-    launched = {n.id for n in ast.walk(ast.parse(call)) if isinstance(n, ast.Name)}
+    launched = names_in(call)
     argtypes = cpp_argtypes(variant.source_code)
     names = {var: f"{tag}_{var}" for var in variant.kernels if var in launched}
     kernels = []
@@ -170,6 +170,17 @@ def from_variant(
     )
 
 
+def names_in(call_source: str) -> set[str]:
+    """Every name a ``call`` reads: the kernels it launches among them."""
+    return {n.id for n in ast.walk(ast.parse(call_source)) if isinstance(n, ast.Name)}
+
+
+def copy_kernel_names(kernels: Sequence[Any]) -> list[str]:
+    """The names of the Triton kernels among ``kernels`` that only move data
+    (:func:`~kernelopt.capture.copy_kernels.moves_only`); C++ kernels are not read."""
+    return [k.name for k in kernels if k.language == "triton" and moves_only(k.source, k.name)]
+
+
 def allocations(call_source: str) -> int:
     """How many buffers a ``call`` allocates (``empty_strided_*``)."""
     return sum(
@@ -184,10 +195,9 @@ def captured_shape(graph: CapturedGraph) -> dict[str, int]:
     Triton ones among them that only move data, ``buffers`` its call allocates), so a variant's note
     can say what it drops."""
     call = call_source_of(graph.source_code)
-    launched = {n.id for n in ast.walk(ast.parse(call)) if isinstance(n, ast.Name)}
+    launched = names_in(call)
     kernels = [k for var, k in graph.kernels.items() if var in launched]
-    copies = [k for k in kernels if k.language == "triton" and moves_only(k.source, k.name)]
-    return {"kernels": len(kernels), "copies": len(copies), "buffers": allocations(call)}
+    return {"kernels": len(kernels), "copies": len(copy_kernel_names(kernels)), "buffers": allocations(call)}
 
 
 def build_graph_kernels(candidate: GraphCandidate) -> dict[str, Any]:
