@@ -1,0 +1,117 @@
+"""Probe: a row split across several cooperating programs, each holding its part of the row in registers.
+
+Inductor writes a wide-row normalization (softmax, log-softmax, group norm, row L2) as a looped
+reduction that reads the row twice, because one program's registers cannot hold it. Under its
+cooperative reductions, with the reduction kept persistent and RSPLIT programs per row, each
+program loads its part once, the programs exchange partial results through a workspace and a
+barrier, and the output comes from registers: one read. Inductor only does that for at most 16
+rows (it keeps every program resident); this probe forces it for every row count and times it.
+
+    python3 scripts/device/row_split_probe.py PROBLEM.py SPLIT [SPLIT ...]   (one problem a process)
+Prints one JSON line per variant: ms (median, L2 flushed, interleaved with the default compile),
+max abs error against eager, and the kernel source of the first split to $OUT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import statistics
+import sys
+
+import torch
+import torch._inductor.config as inductor_config
+import torch._inductor.runtime.triton_heuristics as th
+from torch._inductor.choices import InductorChoices
+from torch._inductor.utils import run_and_get_code
+from torch._inductor.virtualized import V
+
+SPLIT = [1]
+
+
+def patched_cooperative(size_hints, reduction_hint, triton_meta, filename, inductor_meta):  # type: ignore[no-untyped-def]
+    # Inductor's split is last_power_of_2(SMs) // xnumel: give it a grid as large as the split asks.
+    tm = dict(triton_meta)
+    tm["device"] = dataclasses.replace(tm["device"], multi_processor_count=SPLIT[0] * size_hints["x"])
+    return _original(size_hints, reduction_hint, tm, filename, inductor_meta)
+
+
+_original = th.cooperative_reduction
+th.cooperative_reduction = patched_cooperative
+
+
+class RowSplitChoices(InductorChoices):
+    @staticmethod
+    def should_use_cooperative_reduction(device, numel, reduction_numel):  # type: ignore[no-untyped-def]
+        return V.graph.sizevars.statically_known_geq(reduction_numel, 4096)
+
+    @staticmethod
+    def should_use_persistent_reduction(features, cooperative_reduction):  # type: ignore[no-untyped-def]
+        return bool(cooperative_reduction) or InductorChoices.should_use_persistent_reduction(features, False)
+
+
+def load(path: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("problem", path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def time_interleaved(fns: dict, args: list, rounds: int = 30) -> dict:  # type: ignore[type-arg]
+    flush = torch.empty(256 * 1024 * 1024 // 4, device="cuda")
+    times: dict = {k: [] for k in fns}
+    for f in fns.values():
+        f(*args)
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for k, f in fns.items():
+            flush.zero_()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            f(*args)
+            e.record()
+            torch.cuda.synchronize()
+            times[k].append(s.elapsed_time(e))
+    return {k: (statistics.median(v), statistics.quantiles(v, n=4)) for k, v in times.items()}
+
+
+def main() -> None:
+    path, splits = sys.argv[1], [int(s) for s in sys.argv[2:]]
+    out = os.environ.get("OUT", "/tmp")
+    mod = load(path)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).cuda().eval()
+    args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in mod.get_inputs()]
+    with torch.no_grad():
+        ref = model(*args)
+        fns = {"default": torch.compile(model)}
+        fns["default"](*args)
+        for k in splits:
+            torch._dynamo.reset()
+            SPLIT[0] = k
+            V.set_choices_handler(RowSplitChoices())
+            with inductor_config.patch({"force_disable_caches": True, "triton.cooperative_reductions": True}):
+                f = torch.compile(model)
+                try:
+                    res, code = run_and_get_code(f, *args)
+                except Exception as e:  # noqa: BLE001
+                    print(json.dumps({"problem": path, "split": k, "error": f"{type(e).__name__}: {e}"[:400]}))
+                    continue
+            V.set_choices_handler(InductorChoices())
+            err = (res.float() - ref.float()).abs().max().item()
+            name = os.path.basename(path).removesuffix(".py")
+            with open(f"{out}/{name}_split{k}.py", "w") as fh:
+                fh.write("\n\n".join(code))
+            fns[f"split{k}"] = f
+            print(json.dumps({"problem": name, "split": k, "max_abs_err": err,
+                              "cooperative": "cooperative_reduction" in "".join(code)}), flush=True)
+        timed = time_interleaved(fns, args)
+    for k, (med, q) in timed.items():
+        print(json.dumps({"problem": os.path.basename(path), "variant": k, "ms": round(med, 4),
+                          "q1": round(q[0], 4), "q3": round(q[2], 4)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
