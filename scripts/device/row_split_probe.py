@@ -43,13 +43,17 @@ th.cooperative_reduction = patched_cooperative
 
 
 class RowSplitChoices(InductorChoices):
-    @staticmethod
-    def should_use_cooperative_reduction(device, numel, reduction_numel):  # type: ignore[no-untyped-def]
-        return V.graph.sizevars.statically_known_geq(reduction_numel, 4096)
+    """Cooperative for every reduction of 4096 or more, and then persistent (signatures differ by torch)."""
 
-    @staticmethod
-    def should_use_persistent_reduction(features, cooperative_reduction):  # type: ignore[no-untyped-def]
-        return bool(cooperative_reduction) or InductorChoices.should_use_persistent_reduction(features, False)
+    def should_use_cooperative_reduction(self, *args):  # type: ignore[no-untyped-def]
+        features = next((a for a in args if hasattr(a, "reduction_numel")), None)
+        rnumel = features.reduction_numel if features is not None else args[-1]
+        return V.graph.sizevars.statically_known_geq(rnumel, 4096)
+
+    def should_use_persistent_reduction(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if any(a is True for a in args) or kwargs.get("cooperative_reduction"):
+            return True
+        return InductorChoices.should_use_persistent_reduction(*args, **kwargs)
 
 
 def load(path: str):  # type: ignore[no-untyped-def]
