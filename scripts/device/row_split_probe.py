@@ -53,7 +53,7 @@ class RowSplitChoices(InductorChoices):
     def should_use_persistent_reduction(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         if any(a is True for a in args) or kwargs.get("cooperative_reduction"):
             return True
-        return InductorChoices.should_use_persistent_reduction(*args, **kwargs)
+        return super().should_use_persistent_reduction(*args, **kwargs)
 
 
 def load(path: str):  # type: ignore[no-untyped-def]
