@@ -34,7 +34,12 @@ SPLIT = [1]
 def patched_cooperative(size_hints, reduction_hint, triton_meta, filename, inductor_meta):  # type: ignore[no-untyped-def]
     # Inductor's split is last_power_of_2(SMs) // xnumel: give it a grid as large as the split asks.
     tm = dict(triton_meta)
-    tm["device"] = dataclasses.replace(tm["device"], multi_processor_count=SPLIT[0] * size_hints["x"])
+    dev, sms = tm["device"], SPLIT[0] * size_hints["x"]
+    tm["device"] = (
+        dev._replace(multi_processor_count=sms)  # a NamedTuple in some torch versions
+        if hasattr(dev, "_replace")
+        else dataclasses.replace(dev, multi_processor_count=sms)
+    )
     return _original(size_hints, reduction_hint, tm, filename, inductor_meta)
 
 
