@@ -40,6 +40,10 @@ def patched_cooperative(size_hints, reduction_hint, triton_meta, filename, induc
         if hasattr(dev, "_replace")
         else dataclasses.replace(dev, multi_processor_count=sms)
     )
+    if os.environ.get("PROBE_ORDINARY_LAUNCH"):
+        # More programs than fit at once: launched as an ordinary grid, relying on the hardware starting
+        # blocks in order (the RSPLIT programs of a row are neighbours), which CUDA does not promise.
+        tm["launch_cooperative_grid"] = False
     return _original(size_hints, reduction_hint, tm, filename, inductor_meta)
 
 
