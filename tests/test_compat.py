@@ -265,3 +265,44 @@ def test_a_cpu_graph_can_be_compiled_as_one_cuda_graph_partition() -> None:
         compat.partition_function(artifact.graphs[0].module, "partition_9")
     plain = capture(torch.nn.Tanh(), [torch.randn(4, 8)])
     assert not is_partitioned(plain.graphs[0].source_code)  # the rule is put back
+
+
+def test_row_split_compile_patches_inductors_split_and_launch_and_puts_them_back(monkeypatch) -> None:
+    """compat.row_split_compile leans on InductorChoices' two hooks, V.set_choices_handler, the
+    cooperative_reduction heuristic (its split from the device's SM count, its cooperative launch) and
+    x_grid_barrier's protocol, which kernelopt.capture.row_split inlines with another leader."""
+    import inspect
+
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.runtime import triton_helpers, triton_heuristics
+    from torch._inductor.runtime.hints import DeviceProperties, ReductionHint
+    from torch._inductor.virtualized import V
+
+    for hook in ("should_use_cooperative_reduction", "should_use_persistent_reduction"):
+        assert callable(getattr(InductorChoices, hook, None)), f"InductorChoices.{hook} moved"
+    params = list(inspect.signature(triton_heuristics.cooperative_reduction).parameters)
+    assert params == ["size_hints", "reduction_hint", "triton_meta", "filename", "inductor_meta"], params
+    assert "multi_processor_count" in inspect.getsource(triton_heuristics.cooperative_reduction)
+    barrier = inspect.getsource(inspect.getmodule(triton_helpers))  # the helper is a (interpreted) JIT function
+    barrier = barrier[barrier.index("def x_grid_barrier") :][:1500]
+    assert "tl.program_id(0) == 0" in barrier and "0x80000000" in barrier and "tl.num_programs(0)" in barrier
+
+    seen = {}
+
+    def cached_autotune(size_hints, configs, triton_meta, **kwargs):
+        seen.update(configs=configs, meta=triton_meta)
+        return "launcher"
+
+    monkeypatch.setattr(triton_heuristics, "cached_autotune", cached_autotune)
+    original = triton_heuristics.cooperative_reduction
+    device = DeviceProperties.create(torch.device("cpu"))
+    meta = {"device": device, "launch_cooperative_grid": True}
+    with compat.row_split_compile(8192):
+        assert type(V.choices).__name__ == "RowSplitChoices"
+        assert V.choices.should_use_persistent_reduction(None, True) is True  # cooperative: always persistent
+        launcher = triton_heuristics.cooperative_reduction(
+            {"x": 2048, "r0_": 131072}, ReductionHint.INNER, meta, "k.py", {"persistent_reduction": True}
+        )
+    assert launcher == "launcher" and {c.kwargs["RSPLIT"] for c in seen["configs"]} == {16}  # 131072 / 8192
+    assert seen["meta"]["launch_cooperative_grid"] is False and meta["launch_cooperative_grid"] is True
+    assert triton_heuristics.cooperative_reduction is original and type(V.choices) is InductorChoices

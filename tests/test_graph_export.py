@@ -176,13 +176,22 @@ def test_variants_that_drop_copies_and_kernels_are_proposed_first() -> None:
         {"options": {"layout_optimization": False}, "available": True, "kernels": 1, "copies": 0, "buffers": 1,
          "compiled": {"kernels": 3, "copies": 1, "buffers": 3}},
         {"options": {"shape_padding": False}, "available": False, "reason": "the same call sequence"},
+        {"options": {"kernelopt.row_split": 8192}, "available": True, "kernels": 3, "copies": 2, "rereads": 0,
+         "buffers": 4, "compiled": {"kernels": 3, "copies": 2, "rereads": 1, "buffers": 2}},
+        {"options": {"online_softmax": False}, "available": True, "kernels": 3, "copies": 2, "rereads": 2,
+         "buffers": 1},
     ]}
     ctx = SearchContext(target=target, nodes=[root], rng=random.Random(0), facts=facts)
-    proposed = GraphVariantOperator().propose(root, ctx, 4)
+    proposed = GraphVariantOperator().propose(root, ctx, 5)
     assert [c.options for c in proposed] == [
         {"layout_optimization": False}, {"force_pointwise_cat": True}, {"combo_kernels": True},
-        {"aggressive_fusion": True},
-    ]
+        {"aggressive_fusion": True}, {"split_reductions": False},
+    ]  # a second pass over the rows is a read of them: those that keep more come after
+    later = GraphVariantOperator().propose(root, ctx, 7)[5:]
+    assert [c.options for c in later] == [{"kernelopt.row_split": 8192}, {"online_softmax": False}]
+    assert later[0].note.endswith(": 3 kernels, 2 of them copies, 4 buffers (compiled: 3 kernels, 2 copies, "
+                                  "1 second pass over rows, 2 buffers)")
+    assert later[1].note.endswith(": 3 kernels, 2 of them copies, 2 second passes over rows, 1 buffer")
     assert proposed[0].note.endswith(": 1 kernel, no copy, 1 buffer (compiled: 3 kernels, 1 copy, 3 buffers)")
     assert proposed[1].note.endswith(": 3 kernels, 2 of them copies, 2 buffers")
     old = {"graph_variants": [{"options": {"b": 1}, "available": True}, {"options": {"a": 1}, "available": True}]}
@@ -232,7 +241,7 @@ def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> N
     assert [row[1]["available"] for row in rows] == [True, True, False, False]  # 40 s, 80 s: then no more
     assert rows[2][0]["reason"] == rows[3][1]["reason"] == "not compiled: the 60 s for compiling graph variants ran out"
     assert rows[0][1] == {"options": sets[0], "available": True, "reason": None, "kernels": 1, "copies": 0,
-                          "buffers": 0, "compiled": None}  # the variant's counts stand alone, the graph's unread
+                          "rereads": 0, "buffers": 0, "compiled": None}  # the variant's counts stand alone, the graph's unread
     root = node(1, Candidate(graph_target(1), "root", options={}), None)
     ctx = SearchContext(target=graph_target(1), nodes=[root], rng=random.Random(0), facts={"graph_variants": rows[0][1:]})
     (proposed,) = GraphVariantOperator().propose(root, ctx, 1)

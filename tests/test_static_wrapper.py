@@ -231,3 +231,23 @@ def test_fallbacks_through_the_aten_alias_and_their_outputs_pass_and_new_ones_do
         cheat = honest.replace("    return (", f"    buf99 = {spelt}(buf2)\n    return (", 1)
         refused = check_static_wrapper(cheat, original_source=source)
         assert not refused.passed and refused.details["rule"] == "torch_op", refused.reason
+
+
+SEMAPHORES = (
+    "        semaphores_cuda_0 = empty_strided_cuda((2049, ), (1, ), torch.uint32)\n"
+    "        semaphores_cuda_0.zero_()\n"
+)
+
+
+def test_a_cooperative_reductions_semaphores_may_be_zeroed_and_nothing_else() -> None:
+    # Inductor zeroes the uint32 semaphores a cooperative reduction's programs meet at before its
+    # launch: the only in-place call a call sequence may make, and only on such a buffer it allocated.
+    assert _verdict(HONEST.replace(GELU, SEMAPHORES + GELU)).passed
+    for cheat in (
+        SEMAPHORES.replace("torch.uint32", "torch.float32"),  # an output zeroed outside any kernel
+        "        buf20.zero_()\n",  # a buffer the call did not allocate as semaphores
+        SEMAPHORES + "        semaphores_cuda_0 = buf20\n        semaphores_cuda_0.zero_()\n",  # rebound
+        SEMAPHORES.replace(".zero_()", ".zero_(1)"),
+    ):
+        verdict = _verdict(HONEST.replace(GELU, cheat + GELU))
+        assert not verdict.passed and verdict.details["rule"] == "torch_op", cheat

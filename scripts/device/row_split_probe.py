@@ -68,6 +68,7 @@ class RowSplitChoices(InductorChoices):
 def load(path: str):  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("problem", path)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["problem"] = mod  # Dynamo looks the module of a traced forward up by name
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
 
@@ -90,6 +91,14 @@ def time_interleaved(fns: dict, args: list, rounds: int = 30) -> dict:  # type: 
     return {k: (statistics.median(v), statistics.quantiles(v, n=4)) for k, v in times.items()}
 
 
+def entry(model, name: str):  # type: ignore[no-untyped-def]
+    """A function of its own per variant: Dynamo keeps compiled code per code object, so variants
+    compiled from one forward would all run whichever was compiled last."""
+    ns: dict = {}
+    exec(f"def forward_{name}(*args):\n    return model(*args)", {"model": model}, ns)  # noqa: S102
+    return ns[f"forward_{name}"]
+
+
 def main() -> None:
     path, splits = sys.argv[1], [int(s) for s in sys.argv[2:]]
     out = os.environ.get("OUT", "/tmp")
@@ -99,20 +108,20 @@ def main() -> None:
     args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in mod.get_inputs()]
     with torch.no_grad():
         ref = model(*args)
-        fns = {"default": torch.compile(model)}
+        fns = {"default": torch.compile(entry(model, "default"))}
         fns["default"](*args)
         for k in splits:
-            torch._dynamo.reset()
             SPLIT[0] = k
             V.set_choices_handler(RowSplitChoices())
             with inductor_config.patch({"force_disable_caches": True, "triton.cooperative_reductions": True}):
-                f = torch.compile(model)
+                f = torch.compile(entry(model, f"split{k}"))
                 try:
                     res, code = run_and_get_code(f, *args)
                 except Exception as e:  # noqa: BLE001
                     print(json.dumps({"problem": path, "split": k, "error": f"{type(e).__name__}: {e}"[:400]}))
                     continue
-            V.set_choices_handler(InductorChoices())
+                finally:
+                    V.set_choices_handler(InductorChoices())
             err = (res.float() - ref.float()).abs().max().item()
             name = os.path.basename(path).removesuffix(".py")
             with open(f"{out}/{name}_split{k}.py", "w") as fh:

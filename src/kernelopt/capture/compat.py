@@ -114,6 +114,56 @@ def mode_options(mode: str) -> dict[str, Any]:
     return dict(torch._inductor.list_mode_options(mode))
 
 
+@contextlib.contextmanager
+def row_split_compile(chunk: int) -> Iterator[None]:
+    """Inductor writing every reduction of 4096 elements or more as a persistent cooperative one
+    (:mod:`kernelopt.capture.row_split`), about ``chunk`` elements of a row per program (RSPLIT a power
+    of two from 2 to 64), its grid launched as an ordinary one: in this context only, for compiling
+    and first running a graph variant in a worker. Until :func:`~kernelopt.capture.row_split.row_split`
+    gives its programs tickets, that grid counts on the hardware starting a row's programs together."""
+    import dataclasses
+
+    import torch._inductor.config as inductor_config
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.runtime import triton_heuristics
+    from torch._inductor.virtualized import V
+
+    class RowSplitChoices(InductorChoices):  # the hooks' signatures differ between torch versions
+        def should_use_cooperative_reduction(self, *args: Any) -> bool:
+            features = next((a for a in args if hasattr(a, "reduction_numel")), None)
+            rnumel = features.reduction_numel if features is not None else args[-1]
+            return bool(V.graph.sizevars.statically_known_geq(rnumel, 4096))
+
+        def should_use_persistent_reduction(self, *args: Any, **kwargs: Any) -> bool:
+            if any(a is True for a in args) or kwargs.get("cooperative_reduction"):
+                return True
+            return bool(super().should_use_persistent_reduction(*args, **kwargs))
+
+    original = triton_heuristics.cooperative_reduction
+
+    def cooperative_reduction(
+        size_hints: Any, reduction_hint: Any, triton_meta: Any, filename: Any, inductor_meta: Any
+    ) -> Any:
+        # Inductor's split is last_power_of_2(SMs) // xnumel (at most 64): give it the grid the split asks.
+        split = max(2, min(64, int(size_hints["r0_"]) // chunk))
+        meta = dict(triton_meta)
+        device, count = meta["device"], split * int(size_hints["x"])
+        meta["device"] = (
+            device._replace(multi_processor_count=count)  # a NamedTuple in some torch versions
+            if hasattr(device, "_replace")
+            else dataclasses.replace(device, multi_processor_count=count)
+        )
+        meta["launch_cooperative_grid"] = False
+        return original(size_hints, reduction_hint, meta, filename, inductor_meta)
+
+    triton_heuristics.cooperative_reduction = cooperative_reduction
+    try:
+        with V.set_choices_handler(RowSplitChoices()), inductor_config.patch({"triton.cooperative_reductions": True}):
+            yield
+    finally:
+        triton_heuristics.cooperative_reduction = original
+
+
 def compile_modes() -> list[str]:
     """The ``torch.compile`` modes this torch knows (torch's own table)."""
     return list(torch._inductor.list_mode_options())

@@ -23,6 +23,7 @@ in the partition's order, so the CUDA-graph trees record the candidate's kernels
 from __future__ import annotations
 
 import ast
+import re
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,11 @@ class GraphCandidate:
         """Its Triton kernels that only move data (:func:`~kernelopt.capture.copy_kernels.moves_only`):
         what the call sequence still spends on layouts; C++ kernels are not read."""
         return copy_kernel_names(self.kernels)
+
+    @property
+    def rereads(self) -> int:
+        """Its Triton kernels' passes over their rows after the first (:func:`rereads`)."""
+        return rereads(self.kernels)
 
     def digest(self) -> str:
         """The candidate's identity: its call and every kernel's source."""
@@ -181,6 +187,17 @@ def copy_kernel_names(kernels: Sequence[Any]) -> list[str]:
     return [k.name for k in kernels if k.language == "triton" and moves_only(k.source, k.name)]
 
 
+_ROW_LOOP = re.compile(r"^\s*for r0_offset in ", re.MULTILINE)
+
+
+def rereads(kernels: Sequence[Any]) -> int:
+    """How many times the Triton kernels among ``kernels`` loop over their rows again after a first
+    pass (Inductor's looped softmax or norm: statistics, then the output): each is a read of the
+    rows from memory that a split across programs holding the row (:mod:`~kernelopt.capture.row_split`)
+    saves."""
+    return sum(max(0, len(_ROW_LOOP.findall(k.source)) - 1) for k in kernels if k.language == "triton")
+
+
 def allocations(call_source: str) -> int:
     """How many buffers a ``call`` allocates (``empty_strided_*``)."""
     return sum(
@@ -197,7 +214,12 @@ def captured_shape(graph: CapturedGraph) -> dict[str, int]:
     call = call_source_of(graph.source_code)
     launched = names_in(call)
     kernels = [k for var, k in graph.kernels.items() if var in launched]
-    return {"kernels": len(kernels), "copies": len(copy_kernel_names(kernels)), "buffers": allocations(call)}
+    return {
+        "kernels": len(kernels),
+        "copies": len(copy_kernel_names(kernels)),
+        "rereads": rereads(kernels),
+        "buffers": allocations(call),
+    }
 
 
 def build_graph_kernels(candidate: GraphCandidate) -> dict[str, Any]:

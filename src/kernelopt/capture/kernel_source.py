@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 
-def _heuristic_decorator(source: str, name: str) -> ast.Call:
+def heuristic_decorator(source: str, name: str) -> ast.Call:
     tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
@@ -30,7 +30,7 @@ def _heuristic_decorator(source: str, name: str) -> ast.Call:
 
 def pin_launch_config(source: str, name: str, config: dict[str, Any]) -> str:
     """The same kernel, launched with exactly ``config`` (block sizes, num_warps, num_stages)."""
-    dec = _heuristic_decorator(source, name)
+    dec = heuristic_decorator(source, name)
     keywords = {k.arg: ast.get_source_segment(source, k.value) for k in dec.keywords}
     missing = [k for k in ("triton_meta", "inductor_meta") if k not in keywords]
     if missing:

@@ -16,6 +16,7 @@ the re-stitched model (gate 3, the end-to-end timing) is
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,7 @@ from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
 from kernelopt.capture.graph_swap import GraphCandidate, from_variant
 from kernelopt.capture.output_code import source_hash
+from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
@@ -161,18 +163,22 @@ class EvaluationSession:
 
     def compile_variant(self, options: dict[str, Any], tag: str) -> Artifact | str:
         """The model compiled under ``options`` beside the capture (a forward with its own code object,
-        so the captured model keeps its kernels), or why it could not be."""
-        unknown = [name for name in options if not compat.has_inductor_option(name)]
+        so the captured model keeps its kernels), or why it could not be. ``kernelopt.row_split`` among
+        them compiles under :func:`~kernelopt.capture.compat.row_split_compile`."""
+        inductor = {k: v for k, v in options.items() if k != ROW_SPLIT_OPTION}
+        unknown = [name for name in inductor if not compat.has_inductor_option(name)]
         if unknown:
             return f"this torch has no option {unknown[0]}"
+        chunk = options.get(ROW_SPLIT_OPTION)
         stage(tag)
         try:
-            return capture(
-                separate_code(self.model, tag.replace(" ", "_")),
-                self.inputs,
-                {**self.spec.options, **options},
-                reset=False,
-            )
+            with compat.row_split_compile(int(chunk)) if chunk else contextlib.nullcontext():
+                return capture(
+                    separate_code(self.model, tag.replace(" ", "_")),
+                    self.inputs,
+                    {**self.spec.options, **inductor},
+                    reset=False,
+                )
         except Exception as exc:  # an option this model cannot compile with: say so, go on
             return f"did not compile: {type(exc).__name__}: {exc}".splitlines()[0][:300]
 
@@ -184,8 +190,11 @@ class EvaluationSession:
             why = f"compiled into {len(variant.graphs)} graphs, not {len(self.artifact.graphs)}"
             return [why] * len(self.artifact.graphs)
         out: list[GraphCandidate | str] = []
+        tag = variant_tag(options)
         for original, other in zip(self.artifact.graphs, variant.graphs):
-            made = from_variant(original, other, variant_tag(options), f"Inductor with {options}", options)
+            made: GraphCandidate | str | None = from_variant(original, other, tag, f"Inductor with {options}", options)
+            if made is not None and options.get(ROW_SPLIT_OPTION):
+                made = _row_split(made, other, tag)
             out.append(made or "the same call sequence and kernels, or other parameters or outputs")
         del variant
         if self.device.type == "cuda":
@@ -403,3 +412,19 @@ __all__ = [
     "search_settings",
     "stage",
 ]
+
+
+def _row_split(made: GraphCandidate, variant: Any, tag: str) -> GraphCandidate | str:
+    """A row-split variant's candidate, its cooperative reductions given tickets and pinned to the
+    launch config Inductor chose for them at the variant's first run (read from the variant's module:
+    its kernels are named as there, without the candidate's ``tag``); or why there is none."""
+    configs = {}
+    for kernel in made.kernels:
+        loaded = getattr(variant.module, kernel.name.removeprefix(f"{tag}_"), None)
+        config = compat.chosen_config(loaded) if loaded is not None else None
+        if config is not None:
+            configs[kernel.name] = config
+    try:
+        return row_split(made, configs)
+    except RowSplitError as exc:
+        return f"no row split: {exc}"

@@ -239,8 +239,9 @@ def graph_variants(
 ) -> list[list[dict[str, Any]]]:
     """Per option set, per graph: whether Inductor wrote that graph otherwise under it
     (``{"options", "available", "reason"}``, and where it did ``"kernels"``, ``"copies"``: how many of
-    them only move data, ``"buffers"``: how many its call allocates, and ``"compiled"``: the same three
-    for the graph as compiled); the candidates stay in the session.
+    them only move data, ``"rereads"``: its kernels' passes over their rows after the first,
+    ``"buffers"``: how many its call allocates, and ``"compiled"``: the same four for the graph as
+    compiled); the candidates stay in the session.
 
     A real model can take a minute a compile: once ``budget_s`` seconds have gone on compiling, the
     option sets left are not compiled and say so (the first one always is)."""
@@ -258,7 +259,12 @@ def graph_variants(
             if isinstance(made, str):
                 row.append({"options": dict(options), "available": False, "reason": made})
             else:
-                counts = {"kernels": len(made.kernels), "copies": len(made.copy_kernels), "buffers": made.buffers}
+                counts = {
+                    "kernels": len(made.kernels),
+                    "copies": len(made.copy_kernels),
+                    "rereads": made.rereads,
+                    "buffers": made.buffers,
+                }
                 row.append(
                     {"options": dict(options), "available": True, "reason": None, **counts, "compiled": compiled[graph]}
                 )

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelopt.capture.row_split import CHUNKS, ROW_SPLIT_OPTION
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext, register_operator
 
 # Inductor's options that change which kernels a graph runs (a name this torch lacks is skipped).
 FUSION_OPTIONS: tuple[dict[str, Any], ...] = (
+    # A wide row split across programs that hold it in registers (kernelopt.capture.row_split): a
+    # softmax or norm that Inductor writes as two passes over each row reads it once. First: where a
+    # graph has no reduction that wide, Inductor writes it as compiled and it costs one compile.
+    *({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS),
     {"aggressive_fusion": True},
     {"combo_kernels": True},
     {"triton.persistent_reductions": False},
@@ -96,10 +101,16 @@ class GraphVariantOperator:
         return out
 
 
-def promise(variant: dict[str, Any]) -> tuple[int, int, int]:
-    """The sort key of a compiled variant: its copy kernels, the buffers its call allocates, its
-    kernels (a record made before the worker counted them sorts by its place in the list alone)."""
-    return int(variant.get("copies") or 0), int(variant.get("buffers") or 0), int(variant.get("kernels") or 0)
+def promise(variant: dict[str, Any]) -> tuple[int, int, int, int]:
+    """The sort key of a compiled variant: its copy kernels, its passes over rows after the first,
+    the buffers its call allocates, its kernels (a record made before the worker counted them sorts by
+    its place in the list alone). Each is a round trip through memory the variant keeps."""
+    return (
+        int(variant.get("copies") or 0),
+        int(variant.get("rereads") or 0),
+        int(variant.get("buffers") or 0),
+        int(variant.get("kernels") or 0),
+    )
 
 
 def shape_of(variant: dict[str, Any]) -> str:
@@ -124,6 +135,9 @@ def _counts(shape: dict[str, Any], short: bool = False) -> str:
             else f"{copies} of them {'a copy' if copies == 1 else 'copies'}"
         )
         counted += f", {many}" if copies else ", no copy"
+    if shape.get("rereads"):
+        rereads = int(shape["rereads"])
+        counted += f", {rereads} second pass{'' if rereads == 1 else 'es'} over rows"
     if "buffers" in shape:
         buffers = int(shape["buffers"])
         counted += f", {buffers} buffer{'' if buffers == 1 else 's'}"

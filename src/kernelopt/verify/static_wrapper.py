@@ -11,6 +11,8 @@ of, with names it can account for:
   ``with torch.cuda._DeviceGuard(i):`` and ``torch.cuda.set_device(i)``;
 * buffers: ``bufN = empty_strided_cuda(shape, stride, torch.<dtype>)`` (``_cpu`` for CPU tensors) and
   ``bufN = reinterpret_tensor(name, shape, stride, offset)``, each with literal layouts;
+  ``semaphores.zero_()`` of a ``torch.uint32`` buffer the call allocated (the semaphores that
+  the programs of a cooperative reduction meet at, which start at zero);
   ``streamN = get_raw_stream(i)``; ``del`` of locals;
 * launches: ``K.run(...)`` of a kernel the original module defines or of a candidate kernel
   (each passes gate 1 on its own), or ``K(...)`` where ``K`` is a C++ kernel (CPU tensors),
@@ -74,6 +76,7 @@ class _Checker:
     found: list[Finding] = field(default_factory=list)
     local: set[str] = field(default_factory=set)
     results: set[str] = field(default_factory=set)  # locals holding an ATen fallback's tuple of outputs
+    semaphores: set[str] = field(default_factory=set)  # uint32 buffers the call allocated
 
     # -- expressions ----------------------------------------------------------------------
 
@@ -214,10 +217,13 @@ class _Checker:
             return
         if self.shadows(target, node):
             return
+        self.semaphores.discard(target.id)
         helper = value.func.id if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else None
         if helper in ALLOCATORS and isinstance(value, ast.Call) and len(value.args) == 3 and not value.keywords:
             for item in value.args:
                 self.literal(item, "a buffer's layout")
+            if ast.unparse(value.args[2]) == "torch.uint32":
+                self.semaphores.add(target.id)
         elif helper == "reinterpret_tensor" and isinstance(value, ast.Call):
             self.view(value)
         elif helper == "get_raw_stream" and isinstance(value, ast.Call) and len(value.args) == 1:
@@ -284,6 +290,15 @@ class _Checker:
             return
         if name == "args.clear" and not node.args:
             return
+        if (  # a cooperative reduction's semaphores, zeroed before its launch as Inductor writes it
+            isinstance(func, ast.Attribute)
+            and func.attr == "zero_"
+            and isinstance(func.value, ast.Name)
+            and func.value.id in self.semaphores
+            and not node.args
+            and not node.keywords
+        ):
+            return self.read(func.value)
         if name == "torch.cuda.set_device" and len(node.args) == 1:
             return self.literal(node.args[0], "the device")
         self.expression(node)
