@@ -1,0 +1,43 @@
+"""GPU test of the row split (``kernelopt.capture.row_split``): a log-softmax's graph compiled with
+its rows split across programs that meet at a barrier, given tickets, through the gates, with
+thousands of rows (far more programs than fit on the device at once, so the programs of a row only
+all run because tickets make them). Run on an H200; the speed is printed, not asserted (benchmarks
+hold speed)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+
+from conftest import EXAMPLES
+from kernelopt.capture.graph_swap import GraphCandidate
+from kernelopt.capture.row_split import ROW_SPLIT_OPTION, uses_tickets
+
+pytestmark = pytest.mark.gpu
+
+CASES = [
+    # 2048 rows of 131072: 16 programs a row, 32768 programs in all
+    ("level1/13_log_softmax_wide.py", {}, 8192),
+    # 1000 rows of 50257 (prime): a masked tail in every row's last part, and a row count no power of two
+    ("level1/24_log_softmax_vocab.py", {"batch_size": 1000}, 16384),
+]
+
+
+@pytest.mark.parametrize(("problem", "overrides", "chunk"), CASES, ids=["wide", "vocab"])
+def test_a_row_split_graph_passes_the_gates_with_more_programs_than_fit(problem, overrides, chunk) -> None:
+    from kernelopt.evaluate import worker_targets
+    from kernelopt.evaluate.gate_settings import GateSettings
+    from kernelopt.evaluate.session import ProblemSpec
+
+    spec = asdict(ProblemSpec(str(EXAMPLES / problem), overrides))
+    settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30))
+    result = worker_targets.evaluate_graph(spec, 0, {ROW_SPLIT_OPTION: chunk}, settings, None)
+    gates = {v["gate"]: v for v in result["verdicts"]}
+    print(problem, {g: (v["passed"], v["reason"][:160]) for g, v in gates.items()}, result.get("timings"))
+    assert gates["static"]["passed"], gates["static"]
+    assert gates["model"]["passed"], gates["model"]  # every row right: each program met its row's others
+    assert "performance" in gates
+    if result["passed"]:
+        made = GraphCandidate.from_dict(result["graph_candidate"])
+        assert any(uses_tickets(k.source) for k in made.kernels)
