@@ -129,12 +129,12 @@ def row_split_compile(chunk: int) -> Iterator[None]:
     from torch._inductor.virtualized import V
 
     class RowSplitChoices(InductorChoices):  # the hooks' signatures differ between torch versions
-        def should_use_cooperative_reduction(self, *args: Any) -> bool:
+        def should_use_cooperative_reduction(self, *args: Any) -> bool:  # type: ignore[override]
             features = next((a for a in args if hasattr(a, "reduction_numel")), None)
             rnumel = features.reduction_numel if features is not None else args[-1]
             return bool(V.graph.sizevars.statically_known_geq(rnumel, 4096))
 
-        def should_use_persistent_reduction(self, *args: Any, **kwargs: Any) -> bool:
+        def should_use_persistent_reduction(self, *args: Any, **kwargs: Any) -> bool:  # type: ignore[override]
             if any(a is True for a in args) or kwargs.get("cooperative_reduction"):
                 return True
             return bool(super().should_use_persistent_reduction(*args, **kwargs))

@@ -192,10 +192,11 @@ class EvaluationSession:
         out: list[GraphCandidate | str] = []
         tag = variant_tag(options)
         for original, other in zip(self.artifact.graphs, variant.graphs):
-            made: GraphCandidate | str | None = from_variant(original, other, tag, f"Inductor with {options}", options)
-            if made is not None and options.get(ROW_SPLIT_OPTION):
-                made = _row_split(made, other, tag)
-            out.append(made or "the same call sequence and kernels, or other parameters or outputs")
+            made = from_variant(original, other, tag, f"Inductor with {options}", options)
+            if made is None:
+                out.append("the same call sequence and kernels, or other parameters or outputs")
+            else:
+                out.append(_row_split(made, other, tag) if options.get(ROW_SPLIT_OPTION) else made)
         del variant
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
