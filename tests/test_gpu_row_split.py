@@ -25,11 +25,14 @@ CASES = [
 
 
 @pytest.mark.parametrize(("problem", "overrides", "chunk"), CASES, ids=["wide", "vocab"])
-def test_a_row_split_graph_passes_the_gates_with_more_programs_than_fit(problem, overrides, chunk) -> None:
+def test_a_row_split_graph_passes_the_gates_with_more_programs_than_fit(problem, overrides, chunk, monkeypatch) -> None:
     from kernelopt.evaluate import worker_targets
     from kernelopt.evaluate.gate_settings import GateSettings
     from kernelopt.evaluate.session import ProblemSpec
 
+    # the judge is built in this (root) test process, not in a worker: its candidates' workers run as
+    # root too, as CUDA IPC between users is refused (kernelopt.workers.identity)
+    monkeypatch.setenv("KERNELOPT_WORKER_USER", "root")
     spec = asdict(ProblemSpec(str(EXAMPLES / problem), overrides))
     settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30))
     result = worker_targets.evaluate_graph(spec, 0, {ROW_SPLIT_OPTION: chunk}, settings, None)
