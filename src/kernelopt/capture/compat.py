@@ -158,7 +158,9 @@ def row_split_compile(chunk: int) -> Iterator[None]:
 
     triton_heuristics.cooperative_reduction = cooperative_reduction
     try:
-        with V.set_choices_handler(RowSplitChoices()), inductor_config.patch({"triton.cooperative_reductions": True}):
+        # compiled in this process: a compile pool's workers would load the kernels without the patch
+        patch = {"triton.cooperative_reductions": True, "compile_threads": 1}
+        with V.set_choices_handler(RowSplitChoices()), inductor_config.patch(patch):
             yield
     finally:
         triton_heuristics.cooperative_reduction = original
