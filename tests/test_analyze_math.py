@@ -176,3 +176,33 @@ def test_stock_modes_are_timed_each_in_its_own_process_and_the_best_is_named() -
     )
     report.stock["reduce-overhead"]["vs_optimized"]["speedup"] = 0.8  # faster than the default: nothing to explain
     assert stock_lines(report)[1].endswith("(1.200 ms in its own process)")
+
+
+LOOPED_SOFTMAX = '''
+@triton.jit
+def triton_red_fused__softmax_0(in_ptr0, out_ptr2, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        tmp0 = tl.load(in_ptr0 + r0_offset)
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        tmp1 = tl.load(in_ptr0 + r0_offset)
+        tl.store(out_ptr2 + r0_offset, tl.exp(tmp1 - tmp0))
+'''
+
+
+def test_a_kernel_that_reads_its_rows_twice_is_counted_and_brings_the_graph_stage() -> None:
+    """Inductor's looped softmax reads each row twice (statistics, then the output): at its roofline
+    by its arguments' traffic it still has a read to lose, which no launch config removes and a row
+    split can (kernelopt.capture.row_split): the analysis counts its time, the graph stage runs."""
+    from kernelopt.search.targets import structure_pays
+
+    k = Launch(0, 0, "triton", "triton_red_fused__softmax_0", args=[
+        tensor(0, "in_ptr0", "read", (1000,), (1,)), tensor(1, "out_ptr2", "write", (1000,), (1,))])
+    one = Launch(1, 0, "triton", "triton_per_fused_sum_1", args=[tensor(0, "in_ptr0", "read", (1000,), (1,))])
+    sources = {k.name: LOOPED_SOFTMAX, one.name: LOOPED_SOFTMAX.replace("    for r0_offset in range(0, r0_numel, R0_BLOCK):\n        tmp1", "    if True:\n        tmp1")}
+    rows = build_launch_reports([k, one], {0: 30.0, 1: 10.0}, 4000.0, sources)
+    assert [r.second_passes for r in rows] == [1, 0]
+    report = summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(0.05), rows, 40.0)
+    assert report.rereads_ms == pytest.approx(0.03) and report.rereads_share == pytest.approx(0.6)
+    why = structure_pays(report.amdahl_bound, report.fusion_bound, report.moves_share, report.rereads_share)
+    assert why is not None and "read their rows twice take 60%" in why
+    assert structure_pays(1.0, None, 0.0, rereads_share=0.04) is None  # too small a share to pay a compile

@@ -23,7 +23,6 @@ in the partition's order, so the CUDA-graph trees record the candidate's kernels
 from __future__ import annotations
 
 import ast
-import re
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from kernelopt.capture.call_sequence import (
     wrapper_facts,
 )
 from kernelopt.capture.copy_kernels import moves_only
-from kernelopt.capture.kernel_source import renamed
+from kernelopt.capture.kernel_source import renamed, second_passes
 from kernelopt.capture.output_code import cpp_argtypes, source_hash
 from kernelopt.capture.swap import SwapError, build_kernel
 
@@ -187,15 +186,10 @@ def copy_kernel_names(kernels: Sequence[Any]) -> list[str]:
     return [k.name for k in kernels if k.language == "triton" and moves_only(k.source, k.name)]
 
 
-_ROW_LOOP = re.compile(r"^\s*for r0_offset in ", re.MULTILINE)
-
-
 def rereads(kernels: Sequence[Any]) -> int:
-    """How many times the Triton kernels among ``kernels`` loop over their rows again after a first
-    pass (Inductor's looped softmax or norm: statistics, then the output): each is a read of the
-    rows from memory that a split across programs holding the row (:mod:`~kernelopt.capture.row_split`)
-    saves."""
-    return sum(max(0, len(_ROW_LOOP.findall(k.source)) - 1) for k in kernels if k.language == "triton")
+    """The Triton kernels among ``kernels``' passes over their rows after the first
+    (:func:`~kernelopt.capture.kernel_source.second_passes`)."""
+    return sum(second_passes(k.source) for k in kernels if k.language == "triton")
 
 
 def allocations(call_source: str) -> int:

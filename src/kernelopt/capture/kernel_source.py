@@ -54,3 +54,13 @@ def renamed(source: str, old: str, new: str) -> str:
     metadata (the only two places a generated kernel names itself)."""
     source = re.sub(rf"\bdef {re.escape(old)}\(", f"def {new}(", source, count=1)
     return source.replace(f"'kernel_name': '{old}'", f"'kernel_name': '{new}'")
+
+
+_ROW_LOOP = re.compile(r"^\s*for r0_offset in ", re.MULTILINE)
+
+
+def second_passes(source: str) -> int:
+    """How many times an Inductor Triton kernel loops over its rows again after a first pass (its
+    looped softmax or norm: statistics, then the output): each one a read of the rows from memory
+    that a split of the row across programs holding it (:mod:`~kernelopt.capture.row_split`) saves."""
+    return max(0, len(_ROW_LOOP.findall(source)) - 1)

@@ -25,6 +25,7 @@ import torch
 
 from kernelopt.capture import Artifact, Launch, LaunchSink
 from kernelopt.capture.copy_kernels import moves_only
+from kernelopt.capture.kernel_source import second_passes
 from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
 from kernelopt.config import default_of
 from kernelopt.measure import Roofline, amdahl_bound, compare
@@ -50,6 +51,7 @@ class LaunchReport:
     config: dict[str, Any] | None = None
     kernel_sha256: str | None = None
     moves_only: bool = False  # a Triton kernel that only moves data: a layout copy, transpose or concatenation
+    second_passes: int = 0  # a Triton kernel's loops over its rows after the first (a looped softmax: 1)
 
 
 @dataclass
@@ -74,6 +76,7 @@ class AnalysisReport:
     fusion_bound: float | None = None  # compiled over floor_ms; None where vendor calls run (their work is not traffic)
     moves_ms: float = 0.0  # GPU time of the Triton kernels that only move data (capture.copy_kernels)
     moves_launches: int = 0
+    rereads_ms: float = 0.0  # GPU time of the Triton kernels that pass over their rows more than once
     stock: dict[str, Any] = field(default_factory=dict)  # analyze --stock-modes: mode -> its process's record
     launches: list[LaunchReport] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
@@ -83,6 +86,11 @@ class AnalysisReport:
     def moves_share(self) -> float:
         """The kernels that only move data, as a share of the compiled forward's time."""
         return self.moves_ms / self.compiled_ms if self.compiled_ms > 0 else 0.0
+
+    @property
+    def rereads_share(self) -> float:
+        """The kernels that pass over their rows more than once, as a share of the compiled forward's time."""
+        return self.rereads_ms / self.compiled_ms if self.compiled_ms > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,6 +122,7 @@ def build_launch_reports(
         )
         if launch.kind == "triton" and sources and launch.name in sources:
             row.moves_only = moves_only(sources[launch.name], launch.name)
+            row.second_passes = second_passes(sources[launch.name])
         if launch.kind == "triton" and t > 0:
             read, written = launch_traffic(launch)
             roof = Roofline(bytes_read=read, bytes_written=written, time_us=t, peak_gbps=peak_gbps)
@@ -169,6 +178,7 @@ def summarize_analysis(
     return AnalysisReport(
         moves_ms=sum(r.time_us for r in movers) / 1000.0,
         moves_launches=len(movers),
+        rereads_ms=sum(r.time_us for r in rows if r.second_passes) / 1000.0,
         problem=problem,
         device=device,
         peak_gbps=peak_gbps,

@@ -310,7 +310,7 @@ def _with_graph_stage(run: RunContext, measured: AnalysisReport, report: Optimiz
         return run
     if (run.config or Settings()).graph_stage != "auto":
         return None
-    why = structure_pays(measured.amdahl_bound, measured.fusion_bound, measured.moves_share)
+    why = structure_pays(measured.amdahl_bound, measured.fusion_bound, measured.moves_share, measured.rereads_share)
     if why is None:
         return None
     report.graph_stage = why

@@ -244,7 +244,12 @@ def _graph_stage_advice(run: Run, analysis: dict[str, Any] | None) -> str | None
     amdahl, compiled = _number(a.get("amdahl_bound")), _number(a.get("compiled_ms"))
     if run.kind != "analyze" or amdahl is None or not compiled:
         return None
-    return structure_pays(amdahl, _number(a.get("fusion_bound")), (_number(a.get("moves_ms")) or 0.0) / compiled)
+    return structure_pays(
+        amdahl,
+        _number(a.get("fusion_bound")),
+        (_number(a.get("moves_ms")) or 0.0) / compiled,
+        (_number(a.get("rereads_ms")) or 0.0) / compiled,
+    )
 
 
 def _graphs(report: dict[str, Any] | None) -> list[GraphOutcome]:

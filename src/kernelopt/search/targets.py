@@ -105,11 +105,13 @@ def _beyond_fusion(amdahl: float, fusion: float | None) -> str | None:
     )
 
 
-def structure_pays(amdahl: float, fusion: float | None, moves_share: float) -> str | None:
+def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rereads_share: float = 0.0) -> str | None:
     """Why the graph stage (whole call sequences regenerated under other options) can pay where
     the kernel search cannot, or None: a graph far above its traffic floor while its kernels sit
-    near their rooflines (intermediate tensors' round trips: fusion), or kernels that only move
-    data taking a share of the compiled forward's time (layout copies: another layout removes them)."""
+    near their rooflines (intermediate tensors' round trips: fusion), kernels that only move
+    data taking a share of the compiled forward's time (layout copies: another layout removes them),
+    or kernels that pass over their rows twice taking one (a second read: a split of each row across
+    programs that keep it in registers removes it, :mod:`kernelopt.capture.row_split`)."""
     fused = _beyond_fusion(amdahl, fusion)
     if fused is not None:
         return f"{fused}, headroom only other fusion can buy"
@@ -117,6 +119,11 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float) -> s
         return (
             f"kernels that only move data take {100 * moves_share:.0f}% of the compiled forward's time: no launch config "
             "removes a layout copy, another layout can"
+        )
+    if rereads_share >= COPY_SHARE:
+        return (
+            f"kernels that read their rows twice take {100 * rereads_share:.0f}% of the compiled forward's time: no "
+            "launch config removes the second read, a row split across programs can"
         )
     return None
 
