@@ -159,3 +159,54 @@ def test_a_looped_two_pass_kernel_counts_as_a_second_pass_and_a_row_split_as_non
     graph = CapturedGraph(index=0, cache_key="k", source_code=LOG_SOFTMAX, placeholders=[], module=None,
                           output_code=parse_output_code(LOG_SOFTMAX))
     assert captured_shape(graph) == {"kernels": 1, "copies": 0, "rereads": 0, "buffers": 3}
+
+
+def test_a_session_compiles_a_row_split_under_its_hooks_and_pins_the_config_inductor_chose(monkeypatch) -> None:
+    """The worker's side (CPU: Inductor writes C++ here, so the split changes nothing and says so):
+    the option is kernelopt's, not refused as an unknown Inductor option, and compiles under
+    compat.row_split_compile; a variant's cooperative kernels get the config their first run chose,
+    read by the name they have in the variant's own module."""
+    import contextlib
+    import types
+
+    from conftest import EXAMPLES
+
+    from kernelopt.capture import capture
+    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
+    from kernelopt.capture.kernel_source import renamed
+    from kernelopt.evaluate import session as session_module
+    from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, variant_tag
+    from kernelopt.problem import load_problem
+
+    entered = []
+
+    @contextlib.contextmanager
+    def row_split_compile(chunk):
+        entered.append(chunk)
+        yield
+
+    monkeypatch.setattr(compat, "row_split_compile", row_split_compile)
+    spec = ProblemSpec(str(EXAMPLES / "level1/13_log_softmax_wide.py"), {"batch_size": 4, "vocab": 4096})
+    problem = load_problem(spec.problem_path, overrides=spec.overrides)
+    s = object.__new__(EvaluationSession)
+    s.spec, s.device, s._graph_variants = spec, torch.device("cpu"), {}
+    s.model, s.inputs = problem.build_model(0, s.device), problem.make_inputs(0, s.device)
+    s.artifact = capture(s.model, s.inputs, {})
+    options = {ROW_SPLIT_OPTION: 8192}
+    assert s.graph_variants(options) == ["the same call sequence and kernels, or other parameters or outputs"]
+    assert entered == [8192]
+    assert s.compile_variant({**options, "no_such_option": 1}, "t") == "this torch has no option no_such_option"
+
+    # a variant whose kernel is cooperative: pinned to what its launcher chose
+    (kernel,) = _candidate(LOG_SOFTMAX).kernels
+    tag = variant_tag(options)
+    made = dataclasses.replace(_candidate(LOG_SOFTMAX), kernels=(
+        GraphKernel(f"{tag}_{kernel.name}", "triton", renamed(kernel.source, kernel.name, f"{tag}_{kernel.name}")),))
+    chosen = types.SimpleNamespace(kwargs={"XBLOCK": 1, "RSPLIT": 16}, num_warps=8, num_stages=1)
+    launcher = types.SimpleNamespace(launchers=[types.SimpleNamespace(config=chosen)])
+    variant = types.SimpleNamespace(module=types.SimpleNamespace(**{kernel.name: launcher}))
+    split = session_module._row_split(made, variant, tag)
+    assert isinstance(split, GraphCandidate) and uses_tickets(split.kernels[0].source)
+    assert "config={'XBLOCK': 1, 'RSPLIT': 16, 'num_warps': 8, 'num_stages': 1}" in split.kernels[0].source
+    nothing = session_module._row_split(made, types.SimpleNamespace(module=types.SimpleNamespace()), tag)
+    assert nothing == f"no row split: no launch config for {tag}_{kernel.name}"
