@@ -205,4 +205,7 @@ def test_a_kernel_that_reads_its_rows_twice_is_counted_and_brings_the_graph_stag
     assert report.rereads_ms == pytest.approx(0.03) and report.rereads_share == pytest.approx(0.6)
     why = structure_pays(report.amdahl_bound, report.fusion_bound, report.moves_share, report.rereads_share)
     assert why is not None and "read their rows twice take 60%" in why
+    from kernelopt.cli.format import graph_stage_lines
+
+    assert graph_stage_lines(report) == [f"optimize also searches graph variants here (graph_stage auto): {why}"]
     assert structure_pays(1.0, None, 0.0, rereads_share=0.04) is None  # too small a share to pay a compile
