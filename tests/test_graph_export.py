@@ -247,3 +247,17 @@ def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> N
     (proposed,) = GraphVariantOperator().propose(root, ctx, 1)
     assert proposed.note.endswith("aggressive_fusion=True: 1 kernel, no copy, 0 buffers")  # what it has, no more
     assert worker_targets.graph_variants({}, sets, None)[3][1]["available"]  # no budget: every set compiled
+
+
+def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewhere() -> None:
+    """Compiling stops when its budget runs out: the row split (two option sets) goes first where the
+    analysis found kernels that read their rows twice, after every other set elsewhere (a graph with no
+    wide reduction compiles the same under it, for the price of a compile)."""
+    from kernelopt.search.graph_variants import FUSION_OPTIONS, LAYOUT_OPTIONS, ROW_SPLIT_OPTIONS, option_sets
+
+    rows = [dict(o) for o in ROW_SPLIT_OPTIONS]
+    assert len(rows) == 2 and all(set(o) == {"kernelopt.row_split"} for o in rows)
+    assert option_sets(False) == [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS] + rows
+    assert option_sets(True) == [dict(o) for o in LAYOUT_OPTIONS + FUSION_OPTIONS] + rows
+    assert option_sets(False, rereads_first=True) == rows + [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS]
+    assert option_sets(True, rereads_first=True)[:3] == rows + [dict(LAYOUT_OPTIONS[0])]

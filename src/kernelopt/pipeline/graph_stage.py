@@ -45,7 +45,9 @@ def compile_line(rows: list[list[dict[str, Any]]], seconds: float, budget_s: flo
     return line + (f"; {left} not compiled: the budget ran out" if left else "")
 
 
-def graph_variants(run: RunContext, copies_first: bool = False) -> list[list[dict[str, Any]]] | None:
+def graph_variants(
+    run: RunContext, copies_first: bool = False, rereads_first: bool = False
+) -> list[list[dict[str, Any]]] | None:
     """Per graph, per option set: whether Inductor wrote it otherwise (kept in the store with what
     compiling cost, :func:`compile_line`: a resumed run reads both back); None when the worker could
     not say (the reason is emitted)."""
@@ -55,7 +57,7 @@ def graph_variants(run: RunContext, copies_first: bool = False) -> list[list[dic
         outcome = run.worker.call(
             f"{SESSION}:graph_variants",
             asdict(run.spec),
-            option_sets(copies_first),
+            option_sets(copies_first, rereads_first),
             run.peak,
             compile_budget_s(run),
             timeout_s=run.timeout_s * 2,  # the compile under way when the budget ends may take as long again
@@ -79,10 +81,12 @@ def compiled_variants(run: RunContext) -> str | None:
     return known.get("compile") if known else None
 
 
-def search_graphs(run: RunContext, nodes: NodeStore, skip: set[int], copies_first: bool = False) -> list[GraphResult]:
+def search_graphs(
+    run: RunContext, nodes: NodeStore, skip: set[int], copies_first: bool = False, rereads_first: bool = False
+) -> list[GraphResult]:
     """Search every graph not in ``skip`` that some option set compiles otherwise (``copies_first``:
-    the option sets that remove copy kernels are compiled first)."""
-    per_graph = graph_variants(run, copies_first)
+    the option sets that remove copy kernels are compiled first; ``rereads_first``: the row splits)."""
+    per_graph = graph_variants(run, copies_first, rereads_first)
     if per_graph is None:
         return []
     results = []

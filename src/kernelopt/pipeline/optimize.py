@@ -381,7 +381,13 @@ def _optimize(run: RunContext) -> OptimizeReport:
     launched = {launch.graph for launch in measured.launches}
     if graph_run is not None and (not launched or not launched <= won):
         # graphs none of whose kernels won: their call sequences regenerated (none left: nothing compiled)
-        report.graphs = search_graphs(graph_run, nodes, won, copies_first=measured.moves_share >= COPY_SHARE)
+        report.graphs = search_graphs(
+            graph_run,
+            nodes,
+            won,
+            copies_first=measured.moves_share >= COPY_SHARE,
+            rereads_first=measured.rereads_share >= COPY_SHARE,
+        )
         report.graph_compile = compiled_variants(run)
         for g in report.graphs:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]

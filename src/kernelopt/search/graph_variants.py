@@ -19,10 +19,6 @@ from kernelopt.search.operators import SearchContext, register_operator
 
 # Inductor's options that change which kernels a graph runs (a name this torch lacks is skipped).
 FUSION_OPTIONS: tuple[dict[str, Any], ...] = (
-    # A wide row split across programs that hold it in registers (kernelopt.capture.row_split): a
-    # softmax or norm that Inductor writes as two passes over each row reads it once. First: where a
-    # graph has no reduction that wide, Inductor writes it as compiled and it costs one compile.
-    *({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS),
     {"aggressive_fusion": True},
     {"combo_kernels": True},
     {"triton.persistent_reductions": False},
@@ -47,13 +43,20 @@ LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
     {"shape_padding": False},
     {"comprehensive_padding": False},
 )
-GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS
+# A wide row split across programs that hold it in registers (kernelopt.capture.row_split): a softmax
+# or norm that Inductor writes as two passes over each row reads it once. Where a graph has no
+# reduction that wide, Inductor writes the graph as compiled, for the price of a compile.
+ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS)
+GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + ROW_SPLIT_OPTIONS
 
 
-def option_sets(copies_first: bool) -> list[dict[str, Any]]:
+def option_sets(copies_first: bool, rereads_first: bool = False) -> list[dict[str, Any]]:
     """The option sets in the order the worker compiles them, which matters when its time for
-    compiling runs out: those that remove copy kernels first where copies are the headroom."""
-    return [dict(o) for o in (LAYOUT_OPTIONS + FUSION_OPTIONS if copies_first else GRAPH_OPTIONS)]
+    compiling runs out: those that remove copy kernels first where copies are the headroom, the row
+    splits first where kernels that read their rows twice are (and last elsewhere)."""
+    rest = LAYOUT_OPTIONS + FUSION_OPTIONS if copies_first else FUSION_OPTIONS + LAYOUT_OPTIONS
+    ordered = ROW_SPLIT_OPTIONS + rest if rereads_first else rest + ROW_SPLIT_OPTIONS
+    return [dict(o) for o in ordered]
 
 
 GRAPH_TARGET_PREFIX = "<graph "
