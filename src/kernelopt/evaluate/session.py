@@ -55,6 +55,22 @@ def variant_tag(options: dict[str, Any]) -> str:
     return "ko_" + source_hash(repr(sorted(options.items())))[:8]
 
 
+def _row_split(made: GraphCandidate, variant: Any, tag: str) -> GraphCandidate | str:
+    """A row-split variant's candidate, its cooperative reductions given tickets and pinned to the
+    launch config Inductor chose for them at the variant's first run (read from the variant's module:
+    its kernels are named as there, without the candidate's ``tag``); or why there is none."""
+    configs = {}
+    for kernel in made.kernels:
+        loaded = getattr(variant.module, kernel.name.removeprefix(f"{tag}_"), None)
+        config = compat.chosen_config(loaded) if loaded is not None else None
+        if config is not None:
+            configs[kernel.name] = config
+    try:
+        return row_split(made, configs)
+    except RowSplitError as exc:
+        return f"no row split: {exc}"
+
+
 @dataclass
 class ProblemSpec:
     """What a worker needs to rebuild the exact model the user has (no tensors travel)."""
@@ -413,19 +429,3 @@ __all__ = [
     "search_settings",
     "stage",
 ]
-
-
-def _row_split(made: GraphCandidate, variant: Any, tag: str) -> GraphCandidate | str:
-    """A row-split variant's candidate, its cooperative reductions given tickets and pinned to the
-    launch config Inductor chose for them at the variant's first run (read from the variant's module:
-    its kernels are named as there, without the candidate's ``tag``); or why there is none."""
-    configs = {}
-    for kernel in made.kernels:
-        loaded = getattr(variant.module, kernel.name.removeprefix(f"{tag}_"), None)
-        config = compat.chosen_config(loaded) if loaded is not None else None
-        if config is not None:
-            configs[kernel.name] = config
-    try:
-        return row_split(made, configs)
-    except RowSplitError as exc:
-        return f"no row split: {exc}"
