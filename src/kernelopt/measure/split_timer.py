@@ -4,7 +4,7 @@ The judge never runs a candidate in its own process, so gate 4 cannot hand both
 functions to :func:`kernelopt.measure.timer.compare`. Instead each side times its
 own call with :func:`time_call` (the per-call form of the protocol: L2 flushed,
 marks around the call, then a synchronize) and :func:`compare_split` interleaves
-those readings AB / BA as :func:`~kernelopt.measure.timer.compare` does. Because a
+those readings strictly A B A B, every call after the other side's. Because a
 reading that comes from another process could be forged, :class:`SplitComparison`
 keeps this process's own wall-clock view of every remote call beside it.
 """
@@ -111,8 +111,15 @@ def compare_split(
     is itself a remote call that returns its reading (a clean process no candidate
     ran in: the two sides are then timed the same way, which on the H200 mattered
     more than the kernels did); ``remote_candidate()`` asks the other process for
-    one timed call and returns its reading in ms. Rounds alternate
-    AB / BA as in :func:`compare`; ``prepare_*`` run before every call and
+    one timed call and returns its reading in ms. Calls alternate strictly, A B A B,
+    so every reading follows the other side's call: on the H200 a worker process
+    called twice in a row read its forward 3-20 % slower than after the other process
+    (the same forwards in one process showed no such effect,
+    ``benchmarks/h200-2026-12-03-split-order``), and :func:`compare`'s AB / BA rounds,
+    which put each side after itself half the time, made such ratios bimodal: a
+    noise margin the size of the effect, a median that depended on it. The baseline
+    opens every round; with calls about a millisecond apart, drift between the two
+    halves of a round is far below the noise. ``prepare_*`` run before every call and
     ``after_candidate`` after every candidate call, outside the timed region, and this
     process synchronizes before each remote call so what it prepared is in memory
     when the other side starts.
@@ -151,15 +158,11 @@ def compare_split(
     base: list[float] = []
     cand: list[float] = []
     wall: list[float] = []
-    for round_index in range(trials):
-        order = (0, 1) if round_index % 2 == 0 else (1, 0)
-        for side in order:
-            if side == 0:
-                base.append(run_baseline())
-            else:
-                reported, seen = run_candidate()
-                cand.append(reported)
-                wall.append(seen)
+    for _ in range(trials):
+        base.append(run_baseline())
+        reported, seen = run_candidate()
+        cand.append(reported)
+        wall.append(seen)
     label = "cpu" if target.type == "cpu" else f"cuda:{target.index} {torch.cuda.get_device_name(target)}"
     method = METHOD_CPU if target.type == "cpu" else METHOD_CUDA_EVENTS
     flushed = flush_l2 and target.type == "cuda"

@@ -5,8 +5,10 @@ which times each call with its events while the judge's clock times the whole
 call from outside. The original is timed the same way, in a *reference* process
 that never loads a candidate: on the H200 the same kernel read up to 40 % apart
 between the judge's own events and a worker's (and a verbatim candidate passed),
-so both sides of the ratio must come from the same kind of process. Rounds interleave AB / BA, the L2 is flushed before every
-timed launch, and before every launch the inputs get fresh values and every
+so both sides of the ratio must come from the same kind of process. Calls
+alternate A B A B, each process after the other (a worker called twice in a row
+reads slower: :func:`~kernelopt.measure.split_timer.compare_split`), the L2 is
+flushed before every timed launch, and before every launch the inputs get fresh values and every
 output is poisoned with a sentinel (alternating between calls), rotating
 between two argument sets so no launch sees the pointers or values of the one
 before. Both kernels rotate over the *same* sets (lent to the candidate's
