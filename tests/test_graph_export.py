@@ -261,3 +261,47 @@ def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewh
     assert option_sets(True) == [dict(o) for o in LAYOUT_OPTIONS + FUSION_OPTIONS] + rows
     assert option_sets(False, rereads_first=True) == rows + [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS]
     assert option_sets(True, rereads_first=True)[:3] == rows + [dict(LAYOUT_OPTIONS[0])]
+
+
+def test_an_option_set_that_wrote_the_same_code_as_one_judged_is_not_judged_again(monkeypatch) -> None:
+    """A greedy walk adds one option set to a passed one; where the added option changes nothing next
+    to it, Inductor writes the very code again (its kernels' name prefix aside). The session judges
+    the first option set and names it for the second; the first's own re-check, other code, and the
+    same code in another graph are judged."""
+    import types
+
+    from kernelopt.evaluate import graph_candidate
+    from kernelopt.evaluate.session import EvaluationSession, variant_tag
+
+    def variant(options: dict, source: str = TRITON) -> GraphCandidate:
+        tag = variant_tag(options)
+        kernel = GraphKernel(f"{tag}_{NAME}", "triton", renamed(source, NAME, f"{tag}_{NAME}"))
+        call = f"def call(self, args):\n    {tag}_{NAME}.run()\n    return ()\n"
+        return dataclasses.replace(GRAPH, kernels=(kernel,), call_source=call, options=options)
+
+    split, both, other = {"kernelopt.row_split": 8192}, {"kernelopt.row_split": 8192, "a": 1}, {"b": 1}
+    judged: list[dict] = []
+    monkeypatch.setattr(
+        graph_candidate, "evaluate_graph", lambda r, src, made, s: judged.append(made.options) or {"passed": False}
+    )
+    session = object.__new__(EvaluationSession)
+    session._judged_graphs, session.restitched = {}, None
+    session.artifact = types.SimpleNamespace(graphs=[types.SimpleNamespace(source_code="")] * 2)
+    session._graph_variants = {
+        repr(sorted(o.items())): [v, v] for o, v in (
+            (split, variant(split)), (both, variant(both)), (other, variant(other, TRITON.replace("+", "-"))),
+        )
+    }
+    assert variant(split).digest() != variant(both).digest()
+    assert session.evaluate_graph(0, split, None) == {"passed": False}
+    again = session.evaluate_graph(0, both, None)
+    assert again["passed"] is False and again["gpu_s"] == 0.0
+    (verdict,) = again["verdicts"]
+    assert verdict["reason"] == (
+        "no graph candidate: Inductor wrote the same call and kernels under kernelopt.row_split=8192, judged already"
+    )
+    assert verdict["details"] == {"rule": "duplicate"}
+    session.evaluate_graph(0, split, None)  # the winner's full re-check
+    session.evaluate_graph(0, other, None)
+    session.evaluate_graph(1, both, None)  # graph 1: not judged under the row split alone yet
+    assert judged == [split, split, other, both]

@@ -98,8 +98,15 @@ class GraphCandidate:
 
     def digest(self) -> str:
         """The candidate's identity: its call and every kernel's source."""
-        parts = [self.call_source, *(f"{k.name}\n{k.language}\n{k.source}" for k in self.kernels)]
-        return source_hash("\n\0".join(parts))[:16]
+        return source_hash(self._code())[:16]
+
+    def code_digest(self, tag: str) -> str:
+        """:meth:`digest` with the variant's kernel-name prefix ``tag`` taken out: two option sets under
+        which Inductor wrote the very same call and kernels give the same value."""
+        return source_hash(self._code().replace(tag, "ko"))[:16]
+
+    def _code(self) -> str:
+        return "\n\0".join([self.call_source, *(f"{k.name}\n{k.language}\n{k.source}" for k in self.kernels)])
 
     def to_dict(self) -> dict[str, Any]:
         return {

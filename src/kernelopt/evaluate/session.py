@@ -55,6 +55,15 @@ def variant_tag(options: dict[str, Any]) -> str:
     return "ko_" + source_hash(repr(sorted(options.items())))[:8]
 
 
+def _described(options: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in options.items())
+
+
+def _no_graph_candidate(graph: int, why: str, rule: str) -> dict[str, Any]:
+    verdict = Verdict("static", False, f"no graph candidate: {why}", {"rule": rule})
+    return {"verdicts": [verdict.to_dict()], "passed": False, "graph": graph, "timings": {}, "gpu_s": 0.0}
+
+
 def _row_split(made: GraphCandidate, variant: Any, tag: str) -> GraphCandidate | str:
     """A row-split variant's candidate, its cooperative reductions given tickets and pinned to the
     launch config Inductor chose for them at the variant's first run (read from the variant's module:
@@ -127,6 +136,7 @@ class EvaluationSession:
         self._graph_variants: dict[
             str, list[GraphCandidate | str]
         ] = {}  # options key -> per graph: candidate or why not
+        self._judged_graphs: dict[tuple[int, str], dict[str, Any]] = {}  # (graph, code digest) -> options
         self.restitched = RestitchedModel(
             self.problem, self.model, self.artifact, self.inputs, self.device, self.runner, self.reference
         )
@@ -226,8 +236,13 @@ class EvaluationSession:
         variants = self.graph_variants(options)
         made = variants[graph] if 0 <= graph < len(variants) else f"the model has no graph {graph}"
         if isinstance(made, str):
-            verdict = Verdict("static", False, f"no graph candidate: {made}", {"rule": "variant"})
-            return {"verdicts": [verdict.to_dict()], "passed": False, "graph": graph, "timings": {}, "gpu_s": 0.0}
+            return _no_graph_candidate(graph, made, "variant")
+        # Another option set of this session wrote the very same code (an option that changes nothing
+        # next to another): that one's verdict stands for both, and no gate runs twice on it.
+        first = self._judged_graphs.setdefault((graph, made.code_digest(variant_tag(options))), options)
+        if first != options:
+            why = f"Inductor wrote the same call and kernels under {_described(first)}, judged already"
+            return _no_graph_candidate(graph, why, "duplicate")
         result = evaluate_graph(self.restitched, self.artifact.graphs[graph].source_code, made, settings)
         if result["passed"]:
             result["graph_candidate"] = made.to_dict()
