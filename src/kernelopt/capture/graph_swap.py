@@ -45,6 +45,11 @@ from kernelopt.capture.output_code import cpp_argtypes, source_hash
 from kernelopt.capture.swap import SwapError, build_kernel
 
 
+def describe_options(options: Mapping[str, Any]) -> str:
+    """``name=value, ...``: how an option set is named in notes and verdicts."""
+    return ", ".join(f"{name}={value!r}" for name, value in options.items())
+
+
 @dataclass(frozen=True)
 class GraphKernel:
     """One kernel a graph candidate launches: Triton source as Inductor writes it, or (CPU) C++

@@ -26,7 +26,7 @@ import torch
 
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
-from kernelopt.capture.graph_swap import GraphCandidate, from_variant
+from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
 from kernelopt.capture.snapshot import snapshot_launches
@@ -53,10 +53,6 @@ def variant_tag(options: dict[str, Any]) -> str:
     """The prefix of a graph variant's kernel names, from its options alone: the same candidate (and
     digest) whichever session, and in whatever order, compiles it."""
     return "ko_" + source_hash(repr(sorted(options.items())))[:8]
-
-
-def _described(options: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={value!r}" for name, value in options.items())
 
 
 def _no_graph_candidate(graph: int, why: str, rule: str) -> dict[str, Any]:
@@ -241,7 +237,7 @@ class EvaluationSession:
         # next to another): that one's verdict stands for both, and no gate runs twice on it.
         first = self._judged_graphs.setdefault((graph, made.code_digest(variant_tag(options))), options)
         if first != options:
-            why = f"Inductor wrote the same call and kernels under {_described(first)}, judged already"
+            why = f"Inductor wrote the same call and kernels under {describe_options(first)}, judged already"
             return _no_graph_candidate(graph, why, "duplicate")
         result = evaluate_graph(self.restitched, self.artifact.graphs[graph].source_code, made, settings)
         if result["passed"]:
