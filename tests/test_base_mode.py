@@ -26,11 +26,19 @@ def timed(gain: float, noise: float = 0.01) -> dict:
     return {"compiled_ms": 1.0 / gain, "vs_optimized": {"speedup": 1.0 / gain, "noise": noise, "optimized": "torch.compile"}}
 
 
-def test_a_mode_is_built_on_only_when_it_beats_the_default_beyond_its_noise() -> None:
+def test_a_mode_is_built_on_when_it_beats_the_default_beyond_its_noise_or_by_more_than_the_tie() -> None:
     mode, why = choose_base_mode({MA: timed(1.10)})
-    assert mode == MA and "1.100x faster than the default" in why
-    mode, why = choose_base_mode({MA: timed(1.02, noise=0.03)})
+    assert mode == MA and "1.100x faster than the default" in why and "within" not in why
+    # H200, 2026-12-03, max over a middle dimension: 1.026x with ±3.2 % noise. Left to the default, the
+    # scoreboard (which reads the best stock mode by its median) scored the result 0.975x of that mode.
+    mode, why = choose_base_mode({MA: timed(1.026, noise=0.032)})
+    assert mode == MA and "1.026x faster" in why and "within its noise (±3.2%), but more than 1% by its median" in why
+    # inside both the noise and the tie the default stays: at worst 0.995x of the mode
+    mode, why = choose_base_mode({MA: timed(1.005, noise=0.03)})
     assert mode == "default" and "within its noise (±3.0%)" in why
+    # a quiet comparison clears its own noise below the tie
+    mode, _ = choose_base_mode({MA: timed(1.008, noise=0.002)})
+    assert mode == MA
     mode, why = choose_base_mode({MA: timed(0.9)})
     assert mode == "default" and "0.900x" in why
     mode, why = choose_base_mode({MA: "timeout: ran past 1800 s"})
