@@ -102,7 +102,7 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # none is cut by BENCH_TIMEOUT and its device time lost (bench --stop-after)
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
-  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db "$B/" 2>/dev/null || true; }
+  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db* "$B/" 2>/dev/null || true; }
   timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
     --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 )) --out "$B" --resume ${RETRY:+--retry-failed} \
     --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60

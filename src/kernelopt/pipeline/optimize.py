@@ -165,6 +165,7 @@ def optimize(
                 "settings": config.values(),
                 "train": train,
                 "sizes": dict(problem.overrides),
+                "path": str(problem.path.resolve()),  # a bench finds the run its killed worker left (unfinished_run)
             },
         )
     with store.recording(run_id):  # a bad --llm, a failed search or export: the run ends failed

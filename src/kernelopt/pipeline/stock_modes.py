@@ -302,7 +302,9 @@ def choose_base_mode(stock: dict[str, Any]) -> tuple[str, str]:
         if gain > 1.0 + min(noise, BASE_TIE) and gain > best_gain:
             best, best_gain = mode, gain
             if gain <= 1.0 + noise:
-                notes.append(f"within its noise (±{noise * 100:.1f}%), but more than {BASE_TIE * 100:.0f}% by its median")
+                notes.append(
+                    f"within its noise (±{noise * 100:.1f}%), but more than {BASE_TIE * 100:.0f}% by its median"
+                )
         else:
             notes.append(f"{mode} ran {gain:.3f}x the default's speed, within its noise (±{noise * 100:.1f}%)")
     if best != "default":
