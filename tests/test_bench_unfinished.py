@@ -6,15 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelopt.config import load_settings
+from kernelopt.measure.environment import versions
 from kernelopt.pipeline import bench_problem
 from kernelopt.pipeline.bench_problem import BENCH_RESUMES, unfinished_run
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.store import Store
 
 
-def _run(store: Store, path: Path, sizes: dict | None = None, *, recorded_path: bool = True) -> int:
+def _run(store: Store, path: Path, sizes: dict | None = None, *, recorded_path: bool = True, **stack) -> int:
     args = {"sizes": sizes or {}, **({"path": str(path.resolve())} if recorded_path else {})}
-    return store.start_run("optimize", path.stem, "fake", {}, args)
+    return store.start_run("optimize", path.stem, "fake", {**versions(), **stack}, args)
 
 
 def test_the_latest_unfinished_run_of_the_problem_at_its_sizes_is_gone_on_with(tmp_path: Path) -> None:
@@ -32,6 +33,15 @@ def test_the_latest_unfinished_run_of_the_problem_at_its_sizes_is_gone_on_with(t
     # the latest run of the problem finished: nothing to go on with, an older unfinished one included
     store.finish_run(_run(store, problem), "done")
     assert unfinished_run(store, str(problem), None) is None
+
+
+def test_a_run_under_another_stack_is_not_gone_on_with_but_one_of_other_kernelopt_code_is(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    problem = tmp_path / "11_frob.py"
+    _run(store, problem, torch="2.0.0")  # timings taken under another torch mean something else
+    assert unfinished_run(store, str(problem), None) is None
+    fixed = _run(store, problem, kernelopt_source="0123abcd")  # a fix between two device calls
+    assert unfinished_run(store, str(problem), None) == fixed
 
 
 def test_a_run_from_before_paths_were_recorded_matches_by_name(tmp_path: Path) -> None:

@@ -105,6 +105,9 @@ def _export_path(options: dict[str, Any], name: str, problem_path: str) -> Path 
     return path
 
 
+RESUMABLE_ACROSS = ("kernelopt", "kernelopt_source")
+"""What may differ between a killed run and the bench that goes on with it: kernelopt's own code (a fix
+between two device calls); the stack its timings were taken on may not."""
 BENCH_RESUMES = 2
 """How often a bench goes on with one problem's unfinished run before it starts that problem afresh: a run
 whose worker keeps being killed at the same point is not resumed forever."""
@@ -118,14 +121,20 @@ def unfinished_run(store: Store, problem_path: str, sizes: dict[str, Any] | None
     "running" with its base mode, analysis, graph variants and judged candidates in the store. A
     resumed or retried bench goes on with it instead of paying them again (H200, 2026-12-03: the
     Frobenius norm over 1 GiB spent 150 of its 215 s before those were all recorded). Runs started
-    before the path was recorded match by the problem's name."""
-    path, name = str(Path(problem_path).resolve()), Path(problem_path).stem
+    before the path was recorded match by the problem's name. A run recorded under another torch,
+    Triton, CUDA, driver or Python (``RESUMABLE_ACROSS`` aside) is not this problem's to go on with:
+    its timings mean something else (a store shared between machines or upgrades)."""
+    from kernelopt.measure.environment import versions
+
+    path, name, now = str(Path(problem_path).resolve()), Path(problem_path).stem, versions()
     for run in reversed(store.runs("optimize")):
         recorded = run.args.get("path")
         if (recorded != path if recorded else run.problem != name) or recorded_sizes(run.args.get("sizes")) != dict(
             sizes or {}
         ):
             continue
+        if any(run.versions.get(key) != value for key, value in now.items() if key not in RESUMABLE_ACROSS):
+            return None  # the problem's latest run is from another stack: start afresh
         if run.status != "running" or len(store.measurements(run.id, "bench_resume:")) >= BENCH_RESUMES:
             return None
         return run.id
