@@ -13,6 +13,7 @@ from typing import Any
 
 from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
+from kernelopt.measure.environment import versions
 from kernelopt.pipeline.optimize import optimize
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.pipeline.stock_modes import (
@@ -124,8 +125,6 @@ def unfinished_run(store: Store, problem_path: str, sizes: dict[str, Any] | None
     before the path was recorded match by the problem's name. A run recorded under another torch,
     Triton, CUDA, driver or Python (``RESUMABLE_ACROSS`` aside) is not this problem's to go on with:
     its timings mean something else (a store shared between machines or upgrades)."""
-    from kernelopt.measure.environment import versions
-
     path, name, now = str(Path(problem_path).resolve()), Path(problem_path).stem, versions()
     for run in reversed(store.runs("optimize")):
         recorded = run.args.get("path")
@@ -135,10 +134,24 @@ def unfinished_run(store: Store, problem_path: str, sizes: dict[str, Any] | None
             continue
         if any(run.versions.get(key) != value for key, value in now.items() if key not in RESUMABLE_ACROSS):
             return None  # the problem's latest run is from another stack: start afresh
-        if run.status != "running" or len(store.measurements(run.id, "bench_resume:")) >= BENCH_RESUMES:
+        if run.status != "running" or _resumes(store, run.id) >= BENCH_RESUMES:
             return None
         return run.id
     return None
+
+
+def _resumes(store: Store, run_id: int) -> int:
+    """How often a bench has gone on with run ``run_id`` (one ``bench_resume:N`` measurement each)."""
+    return len(store.measurements(run_id, "bench_resume:"))
+
+
+def _resume_unfinished(store: Store, problem_path: str, sizes: dict[str, Any] | None) -> int | None:
+    """:func:`unfinished_run`, counted in the store as resumed once more, and said on the worker's log."""
+    run_id = unfinished_run(store, problem_path, sizes)
+    if run_id is not None:
+        store.add_measurement(run_id, f"bench_resume:{_resumes(store, run_id) + 1}", {"at": time.time()})
+        _log_event("stage", {"stage": f"resuming run {run_id}, left unfinished by a killed worker"})
+    return run_id
 
 
 def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -157,11 +170,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     name = options.get("name", Path(problem_path).stem)
     export_to = _export_path(options, name, problem_path)  # a winner, or the stock mode delivered as it is
     sizes = options.get("sizes") or None  # the bench's --size overrides this problem defines
-    resumed = unfinished_run(store, problem_path, sizes)
-    if resumed is not None:
-        count = len(store.measurements(resumed, "bench_resume:")) + 1
-        store.add_measurement(resumed, f"bench_resume:{count}", {"at": time.time()})
-        _log_event("stage", {"stage": f"resuming run {resumed}, left unfinished by a killed worker"})
+    resumed = _resume_unfinished(store, problem_path, sizes)
     try:
         report = optimize(
             problem_path,

@@ -289,7 +289,7 @@ def choose_base_mode(stock: dict[str, Any]) -> tuple[str, str]:
     racing it. Within ``BASE_TIE`` the default stays (its kernels also serve the ``kernelopt``
     backend's cache). A mode that failed or did not clear the line leaves the default, and the line
     says which and why."""
-    best, best_gain, notes = "default", 1.0, []
+    best, best_gain, notes, caveat = "default", 1.0, [], ""
     for mode, record in stock.items():
         if mode not in SEARCH_BASES or mode == "default":
             continue
@@ -301,15 +301,15 @@ def choose_base_mode(stock: dict[str, Any]) -> tuple[str, str]:
         noise = float(record["vs_optimized"].get("noise") or 0.0)
         if gain > 1.0 + min(noise, BASE_TIE) and gain > best_gain:
             best, best_gain = mode, gain
-            if gain <= 1.0 + noise:
-                notes.append(
-                    f"within its noise (±{noise * 100:.1f}%), but more than {BASE_TIE * 100:.0f}% by its median"
-                )
+            inside = f"; within its noise (±{noise * 100:.1f}%), but more than {BASE_TIE * 100:.0f}% by its median"
+            caveat = inside if gain <= 1.0 + noise else ""
         else:
             notes.append(f"{mode} ran {gain:.3f}x the default's speed, within its noise (±{noise * 100:.1f}%)")
     if best != "default":
-        why = f"{best} ran {best_gain:.3f}x faster than the default, timed interleaved: the search builds on it"
-        return best, "; ".join([why, *[n for n in notes if n.startswith("within")]])
+        return (
+            best,
+            f"{best} ran {best_gain:.3f}x faster than the default, timed interleaved: the search builds on it{caveat}",
+        )
     return "default", "; ".join(notes) or "no other mode to start from"
 
 
