@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import EXAMPLES
+from fake_optimize import optimizing
 from kernelopt.config import load_settings
 from kernelopt.pipeline import bench_problem
 from kernelopt.pipeline import optimize as opt
@@ -143,7 +144,7 @@ def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch
 
     report = OptimizeReport("p", 1, "fake", 2.0, 0.8, 1.0, base_mode=MA, speedup_vs_compile=1.1, optimized_ms=0.72,
                             final_compiled_ms=0.8, exported=str(tmp_path / "p.kopt.json"), final_reason="verified")
-    monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
+    monkeypatch.setattr(bench_problem, "optimize", optimizing(report))
     modes: list[str] = []
 
     def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s):

@@ -8,7 +8,7 @@ from pathlib import Path
 from kernelopt.config import load_settings
 from kernelopt.measure.environment import versions
 from kernelopt.pipeline import bench_problem
-from kernelopt.pipeline.bench_problem import BENCH_RESUMES, unfinished_run
+from kernelopt.pipeline.bench_problem import BENCH_RESUMES, finished_run, unfinished_run
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.store import Store
 
@@ -86,3 +86,111 @@ def test_a_resumed_problem_says_which_run_it_went_on_with(monkeypatch, tmp_path:
     settings = load_settings({"store": str(store_path), "stock_modes": "max-autotune-no-cudagraphs"}, env={})
     row = bench_problem.bench_problem(str(problem), {"settings": settings.values(), "name": "level1/11_frob"})
     assert row["details"]["resumed"] == killed and row["details"]["run_id"] == killed
+    from kernelopt.report.metrics import ProblemOutcome
+    from kernelopt.report.scoreboard import problem_notes
+
+    assert f"went on with run {killed}, which a time-out had cut short" in problem_notes(ProblemOutcome.from_dict(row))
+
+
+# -- a run its worker finished before the time-out killed it (while timing the stock modes) --------------
+
+
+def _finished_bench_run(tmp_path: Path, monkeypatch, stock_modes: str, crash_on: str | None):
+    """A bench problem whose optimize run finishes and exports, then whose worker dies timing ``crash_on``
+    (the time-out's SIGKILL, in effect: the exception leaves the process before any outcome is written)."""
+    from kernelopt.workers import WorkerResult
+
+    store_path, problem, export_dir = tmp_path / "k.db", tmp_path / "11_frob.py", tmp_path / "models"
+    export_dir.mkdir(exist_ok=True)
+    calls: dict[str, list] = {"optimize": [], "modes": [], "crash": [crash_on]}
+
+    def fake_optimize(path, store, **kwargs):
+        calls["optimize"].append(kwargs["resume_run"])
+        run_id = store.start_run("optimize", "11_frob", "fake", versions(), {
+            "sizes": {}, "path": str(problem.resolve()), "operators": list(kwargs["operators"]),
+            "budget": bench_problem.asdict(kwargs["budget"]),
+        })  # fmt: skip
+        Path(kwargs["export_path"]).write_text('{"replacements": 1}')
+        report = OptimizeReport("11_frob", run_id, "fake", 2.0, 1.0, 1.0, speedup_vs_compile=1.25,
+                                speedup_vs_compile_iqr=(1.2, 1.3), optimized_ms=0.8, final_reason="verified: 1 kernel",
+                                exported=str(kwargs["export_path"]), skipped=[("k", "why")])  # fmt: skip
+        store.add_measurement(run_id, "report", report.to_dict())
+        store.finish_run(run_id)
+        return report
+
+    def fake_mode(target, path, mode, *args, **kwargs):
+        calls["modes"].append(mode)
+        if mode in calls["crash"]:
+            raise SystemExit("killed by the bench's time-out")
+        record = {"compiled_ms": 1.0, "vs_optimized": {"optimized": "kernelopt", "mode_ms": 1.0, "optimized_ms": 0.8}}
+        return WorkerResult("ok", record, "", None, 1.0, "")
+
+    monkeypatch.setattr(bench_problem, "optimize", fake_optimize)
+    monkeypatch.setattr(bench_problem, "run_isolated", fake_mode)
+    settings = load_settings({"store": str(store_path), "stock_modes": stock_modes}, env={})
+    options = {"settings": settings.values(), "name": "11_frob", "export_dir": str(export_dir), "budget": 4}
+    return store_path, problem, options, calls
+
+
+def test_a_run_finished_before_the_kill_is_taken_with_the_stock_modes_timed_so_far(monkeypatch, tmp_path: Path) -> None:
+    import pytest
+
+    modes = "max-autotune-no-cudagraphs,reduce-overhead"
+    store_path, problem, options, calls = _finished_bench_run(tmp_path, monkeypatch, modes, "reduce-overhead")
+    with pytest.raises(SystemExit):
+        bench_problem.bench_problem(str(problem), options)
+    assert calls["optimize"] == [None] and calls["modes"] == ["max-autotune-no-cudagraphs", "reduce-overhead"]
+    calls["modes"].clear()
+    calls["crash"].clear()
+    monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: pytest.fail("a finished run is searched again"))
+    row = bench_problem.bench_problem(str(problem), options)  # the retry: no crash this time
+    # only the mode the killed worker had not finished is timed again; the report reads back whole
+    assert calls["modes"] == ["reduce-overhead"]
+    details = row["details"]
+    assert details["taken"] == details["run_id"] and details["resumed"] is None
+    assert details["stock_taken"] == ["max-autotune-no-cudagraphs"]
+    assert set(details["stock"]) == {"max-autotune-no-cudagraphs", "reduce-overhead"}
+    assert row["status"] == "ok" and row["optimized_ms"] == 0.8 and row["reason"] == "verified: 1 kernel"
+    assert details["speedup_vs_compile_iqr"] == (1.2, 1.3)
+    # the scoreboard says the row's numbers came from two workers
+    from kernelopt.report.metrics import ProblemOutcome
+    from kernelopt.report.scoreboard import problem_notes
+
+    notes = problem_notes(ProblemOutcome.from_dict({**row, "details": details}))
+    assert any(f"run {details['taken']} had finished" in n and "kept: max-autotune-no-cudagraphs" in n for n in notes)
+
+
+def test_a_finished_run_is_not_taken_by_another_bench_other_search_or_a_changed_export(monkeypatch, tmp_path: Path) -> None:
+    import pytest
+
+    store_path, problem, options, calls = _finished_bench_run(tmp_path, monkeypatch, "reduce-overhead", "reduce-overhead")
+    with pytest.raises(SystemExit):
+        bench_problem.bench_problem(str(problem), options)
+    with Store(store_path) as store:
+        run_id = store.runs("optimize")[-1].id
+        search = {"operators": store.run(run_id).args["operators"], "budget": store.run(run_id).args["budget"]}
+        here = str(tmp_path / "models")
+        assert finished_run(store, str(problem), None, here, search)[0].run_id == run_id
+        assert finished_run(store, str(problem), None, str(tmp_path / "other_bench"), search) is None
+        assert finished_run(store, str(problem), None, None, search) is None  # no export folder: nothing to tie it to
+        assert finished_run(store, str(problem), None, here, {**search, "budget": {"max_evaluations": 99}}) is None
+        assert finished_run(store, str(problem), {"batch_size": 2}, here, search) is None
+        # the export changed after the run finished (a mode recorded in it while delivering): start afresh
+        (tmp_path / "models" / "11_frob.kopt.json").write_text('{"replacements": 1, "run_mode": "reduce-overhead"}')
+        assert finished_run(store, str(problem), None, here, search) is None
+
+
+def test_the_report_reads_back_from_its_dict() -> None:
+    from kernelopt.pipeline.records import GraphResult, KernelResult, Winner
+
+    winner = Winner("launch-config", "note", "src", [{"gate": "static"}], node=3, config={"XBLOCK": 8})
+    report = OptimizeReport(
+        "p", 1, "dev", 2.0, 1.0, 1.5,
+        kernels=[KernelResult("k", 10.0, 8.0, 1.25, 4, {"performance": 1}, "budget", best=winner)],
+        graphs=[GraphResult(0, 1.1, 2, {}, "done", best={"options": {"a": 1}})],
+        skipped=[("k2", "too small")], speedup_vs_compile_iqr=(1.1, 1.3), exported="/x.kopt.json",
+    )  # fmt: skip
+    import json
+
+    back = OptimizeReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert back == report and back.kernels[0].best == winner

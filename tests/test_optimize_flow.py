@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import EXAMPLES, FIXTURES
+from fake_optimize import optimizing
 from kernelopt.pipeline import bench_problem
 from kernelopt.pipeline import evaluator as evaluator_mod
 from kernelopt.pipeline import optimize as opt
@@ -363,7 +364,7 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
                             final_compiled_ms=1.0, final_reason="kernels replaced",
                             graphs=[GraphResult(0, 1.0, 3, {"performance": 3}, "budget spent")],
                             graph_stage="copies take 9%")
-    monkeypatch.setattr(bench_problem, "optimize", lambda *a, **k: report)
+    monkeypatch.setattr(bench_problem, "optimize", optimizing(report))
     timed: list[str] = []
 
     def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s):

@@ -1,10 +1,15 @@
 """One bench problem, run in a worker of ``kernelopt bench``: optimize it, then time every stock
 ``torch.compile`` mode of the ``stock_modes`` setting against kernelopt's result, each in a fresh
 process of its own, pick the best stock mode (:func:`~kernelopt.pipeline.stock_modes.best_stock_for`),
-and say where the time went."""
+and say where the time went.
+
+A worker the bench's time-out kills loses nothing it finished: its optimize run goes on where it
+stopped (:func:`unfinished_run`), and a run that had finished, with the stock modes timed so far, is
+taken as it is (:func:`finished_run`)."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from dataclasses import asdict
@@ -154,6 +159,54 @@ def _resume_unfinished(store: Store, problem_path: str, sizes: dict[str, Any] | 
     return run_id
 
 
+FINISHED = "bench_finished"
+"""The measurement a bench puts on an optimize run once it returns: the bench's export folder and the
+export's sha256, so a retry knows the run is this bench's and its export untouched since."""
+STOCK = "bench_stock/"
+"""Prefix of the measurements holding each stock mode's record (``bench_stock/<mode>``) as it is timed."""
+
+
+def _sha256(path: str | None) -> str | None:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path and Path(path).is_file() else None
+
+
+def finished_run(
+    store: Store, problem_path: str, sizes: dict[str, Any] | None, export_dir: str | None, search: dict[str, Any]
+) -> tuple[OptimizeReport, dict[str, Any]] | None:
+    """(the report, the stock modes' records so far) of the optimize run this bench's worker finished
+    before a time-out killed it while timing the stock modes; None where there is none to take.
+
+    Taken only from the problem's latest run at these sizes and stack (as :func:`unfinished_run`), run
+    by a bench with the same export folder (``export_dir``: this bench's, not an earlier one sharing the
+    store, whose result a fresh bench must not report as its own) and the same ``search`` (operators,
+    budget), whose export, where it made one, is the very file it finished with: a worker killed while
+    delivering the result under CUDA graphs (``settle_run_mode`` records the mode in it) starts afresh."""
+    if not export_dir:
+        return None
+    path, name, now = str(Path(problem_path).resolve()), Path(problem_path).stem, versions()
+    for run in reversed(store.runs("optimize")):
+        recorded = run.args.get("path")
+        if (recorded != path if recorded else run.problem != name) or recorded_sizes(run.args.get("sizes")) != dict(
+            sizes or {}
+        ):
+            continue
+        if run.status != "done" or any(
+            run.versions.get(key) != value for key, value in now.items() if key not in RESUMABLE_ACROSS
+        ):
+            return None
+        if any(run.args.get(key) != value for key, value in search.items()):
+            return None
+        found = store.measurements(run.id)
+        mark, report = found.get(FINISHED), found.get("report")
+        if not isinstance(mark, dict) or not isinstance(report, dict) or mark.get("export_dir") != export_dir:
+            return None
+        if mark.get("sha256") != _sha256(report.get("exported")):
+            return None
+        stock = {key.removeprefix(STOCK): value for key, value in found.items() if key.startswith(STOCK)}
+        return OptimizeReport.from_dict(report), stock
+    return None
+
+
 def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     """One problem of ``kernelopt bench`` (runs in its own worker process): optimize it, plus the second baseline."""
 
@@ -170,39 +223,61 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     name = options.get("name", Path(problem_path).stem)
     export_to = _export_path(options, name, problem_path)  # a winner, or the stock mode delivered as it is
     sizes = options.get("sizes") or None  # the bench's --size overrides this problem defines
-    resumed = _resume_unfinished(store, problem_path, sizes)
-    try:
-        report = optimize(
-            problem_path,
-            store,
-            resume_run=resumed,
-            budget=budget,
-            max_targets=int(options.get("max_targets", config.max_targets)),
-            operators=tuple(options.get("operators") or DEFAULT_OPERATORS),
-            export_path=export_to,
-            on_event=clock,
-            config=config,
-            write_report=False,  # the bench writes one report for the suite; each run's stays a command away
-            sizes=sizes,
-        )
-    except KerneloptError as exc:
-        return {
-            "name": name,
-            "path": problem_path,
-            "status": "run_error",
-            "reason": str(exc),
-            "correct": False,
-            "eager_ms": None,
-            "compiled_ms": None,
-            "max_autotune_ms": None,
-            "optimized_ms": None,
-        }
+    operators = tuple(options.get("operators") or DEFAULT_OPERATORS)
+    export_dir = options.get("export_dir")  # this bench's: a run finished for another bench is not taken
+    search = {"operators": list(operators), "budget": asdict(budget)}
+    finished = finished_run(store, problem_path, sizes, export_dir, search)
+    resumed = None if finished else _resume_unfinished(store, problem_path, sizes)
+    if finished:
+        report, timed = finished
+        _log_event("stage", {"stage": f"taking run {report.run_id}, finished before its worker was killed"})
+    else:
+        try:
+            report = optimize(
+                problem_path,
+                store,
+                resume_run=resumed,
+                budget=budget,
+                max_targets=int(options.get("max_targets", config.max_targets)),
+                operators=operators,
+                export_path=export_to,
+                on_event=clock,
+                config=config,
+                write_report=False,  # the bench writes one report for the suite; each run's stays a command away
+                sizes=sizes,
+            )
+        except KerneloptError as exc:
+            return {
+                "name": name,
+                "path": problem_path,
+                "status": "run_error",
+                "reason": str(exc),
+                "correct": False,
+                "eager_ms": None,
+                "compiled_ms": None,
+                "max_autotune_ms": None,
+                "optimized_ms": None,
+            }
+        timed = {}
+        store.add_measurement(report.run_id, FINISHED, {"export_dir": export_dir, "sha256": _sha256(report.exported)})
     exported = str(Path(report.exported).resolve()) if report.exported else None
     modes = config.stock_modes.split(",")
     if not report.on_default:  # the run's own timing is against its base: time the default too
         modes = ["default", *modes]
+
+    def keep(mode: str, record: Any) -> None:  # a mode timed survives a worker killed on the next one
+        if isinstance(record, dict):
+            store.add_measurement(report.run_id, f"{STOCK}{mode}", record)
+
     stock = time_stock_modes(
-        problem_path, modes, exported, clock, run=run_isolated, known=reused_stock(report), overrides=sizes
+        problem_path,
+        modes,
+        exported,
+        clock,
+        run=run_isolated,
+        known={**(reused_stock(report) or {}), **timed},
+        overrides=sizes,
+        on_timed=keep,
     )
     clock.enter(None)
     settle_run_mode(
@@ -254,6 +329,8 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "device": report.device,
             "run_id": report.run_id,
             "resumed": resumed,  # the run a killed worker left unfinished, gone on with (unfinished_run)
+            "taken": report.run_id if finished else None,  # the run a killed worker had finished (finished_run)
+            "stock_taken": sorted(timed),  # stock modes timed before the worker was killed, not again
             "max_autotune": stock.get("max-autotune-no-cudagraphs", "not in the stock_modes setting"),
             "stock": stock,
             "kernels": [asdict(k) for k in report.kernels],

@@ -2,12 +2,13 @@
 
 ``OptimizeReport.to_dict`` is their one serialisation: it goes into the store
 (``report`` measurement), into the exported file's verification record, and to
-``--json``; the CLI's tables read the records themselves.
+``--json``; the CLI's tables read the records themselves. ``OptimizeReport.from_dict``
+reads the store's back (a bench goes on with a run its killed worker had finished).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -132,3 +133,20 @@ class OptimizeReport:
         d = asdict(self)
         d["evaluations_per_gpu_minute"] = self.evaluations_per_gpu_minute
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OptimizeReport:
+        """The report :meth:`to_dict` wrote (JSON made its tuples lists; derived values are dropped)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        values["kernels"] = [_kernel_result(k) for k in d.get("kernels") or []]
+        values["graphs"] = [GraphResult(**g) for g in d.get("graphs") or []]
+        values["skipped"] = [(str(s[0]), str(s[1])) for s in d.get("skipped") or []]
+        for pair in ("speedup_vs_compile_iqr", "speedup_vs_eager_iqr"):
+            values[pair] = tuple(d[pair]) if d.get(pair) else None
+        return cls(**values)
+
+
+def _kernel_result(d: dict[str, Any]) -> KernelResult:
+    best = d.get("best")
+    return KernelResult(**{**d, "best": Winner(**best) if best else None})

@@ -142,12 +142,14 @@ def time_stock_modes(
     run: Callable[..., WorkerResult] = run_isolated,
     train: bool = False,
     known: dict[str, Any] | None = None,
+    on_timed: Callable[[str, Any], None] | None = None,
 ) -> dict[str, Any]:
     """mode -> the record of its own process (:func:`time_mode`), or the one line saying why it has none.
     The path travels resolved: the mode's process runs in a folder of its own (a relative path named
     no file there, so on an H200 every mode of ``optimize --stock-modes`` failed). ``known``: records
     this very timing already produced (the base-mode stage's, when nothing was exported), kept
-    instead of compiling the mode again. ``exported`` is lent to the modes' workers, which may run as
+    instead of compiling the mode again. ``on_timed(mode, record)`` hears each mode as soon as its
+    process ends (a bench keeps it in the store, so a worker killed later does not lose it). ``exported`` is lent to the modes' workers, which may run as
     another user (:func:`~kernelopt.workers.identity.lent_copy`)."""
     problem_path = str(Path(problem_path).resolve())
     with lent_copy(exported, worker_identity()) if exported else nullcontext(None) as readable:
@@ -171,6 +173,8 @@ def time_stock_modes(
                 timeout_s=MODE_TIMEOUT_S,
             )
             stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
+            if on_timed is not None:
+                on_timed(mode, stock[mode])
         return stock
 
 

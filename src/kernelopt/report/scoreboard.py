@@ -112,7 +112,8 @@ def markdown_header(meta: dict[str, Any], title: str, unit: str) -> list[str]:
 
 def problem_notes(outcome: ProblemOutcome) -> list[str]:
     """What a row's numbers alone do not say: the CUDA-graph mode its result runs under, its final
-    verification as CUDA-graph replays (launch-bound models), and a score read again by a fixed rule."""
+    verification as CUDA-graph replays (launch-bound models), a score read again by a fixed rule, and
+    a run that went on after a time-out killed its worker (its numbers come from more than one worker)."""
     details = outcome.details
     notes = []
     if details.get("run_mode"):
@@ -123,6 +124,14 @@ def problem_notes(outcome: ProblemOutcome) -> list[str]:
         notes.append(replays_line(details["as_replays"], outcome.base_mode))
     if details.get("rescored"):
         notes.append(str(details["rescored"]))
+    if details.get("resumed"):
+        notes.append(f"went on with run {details['resumed']}, which a time-out had cut short")
+    if details.get("taken"):
+        timed = ", ".join(details.get("stock_taken") or []) or "none"
+        notes.append(
+            f"run {details['taken']} had finished when a time-out cut the stock timings short; taken as it"
+            f" was (stock modes timed before the cut, kept: {timed})"
+        )
     return notes
 
 
