@@ -44,3 +44,19 @@ def test_a_row_split_graph_passes_the_gates_with_more_programs_than_fit(problem,
     if result["passed"]:
         made = GraphCandidate.from_dict(result["graph_candidate"])
         assert any(uses_tickets(k.source) for k in made.kernels)
+
+
+def test_a_search_screen_lets_the_wide_row_split_through_to_every_gate(monkeypatch) -> None:
+    """The search's short screen before gate 3 (graph_candidate.GRAPH_SCREEN_MIN_SPEEDUP) turns away only
+    a slower call sequence: the row split that won 1.27x on the H200 goes on through all four gates."""
+    from kernelopt.evaluate import worker_targets
+    from kernelopt.evaluate.gate_settings import GateSettings
+    from kernelopt.evaluate.session import ProblemSpec
+
+    monkeypatch.setenv("KERNELOPT_WORKER_USER", "root")
+    spec = asdict(ProblemSpec(str(EXAMPLES / "level1/13_log_softmax_wide.py"), {}))
+    settings = asdict(GateSettings(model_seeds=(0,), trials=30, screen_trials=10))
+    result = worker_targets.evaluate_graph(spec, 0, {ROW_SPLIT_OPTION: 8192}, settings, None)
+    print(result.get("screen", {}).get("speedup"), result.get("timings"))
+    assert result["screen"]["speedup"] > 1.0
+    assert [v["gate"] for v in result["verdicts"]] == ["static", "correctness", "model", "performance"]

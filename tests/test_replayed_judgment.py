@@ -329,18 +329,43 @@ class GraphRestitched(FakeRestitched):
         return super().model_gate(seeds, ratio, recorded)
 
     def end_to_end(self, trials, recorded=False):
-        self.calls.append(f"end_to_end recorded={recorded}")
-        return _split(self.replayed if recorded else 1.0)
+        self.calls.append(f"end_to_end recorded={recorded} trials={trials}")
+        return _split(self.replayed if recorded else self.plain)
+
+    plain = 1.0
 
 
-def _graph_candidate(monkeypatch, restitched: GraphRestitched, cuda_graphs: bool = True) -> dict:
+def _graph_candidate(monkeypatch, restitched: GraphRestitched, cuda_graphs: bool = True, screen_trials: int = 0) -> dict:
     from kernelopt.capture.graph_swap import GraphCandidate
     from kernelopt.evaluate import graph_candidate
 
     monkeypatch.setattr(graph_candidate, "check_static_graph", lambda candidate, original_source: Verdict("static", True, "ok"))
     candidate = GraphCandidate(0, "d" * 16, "def call(args):\n    return args\n", (), "test")
-    settings = GateSettings(trials=12, model_seeds=(0,), margin=0.03, cuda_graphs=cuda_graphs)
+    settings = GateSettings(trials=12, model_seeds=(0,), margin=0.03, cuda_graphs=cuda_graphs, screen_trials=screen_trials)
     return graph_candidate.evaluate_graph(restitched, "", candidate, settings)
+
+
+def test_a_search_screens_a_graph_candidate_and_turns_away_only_a_slower_one(monkeypatch) -> None:
+    """A call sequence 30x slower (one program over a 1 GiB reduction) is not sent through gate 3;
+    one a short run cannot yet tell from the compiled model goes on through every gate."""
+    hopeless = GraphRestitched(gain=1.0)
+    hopeless.plain = 0.03
+    result = _graph_candidate(monkeypatch, hopeless, cuda_graphs=False, screen_trials=5)
+    failed = result["verdicts"][-1]
+    assert failed["gate"] == "performance" and failed["reason"].startswith("screened out: 0.030x in a 5-trial")
+    assert "model_gate plain" not in hopeless.calls and hopeless.calls[-1] == "swaps []"
+    assert "screen" in result and "end_to_end" not in result
+    close = GraphRestitched(gain=1.0)
+    close.plain = 1.005  # below the kernel screen's floor (1 + margin / 2), not slower: judged in full
+    result = _graph_candidate(monkeypatch, close, cuda_graphs=False, screen_trials=5)
+    assert "model_gate plain" in close.calls and "end_to_end recorded=False trials=12" in close.calls
+    assert [v["gate"] for v in result["verdicts"]] == ["static", "correctness", "model", "performance"]
+    # the final check (no screen) and a run judging replays time no screen
+    for kwargs in ({"cuda_graphs": False, "screen_trials": 0}, {"cuda_graphs": True, "screen_trials": 5}):
+        fake = GraphRestitched(gain=1.0)
+        fake.plain = 0.03
+        _graph_candidate(monkeypatch, fake, **kwargs)
+        assert "model_gate plain" in fake.calls and not any("trials=5" in c for c in fake.calls)
 
 
 def test_a_graph_candidate_of_a_launch_bound_model_is_judged_as_replays(monkeypatch) -> None:
@@ -349,7 +374,7 @@ def test_a_graph_candidate_of_a_launch_bound_model_is_judged_as_replays(monkeypa
     fake = GraphRestitched(gain=3.0, replayed=1.10)
     result = _graph_candidate(monkeypatch, fake)
     assert result["passed"] and result["end_to_end"]["replayed"] and result["replayed_reason"] is None
-    assert "model_gate" in fake.calls and "end_to_end recorded=True" in fake.calls
+    assert "model_gate" in fake.calls and any(c.startswith("end_to_end recorded=True") for c in fake.calls)
     assert fake.calls[-1] == "swaps []"  # nothing left installed
     wrong = GraphRestitched(gain=3.0, replayed_model=False)
     result = _graph_candidate(monkeypatch, wrong)
@@ -361,7 +386,7 @@ def test_a_graph_candidate_of_a_launch_bound_model_is_judged_as_replays(monkeypa
 def test_a_graph_candidate_is_judged_plain_where_graphs_do_not_pay_or_are_off(monkeypatch) -> None:
     fake = GraphRestitched(gain=1.0, replayed=1.10)
     result = _graph_candidate(monkeypatch, fake)
-    assert not result["end_to_end"]["replayed"] and "end_to_end recorded=False" in fake.calls
+    assert not result["end_to_end"]["replayed"] and any(c.startswith("end_to_end recorded=False") for c in fake.calls)
     assert "CUDA graphs do not pay" in result["replayed_reason"] and "reference dropped" in fake.calls
     assert not result["passed"]  # the plain forward: 1.0x
     off = GraphRestitched(gain=3.0)

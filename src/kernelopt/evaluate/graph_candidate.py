@@ -11,6 +11,11 @@ model's forward when no kernel calibrated that process). Where the run judges a 
 as CUDA-graph replays (``GateSettings.cuda_graphs``) and graphs pay for the compiled model, gate 3
 also runs on the candidate's recorded graph and gate 4 times both models' replays: a call sequence
 that only saves launches gains nothing a CUDA-graph mode would not give anyway.
+
+In a search (``GateSettings.screen_trials`` > 0, no replays judged) a short interleaved run screens the
+stitched-in candidate before gate 3, as a kernel's screen does, and turns away only one slower than the
+compiled model: on the H200 ``split_reductions=False`` made the Frobenius norm over 1 GiB one program
+(0.03x), and its model gate took 103 s of the 215 s the bench gave the whole problem.
 """
 
 from __future__ import annotations
@@ -21,10 +26,15 @@ from kernelopt.capture.graph_swap import GraphCandidate
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.restitched import RestitchedModel
-from kernelopt.evaluate.steps import Stages
+from kernelopt.evaluate.steps import Stages, screened_out
 from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance
 from kernelopt.verify.static_graph import check_static_graph
 from kernelopt.verify.verdict import Verdict
+
+GRAPH_SCREEN_MIN_SPEEDUP = 1.0
+"""Below this in the screen a graph candidate is turned away: only a slower one. A graph candidate is rare
+(one per option set) and costs a compile of its own; the kernel screen's stricter floor (half the margin)
+could lose a real winner to a short run's noise for little saved."""
 
 NO_SUBKERNEL = (
     "a changed call sequence has no single kernel to compare launch by launch: the model gate judges the whole graph"
@@ -70,6 +80,16 @@ def evaluate_graph(
                     "model", False, f"the call sequence cannot be stitched in: {exc.outcome.reason}", {"rule": "swap"}
                 )
             )
+        if settings.screen_trials > 0 and not settings.cuda_graphs:  # replays judged: the plain run cannot say
+            stages.enter("screen")
+            screened = restitched.end_to_end(settings.screen_trials)
+            stages.lap("screen")
+            result["screen"] = screened.to_dict()
+            if screened.comparison.speedup < GRAPH_SCREEN_MIN_SPEEDUP:
+                return stages.done(
+                    screened_out(screened.comparison.speedup, settings.screen_trials, GRAPH_SCREEN_MIN_SPEEDUP)
+                )
+            stages.enter("model")
         model_verdict = restitched.model_gate(settings.model_seeds, settings.max_error_ratio)
         replayed = False
         if model_verdict.passed and settings.cuda_graphs:
