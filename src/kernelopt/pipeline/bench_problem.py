@@ -32,7 +32,7 @@ from kernelopt.problem.loader import recorded_sizes
 from kernelopt.report.metrics import as_delivered, speedup_over_default, speedup_over_mode
 from kernelopt.search.operators import DEFAULT_OPERATORS
 from kernelopt.search.termination import Budget
-from kernelopt.store import Store
+from kernelopt.store import Run, Store
 from kernelopt.workers import run_isolated
 
 
@@ -130,6 +130,15 @@ def unfinished_run(store: Store, problem_path: str, sizes: dict[str, Any] | None
     before the path was recorded match by the problem's name. A run recorded under another torch,
     Triton, CUDA, driver or Python (``RESUMABLE_ACROSS`` aside) is not this problem's to go on with:
     its timings mean something else (a store shared between machines or upgrades)."""
+    run = _latest_run(store, problem_path, sizes)
+    if run is None or run.status != "running" or _resumes(store, run.id) >= BENCH_RESUMES:
+        return None
+    return run.id
+
+
+def _latest_run(store: Store, problem_path: str, sizes: dict[str, Any] | None) -> Run | None:
+    """The problem's latest optimize run at these sizes where it was recorded under this stack
+    (``RESUMABLE_ACROSS`` aside), else None: a run from another stack means start afresh."""
     path, name, now = str(Path(problem_path).resolve()), Path(problem_path).stem, versions()
     for run in reversed(store.runs("optimize")):
         recorded = run.args.get("path")
@@ -138,10 +147,8 @@ def unfinished_run(store: Store, problem_path: str, sizes: dict[str, Any] | None
         ):
             continue
         if any(run.versions.get(key) != value for key, value in now.items() if key not in RESUMABLE_ACROSS):
-            return None  # the problem's latest run is from another stack: start afresh
-        if run.status != "running" or _resumes(store, run.id) >= BENCH_RESUMES:
             return None
-        return run.id
+        return run
     return None
 
 
@@ -181,30 +188,17 @@ def finished_run(
     store, whose result a fresh bench must not report as its own) and the same ``search`` (operators,
     budget), whose export, where it made one, is the very file it finished with: a worker killed while
     delivering the result under CUDA graphs (``settle_run_mode`` records the mode in it) starts afresh."""
-    if not export_dir:
+    run = _latest_run(store, problem_path, sizes) if export_dir else None
+    if run is None or run.status != "done" or any(run.args.get(key) != value for key, value in search.items()):
         return None
-    path, name, now = str(Path(problem_path).resolve()), Path(problem_path).stem, versions()
-    for run in reversed(store.runs("optimize")):
-        recorded = run.args.get("path")
-        if (recorded != path if recorded else run.problem != name) or recorded_sizes(run.args.get("sizes")) != dict(
-            sizes or {}
-        ):
-            continue
-        if run.status != "done" or any(
-            run.versions.get(key) != value for key, value in now.items() if key not in RESUMABLE_ACROSS
-        ):
-            return None
-        if any(run.args.get(key) != value for key, value in search.items()):
-            return None
-        found = store.measurements(run.id)
-        mark, report = found.get(FINISHED), found.get("report")
-        if not isinstance(mark, dict) or not isinstance(report, dict) or mark.get("export_dir") != export_dir:
-            return None
-        if mark.get("sha256") != _sha256(report.get("exported")):
-            return None
-        stock = {key.removeprefix(STOCK): value for key, value in found.items() if key.startswith(STOCK)}
-        return OptimizeReport.from_dict(report), stock
-    return None
+    found = store.measurements(run.id)
+    mark, report = found.get(FINISHED), found.get("report")
+    if not isinstance(mark, dict) or not isinstance(report, dict) or mark.get("export_dir") != export_dir:
+        return None
+    if mark.get("sha256") != _sha256(report.get("exported")):
+        return None
+    stock = {key.removeprefix(STOCK): value for key, value in found.items() if key.startswith(STOCK)}
+    return OptimizeReport.from_dict(report), stock
 
 
 def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
