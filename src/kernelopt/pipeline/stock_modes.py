@@ -149,8 +149,9 @@ def time_stock_modes(
     no file there, so on an H200 every mode of ``optimize --stock-modes`` failed). ``known``: records
     this very timing already produced (the base-mode stage's, when nothing was exported), kept
     instead of compiling the mode again. ``on_timed(mode, record)`` hears each mode as soon as its
-    process ends (a bench keeps it in the store, so a worker killed later does not lose it). ``exported`` is lent to the modes' workers, which may run as
-    another user (:func:`~kernelopt.workers.identity.lent_copy`)."""
+    process ends (a bench keeps it in the store, so a worker killed later does not lose it).
+    ``exported`` is lent to the modes' workers, which may run as another user
+    (:func:`~kernelopt.workers.identity.lent_copy`)."""
     problem_path = str(Path(problem_path).resolve())
     with lent_copy(exported, worker_identity()) if exported else nullcontext(None) as readable:
         exported = str(readable) if readable else None  # the mode's worker may be another user
