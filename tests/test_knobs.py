@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import types
 
 import pytest
 
@@ -60,6 +61,43 @@ def test_side_by_side_evaluation_runs_the_gates_on_cpu() -> None:
     assert gates["model"]["passed"], gates["model"]["reason"]
     assert "performance" in gates and result["kernel_comparison"]["baseline"]["device"].startswith("cpu")
     assert result["passed"] == gates["performance"]["passed"]
+
+
+def test_a_search_screens_a_whole_model_candidate_and_turns_away_only_a_slower_one(monkeypatch) -> None:
+    """As for a graph candidate: a variant slower than the default compile in the short screen is not sent
+    through the model gate; one a short run cannot tell from it goes on through every gate."""
+    from kernelopt.evaluate import knob_candidate
+
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
+    real_compare, gated = knob_candidate.compare, []
+    monkeypatch.setattr(knob_candidate, "run_model_gate", lambda *a, **k: gated.append(1) or _passed_model())
+
+    def evaluate(screened_speedup: float, screen_trials: int = 3) -> dict:
+        def compare(baseline, candidate, *, trials, **kwargs):
+            cmp = real_compare(baseline, candidate, trials=trials, **kwargs)
+            if trials != screen_trials:
+                return cmp
+            # the screen ran both compiles; it reads as this much faster (a stand-in clock)
+            return types.SimpleNamespace(speedup=screened_speedup, to_dict=lambda: {"speedup": screened_speedup})
+
+        monkeypatch.setattr(knob_candidate, "compare", compare)
+        gated.clear()
+        settings = GateSettings(model_seeds=(0,), trials=5, screen_trials=screen_trials)
+        return evaluate_options(spec, {"epilogue_fusion": False}, settings, device="cpu")
+
+    slow = evaluate(0.03)
+    assert slow["verdicts"][-1]["reason"].startswith("screened out: 0.030x in a 3-trial") and not gated
+    assert not slow["passed"] and "screen" in slow and "end_to_end" not in slow
+    close = evaluate(0.999 + 0.002)
+    assert gated and [v["gate"] for v in close["verdicts"]] == ["static", "correctness", "model", "performance"]
+    unscreened = evaluate(0.03, screen_trials=0)  # the final check: no screen
+    assert gated and "screen" not in unscreened
+
+
+def _passed_model():
+    from kernelopt.verify.verdict import Verdict
+
+    return Verdict("model", True, "stand-in")
 
 
 def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,9 @@ performance gate times them interleaved, L2 flushed, on refreshed inputs; where 
 launch-bound result as CUDA-graph replays and graphs pay for the default compile, as replays of
 each compile recorded as a CUDA graph (options that only save launches gain nothing a CUDA-graph
 mode would not give anyway). There is no candidate source: the static and sub-kernel gates pass by
-construction (Inductor generated every kernel) and say so.
+construction (Inductor generated every kernel) and say so. In a search, a short interleaved run screens
+the variant before the model gate and turns away only one slower than the default compile, as for a
+graph candidate (:data:`~kernelopt.evaluate.graph_candidate.GRAPH_SCREEN_MIN_SPEEDUP`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import torch
 
 from kernelopt.capture import capture, compat
 from kernelopt.capture.artifact import separate_code
+from kernelopt.evaluate.graph_candidate import GRAPH_SCREEN_MIN_SPEEDUP
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, stage
+from kernelopt.evaluate.steps import screened_out
 from kernelopt.measure import compare
 from kernelopt.measure.graph_replay import GraphCaptureError, RecordedForward
 from kernelopt.problem import load_problem
@@ -71,6 +75,26 @@ def evaluate_options(
         result["gpu_s"] = time.monotonic() - started
         return result
 
+    a = RotatingInputs(inputs, range(len(inputs)))
+    b = a.fork()  # the same memory for both sides
+
+    def timed(trials: int) -> Any:
+        return compare(
+            lambda: baseline(*a.current),
+            lambda: variant(*b.current),
+            trials=trials,
+            prepare_baseline=a.prepare,
+            prepare_candidate=b.prepare,
+            include_host=True,
+        )
+
+    if settings.screen_trials > 0 and not settings.cuda_graphs:  # as a graph candidate's screen
+        stage("screen")
+        screened = timed(settings.screen_trials)
+        result["screen"] = screened.to_dict()
+        if screened.speedup < GRAPH_SCREEN_MIN_SPEEDUP:
+            return done(screened_out(screened.speedup, settings.screen_trials, GRAPH_SCREEN_MIN_SPEEDUP))
+
     stage("model")
     model_verdict = run_model_gate(
         problem,
@@ -99,16 +123,7 @@ def evaluate_options(
             include_host=True,
         )
     else:
-        a = RotatingInputs(inputs, range(len(inputs)))
-        b = a.fork()  # the same memory for both sides
-        cmp = compare(
-            lambda: baseline(*a.current),
-            lambda: variant(*b.current),
-            trials=settings.trials,
-            prepare_baseline=a.prepare,
-            prepare_candidate=b.prepare,
-            include_host=True,
-        )
+        cmp = timed(settings.trials)
     if compat.recompile_count() != before:
         return done(Verdict("performance", False, "a compiled model recompiled while being timed; the timing is void"))
     result["kernel_comparison"] = cmp.to_dict()  # for a model candidate the "kernel" is the model
