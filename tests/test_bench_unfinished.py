@@ -194,3 +194,42 @@ def test_the_report_reads_back_from_its_dict() -> None:
 
     back = OptimizeReport.from_dict(json.loads(json.dumps(report.to_dict())))
     assert back == report and back.kernels[0].best == winner
+
+
+# -- kernel files --------------------------------------------------------------------------------------
+
+
+def test_a_kernel_files_run_and_a_problems_run_of_one_name_are_never_taken_for_each_other(tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    problem, kernel = tmp_path / "problems" / "softmax.py", tmp_path / "kernels" / "softmax.py"
+    file_run = store.start_run("optimize", "softmax", "fake", versions(), {"input": "triton", "path": str(kernel.resolve()), "sizes": {}})
+    assert unfinished_run(store, str(problem), None) is None  # a problem of the same name: not its run
+    assert unfinished_run(store, str(kernel), None, kernel_file=True) == file_run
+    problem_run = _run(store, problem, recorded_path=False)  # an old problem run, matched by name
+    assert unfinished_run(store, str(problem), None) == problem_run
+    assert unfinished_run(store, str(kernel), None, kernel_file=True) == file_run
+    # a kernel file's run from before paths were recorded is not matched by its name
+    store.start_run("optimize", "softmax", "fake", versions(), {"input": "triton", "sizes": {}})
+    assert unfinished_run(store, str(kernel), None, kernel_file=True) == file_run
+
+
+def test_a_kernel_file_its_time_out_cut_goes_on_with_its_run(monkeypatch, tmp_path: Path) -> None:
+    from kernelopt.pipeline import bench_file
+
+    store_path, kernel = tmp_path / "k.db", tmp_path / "softmax.py"
+    kernel.write_text("import triton\n")
+    monkeypatch.setattr(bench_file, "file_kind", lambda path: "triton")
+    with Store(store_path) as store:
+        killed = store.start_run("optimize", "softmax", "fake", versions(), {"input": "triton", "path": str(kernel.resolve()), "sizes": {}})
+    given: list[int | None] = []
+
+    def fake_optimize_file(path, store, **kwargs):
+        given.append(kwargs["resume_run"])
+        raise bench_problem.KerneloptError("cut again")
+
+    monkeypatch.setattr(bench_file, "optimize_file", fake_optimize_file)
+    settings = load_settings({"store": str(store_path)}, env={})
+    for _ in range(BENCH_RESUMES + 1):
+        row = bench_file.bench_kernel_file(str(kernel), {"settings": settings.values(), "name": "softmax"})
+        assert row["status"] == "run_error"
+    assert given == [killed] * BENCH_RESUMES + [None]

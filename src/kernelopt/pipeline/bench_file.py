@@ -2,7 +2,9 @@
 FILE`` makes (:func:`~kernelopt.pipeline.optimize_file.optimize_file`), turned into a scoreboard row.
 
 No stock ``torch.compile`` mode is timed: a kernel file has no model to compile, and its baseline is
-the original file, which the run's final check already times interleaved with the delivery.
+the original file, which the run's final check already times interleaved with the delivery. A file its
+time-out cut short goes on with the run its killed worker left unfinished, as a problem does
+(:func:`~kernelopt.pipeline.bench_problem.unfinished_run`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError, ProblemError
 from kernelopt.pipeline.bench_file_results import FileOutcome
-from kernelopt.pipeline.bench_problem import StageClock
+from kernelopt.pipeline.bench_problem import StageClock, resume_unfinished
 from kernelopt.pipeline.optimize_file import default_operators, optimize_file
 from kernelopt.problem.file_kind import file_kind
 from kernelopt.search.termination import Budget
@@ -44,9 +46,11 @@ def bench_kernel_file(file_path: str, options: dict[str, Any]) -> dict[str, Any]
             patience=int(options.get("patience", config.patience)),
         )
         with Store(options.get("store") or config.store) as store:
+            resumed = resume_unfinished(store, file_path, options.get("sizes") or None, kernel_file=True)
             report = optimize_file(
                 file_path,
                 store,
+                resume_run=resumed,
                 operators=chosen,
                 budget=budget,
                 export_path=export_path(options["export_dir"], name) if options.get("export_dir") else None,
@@ -85,5 +89,6 @@ def bench_kernel_file(file_path: str, options: dict[str, Any]) -> dict[str, Any]
             "helion": report.helion,
             "stage_s": clock.seconds,
             "wall_s": round(report.wall_s, 3),
+            "resumed": resumed,  # the run a killed worker left unfinished, gone on with (unfinished_run)
         },
     ).to_dict()

@@ -119,7 +119,9 @@ BENCH_RESUMES = 2
 whose worker keeps being killed at the same point is not resumed forever."""
 
 
-def unfinished_run(store: Store, problem_path: str, sizes: dict[str, Any] | None) -> int | None:
+def unfinished_run(
+    store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False
+) -> int | None:
     """The optimize run of this problem at these sizes that a killed worker left unfinished, to go on
     with; None where the problem's latest run finished, or was resumed ``BENCH_RESUMES`` times already.
 
@@ -129,19 +131,26 @@ def unfinished_run(store: Store, problem_path: str, sizes: dict[str, Any] | None
     Frobenius norm over 1 GiB spent 150 of its 215 s before those were all recorded). Runs started
     before the path was recorded match by the problem's name. A run recorded under another torch,
     Triton, CUDA, driver or Python (``RESUMABLE_ACROSS`` aside) is not this problem's to go on with:
-    its timings mean something else (a store shared between machines or upgrades)."""
-    run = _latest_run(store, problem_path, sizes)
+    its timings mean something else (a store shared between machines or upgrades). ``kernel_file``: the
+    run of a kernel file (``optimize_file``, its run args name the file's kind as ``input``), never a
+    problem's run of the same name, nor the other way round."""
+    run = _latest_run(store, problem_path, sizes, kernel_file)
     if run is None or run.status != "running" or _resumes(store, run.id) >= BENCH_RESUMES:
         return None
     return run.id
 
 
-def _latest_run(store: Store, problem_path: str, sizes: dict[str, Any] | None) -> Run | None:
+def _latest_run(store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False) -> Run | None:
     """The problem's latest optimize run at these sizes where it was recorded under this stack
-    (``RESUMABLE_ACROSS`` aside), else None: a run from another stack means start afresh."""
+    (``RESUMABLE_ACROSS`` aside), else None: a run from another stack means start afresh. A kernel
+    file's runs match by their recorded path only (they recorded none before 2026-12-04)."""
     path, name, now = str(Path(problem_path).resolve()), Path(problem_path).stem, versions()
     for run in reversed(store.runs("optimize")):
+        if ("input" in run.args) != kernel_file:
+            continue
         recorded = run.args.get("path")
+        if kernel_file and not recorded:
+            continue
         if (recorded != path if recorded else run.problem != name) or recorded_sizes(run.args.get("sizes")) != dict(
             sizes or {}
         ):
@@ -157,9 +166,11 @@ def _resumes(store: Store, run_id: int) -> int:
     return len(store.measurements(run_id, "bench_resume:"))
 
 
-def _resume_unfinished(store: Store, problem_path: str, sizes: dict[str, Any] | None) -> int | None:
+def resume_unfinished(
+    store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False
+) -> int | None:
     """:func:`unfinished_run`, counted in the store as resumed once more, and said on the worker's log."""
-    run_id = unfinished_run(store, problem_path, sizes)
+    run_id = unfinished_run(store, problem_path, sizes, kernel_file)
     if run_id is not None:
         store.add_measurement(run_id, f"bench_resume:{_resumes(store, run_id) + 1}", {"at": time.time()})
         _log_event("stage", {"stage": f"resuming run {run_id}, left unfinished by a killed worker"})
@@ -221,7 +232,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     export_dir = options.get("export_dir")  # this bench's: a run finished for another bench is not taken
     search = {"operators": list(operators), "budget": asdict(budget)}
     finished = finished_run(store, problem_path, sizes, export_dir, search)
-    resumed = None if finished else _resume_unfinished(store, problem_path, sizes)
+    resumed = None if finished else resume_unfinished(store, problem_path, sizes)
     if finished:
         report, timed = finished
         _log_event("stage", {"stage": f"taking run {report.run_id}, finished before its worker was killed"})

@@ -193,6 +193,7 @@ def optimize_file(
     settings = settings or search_settings(config)
     args = {
         "input": kernel_file.kind,
+        "path": str(kernel_file.path.resolve()),  # a bench finds the run its killed worker left (unfinished_run)
         "operators": operators,
         "policy": policy,
         "budget": asdict(budget),
