@@ -42,14 +42,15 @@ def test_every_one_setting_graph_variant_is_a_knob_of_the_whole_model_search() -
     of the graph stage must be in the knob space for options x kernels to cover them."""
     from kernelopt.search.graph_variants import GRAPH_OPTIONS
 
-    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
+    from kernelopt.evaluate.session import OWN_OPTIONS
 
     knobs = set(KNOBS)
     single = [next(iter(o.items())) for o in GRAPH_OPTIONS if len(o) == 1]
-    # kernelopt's own row split is no Inductor option: its candidates exist only as the graph stage
-    # rewrites them (tickets for the programs of a row), never as a whole-model compile
-    assert [o for o in single if o[0] == ROW_SPLIT_OPTION]
-    assert [o for o in single if o not in knobs and o[0] != ROW_SPLIT_OPTION] == []
+    # kernelopt's own row split and scaled softmax are no Inductor options: their candidates exist
+    # only as the graph stage writes them (tickets for the programs of a row; a rewrite among
+    # Inductor's passes), never as a whole-model compile
+    assert {o[0] for o in single if o[0] in OWN_OPTIONS} == set(OWN_OPTIONS)
+    assert [o for o in single if o not in knobs and o[0] not in OWN_OPTIONS] == []
 
 
 def test_side_by_side_evaluation_runs_the_gates_on_cpu() -> None:

@@ -166,6 +166,36 @@ def row_split_compile(chunk: int) -> Iterator[None]:
         triton_heuristics.cooperative_reduction = original
 
 
+@contextlib.contextmanager
+def post_grad_pass(rewrite: Callable[[torch.fx.Graph], Any]) -> Iterator[None]:
+    """``rewrite`` run on every graph's post-grad ATen graph before Inductor's own pattern passes
+    (its ``post_grad_custom_pre_pass``), in this context only: for compiling a graph variant in a
+    worker. Its cache identity is the source of the module that defines it."""
+    import hashlib
+    import inspect
+
+    import torch._inductor.config as inductor_config
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    if inductor_config.post_grad_custom_pre_pass is not None:
+        raise UnsupportedEnvironment(
+            "Inductor's post_grad_custom_pre_pass is already set; kernelopt's graph rewrite needs it: "
+            "compile without one to search this graph option"
+        )
+    module = sys.modules[rewrite.__module__]
+    identity = hashlib.sha256(inspect.getsource(module).encode()).hexdigest()
+
+    class KerneloptPass(CustomGraphPass):  # type: ignore[misc]
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            rewrite(graph)
+
+        def uuid(self) -> str:
+            return f"kernelopt:{rewrite.__module__}.{rewrite.__name__}:{identity}"
+
+    with inductor_config.patch({"post_grad_custom_pre_pass": KerneloptPass()}):
+        yield
+
+
 def compile_modes() -> list[str]:
     """The ``torch.compile`` modes this torch knows (torch's own table)."""
     return list(torch._inductor.list_mode_options())

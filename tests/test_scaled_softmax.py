@@ -1,0 +1,151 @@
+"""The scaled softmax rewrite (kernelopt.capture.scaled_softmax): the graph option that gives a
+temperature- or scale-softmax back to Inductor's online softmax. CPU: the rewrite's graphs and values
+(Inductor only writes the online kernel for Triton, so the kernel itself is the GPU test's)."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from kernelopt.capture import compat
+from kernelopt.capture.scaled_softmax import rewrite_scaled_softmax
+
+aten = torch.ops.aten
+
+
+def stable_log_softmax(x: torch.Tensor) -> torch.Tensor:
+    """The form older torch's joint-graph pass leaves of ``log_softmax(x / 0.7)``: the max of ``x``
+    subtracted before the scale, which the online-softmax pattern does not match."""
+    m = torch.amax(x, dim=-1, keepdim=True)
+    stable = (x - m) * 1.4285714285714286
+    return stable - torch.log(torch.exp(stable).sum(dim=-1, keepdim=True))
+
+
+def online_pattern(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    """Each ``exp(y - amax(y, dims, keepdim=True))`` of ``graph``: what Inductor's post-grad
+    ``prepare_softmax_pattern`` turns into an online softmax."""
+    found = []
+    for node in graph.nodes:
+        if node.target is aten.exp.default:
+            sub = node.args[0]
+            if getattr(sub, "target", None) is aten.sub.Tensor:
+                y, amax = sub.args
+                if getattr(amax, "target", None) is aten.amax.default and amax.args[0] is y and amax.args[2]:
+                    found.append(node)
+    return found
+
+
+def rows() -> torch.Tensor:
+    torch.manual_seed(0)
+    x = torch.randn(6, 67) * 4
+    x[0, 3] = float("-inf")  # a masked position
+    x[1, :] = float("-inf")  # a row masked whole: NaN, as eager gives
+    x[2, 5] = float("inf")
+    x[3, 7] = float("nan")
+    return x
+
+
+def test_the_bare_stable_form_is_written_as_the_online_softmax_pattern_with_the_same_values() -> None:
+    gm = make_fx(stable_log_softmax)(torch.randn(4, 67))
+    assert online_pattern(gm.graph) == []
+    x = rows()
+    before = gm(x)
+
+    assert rewrite_scaled_softmax(gm.graph) == 1
+    gm.recompile()
+    (exp,) = online_pattern(gm.graph)
+    scaled = exp.args[0].args[0]
+    assert scaled.target is aten.mul.Tensor and scaled.args[1] == 1.4285714285714286
+    after = gm(x)
+    torch.testing.assert_close(after, before, equal_nan=True, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(after, torch.log_softmax(x / 0.7, dim=-1), equal_nan=True, rtol=1e-5, atol=1e-5)
+    # the stable form's nodes are gone, and the output still reads the rewritten node
+    assert not [n for n in gm.graph.nodes if n.target is aten.sub.Tensor and n.args[0].op == "placeholder"]
+
+
+def test_a_negative_or_tensor_scale_and_a_softmax_of_another_shape_are_left_alone() -> None:
+    def negative(x: torch.Tensor) -> torch.Tensor:
+        return torch.exp((x - torch.amax(x, dim=-1, keepdim=True)) * -2.0)
+
+    def tensor_scale(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return torch.exp((x - torch.amax(x, dim=-1, keepdim=True)) * t)
+
+    def no_keepdim(x: torch.Tensor) -> torch.Tensor:
+        return torch.exp((x - torch.amax(x, dim=-1).unsqueeze(-1)) * 2.0)
+
+    def other_max(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.exp((x - torch.amax(y, dim=-1, keepdim=True)) * 2.0)
+
+    x = torch.randn(4, 8)
+    for fn, args in (
+        (negative, (x,)),
+        (tensor_scale, (x, torch.tensor(2.0))),
+        (no_keepdim, (x,)),
+        (other_max, (x, x.clone())),
+    ):
+        gm = make_fx(fn)(*args)
+        before = [str(n) for n in gm.graph.nodes]
+        assert rewrite_scaled_softmax(gm.graph) == 0, fn.__name__
+        assert [str(n) for n in gm.graph.nodes] == before
+
+
+def test_under_inductor_the_rewrite_runs_before_its_patterns_and_keeps_eager_values() -> None:
+    """Through compat.post_grad_pass, as a graph variant compiles: whatever form this torch's
+    joint-graph pass leaves (bare, or guarded by a test for infinities), the post-grad graph Inductor
+    lowers holds the online-softmax pattern, and the compiled model gives eager's values."""
+    seen: list[torch.fx.Graph] = []
+
+    def watched(graph: torch.fx.Graph) -> None:
+        rewrite_scaled_softmax(graph)
+        seen.append(graph)
+
+    def model(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.log_softmax(x / 0.7, dim=-1), torch.softmax(torch.bmm(a, b) * 0.125, dim=-1)
+
+    x, a, b = rows(), torch.randn(2, 8, 16), torch.randn(2, 16, 32)
+    torch._dynamo.reset()
+    with compat.fresh_compile(), compat.post_grad_pass(watched):
+        got = torch.compile(model)(x, a, b)
+    torch._dynamo.reset()
+    assert seen and len(online_pattern(seen[-1])) == 2
+    assert not [n for n in seen[-1].nodes if n.target is aten.where.self]
+    for out, ref in zip(got, model(x, a, b)):
+        torch.testing.assert_close(out, ref, equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+def test_the_pass_hook_refuses_to_replace_a_users_own_pass() -> None:
+    import pytest
+    import torch._inductor.config as inductor_config
+
+    from kernelopt.errors import UnsupportedEnvironment
+
+    with inductor_config.patch({"post_grad_custom_pre_pass": lambda graph: None}):
+        with pytest.raises(UnsupportedEnvironment, match="post_grad_custom_pre_pass is already set"):
+            with compat.post_grad_pass(rewrite_scaled_softmax):
+                pass
+    assert inductor_config.post_grad_custom_pre_pass is None
+
+
+def test_a_where_is_rewritten_only_where_its_branches_are_one_softmax_in_two_forms() -> None:
+    """Newer torch guards the stable form with ``where(all finite, stable, y - max(y))``: the rewrite
+    keeps the second branch only where the first is that very softmax's stable form."""
+
+    def guarded(x: torch.Tensor, scale: float, plain_of: torch.Tensor) -> torch.Tensor:
+        signed = x * 1
+        stable = (signed - torch.amax(signed, dim=-1, keepdim=True)) / 0.7
+        y = plain_of / scale
+        plain = y - torch.amax(y, dim=-1, keepdim=True)
+        finite = torch.isfinite(x).all(dim=-1, keepdim=True)
+        return torch.exp(torch.where(finite, stable, plain))
+
+    x = rows()
+    gm = make_fx(lambda x: guarded(x, 0.7, x))(x)
+    before = gm(x)
+    assert rewrite_scaled_softmax(gm.graph) == 1
+    gm.recompile()
+    assert len(online_pattern(gm.graph)) == 1 and not [n for n in gm.graph.nodes if n.target is aten.where.self]
+    torch.testing.assert_close(gm(x), before, equal_nan=True)
+
+    for other in (lambda x: guarded(x, 0.5, x), lambda x: guarded(x, 0.7, x + 1)):  # another scale, tensor
+        gm = make_fx(other)(x)
+        assert rewrite_scaled_softmax(gm.graph) == 0
