@@ -185,7 +185,7 @@ def post_grad_pass(rewrite: Callable[[torch.fx.Graph], Any]) -> Iterator[None]:
     module = sys.modules[rewrite.__module__]
     identity = hashlib.sha256(inspect.getsource(module).encode()).hexdigest()
 
-    class KerneloptPass(CustomGraphPass):  # type: ignore[misc]
+    class KerneloptPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
             rewrite(graph)
 

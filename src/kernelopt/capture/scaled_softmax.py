@@ -59,7 +59,7 @@ def _plain_form(scaled: torch.fx.Node, graph: torch.fx.Graph) -> torch.fx.Node |
         stable, plain = scaled.args[1], scaled.args[2]
         # the branch taken when a row holds an infinity: the softmax as written, where the other is
         # its stable form (anything else in a where is left alone)
-        return plain if _stable_form_of(stable, plain) else None
+        return plain if isinstance(plain, torch.fx.Node) and _stable_form_of(stable, plain) else None
     found = _positive_scale(scaled)
     if found is None:
         return None
