@@ -99,17 +99,30 @@ def test_under_inductor_the_rewrite_runs_before_its_patterns_and_keeps_eager_val
         rewrite_scaled_softmax(graph)
         seen.append(graph)
 
-    def model(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.log_softmax(x / 0.7, dim=-1), torch.softmax(torch.bmm(a, b) * 0.125, dim=-1)
+    def model(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        low = x.to(torch.bfloat16)  # logits in bf16: the scale in bf16, or the softmax asked in float32
+        return (
+            torch.log_softmax(x / 0.7, dim=-1),
+            torch.softmax(torch.bmm(a, b) * 0.125, dim=-1),
+            torch.softmax(low * 0.5, dim=-1),
+            torch.softmax(low / 0.7, dim=-1, dtype=torch.float32),
+        )
 
     x, a, b = rows(), torch.randn(2, 8, 16), torch.randn(2, 16, 32)
     torch._dynamo.reset()
     with compat.fresh_compile(), compat.post_grad_pass(watched):
         got = torch.compile(model)(x, a, b)
     torch._dynamo.reset()
-    assert seen and len(online_pattern(seen[-1])) == 2
+    with compat.fresh_compile():
+        compiled = torch.compile(model)(x, a, b)
+    torch._dynamo.reset()
+    assert seen and len(online_pattern(seen[-1])) == 4
     assert not [n for n in seen[-1].nodes if n.target is aten.where.self]
-    for out, ref in zip(got, model(x, a, b)):
+    # the values Inductor gives without the rewrite (which keeps a bf16 product in float32 where eager
+    # rounds it), and eager's where the input is float32
+    for out, same in zip(got, compiled):
+        torch.testing.assert_close(out, same, equal_nan=True, rtol=1e-5, atol=1e-5)
+    for out, ref in zip(got[:2], model(x, a, b)[:2]):
         torch.testing.assert_close(out, ref, equal_nan=True, rtol=1e-5, atol=1e-5)
 
 
@@ -128,7 +141,8 @@ def test_the_pass_hook_refuses_to_replace_a_users_own_pass() -> None:
 
 def test_a_where_is_rewritten_only_where_its_branches_are_one_softmax_in_two_forms() -> None:
     """Newer torch guards the stable form with ``where(all finite, stable, y - max(y))``: the rewrite
-    keeps the second branch only where the first is that very softmax's stable form."""
+    keeps the second branch only where the first is that very softmax's stable form (another scale,
+    another tensor, another reduced dim: left alone)."""
 
     def guarded(x: torch.Tensor, scale: float, plain_of: torch.Tensor) -> torch.Tensor:
         signed = x * 1

@@ -83,19 +83,33 @@ def _plain_form(scaled: torch.fx.Node, graph: torch.fx.Graph) -> torch.fx.Node |
 
 def _stable_form_of(stable: Any, plain: Any) -> bool:
     """Whether ``stable`` is ``(x - max(x)) op c`` and ``plain`` is ``y - max(y)`` for ``y = x op c``
-    (``x`` possibly times one: the sign the joint-graph pass multiplies by), over the same dims."""
+    over the same dims, where ``x`` and ``y``'s operand are one tensor up to the sign the joint-graph
+    pass multiplies by (one) and a cast to the softmax's dtype (a bf16 input, a ``dtype=`` argument)."""
     scale, plain_parts = _positive_scale(stable), _max_subtracted(plain)
     if scale is None or plain_parts is None:
         return False
     op, inner, c = scale
     stable_parts = _max_subtracted(inner)
     y, dims = plain_parts
-    if stable_parts is None or stable_parts[1] != dims or _positive_scale(y) is None:
+    if stable_parts is None or stable_parts[1] != dims:
         return False
-    y_op, base, y_c = _positive_scale(y)  # type: ignore[misc]
-    x = stable_parts[0]
-    unsigned = x.args[0] if _is(x, _aten.mul.Tensor) and len(x.args) == 2 and x.args[1] == 1 else x
-    return y_op == op and y_c == c and base in (x, unsigned)
+    y_scale = _positive_scale(_uncast(y))
+    if y_scale is None:
+        return False
+    y_op, base, y_c = y_scale
+    x = _unsigned(stable_parts[0])
+    return y_op == op and y_c == c and (base is x or base is _uncast(x))
+
+
+def _unsigned(node: Any) -> Any:
+    """``x`` for ``x * 1`` (the joint-graph pass's sign of a positive scale), else ``node``."""
+    return node.args[0] if _is(node, _aten.mul.Tensor) and len(node.args) == 2 and node.args[1] == 1 else node
+
+
+def _uncast(node: Any) -> Any:
+    """``x`` for a cast of ``x`` to another dtype, else ``node``."""
+    cast = torch.ops.prims.convert_element_type.default
+    return node.args[0] if _is(node, cast, _aten._to_copy.default) else node
 
 
 def _copy_val(to: torch.fx.Node, like: torch.fx.Node) -> None:
