@@ -306,3 +306,30 @@ def test_row_split_compile_patches_inductors_split_and_launch_and_puts_them_back
     assert launcher == "launcher" and {c.kwargs["RSPLIT"] for c in seen["configs"]} == {16}  # 131072 / 8192
     assert seen["meta"]["launch_cooperative_grid"] is False and meta["launch_cooperative_grid"] is True
     assert triton_heuristics.cooperative_reduction is original and type(V.choices) is InductorChoices
+
+
+def test_post_grad_pass_runs_before_inductors_patterns_and_is_put_back() -> None:
+    """compat.post_grad_pass leans on Inductor's post_grad_custom_pre_pass (a CustomGraphPass with a
+    uuid for its cache) running on the post-grad ATen graph before its own pattern passes: the hook
+    sees the graph while its scaled softmax is still in the joint-graph pass's form (the online-softmax
+    pattern has not yet replaced it), and the option is empty again after the context."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    seen: list[set[str]] = []
+    signs: list[int] = []
+
+    def watch(graph: torch.fx.Graph) -> None:
+        seen.append({str(n.target) for n in graph.nodes if n.op == "call_function"})
+        # the joint-graph pass's sign (x * 1), which Inductor's remove_noop_ops drops after this hook
+        signs.append(sum(n.target is torch.ops.aten.mul.Tensor and n.args[1] == 1 for n in graph.nodes))
+        assert isinstance(inductor_config.post_grad_custom_pre_pass, CustomGraphPass)
+        assert inductor_config.post_grad_custom_pre_pass.uuid().startswith(f"kernelopt:{__name__}.watch:")
+
+    torch._dynamo.reset()
+    with compat.fresh_compile(), compat.post_grad_pass(watch):
+        torch.compile(lambda x: torch.softmax(x * 0.5, dim=-1))(torch.randn(4, 33))
+    torch._dynamo.reset()
+    assert seen and "aten.amax.default" in seen[0] and "aten.exp.default" in seen[0]
+    assert signs[0] == 1 and not any("prepare_softmax_online" in target for target in seen[0])
+    assert inductor_config.post_grad_custom_pre_pass is None
