@@ -250,13 +250,13 @@ def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> N
 
 
 def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewhere() -> None:
-    """Compiling stops when its budget runs out: the scaled softmax and the row split (three option
+    """Compiling stops when its budget runs out: the online softmax and the row split (three option
     sets) go first where the analysis found kernels that read their rows twice, after every other set
     elsewhere (a graph with no wide reduction compiles the same under them, for the price of a compile)."""
     from kernelopt.search.graph_variants import FUSION_OPTIONS, LAYOUT_OPTIONS, REREAD_OPTIONS, option_sets
 
     rows = [dict(o) for o in REREAD_OPTIONS]
-    assert rows[0] == {"kernelopt.scaled_softmax": True}
+    assert rows[0] == {"kernelopt.online_softmax": True}
     assert len(rows) == 3 and all(set(o) == {"kernelopt.row_split"} for o in rows[1:])
     assert option_sets(False) == [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS] + rows
     assert option_sets(True) == [dict(o) for o in LAYOUT_OPTIONS + FUSION_OPTIONS] + rows

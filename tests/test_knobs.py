@@ -46,7 +46,7 @@ def test_every_one_setting_graph_variant_is_a_knob_of_the_whole_model_search() -
 
     knobs = set(KNOBS)
     single = [next(iter(o.items())) for o in GRAPH_OPTIONS if len(o) == 1]
-    # kernelopt's own row split and scaled softmax are no Inductor options: their candidates exist
+    # kernelopt's own row split and online-softmax rewrite are no Inductor options: their candidates exist
     # only as the graph stage writes them (tickets for the programs of a row; a rewrite among
     # Inductor's passes), never as a whole-model compile
     assert {o[0] for o in single if o[0] in OWN_OPTIONS} == set(OWN_OPTIONS)

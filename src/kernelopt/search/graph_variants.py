@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from kernelopt.capture.graph_swap import describe_options
+from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
 from kernelopt.capture.row_split import CHUNKS, ROW_SPLIT_OPTION
-from kernelopt.capture.scaled_softmax import SCALED_SOFTMAX_OPTION
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext, register_operator
@@ -49,17 +49,17 @@ LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
 # or norm that Inductor writes as two passes over each row reads it once. Where a graph has no
 # reduction that wide, Inductor writes the graph as compiled, for the price of a compile.
 ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS)
-# A scaled softmax (a temperature, an attention scale) given back to Inductor's online softmax
-# (kernelopt.capture.scaled_softmax): a looped one reads its rows twice instead of three times.
+# A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
+# softmax (kernelopt.capture.online_softmax): a looped one reads its rows once less.
 # Where a graph has none, Inductor writes it as compiled, for the price of a compile.
-REREAD_OPTIONS: tuple[dict[str, Any], ...] = ({SCALED_SOFTMAX_OPTION: True}, *ROW_SPLIT_OPTIONS)
+REREAD_OPTIONS: tuple[dict[str, Any], ...] = ({ONLINE_SOFTMAX_OPTION: True}, *ROW_SPLIT_OPTIONS)
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS
 
 
 def option_sets(copies_first: bool, rereads_first: bool = False) -> list[dict[str, Any]]:
     """The option sets in the order the worker compiles them, which matters when its time for
     compiling runs out: those that remove copy kernels first where copies are the headroom, the
-    scaled softmax and the row splits first where kernels that read their rows twice are (and last
+    online softmax and the row splits first where kernels that read their rows twice are (and last
     elsewhere)."""
     rest = LAYOUT_OPTIONS + FUSION_OPTIONS if copies_first else FUSION_OPTIONS + LAYOUT_OPTIONS
     ordered = REREAD_OPTIONS + rest if rereads_first else rest + REREAD_OPTIONS

@@ -1,8 +1,9 @@
-"""GPU test of the scaled softmax graph option (``kernelopt.capture.scaled_softmax``): log-softmax over
+"""GPU test of the online-softmax graph option (``kernelopt.capture.online_softmax``): log-softmax over
 a 50257-wide vocabulary with a temperature, compiled as max-autotune-no-cudagraphs compiles it (the
 problem's best stock mode on the H200), regenerated with the rewrite among Inductor's passes: the
-online softmax reads each row twice instead of three times, and the candidate goes through the gates.
-The speed is printed, not asserted (benchmarks hold speed)."""
+online softmax reads each row twice instead of three times, and the candidate goes through the gates;
+then logits normalised by their logsumexp (a ``Categorical``'s), the same way. The speed is printed,
+not asserted (benchmarks hold speed)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import pytest
 
 from conftest import EXAMPLES
 from kernelopt.capture import compat
-from kernelopt.capture.scaled_softmax import SCALED_SOFTMAX_OPTION
+from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
 
 pytestmark = pytest.mark.gpu
 
-OPTION = {SCALED_SOFTMAX_OPTION: True}
+OPTION = {ONLINE_SOFTMAX_OPTION: True}
 
 
 def test_the_vocab_log_softmax_is_read_once_less_and_passes_the_gates(monkeypatch) -> None:
@@ -49,3 +50,44 @@ def test_a_softmax_without_a_scale_compiles_as_it_was() -> None:
     spec = asdict(ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py"), {"batch_size": 64}))
     ((variant,),) = worker_targets.graph_variants(spec, [OPTION], None)
     assert not variant["available"] and "the same call sequence" in variant["reason"]
+
+
+LOGSUMEXP_PROBLEM = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, logits):
+        return logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(2048, 50257)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_logits_normalised_by_their_logsumexp_are_read_once_less_and_pass_the_gates(tmp_path, monkeypatch) -> None:
+    from kernelopt.evaluate import worker_targets
+    from kernelopt.evaluate.gate_settings import GateSettings
+    from kernelopt.evaluate.session import ProblemSpec
+
+    monkeypatch.setenv("KERNELOPT_WORKER_USER", "root")
+    problem = tmp_path / "normalised_logits.py"
+    problem.write_text(LOGSUMEXP_PROBLEM)
+    spec = asdict(ProblemSpec(str(problem), {}, options=compat.mode_options("max-autotune-no-cudagraphs")))
+    ((variant,),) = worker_targets.graph_variants(spec, [OPTION], None)
+    print("variant", variant)
+    assert variant["available"], variant["reason"]
+    assert variant["rereads"] < variant["compiled"]["rereads"]
+
+    settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10))
+    result = worker_targets.evaluate_graph(spec, 0, OPTION, settings, None)
+    gates = {v["gate"]: v for v in result["verdicts"]}
+    print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"))
+    assert gates["static"]["passed"], gates["static"]
+    if "model" in gates:
+        assert gates["model"]["passed"], gates["model"]

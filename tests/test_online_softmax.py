@@ -1,6 +1,7 @@
-"""The scaled softmax rewrite (kernelopt.capture.scaled_softmax): the graph option that gives a
-temperature- or scale-softmax back to Inductor's online softmax. CPU: the rewrite's graphs and values
-(Inductor only writes the online kernel for Triton, so the kernel itself is the GPU test's)."""
+"""The online-softmax rewrite (kernelopt.capture.online_softmax): the graph option that gives a
+temperature- or scale-softmax and a logsumexp back to Inductor's online softmax. CPU: the rewrite's
+graphs and values (Inductor only writes the online kernel for Triton, so the kernel itself is the GPU
+test's)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from kernelopt.capture import compat
-from kernelopt.capture.scaled_softmax import rewrite_scaled_softmax
+from kernelopt.capture.online_softmax import rewrite_for_online_softmax
 
 aten = torch.ops.aten
 
@@ -51,7 +52,7 @@ def test_the_bare_stable_form_is_written_as_the_online_softmax_pattern_with_the_
     x = rows()
     before = gm(x)
 
-    assert rewrite_scaled_softmax(gm.graph) == 1
+    assert rewrite_for_online_softmax(gm.graph) == 1
     gm.recompile()
     (exp,) = online_pattern(gm.graph)
     scaled = exp.args[0].args[0]
@@ -85,7 +86,7 @@ def test_a_negative_or_tensor_scale_and_a_softmax_of_another_shape_are_left_alon
     ):
         gm = make_fx(fn)(*args)
         before = [str(n) for n in gm.graph.nodes]
-        assert rewrite_scaled_softmax(gm.graph) == 0, fn.__name__
+        assert rewrite_for_online_softmax(gm.graph) == 0, fn.__name__
         assert [str(n) for n in gm.graph.nodes] == before
 
 
@@ -96,7 +97,7 @@ def test_under_inductor_the_rewrite_runs_before_its_patterns_and_keeps_eager_val
     seen: list[torch.fx.Graph] = []
 
     def watched(graph: torch.fx.Graph) -> None:
-        rewrite_scaled_softmax(graph)
+        rewrite_for_online_softmax(graph)
         seen.append(graph)
 
     def model(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -134,7 +135,7 @@ def test_the_pass_hook_refuses_to_replace_a_users_own_pass() -> None:
 
     with inductor_config.patch({"post_grad_custom_pre_pass": lambda graph: None}):
         with pytest.raises(UnsupportedEnvironment, match="post_grad_custom_pre_pass is already set"):
-            with compat.post_grad_pass(rewrite_scaled_softmax):
+            with compat.post_grad_pass(rewrite_for_online_softmax):
                 pass
     assert inductor_config.post_grad_custom_pre_pass is None
 
@@ -155,11 +156,74 @@ def test_a_where_is_rewritten_only_where_its_branches_are_one_softmax_in_two_for
     x = rows()
     gm = make_fx(lambda x: guarded(x, 0.7, x))(x)
     before = gm(x)
-    assert rewrite_scaled_softmax(gm.graph) == 1
+    assert rewrite_for_online_softmax(gm.graph) == 1
     gm.recompile()
     assert len(online_pattern(gm.graph)) == 1 and not [n for n in gm.graph.nodes if n.target is aten.where.self]
     torch.testing.assert_close(gm(x), before, equal_nan=True)
 
     for other in (lambda x: guarded(x, 0.5, x), lambda x: guarded(x, 0.7, x + 1)):  # another scale, tensor
         gm = make_fx(other)(x)
-        assert rewrite_scaled_softmax(gm.graph) == 0
+        assert rewrite_for_online_softmax(gm.graph) == 0
+
+
+def lse_form(x: torch.Tensor, keepdim: bool, tail: str = "log") -> torch.Tensor:
+    """torch's logsumexp decomposition, written out: the max with infinities masked to zero."""
+    m = torch.amax(x, dim=-1, keepdim=True)
+    masked = torch.where(torch.abs(m) == float("inf"), torch.full((), 0.0, dtype=x.dtype), m)
+    total = torch.exp(x - masked).sum(dim=-1, keepdim=keepdim)
+    shift = masked if keepdim else masked.squeeze(-1)
+    return (torch.log(total) if tail == "log" else torch.sqrt(total)) + shift
+
+
+def test_a_logsumexp_is_written_as_the_online_softmax_pattern_with_its_values_for_every_row() -> None:
+    """``where(isinf(m), m, log(sum(exp(y - m))) + m)``: the same value as torch's form for rows all
+    ``-inf``, with an ``inf``, with a NaN, with ``inf`` and ``-inf`` together; kept or squeezed."""
+    x = rows()
+    x[4, 1], x[4, 2] = float("inf"), float("-inf")
+    for keepdim in (True, False):
+        gm = make_fx(lambda t: lse_form(t, keepdim))(torch.randn(6, 67))  # noqa: B023
+        assert online_pattern(gm.graph) == []
+        assert rewrite_for_online_softmax(gm.graph) == 1
+        gm.recompile()
+        (exp,) = online_pattern(gm.graph)
+        (total,) = exp.users
+        assert total.target is aten.sum.dim_IntList and total.args[2] is True
+        torch.testing.assert_close(gm(x), torch.logsumexp(x, dim=-1, keepdim=keepdim), equal_nan=True)
+        assert not [n for n in gm.graph.nodes if n.target is aten.full.default]  # the masked max is gone
+
+
+def test_a_masked_max_that_is_no_logsumexp_is_left_alone() -> None:
+    x = torch.randn(4, 8)
+    for fn in (
+        lambda t: lse_form(t, True, tail="sqrt"),  # not a log of the sum
+        lambda t: (
+            torch.exp(t - torch.where(torch.abs(m := t.amax(-1, keepdim=True)) == 1.0, torch.full((), 0.0), m))
+            .sum(-1)
+            .log()
+        ),  # a test for one, not for an infinity
+    ):
+        gm = make_fx(fn)(x)
+        before = [str(n) for n in gm.graph.nodes]
+        assert rewrite_for_online_softmax(gm.graph) == 0
+        assert [str(n) for n in gm.graph.nodes] == before
+
+
+def test_under_inductor_a_logsumexp_and_normalised_logits_keep_eager_values() -> None:
+    """Through Inductor's own decomposition (a Categorical's logits: ``x - logsumexp(x)``)."""
+    seen: list[torch.fx.Graph] = []
+
+    def watched(graph: torch.fx.Graph) -> None:
+        rewrite_for_online_softmax(graph)
+        seen.append(graph)
+
+    def model(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.logsumexp(x / 0.7, dim=-1), x - x.logsumexp(dim=-1, keepdim=True)
+
+    x = rows()
+    torch._dynamo.reset()
+    with compat.fresh_compile(), compat.post_grad_pass(watched):
+        got = torch.compile(model)(x)
+    torch._dynamo.reset()
+    assert seen and len(online_pattern(seen[-1])) == 2
+    for out, ref in zip(got, model(x)):
+        torch.testing.assert_close(out, ref, equal_nan=True, rtol=1e-5, atol=1e-5)
