@@ -24,10 +24,15 @@ def node(i: int, options: dict) -> Node:
 def test_greedy_walk_adds_one_knob_and_skips_tried_and_dependent_ones() -> None:
     op = CompilerKnobOperator()
     root = node(1, {})
-    ctx = SearchContext(target=MODEL_TARGET, nodes=[root, node(2, {"coordinate_descent_tuning": True})], rng=random.Random(0))
+    ctx = SearchContext(
+        target=MODEL_TARGET, nodes=[root, node(2, {"coordinate_descent_tuning": True})], rng=random.Random(0)
+    )
     proposals = op.propose(root, ctx, 3)
-    assert [c.options for c in proposals] == [{"max_autotune": True}, {"triton.multi_kernel": 1},
-                                             {"triton.cooperative_reductions": True}]
+    assert [c.options for c in proposals] == [
+        {"max_autotune": True},
+        {"triton.multi_kernel": 1},
+        {"triton.cooperative_reductions": True},
+    ]
     assert all(len(c.options) == 1 for c in proposals)  # max_autotune_gemm_backends needs max_autotune first
     child = node(3, {"max_autotune": True})
     more = op.propose(child, SearchContext(target=MODEL_TARGET, nodes=[root, child], rng=random.Random(0)), 2)
@@ -46,9 +51,11 @@ def test_every_one_setting_graph_variant_is_a_knob_of_the_whole_model_search() -
 
     knobs = set(KNOBS)
     single = [next(iter(o.items())) for o in GRAPH_OPTIONS if len(o) == 1]
-    # kernelopt's own row split and online-softmax rewrite are no Inductor options: their candidates exist
-    # only as the graph stage writes them (tickets for the programs of a row; a rewrite among
-    # Inductor's passes), never as a whole-model compile
+    # kernelopt's own row split is no compile option: its candidates exist only as the graph stage
+    # rewrites them (tickets for the programs of a row), never as a whole-model compile; its online-softmax
+    # rewrite is one (compat.compile_fx_with_inner_hook runs it), so it is a knob too
+    assert OWN_OPTIONS == ("kernelopt.row_split",)
+    assert ("kernelopt.online_softmax", True) in knobs
     assert {o[0] for o in single if o[0] in OWN_OPTIONS} == set(OWN_OPTIONS)
     assert [o for o in single if o not in knobs and o[0] not in OWN_OPTIONS] == []
 
@@ -114,11 +121,20 @@ def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.Monkey
     store = Store(tmp_path / "k.db")
     run_id = store.start_run("optimize", "rmsnorm", "fake", {})
     spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
-    report = opt._optimize(run_context(
-        "rmsnorm", store, run_id, ScriptedWorker(final_passes=False), spec,
-        opt.make_operators(["launch-config", "compiler-knobs"]),
-        Budget(max_evaluations=4, patience=None), GateSettings(model_seeds=(0,), trials=5), 1, timeout_s=120.0,
-    ))
+    report = opt._optimize(
+        run_context(
+            "rmsnorm",
+            store,
+            run_id,
+            ScriptedWorker(final_passes=False),
+            spec,
+            opt.make_operators(["launch-config", "compiler-knobs"]),
+            Budget(max_evaluations=4, patience=None),
+            GateSettings(model_seeds=(0,), trials=5),
+            1,
+            timeout_s=120.0,
+        )
+    )
     knobs = report.knobs
     assert knobs is not None and knobs["evaluations"] == 2, knobs
     assert knobs["stop_reason"].startswith("evaluation budget")
@@ -135,8 +151,13 @@ def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.Monkey
 
 def _knob_answer(options: dict, speedup: float) -> dict:
     """evaluate_knobs' answer for one variant: every gate passed at ``speedup`` (1.0 and below: not faster)."""
-    cmp = {"speedup": speedup, "speedup_q1": speedup - 0.01, "speedup_q3": speedup + 0.01,
-           "baseline": {"median_ms": 1.0}, "candidate": {"median_ms": 1.0 / speedup}}
+    cmp = {
+        "speedup": speedup,
+        "speedup_q1": speedup - 0.01,
+        "speedup_q3": speedup + 0.01,
+        "baseline": {"median_ms": 1.0},
+        "candidate": {"median_ms": 1.0 / speedup},
+    }
     passed = speedup > 1.03
     gates = [{"gate": g, "passed": True, "reason": "ok", "details": {}} for g in ("static", "correctness", "model")]
     gates.append({"gate": "performance", "passed": passed, "reason": f"{speedup}x", "details": {}})
@@ -144,7 +165,9 @@ def _knob_answer(options: dict, speedup: float) -> dict:
 
 
 @pytest.mark.parametrize(("knob_wins", "times_base"), [(True, True), (True, False), (False, True)])
-def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, monkeypatch, knob_wins, times_base) -> None:
+def test_kernels_are_searched_on_the_compile_the_winning_options_make(
+    tmp_path, monkeypatch, knob_wins, times_base
+) -> None:
     """Options first, judged against the base compile; a winner's options go into every later capture, the
     kernel search runs on that capture's kernels, and the result over the base is the final verification's
     timing against the base mode's compile in one process; where that compile failed, the product of the
@@ -181,11 +204,19 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, 
     worker.times_base = times_base
 
     def once():
-        return opt._optimize(run_context(
-            "softmax", store, run_id, worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-            opt.make_operators(["launch-config", "compiler-knobs"]), Budget(max_evaluations=6, patience=2),
-            opt.search_settings(), 1,
-        ))
+        return opt._optimize(
+            run_context(
+                "softmax",
+                store,
+                run_id,
+                worker,
+                opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+                opt.make_operators(["launch-config", "compiler-knobs"]),
+                Budget(max_evaluations=6, patience=2),
+                opt.search_settings(),
+                1,
+            )
+        )
 
     report = once()
     assert knob_calls == [{"coordinate_descent_tuning": True}, {"max_autotune": True}]
@@ -198,7 +229,8 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, 
         assert report.options == {"coordinate_descent_tuning": True} and not report.on_default
         assert worker.base_options == [{}]  # the final verification timed it against the default compile too
         assert "1.250x over the default compile, timed interleaved) and 1 kernel(s) replaced on top (1.190x)" in (
-            report.final_reason)
+            report.final_reason
+        )
         if times_base:
             assert report.speedup_vs_compile == pytest.approx(1.46)  # measured once, not multiplied
             assert report.speedup_vs_compile_iqr == (1.45, 1.47) and report.vs_base["speedup"] == 1.46
@@ -208,8 +240,9 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(tmp_path, 
             assert report.speedup_vs_compile == pytest.approx(1.25 * 1.19)  # options x the kernels on top
             assert report.speedup_vs_compile_iqr is None  # a product of two medians has no IQR
             assert "(the product of the two timings)" in report.final_reason
-            assert any("not timed against the base mode's compile" in w and "OutOfMemoryError" in w
-                       for w in report.warnings)
+            assert any(
+                "not timed against the base mode's compile" in w and "OutOfMemoryError" in w for w in report.warnings
+            )
     else:
         assert kernel_specs == {None} and report.options is None and report.on_default
         assert worker.base_options == [None]  # no options on top: the compile it times against is the base

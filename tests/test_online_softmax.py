@@ -227,3 +227,33 @@ def test_under_inductor_a_logsumexp_and_normalised_logits_keep_eager_values() ->
     assert seen and len(online_pattern(seen[-1])) == 2
     for out, ref in zip(got, model(x)):
         torch.testing.assert_close(out, ref, equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+def test_a_capture_with_the_option_runs_the_rewrite_and_keeps_the_option(monkeypatch) -> None:
+    """``kernelopt.online_softmax`` is a compile option of kernelopt's own: every compile of kernelopt's
+    (capture, the export's rebuild, the backend) runs the rewrite where the options hold it, and Inductor
+    never sees the name; a compile without it runs none."""
+    from kernelopt.capture import capture
+    from kernelopt.capture import online_softmax as module
+
+    calls: list[int] = []
+
+    def counted(graph: torch.fx.Graph) -> int:
+        calls.append(rewrite_for_online_softmax(graph))
+        return calls[-1]
+
+    counted.__module__ = module.__name__  # its cache identity: the module's source
+    monkeypatch.setitem(module.COMPILE_PASSES, module.ONLINE_SOFTMAX_OPTION, counted)
+
+    class Temperature(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.log_softmax(x / 0.7, dim=-1)
+
+    x = torch.randn(4, 67)
+    artifact = capture(Temperature(), [x], {module.ONLINE_SOFTMAX_OPTION: True})
+    assert calls and set(calls) == {1}  # each compile of the graph rewrote its one softmax
+    assert artifact.options == {module.ONLINE_SOFTMAX_OPTION: True}
+    compiles = len(calls)
+    torch.testing.assert_close(artifact.compiled(x), torch.log_softmax(x / 0.7, dim=-1))
+    capture(Temperature(), [x], {})
+    assert len(calls) == compiles

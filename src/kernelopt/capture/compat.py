@@ -42,15 +42,24 @@ def compile_fx_with_inner_hook(
     on_graph: Callable[[Any], None],
     config_patches: dict[str, Any] | None = None,
 ) -> Any:
-    """Compile ``gm`` with Inductor, handing each ``CompiledFxGraph`` to ``on_graph``."""
+    """Compile ``gm`` with Inductor, handing each ``CompiledFxGraph`` to ``on_graph``. kernelopt's own
+    compile options among ``config_patches`` (:data:`~kernelopt.capture.online_softmax.COMPILE_PASSES`:
+    a graph rewrite each) run as a post-grad pass; every compile of kernelopt's (capture, export, backend)
+    comes through here, so a result verified under one is rebuilt under it."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    from kernelopt.capture.online_softmax import COMPILE_PASSES
+
+    patches = {k: v for k, v in (config_patches or {}).items() if k not in COMPILE_PASSES}
+    rewrites = [COMPILE_PASSES[k] for k, v in (config_patches or {}).items() if k in COMPILE_PASSES and v]
 
     def inner(*args: Any, **kwargs: Any) -> Any:
         compiled = compile_fx_inner(*args, **kwargs)
         on_graph(compiled)
         return compiled
 
-    return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=config_patches or {})
+    with post_grad_pass(*rewrites) if rewrites else contextlib.nullcontext():
+        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=patches)
 
 
 def placeholder_sources(gm: torch.fx.GraphModule) -> list[str]:
@@ -167,10 +176,11 @@ def row_split_compile(chunk: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def post_grad_pass(rewrite: Callable[[torch.fx.Graph], Any]) -> Iterator[None]:
-    """``rewrite`` run on every graph's post-grad ATen graph before Inductor's own pattern passes
-    (its ``post_grad_custom_pre_pass``), in this context only: for compiling a graph variant in a
-    worker. Its cache identity is the source of the module that defines it."""
+def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]:
+    """``rewrites`` run in turn on every graph's post-grad ATen graph before Inductor's own pattern
+    passes (its ``post_grad_custom_pre_pass``), in this context only. Their cache identity is the
+    source of the modules that define them. A training graph's backward, which Inductor compiles at
+    the first backward call, compiles without them."""
     import hashlib
     import inspect
 
@@ -182,15 +192,17 @@ def post_grad_pass(rewrite: Callable[[torch.fx.Graph], Any]) -> Iterator[None]:
             "Inductor's post_grad_custom_pre_pass is already set; kernelopt's graph rewrite needs it: "
             "compile without one to search this graph option"
         )
-    module = sys.modules[rewrite.__module__]
-    identity = hashlib.sha256(inspect.getsource(module).encode()).hexdigest()
+    names = ",".join(f"{r.__module__}.{r.__name__}" for r in rewrites)
+    sources = "".join(inspect.getsource(sys.modules[r.__module__]) for r in rewrites)
+    identity = hashlib.sha256(sources.encode()).hexdigest()
 
     class KerneloptPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
-            rewrite(graph)
+            for rewrite in rewrites:
+                rewrite(graph)
 
         def uuid(self) -> str:
-            return f"kernelopt:{rewrite.__module__}.{rewrite.__name__}:{identity}"
+            return f"kernelopt:{names}:{identity}"
 
     with inductor_config.patch({"post_grad_custom_pre_pass": KerneloptPass()}):
         yield

@@ -16,8 +16,9 @@ too wide for one program's registers is then read once more than it needs:
   which the pattern does not match either. It is written as ``where(isinf(m), m, log(sum(exp(y - m))) + m)``,
   the same value for every row (all ``-inf``: ``-inf``; an ``inf``: ``inf``; a NaN: NaN).
 
-The rewrite runs as a graph option of the graph stage, before Inductor's own patterns; Inductor then
-writes its online softmax. Nothing else in a graph changes.
+The rewrite runs before Inductor's own patterns wherever the compile options hold
+``kernelopt.online_softmax`` (a graph variant of the graph stage, a knob of the compiler-knob search,
+an export verified under it): Inductor then writes its online softmax. Nothing else in a graph changes.
 """
 
 from __future__ import annotations
@@ -229,3 +230,7 @@ def _erase_orphans(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
         graph.erase_node(n)
         erased.add(n)
         pending.extend(inputs)
+
+
+# kernelopt's own compile options, each the post-grad rewrite it runs (compat.compile_fx_with_inner_hook)
+COMPILE_PASSES = {ONLINE_SOFTMAX_OPTION: rewrite_for_online_softmax}

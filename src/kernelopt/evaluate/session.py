@@ -27,7 +27,7 @@ import torch
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
 from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
-from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION, rewrite_for_online_softmax
+from kernelopt.capture.online_softmax import COMPILE_PASSES
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
 from kernelopt.capture.snapshot import snapshot_launches
@@ -61,7 +61,7 @@ def _no_graph_candidate(graph: int, why: str, rule: str) -> dict[str, Any]:
     return {"verdicts": [verdict.to_dict()], "passed": False, "graph": graph, "timings": {}, "gpu_s": 0.0}
 
 
-OWN_OPTIONS = (ROW_SPLIT_OPTION, ONLINE_SOFTMAX_OPTION)  # graph options kernelopt applies itself
+OWN_OPTIONS = (ROW_SPLIT_OPTION,)  # graph options kernelopt applies itself, never a whole-model compile's
 
 
 def _row_split(made: GraphCandidate, variant: Any, tag: str) -> GraphCandidate | str:
@@ -190,20 +190,16 @@ class EvaluationSession:
     def compile_variant(self, options: dict[str, Any], tag: str) -> Artifact | str:
         """The model compiled under ``options`` beside the capture (a forward with its own code object,
         so the captured model keeps its kernels), or why it could not be. ``kernelopt.row_split`` among
-        them compiles under :func:`~kernelopt.capture.compat.row_split_compile`, ``kernelopt.online_softmax``
-        with :func:`~kernelopt.capture.online_softmax.rewrite_for_online_softmax` among Inductor's passes."""
+        them compiles under :func:`~kernelopt.capture.compat.row_split_compile`; kernelopt's own compile
+        options (``kernelopt.online_softmax``) go with Inductor's to the compile."""
         inductor = {k: v for k, v in options.items() if k not in OWN_OPTIONS}
-        unknown = [name for name in inductor if not compat.has_inductor_option(name)]
+        unknown = [name for name in inductor if not (compat.has_inductor_option(name) or name in COMPILE_PASSES)]
         if unknown:
             return f"this torch has no option {unknown[0]}"
         chunk = options.get(ROW_SPLIT_OPTION)
         stage(tag)
         try:
-            with contextlib.ExitStack() as own:
-                if chunk:
-                    own.enter_context(compat.row_split_compile(int(chunk)))
-                if options.get(ONLINE_SOFTMAX_OPTION):
-                    own.enter_context(compat.post_grad_pass(rewrite_for_online_softmax))
+            with compat.row_split_compile(int(chunk)) if chunk else contextlib.nullcontext():
                 return capture(
                     separate_code(self.model, tag.replace(" ", "_")),
                     self.inputs,

@@ -42,6 +42,8 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("loop_ordering_after_fusion", True),
     ("shape_padding", False),
     ("comprehensive_padding", False),
+    # kernelopt's own: a scaled softmax or logsumexp given back to Inductor's online softmax
+    ("kernelopt.online_softmax", True),
 )
 # Knobs that only mean something together with another.
 REQUIRES = {
