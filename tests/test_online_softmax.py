@@ -257,3 +257,27 @@ def test_a_capture_with_the_option_runs_the_rewrite_and_keeps_the_option(monkeyp
     torch.testing.assert_close(artifact.compiled(x), torch.log_softmax(x / 0.7, dim=-1))
     capture(Temperature(), [x], {})
     assert len(calls) == compiles
+
+
+def test_the_token_log_probs_problem_is_rewritten_where_its_logits_are_upcast(monkeypatch) -> None:
+    """examples/problems/level1/26_token_log_probs.py (bf16 logits, float32 log-probabilities over a
+    vocabulary) at its small sizes: its logsumexp is found through the cast, and the values stay."""
+    from conftest import EXAMPLES
+
+    from kernelopt.capture import capture
+    from kernelopt.capture import online_softmax as module
+    from kernelopt.problem import load_problem
+
+    problem = load_problem(EXAMPLES / "level1/26_token_log_probs.py").small()
+    model, inputs = problem.build_model(0, "cpu"), problem.make_inputs(0, "cpu")
+    calls: list[int] = []
+
+    def counted(graph: torch.fx.Graph) -> int:
+        calls.append(rewrite_for_online_softmax(graph))
+        return calls[-1]
+
+    counted.__module__ = module.__name__
+    monkeypatch.setitem(module.COMPILE_PASSES, module.ONLINE_SOFTMAX_OPTION, counted)
+    artifact = capture(model, inputs, {module.ONLINE_SOFTMAX_OPTION: True})
+    assert calls and set(calls) == {1}
+    torch.testing.assert_close(artifact.compiled(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
