@@ -14,7 +14,7 @@ from kernelopt.evaluate.analysis import build_launch_reports, summarize_analysis
 BLOCK = parse_output_code((FIXTURES / "inductor" / "03_transformer_block.graph0.py").read_text())
 KERNELS = {k.name: k.source for k in BLOCK.kernels.values()}
 
-CAT = '''
+CAT = """
 @triton.jit
 def triton_poi_fused_cat_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
     xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:]
@@ -27,7 +27,7 @@ def triton_poi_fused_cat_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.const
     tmp9 = tl.load(in_ptr1 + ((-64) + x0 + 32*x1), tmp6 & xmask, other=0.0)
     tmp10 = tl.where(tmp3, tmp4, tmp9)
     tl.store(out_ptr0 + (xindex), tmp10.to(tl.float16), xmask)
-'''
+"""
 
 
 def test_the_transpose_before_a_matmul_is_a_mover_and_the_bias_adds_and_norms_are_not() -> None:
@@ -77,3 +77,34 @@ def test_analyze_counts_the_movers_time_apart() -> None:
     assert "take 30% of the compiled forward's time" in stage
     quiet = summarize_analysis("p", "gpu", 4000.0, Timing, Timing, rows[1:], 100.0)
     assert not [s for s in summary_lines(quiet) if s.startswith("optimize also searches graph variants")]
+
+
+def test_the_analysis_table_says_how_many_times_a_kernel_loops_over_its_rows() -> None:
+    """A looped softmax that computes its max and its sum apart reads each row three times; the
+    table's passes column says so beside % peak (which counts bytes moved once)."""
+    from rich.console import Console
+
+    from kernelopt.cli.format import analysis_table
+
+    loop = "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):\n        pass\n"
+    sources = {"triton_red_fused__log_softmax_0": "def k():\n" + loop * 3, "triton_poi_fused_add_1": "def k():\n"}
+    launches = [
+        Launch(0, 0, "triton", "triton_red_fused__log_softmax_0"),
+        Launch(1, 0, "triton", "triton_poi_fused_add_1"),
+    ]
+    rows = build_launch_reports(launches, {0: 80.0, 1: 20.0}, 4000.0, sources)
+    assert [r.second_passes for r in rows] == [2, 0]
+
+    class Timing:
+        median_ms, rel_spread = 0.1, 0.01
+
+    console = Console(width=200, record=True)
+    console.print(analysis_table(summarize_analysis("p", "gpu", 4000.0, Timing, Timing, rows, 100.0)))
+    lines = console.export_text().splitlines()
+
+    def last_cell(marker: str) -> str:
+        (line,) = [line for line in lines if marker in line]
+        return [cell.strip() for cell in line.replace("┃", "│").split("│")][-2]
+
+    assert last_cell("headroom") == "passes"
+    assert last_cell("log_softmax") == "3" and last_cell("fused_add") == ""

@@ -37,6 +37,7 @@ def analysis_table(report: AnalysisReport) -> Table:
         ("GB/s", "right"),
         ("% peak", "right"),
         ("headroom µs", "right"),
+        ("passes", "right"),
     ]:
         table.add_column(col, justify=justify, no_wrap=col != "name")  # type: ignore[arg-type]
     for row in report.launches:
@@ -49,6 +50,9 @@ def analysis_table(report: AnalysisReport) -> Table:
             _num(row.achieved_gbps, ".0f"),
             _num(row.pct_of_peak, ".0f"),
             _num(row.headroom_us, ".1f"),
+            # loops over its rows: each after the first reads them again, which % peak (bytes moved once)
+            # does not count; a looped softmax that computes its max and sum apart makes three
+            str(1 + row.second_passes) if row.second_passes else "",
         )
     return table
 
