@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-ONLINE_SOFTMAX_OPTION = "kernelopt.online_softmax"  # a graph option of kernelopt's own: True
+ONLINE_SOFTMAX_OPTION = "kernelopt.online_softmax"  # a compile option of kernelopt's own: True
 
 _aten = torch.ops.aten
 
