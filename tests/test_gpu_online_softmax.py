@@ -91,3 +91,26 @@ def test_logits_normalised_by_their_logsumexp_are_read_once_less_and_pass_the_ga
     assert gates["static"]["passed"], gates["static"]
     if "model" in gates:
         assert gates["model"]["passed"], gates["model"]
+
+
+def test_token_log_probs_from_bf16_logits_are_read_once_less(monkeypatch) -> None:
+    """examples/problems/level1/26_token_log_probs.py at full size (1024 x 128256, bf16 logits upcast):
+    the logsumexp found through the cast, one pass over the rows fewer, through the gates."""
+    from kernelopt.evaluate import worker_targets
+    from kernelopt.evaluate.gate_settings import GateSettings
+    from kernelopt.evaluate.session import ProblemSpec
+
+    monkeypatch.setenv("KERNELOPT_WORKER_USER", "root")
+    options = compat.mode_options("max-autotune-no-cudagraphs")
+    spec = asdict(ProblemSpec(str(EXAMPLES / "level1/26_token_log_probs.py"), {}, options=options))
+    ((variant,),) = worker_targets.graph_variants(spec, [OPTION], None)
+    print("variant", variant)
+    assert variant["available"], variant["reason"]
+    assert variant["rereads"] < variant["compiled"]["rereads"]
+    settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10))
+    result = worker_targets.evaluate_graph(spec, 0, OPTION, settings, None)
+    gates = {v["gate"]: v for v in result["verdicts"]}
+    print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"))
+    assert gates["static"]["passed"], gates["static"]
+    if "model" in gates:
+        assert gates["model"]["passed"], gates["model"]
