@@ -189,8 +189,8 @@ def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]
 
     if inductor_config.post_grad_custom_pre_pass is not None:
         raise UnsupportedEnvironment(
-            "Inductor's post_grad_custom_pre_pass is already set; kernelopt's graph rewrite needs it: "
-            "compile without one to search this graph option"
+            "Inductor's post_grad_custom_pre_pass is already set, and kernelopt's compile option "
+            "(kernelopt.online_softmax) runs its rewrite there: unset your own pass for this compile"
         )
     names = ",".join(f"{r.__module__}.{r.__name__}" for r in rewrites)
     sources = "".join(inspect.getsource(sys.modules[r.__module__]) for r in rewrites)
