@@ -809,3 +809,18 @@ def test_a_bench_given_a_slot_of_time_ends_between_problems(tmp_path: Path) -> N
     assert cli.exit_code == 0, cli.output
     assert "[1/3] level1/01_fast not started: --stop-after has passed" in cli.stderr
     assert "Run so far: 0 of the suite's 3 problems; not yet run: level1/01_fast, level1/02_fast, level1/03_fast." in cli.stdout
+
+
+def test_with_an_llm_every_problem_gets_the_relays_access_and_the_results_record_only_the_model(tmp_path: Path) -> None:
+    """``bench --llm``: each problem's worker is handed the relay's address and token (never the key);
+    the results' record of the bench names the provider and model, and neither address nor token."""
+    from kernelopt.agents.relay import RelayAccess
+
+    access = RelayAccess("openai", "gpt-4o", "http://127.0.0.1:9", "the-token", 4, 30.0, 2)
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST})
+    report = _bench(suite, tmp_path / "out", extra_options={"flag": 7}, llm=access)
+    (fast,) = report.outcomes
+    assert fast.details["options"]["llm"] == access.to_dict()
+    meta = json.loads((tmp_path / "out" / "results.json").read_text())["meta"]
+    assert meta["llm"] == "openai:gpt-4o" and meta["extra_options"] == {"flag": 7}
+    assert "the-token" not in json.dumps(meta) and "127.0.0.1:9" not in json.dumps(meta)

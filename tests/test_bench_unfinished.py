@@ -175,6 +175,7 @@ def test_a_finished_run_is_not_taken_by_another_bench_other_search_or_a_changed_
         assert finished_run(store, str(problem), None, None, search) is None  # no export folder: nothing to tie it to
         assert finished_run(store, str(problem), None, here, {**search, "budget": {"max_evaluations": 99}}) is None
         assert finished_run(store, str(problem), {"batch_size": 2}, here, search) is None
+        assert finished_run(store, str(problem), None, here, {**search, "llm": "openai:gpt-4o"}) is None  # no LLM then
         # the export changed after the run finished (a mode recorded in it while delivering): start afresh
         (tmp_path / "models" / "11_frob.kopt.json").write_text('{"replacements": 1, "run_mode": "reduce-overhead"}')
         assert finished_run(store, str(problem), None, here, search) is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +26,7 @@ from kernelopt.cli.common import (
 from kernelopt.search.operators import DEFAULT_OPERATORS
 
 if TYPE_CHECKING:
+    from kernelopt.agents.relay import RelayAccess
     from kernelopt.pipeline.bench import BenchEvent, BenchReport
     from kernelopt.report.metrics import ProblemOutcome
 
@@ -108,6 +111,18 @@ def bench(
         help="NAME=VALUE: set a size constant in every problem that defines it (repeatable), e.g. --size "
         "batch_size=64; a resumed bench keeps the sizes it started with.",
     ),
+    llm: str | None = typer.Option(
+        None,
+        "--llm",
+        help="Add the LLM agents to every problem's search: openai:MODEL, anthropic:MODEL or "
+        "openai-compatible:MODEL@URL. Problem workers reach it through a relay that holds the key.",
+    ),
+    llm_config: Path | None = typer.Option(
+        None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."
+    ),
+    llm_max_requests: int = typer.Option(
+        5000, "--llm-max-requests", help="With --llm: LLM requests the relay lets the whole bench make."
+    ),
     worker_target: str | None = typer.Option(None, "--worker-target", hidden=True),
     worker_path: list[Path] | None = typer.Option(None, "--worker-path", hidden=True),
 ) -> None:
@@ -144,6 +159,7 @@ def bench(
         refuse_model_bench_flags(
             suite_dir,
             {
+                "--llm": llm is not None or llm_config is not None,
                 "--stock-modes": stock_modes is not None,
                 "--cuda-graphs": cuda_graphs is not None,
                 "--max-targets": max_targets is not None,
@@ -180,33 +196,56 @@ def bench(
         return
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
-    report = run_bench(
-        suite_dir,
-        problems=selected,
-        time_limit_s=time_limit,
-        results_dir=out_dir or Path("bench-results") / suite_dir.resolve().name,
-        resume=resume,
-        target=worker_target or DEFAULT_TARGET,
-        worker_timeout_s=timeout,
-        extra_options={
-            "budget": config.budget,
-            "max_targets": config.max_targets,
-            "patience": config.patience,
-            "operators": chosen,
-            "settings": config.values(),
-            **({"store": str(store)} if store else {}),
-        },
-        on_event=lambda event: _print_event(event, err),
-        extra_path=list(worker_path or []),
-        gpus=gpus,
-        shard=_shard(shard),
-        retry_failed=retry_failed,
-        config=config,
-        write_report=not no_report,
-        sizes=sizes,
-        stop_after_s=stop_after,
-    )
+    with llm_relay(llm, llm_config, llm_max_requests) as relay:  # a bad --llm or a missing key: here
+        report = run_bench(
+            suite_dir,
+            problems=selected,
+            time_limit_s=time_limit,
+            results_dir=out_dir or Path("bench-results") / suite_dir.resolve().name,
+            resume=resume,
+            target=worker_target or DEFAULT_TARGET,
+            worker_timeout_s=timeout,
+            extra_options={
+                "budget": config.budget,
+                "max_targets": config.max_targets,
+                "patience": config.patience,
+                "operators": chosen,
+                "settings": config.values(),
+                **({"store": str(store)} if store else {}),
+            },
+            on_event=lambda event: _print_event(event, err),
+            extra_path=list(worker_path or []),
+            gpus=gpus,
+            shard=_shard(shard),
+            retry_failed=retry_failed,
+            config=config,
+            write_report=not no_report,
+            sizes=sizes,
+            stop_after_s=stop_after,
+            llm=relay,
+        )
     _show(report, as_json)
+
+
+@contextmanager
+def llm_relay(llm: str | None, llm_config: Path | None, max_requests: int) -> Iterator[RelayAccess | None]:
+    """The bench's key relay for ``--llm`` (:mod:`kernelopt.agents.relay`), serving while the bench runs;
+    its access goes to every problem's worker. None without ``--llm`` or ``--llm-config``. The key is
+    read here, once: a missing one stops the bench before any problem."""
+    if llm is None and llm_config is None:
+        yield None
+        return
+    from kernelopt.agents.providers import LLMConfig, load_llm_config, resolve_api_key
+    from kernelopt.agents.providers.anthropic_provider import DEFAULT_ANTHROPIC_URL
+    from kernelopt.agents.providers.openai_provider import DEFAULT_OPENAI_URL
+    from kernelopt.agents.relay import KeyRelay
+
+    config = load_llm_config(llm_config) if llm_config is not None else LLMConfig()
+    spec = config.spec_for(llm)
+    key = resolve_api_key(spec, api_key_env=config.api_key_env)
+    upstream = spec.base_url or (DEFAULT_ANTHROPIC_URL if spec.kind == "anthropic" else DEFAULT_OPENAI_URL)
+    with KeyRelay(spec, key, upstream, config, max_requests) as relay:
+        yield relay.access
 
 
 @app.command("bench-merge")

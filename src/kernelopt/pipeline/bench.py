@@ -44,6 +44,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from kernelopt.agents.relay import RelayAccess
 from kernelopt.config import Settings, default_of, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
@@ -125,6 +126,7 @@ def run_bench(
     write_report: bool = True,
     sizes: dict[str, Any] | None = None,
     stop_after_s: float | None = None,
+    llm: RelayAccess | None = None,
     _clock: Callable[[], float] = time.monotonic,
 ) -> BenchReport:
     """Benchmark every (selected) problem of ``suite_dir``; write and return the scoreboard.
@@ -149,7 +151,8 @@ def run_bench(
     the results record them, and a resumed bench keeps them. ``stop_after_s``: no problem starts
     that many seconds after the bench began (those running finish): a bench given a fixed slot
     of time (a lent GPU, a CI job) ends between problems instead of cutting one short, whose
-    GPU time would be lost; ``--resume`` runs the rest.
+    GPU time would be lost; ``--resume`` runs the rest. ``llm``: every problem's search adds the LLM
+    agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, existing results without ``resume``, a size no selected problem defines, or
@@ -215,6 +218,7 @@ def run_bench(
         shard=list(shard) if shard else None,
         sizes=dict(sizes or {}),
         suite_problems=[name for name, _ in suite_files(root)],  # what "run so far" is counted against
+        llm=f"{llm.kind}:{llm.model}" if llm else None,  # the relay's address and token are never recorded
     )
     order = [entry.name for entry in entries]
     outcomes = dict(done)
@@ -240,6 +244,8 @@ def run_bench(
             _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
         try:
             options = {**(extra_options or {}), **({"sizes": applied[entry.path]} if applied.get(entry.path) else {})}
+            if llm is not None:
+                options["llm"] = llm.to_dict()
             outcome = _bench_one(entry, target, time_limit_s, timeout_s, options, extra_path, gpu, stop)
         finally:
             with lock:

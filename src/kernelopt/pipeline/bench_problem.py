@@ -16,10 +16,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kernelopt.agents.relay import RelayAccess
 from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import versions
-from kernelopt.pipeline.optimize import optimize
+from kernelopt.pipeline.optimize import llm_name, optimize
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.pipeline.stock_modes import (
     best_stock_for,
@@ -230,18 +231,23 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     sizes = options.get("sizes") or None  # the bench's --size overrides this problem defines
     operators = tuple(options.get("operators") or DEFAULT_OPERATORS)
     export_dir = options.get("export_dir")  # this bench's: a run finished for another bench is not taken
-    search = {"operators": list(operators), "budget": asdict(budget)}
+    relay = RelayAccess.from_dict(options["llm"]) if options.get("llm") else None
+    # what a finished run must have searched with to be taken (the LLM too: a bench resumed with --llm)
+    search = {"operators": list(operators), "budget": asdict(budget), "llm": llm_name(relay.spec() if relay else None)}
     finished = finished_run(store, problem_path, sizes, export_dir, search)
     resumed = None if finished else resume_unfinished(store, problem_path, sizes)
     if finished:
         report, timed = finished
         _log_event("stage", {"stage": f"taking run {report.run_id}, finished before its worker was killed"})
     else:
-        try:
+        try:  # the LLM through the bench's relay (agents.relay): its address and token, never the key
             report = optimize(
                 problem_path,
                 store,
                 resume_run=resumed,
+                llm=relay.spec() if relay else None,
+                llm_config=relay.config() if relay else None,
+                llm_key=relay.key() if relay else None,
                 budget=budget,
                 max_targets=int(options.get("max_targets", config.max_targets)),
                 operators=operators,

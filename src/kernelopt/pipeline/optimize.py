@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelopt.capture.compat import mode_options
 from kernelopt.capture.graph_swap import GraphCandidate
@@ -71,7 +71,19 @@ from kernelopt.store import Store
 from kernelopt.workers.identity import require_readable
 from kernelopt.workers.persistent import PersistentWorker
 
+if TYPE_CHECKING:
+    from kernelopt.agents.providers import ApiKey, LLMConfig, ProviderSpec
+
 STRUCTURAL_OPERATOR = "structural"
+
+
+def llm_name(llm: str | ProviderSpec | None) -> str | None:
+    """``kind:model`` of the run's LLM, for its record (never a URL: a bench's is its relay's)."""
+    if llm is None:
+        return None
+    if isinstance(llm, str):
+        return llm.partition("@")[0]
+    return f"{llm.kind}:{llm.model}"
 
 
 def require_gpu(command: str = "kernelopt optimize") -> None:
@@ -95,8 +107,9 @@ def optimize(
     seed: int = 0,
     timeout_s: float | None = None,
     sizes: dict[str, Any] | None = None,
-    llm: str | None = None,
-    llm_config: str | Path | None = None,
+    llm: str | ProviderSpec | None = None,
+    llm_config: str | Path | LLMConfig | None = None,
+    llm_key: ApiKey | None = None,
     on_event: Callable[[str, dict[str, Any]], None] | None = None,
     effort: str | None = None,
     config: Settings | None = None,
@@ -166,6 +179,7 @@ def optimize(
                 "train": train,
                 "sizes": dict(problem.overrides),
                 "path": str(problem.path.resolve()),  # a bench finds the run its killed worker left (unfinished_run)
+                "llm": llm_name(llm),
             },
         )
     with store.recording(run_id):  # a bad --llm, a failed search or export: the run ends failed
@@ -181,7 +195,8 @@ def optimize(
                 from kernelopt.agents.factory import make_client
                 from kernelopt.search.llm_operator import LLMOperator
 
-                client = make_client(llm, store=store, run_id=run_id, config=llm_config)  # a bad key or model: here
+                # a bad key or model: here
+                client = make_client(llm, store=store, run_id=run_id, config=llm_config, api_key=llm_key)
                 ops = [*ops, LLMOperator(client, store, run_id, device=label)]
             with PersistentWorker(env=compile_cache_env(config)) as worker:
                 report = _optimize(

@@ -1,0 +1,190 @@
+"""LLM calls for processes that must not hold the API key: a relay on 127.0.0.1 that adds it.
+
+``kernelopt bench`` runs each problem's search in a worker that also runs the problem's code, which
+kernelopt did not write; that worker gets the LLM's address as this relay's and a token of the
+bench's own, never the key. The relay checks the token, puts the real key in its place and forwards
+the request to the provider as it came (the SDKs speak to it as to the provider). What code in a
+problem worker can do with the token is bounded: it works only while the bench runs, only through
+this relay, and only for ``max_requests`` requests, after which the relay refuses with 403 (no SDK
+retries that). The key stays in the bench process, which other processes of its user cannot read
+(``workers.hardening``); a worker running as root could read it anyway, so as root the bench's
+problem workers (which keep the bench's user) are trusted with it as with everything else.
+
+The standard library's ``ThreadingHTTPServer`` and ``urllib``: a relay of whole requests (the SDKs'
+calls here do not stream) needs nothing more, and the SDKs' own HTTP clients differ between versions.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kernelopt.agents.providers.keys import ApiKey
+from kernelopt.agents.providers.spec import LLMConfig, ProviderSpec
+
+DEFAULT_MAX_REQUESTS = 5000
+# Not forwarded either way: hop-by-hop headers, those the HTTP client sets itself, and the credentials.
+_DROPPED = frozenset(
+    {
+        "host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer",
+        "content-length", "content-encoding", "accept-encoding", "authorization", "x-api-key", "api-key",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RelayAccess:
+    """What a worker is handed: the provider's kind and model, the relay's address as the base URL,
+    the token, and the client settings of the bench's LLM config. Never the key."""
+
+    kind: str
+    model: str
+    url: str
+    token: str
+    max_concurrency: int
+    timeout_s: float
+    max_retries: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RelayAccess:
+        return cls(**data)
+
+    def spec(self) -> ProviderSpec:
+        return ProviderSpec(self.kind, self.model, self.url)  # type: ignore[arg-type]
+
+    def config(self) -> LLMConfig:
+        return LLMConfig(max_concurrency=self.max_concurrency, timeout_s=self.timeout_s, max_retries=self.max_retries)
+
+    def key(self) -> ApiKey:
+        return ApiKey(self.token, None)
+
+
+class KeyRelay:
+    """The relay for one provider (``spec``, its ``key``): ``with KeyRelay(...) as relay`` serves until
+    the block ends; :attr:`access` is what a worker gets."""
+
+    def __init__(
+        self,
+        spec: ProviderSpec,
+        key: ApiKey,
+        upstream: str,
+        config: LLMConfig,
+        max_requests: int = DEFAULT_MAX_REQUESTS,
+    ) -> None:
+        self.spec, self.upstream, self.max_requests = spec, upstream.rstrip("/"), max_requests
+        self.token = secrets.token_urlsafe(32)
+        self.requests = 0
+        self._key, self._config = key, config
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="kernelopt-llm-relay", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def access(self) -> RelayAccess:
+        return RelayAccess(
+            self.spec.kind,
+            self.spec.model,
+            self.url,
+            self.token,
+            self._config.max_concurrency,
+            self._config.timeout_s,
+            self._config.max_retries,
+        )
+
+    def __enter__(self) -> KeyRelay:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def admit(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        """None for a request that carries the token and fits the cap; else the status and why."""
+        bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not secrets.compare_digest(bearer or headers.get("x-api-key", ""), self.token):
+            return 401, "this relay needs the bench's token"
+        with self._lock:
+            if self.requests >= self.max_requests:
+                return 403, f"the bench's LLM relay allows {self.max_requests} requests, all used"
+            self.requests += 1
+        return None
+
+    def credentials(self) -> dict[str, str]:
+        """The provider's own authentication header with the real key (a keyless local server gets the
+        placeholder it would get without the relay)."""
+        if self.spec.kind == "anthropic":
+            return {"x-api-key": self._key.value}
+        return {"authorization": f"Bearer {self._key.value}"}
+
+    def forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The provider's answer to the request as it came, with the key in place of the token; an error
+        status is an answer too (the SDK maps and retries it as it would the provider's own)."""
+        sent = {k: v for k, v in headers.items() if k not in _DROPPED}
+        request = urllib.request.Request(
+            self.upstream + path, data=body if body else None, headers={**sent, **self.credentials()}, method=method
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self._config.timeout_s) as reply:
+                return reply.status, _kept(reply.headers.items()), reply.read()
+        except urllib.error.HTTPError as error:
+            return error.code, _kept(error.headers.items()), error.read()
+
+
+def _handler(relay: KeyRelay) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _relay(self) -> None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            body = self.rfile.read(int(headers.get("content-length") or 0))
+            refused = relay.admit(headers)
+            if refused is not None:
+                status, why = refused
+                self._send(status, {"content-type": "application/json"}, _error(status, why))
+                return
+            try:
+                status, kept, content = relay.forward(self.command, self.path, headers, body)
+            except Exception as exc:  # the provider unreachable: the SDK sees a 502 and retries as for one
+                self._send(502, {"content-type": "application/json"}, _error(502, f"relay: {type(exc).__name__}"))
+                return
+            self._send(status, kept, content)
+
+        def _send(self, status: int, headers: dict[str, str], content: bytes) -> None:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_POST = do_GET = _relay  # http.server's names
+
+        def log_message(self, *args: Any) -> None:  # no line per request on the bench's console
+            return
+
+    return Handler
+
+
+def _kept(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers if k.lower() not in _DROPPED}
+
+
+def _error(status: int, message: str) -> bytes:
+    import json
+
+    return json.dumps({"type": "error", "error": {"type": "relay_error", "message": message, "code": status}}).encode()

@@ -1,0 +1,145 @@
+"""The bench's key relay (kernelopt.agents.relay): a problem worker's LLM calls reach the provider
+through it with the bench's token, never the key; against local servers that speak the OpenAI and
+Anthropic wire formats, through the real SDKs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import urllib.error
+import urllib.request
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from llm_servers import ScriptedLLMServer  # noqa: E402
+
+from kernelopt.agents.factory import make_client  # noqa: E402
+from kernelopt.agents.providers import ApiKey, LLMConfig, LLMSetupError, ProviderSpec  # noqa: E402
+from kernelopt.agents.relay import KeyRelay, RelayAccess  # noqa: E402
+from kernelopt.agents.types import Message  # noqa: E402
+
+KEYS = {"openai": "sk-real-openai-789", "anthropic": "sk-ant-real-012"}
+MODELS = {"openai": "gpt-4o", "anthropic": "claude-haiku-4-5"}
+CHAT = [Message("user", "Make this kernel faster.")]
+CONFIG = LLMConfig(timeout_s=5.0, max_retries=0)
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def upstream(request: pytest.FixtureRequest) -> Iterator[ScriptedLLMServer]:
+    server = ScriptedLLMServer(request.param).start()
+    yield server
+    server.stop()
+
+
+def call(url: str, headers: dict[str, str], body: bytes | None) -> tuple[int, str]:
+    """The status and text of one request to the relay, an error status included."""
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST" if body else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def relay_for(server: ScriptedLLMServer, max_requests: int = 10, variable: str | None = "THE_KEY") -> KeyRelay:
+    spec = ProviderSpec(server.flavor, MODELS[server.flavor])  # type: ignore[arg-type]
+    return KeyRelay(spec, ApiKey(KEYS[server.flavor], variable), server.base_url, CONFIG, max_requests)
+
+
+def worker_client(access: RelayAccess) -> object:
+    """What a problem worker builds from the access it is handed (bench_problem), through a dict."""
+    handed = RelayAccess.from_dict(json.loads(json.dumps(access.to_dict())))
+    return make_client(handed.spec(), config=handed.config(), api_key=handed.key(), cache=False)
+
+
+def test_a_workers_call_reaches_the_provider_with_the_key_and_never_the_token(upstream, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the worker has no key of its own
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with relay_for(upstream) as relay:
+        access = relay.access
+        assert KEYS[upstream.flavor] not in json.dumps(access.to_dict())
+        with worker_client(access) as client:  # type: ignore[attr-defined]
+            assert client.complete(CHAT).text == "ok"
+    (request,) = upstream.requests
+    sent = json.dumps(request.headers)
+    assert KEYS[upstream.flavor] in sent and access.token not in sent
+    assert request.body["model"] == MODELS[upstream.flavor] and relay.requests == 1
+    # the path the SDK asked the relay for, under the provider's base URL
+    assert request.path == ("/v1/chat/completions" if upstream.flavor == "openai" else "/v1/messages")
+
+
+def test_a_request_without_the_token_or_past_the_cap_is_refused_and_never_forwarded(upstream) -> None:
+    header = "authorization" if upstream.flavor == "openai" else "x-api-key"
+    with relay_for(upstream, max_requests=1) as relay:
+        url = relay.url + ("/chat/completions" if upstream.flavor == "openai" else "/v1/messages")
+
+        def post(token: str) -> tuple[int, str]:
+            value = f"Bearer {token}" if header == "authorization" else token
+            body = json.dumps({"model": MODELS[upstream.flavor], "messages": [], "max_tokens": 8}).encode()
+            return call(url, {header: value, "content-type": "application/json"}, body)
+
+        for wrong in ("", "guess", KEYS[upstream.flavor]):
+            status, text = post(wrong)
+            assert status == 401 and "token" in json.loads(text)["error"]["message"]
+        assert post(relay.token)[0] == 200
+        status, text = post(relay.token)
+        assert status == 403 and "allows 1 requests" in json.loads(text)["error"]["message"]
+    assert len(upstream.requests) == 1 and relay.requests == 1
+
+
+def test_a_keyless_local_server_gets_the_placeholder_it_gets_without_the_relay() -> None:
+    server = ScriptedLLMServer("openai").start()
+    try:
+        spec = ProviderSpec("openai-compatible", "qwen2.5-coder", server.base_url)
+        with KeyRelay(spec, ApiKey("not-needed", None), server.base_url, CONFIG) as relay:
+            with worker_client(relay.access) as client:  # type: ignore[attr-defined]
+                assert client.complete(CHAT).text == "ok"
+        (request,) = server.requests
+        assert request.headers["authorization"] == "Bearer not-needed"
+    finally:
+        server.stop()
+
+
+def test_the_bench_reads_the_key_once_and_stops_before_any_problem_without_one(monkeypatch) -> None:
+    from kernelopt.cli.bench_cmd import llm_relay
+
+    with llm_relay(None, None, 10) as none:
+        assert none is None
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(LLMSetupError, match="OPENAI_API_KEY is not set"):
+        with llm_relay("openai:gpt-4o", None, 10):
+            pass
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    with llm_relay("openai:gpt-4o", None, 10) as access:
+        assert access is not None and (access.kind, access.model) == ("openai", "gpt-4o")
+        assert access.url.startswith("http://127.0.0.1:") and access.token != "sk-from-env"
+        assert call(access.url + "/models", {}, None)[0] == 401  # serving, and guarded
+
+
+def test_a_bench_problem_searches_with_the_llm_through_the_access_it_is_handed(monkeypatch, tmp_path) -> None:
+    """bench_problem builds the worker's LLM from the relay access in its options: the relay's address
+    as the provider's base URL, the token as its key, the bench's client settings."""
+    from kernelopt.config import load_settings
+    from kernelopt.errors import KerneloptError
+    from kernelopt.pipeline import bench_problem
+
+    given: dict[str, object] = {}
+
+    def fake_optimize(path, store, **kwargs):
+        given.update(kwargs)
+        raise KerneloptError("stop here")
+
+    monkeypatch.setattr(bench_problem, "optimize", fake_optimize)
+    access = RelayAccess("anthropic", "claude-haiku-4-5", "http://127.0.0.1:9", "the-token", 3, 40.0, 1)
+    settings = load_settings({"store": str(tmp_path / "k.db")}, env={})
+    options = {"settings": settings.values(), "name": "level1/01_relu", "llm": access.to_dict()}
+    row = bench_problem.bench_problem(str(tmp_path / "01_relu.py"), options)
+    assert row["status"] == "run_error" and "the-token" not in json.dumps(row)
+    assert given["llm"] == ProviderSpec("anthropic", "claude-haiku-4-5", "http://127.0.0.1:9")
+    assert given["llm_key"] == ApiKey("the-token", None)
+    assert given["llm_config"] == LLMConfig(max_concurrency=3, timeout_s=40.0, max_retries=1)
