@@ -14,6 +14,7 @@ from rich.text import Text
 
 from kernelopt.cli.common import (
     EFFORT_OPTION,
+    LLM_CONFIG_OPTION,
     STORE_OPTION,
     app,
     err,
@@ -117,9 +118,7 @@ def bench(
         help="Add the LLM agents to every problem's search: openai:MODEL, anthropic:MODEL or "
         "openai-compatible:MODEL@URL. Problem workers reach it through a relay that holds the key.",
     ),
-    llm_config: Path | None = typer.Option(
-        None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."
-    ),
+    llm_config: Path | None = LLM_CONFIG_OPTION,
     llm_max_requests: int = typer.Option(
         5000, "--llm-max-requests", help="With --llm: LLM requests the relay lets the whole bench make."
     ),

@@ -74,6 +74,7 @@ TRAIN_OPTION = typer.Option(
     "(loss: the problem's get_loss(outputs), else the sum of its outputs).",
 )
 STORE_OPTION = setting_option("store", "--store", help="SQLite store file.")
+LLM_CONFIG_OPTION = typer.Option(None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md).")
 EFFORT_OPTION = typer.Option(
     None,
     "--effort",

@@ -13,6 +13,7 @@ import typer
 
 from kernelopt.cli.common import (
     EFFORT_OPTION,
+    LLM_CONFIG_OPTION,
     SIZE_OPTION,
     STORE_OPTION,
     TRAIN_OPTION,
@@ -177,9 +178,7 @@ def optimize(
     llm: str | None = typer.Option(
         None, "--llm", help="Add the LLM agents: openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL."
     ),
-    llm_config: Path | None = typer.Option(
-        None, "--llm-config", help="TOML file with the LLM settings (see docs/llm.md)."
-    ),
+    llm_config: Path | None = LLM_CONFIG_OPTION,
     kernel: str | None = typer.Option(
         None,
         "--kernel",
