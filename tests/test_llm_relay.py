@@ -83,7 +83,7 @@ def test_a_request_without_the_token_or_past_the_cap_is_refused_and_never_forwar
             body = json.dumps({"model": MODELS[upstream.flavor], "messages": [], "max_tokens": 8}).encode()
             return call(url, {header: value, "content-type": "application/json"}, body)
 
-        for wrong in ("", "guess", KEYS[upstream.flavor]):
+        for wrong in ("", "guess", KEYS[upstream.flavor], "tökén"):
             status, text = post(wrong)
             assert status == 401 and "token" in json.loads(text)["error"]["message"]
         assert post(relay.token)[0] == 200

@@ -116,7 +116,8 @@ class KeyRelay:
     def admit(self, headers: dict[str, str]) -> tuple[int, str] | None:
         """None for a request that carries the token and fits the cap; else the status and why."""
         bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if not secrets.compare_digest(bearer or headers.get("x-api-key", ""), self.token):
+        given = (bearer or headers.get("x-api-key", "")).encode("utf-8", "surrogateescape")
+        if not secrets.compare_digest(given, self.token.encode()):
             return 401, "this relay needs the bench's token"
         with self._lock:
             if self.requests >= self.max_requests:
