@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from llm_servers import ScriptedLLMServer  # noqa: E402
 
 from kernelopt.agents.factory import make_client  # noqa: E402
-from kernelopt.agents.providers import ApiKey, LLMConfig, LLMSetupError, ProviderSpec  # noqa: E402
+from kernelopt.agents.providers import ApiKey, LLMCallError, LLMConfig, LLMSetupError, ProviderSpec  # noqa: E402
 from kernelopt.agents.relay import KeyRelay, RelayAccess  # noqa: E402
 from kernelopt.agents.types import Message  # noqa: E402
 
@@ -88,7 +88,7 @@ def test_a_request_without_the_token_or_past_the_cap_is_refused_and_never_forwar
             assert status == 401 and "token" in json.loads(text)["error"]["message"]
         assert post(relay.token)[0] == 200
         status, text = post(relay.token)
-        assert status == 403 and "allows 1 requests" in json.loads(text)["error"]["message"]
+        assert status == 402 and "allows 1 requests" in json.loads(text)["error"]["message"]
     assert len(upstream.requests) == 1 and relay.requests == 1
 
 
@@ -143,3 +143,29 @@ def test_a_bench_problem_searches_with_the_llm_through_the_access_it_is_handed(m
     assert given["llm"] == ProviderSpec("anthropic", "claude-haiku-4-5", "http://127.0.0.1:9")
     assert given["llm_key"] == ApiKey("the-token", None)
     assert given["llm_config"] == LLMConfig(max_concurrency=3, timeout_s=40.0, max_retries=1)
+
+
+def test_a_dollar_cap_counts_each_answers_tokens_at_the_configs_prices(upstream) -> None:
+    """Each answer's usage (either wire format) at the config's prices: past ``max_usd`` the relay refuses;
+    a cap for a model without a price, or a cap of nothing, stops before the bench starts."""
+    from llm_servers import Reply
+
+    from kernelopt.agents.prices import ModelPrice
+
+    model = MODELS[upstream.flavor]
+    config = LLMConfig(timeout_s=5.0, max_retries=0, prices={model: ModelPrice(1.0, 3.0)})
+    spec = ProviderSpec(upstream.flavor, model)  # type: ignore[arg-type]
+    for _ in range(3):
+        upstream.enqueue(Reply(input_tokens=1_000_000, output_tokens=100_000))  # $1.30 each
+    with KeyRelay(spec, ApiKey(KEYS[upstream.flavor], "K"), upstream.base_url, config, max_usd=2.0) as relay:
+        with worker_client(relay.access) as client:  # type: ignore[attr-defined]
+            client.complete(CHAT)
+            client.complete(CHAT)  # admitted at $1.30, spent $2.60 after
+            # a refusal the SDK does not retry, and the search goes on without the agents' call
+            with pytest.raises(LLMCallError, match=r"refused the request \(402\): .*spent \$2.60 of its \$2.00"):
+                client.complete(CHAT)
+    assert len(upstream.requests) == 2 and relay.spent_usd == pytest.approx(2.6)
+    with pytest.raises(LLMSetupError, match="needs the price of no-such-model"):
+        KeyRelay(ProviderSpec("openai", "no-such-model"), ApiKey("k", "K"), upstream.base_url, CONFIG, max_usd=1.0)
+    with pytest.raises(LLMSetupError, match="must be positive"):
+        KeyRelay(spec, ApiKey("k", "K"), upstream.base_url, config, max_usd=0.0)

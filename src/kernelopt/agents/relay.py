@@ -5,7 +5,8 @@ kernelopt did not write; that worker gets the LLM's address as this relay's and 
 bench's own, never the key. The relay checks the token, puts the real key in its place and forwards
 the request to the provider as it came (the SDKs speak to it as to the provider). What code in a
 problem worker can do with the token is bounded: it works only while the bench runs, only through
-this relay, and only for ``max_requests`` requests, after which the relay refuses with 403 (no SDK
+this relay, and only for ``max_requests`` requests and, where given, ``max_usd`` dollars (read from
+each answer's token counts at the config's prices), after which the relay refuses with 402 (no SDK
 retries that). The key stays in the bench process, which other processes of its user cannot read
 (``workers.hardening``); a worker running as root could read it anyway, so as root the bench's
 problem workers (which keep the bench's user) are trusted with it as with everything else.
@@ -16,6 +17,7 @@ calls here do not stream) needs nothing more, and the SDKs' own HTTP clients dif
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import urllib.error
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kernelopt.agents.llm_errors import LLMSetupError
+from kernelopt.agents.prices import PriceTable
 from kernelopt.agents.providers.keys import ApiKey
 from kernelopt.agents.providers.spec import LLMConfig, ProviderSpec
 
@@ -78,8 +82,20 @@ class KeyRelay:
         upstream: str,
         config: LLMConfig,
         max_requests: int = DEFAULT_MAX_REQUESTS,
+        max_usd: float | None = None,
     ) -> None:
+        if max_requests < 1 or (max_usd is not None and not max_usd > 0):
+            raise LLMSetupError(
+                f"the relay's caps must be positive: {max_requests} requests, {max_usd} dollars; raise them"
+            )
+        self.prices = PriceTable(config.prices)
+        if max_usd is not None and self.prices.lookup(spec.model) is None:
+            raise LLMSetupError(
+                f'a dollar cap needs the price of {spec.model}: add [prices."{spec.model}"] to the LLM config '
+                "(USD per million tokens) or leave the cap out"
+            )
         self.spec, self.upstream, self.max_requests = spec, upstream.rstrip("/"), max_requests
+        self.max_usd, self.spent_usd = max_usd, 0.0
         self.token = secrets.token_urlsafe(32)
         self.requests = 0
         self._key, self._config = key, config
@@ -121,7 +137,9 @@ class KeyRelay:
             return 401, "this relay needs the bench's token"
         with self._lock:
             if self.requests >= self.max_requests:
-                return 403, f"the bench's LLM relay allows {self.max_requests} requests, all used"
+                return 402, f"the bench's LLM relay allows {self.max_requests} requests, all used"
+            if self.max_usd is not None and self.spent_usd >= self.max_usd:
+                return 402, f"the bench's LLM relay has spent ${self.spent_usd:.2f} of its ${self.max_usd:.2f}"
             self.requests += 1
         return None
 
@@ -131,6 +149,23 @@ class KeyRelay:
         if self.spec.kind == "anthropic":
             return {"x-api-key": self._key.value}
         return {"authorization": f"Bearer {self._key.value}"}
+
+    def charge(self, content: bytes) -> None:
+        """Add an answer's cost (its ``usage`` token counts, in either wire format, at the config's prices)."""
+        try:
+            answer = json.loads(content)
+        except ValueError:
+            return
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if not isinstance(usage, dict):
+            return
+        tokens_in = int(usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0)
+        tokens_out = int(usage.get("completion_tokens", usage.get("output_tokens", 0)) or 0)
+        cost = self.prices.cost(str(answer.get("model") or self.spec.model), tokens_in, tokens_out)
+        if cost is None:
+            cost = self.prices.cost(self.spec.model, tokens_in, tokens_out) or 0.0
+        with self._lock:
+            self.spent_usd += cost
 
     def forward(
         self, method: str, path: str, headers: dict[str, str], body: bytes
@@ -160,6 +195,8 @@ def _handler(relay: KeyRelay) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 status, kept, content = relay.forward(self.command, self.path, headers, body)
+                if status == 200:
+                    relay.charge(content)
             except Exception as exc:  # the provider unreachable: the SDK sees a 502 and retries as for one
                 self._send(502, {"content-type": "application/json"}, _error(502, f"relay: {type(exc).__name__}"))
                 return
@@ -186,6 +223,4 @@ def _kept(headers: Any) -> dict[str, str]:
 
 
 def _error(status: int, message: str) -> bytes:
-    import json
-
     return json.dumps({"type": "error", "error": {"type": "relay_error", "message": message, "code": status}}).encode()

@@ -122,6 +122,12 @@ def bench(
     llm_max_requests: int = typer.Option(
         5000, "--llm-max-requests", help="With --llm: LLM requests the relay lets the whole bench make."
     ),
+    llm_max_usd: float | None = typer.Option(
+        None,
+        "--llm-max-usd",
+        help="With --llm: dollars the whole bench may spend on the LLM (its answers' tokens at the config's "
+        "prices); then the relay refuses.",
+    ),
     worker_target: str | None = typer.Option(None, "--worker-target", hidden=True),
     worker_path: list[Path] | None = typer.Option(None, "--worker-path", hidden=True),
 ) -> None:
@@ -195,7 +201,7 @@ def bench(
         return
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
-    with llm_relay(llm, llm_config, llm_max_requests) as relay:  # a bad --llm or a missing key: here
+    with llm_relay(llm, llm_config, llm_max_requests, llm_max_usd) as relay:  # a bad --llm or a missing key: here
         report = run_bench(
             suite_dir,
             problems=selected,
@@ -227,7 +233,9 @@ def bench(
 
 
 @contextmanager
-def llm_relay(llm: str | None, llm_config: Path | None, max_requests: int) -> Iterator[RelayAccess | None]:
+def llm_relay(
+    llm: str | None, llm_config: Path | None, max_requests: int, max_usd: float | None = None
+) -> Iterator[RelayAccess | None]:
     """The bench's key relay for ``--llm`` (:mod:`kernelopt.agents.relay`), serving while the bench runs;
     its access goes to every problem's worker. None without ``--llm`` or ``--llm-config``. The key is
     read here, once: a missing one stops the bench before any problem."""
@@ -243,8 +251,10 @@ def llm_relay(llm: str | None, llm_config: Path | None, max_requests: int) -> It
     spec = config.spec_for(llm)
     key = resolve_api_key(spec, api_key_env=config.api_key_env)
     upstream = spec.base_url or (DEFAULT_ANTHROPIC_URL if spec.kind == "anthropic" else DEFAULT_OPENAI_URL)
-    with KeyRelay(spec, key, upstream, config, max_requests) as relay:
+    with KeyRelay(spec, key, upstream, config, max_requests, max_usd) as relay:
         yield relay.access
+    cost = f", ${relay.spent_usd:.2f}" if relay.spent_usd else ""
+    err.print(f"LLM through the bench's relay: {relay.requests} requests{cost}", markup=False, highlight=False)
 
 
 @app.command("bench-merge")
