@@ -22,7 +22,7 @@ import secrets
 import threading
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -55,7 +55,7 @@ class RelayAccess:
     max_retries: int
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RelayAccess:

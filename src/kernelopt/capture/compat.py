@@ -213,6 +213,14 @@ def compile_modes() -> list[str]:
     return list(torch._inductor.list_mode_options())
 
 
+def is_compile_option(name: str) -> bool:
+    """Whether :func:`compile_fx_with_inner_hook` takes ``name``: an option of this torch's Inductor, or
+    one of kernelopt's own compile options (a post-grad rewrite it runs itself)."""
+    from kernelopt.capture.online_softmax import COMPILE_PASSES
+
+    return name in COMPILE_PASSES or has_inductor_option(name)
+
+
 def has_inductor_option(name: str) -> bool:
     """Whether this torch's Inductor config has the (dotted) option ``name``."""
     import torch._inductor.config as inductor_config

@@ -128,8 +128,8 @@ def rewrite_for_online_softmax(graph: torch.fx.Graph) -> int:
     are removed."""
     count = 0
     for node in list(graph.nodes):
-        if node.graph is not graph or not _is(node, _aten.exp.default) or not node.users:
-            continue  # (a node erased by an earlier rewrite keeps its graph but has no users)
+        if not _is(node, _aten.exp.default) or not node.users:
+            continue  # (a node erased by an earlier rewrite has no users)
         scaled = node.args[0]
         if not isinstance(scaled, torch.fx.Node):
             continue

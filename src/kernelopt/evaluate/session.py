@@ -27,7 +27,6 @@ import torch
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
 from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
-from kernelopt.capture.online_softmax import COMPILE_PASSES
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
 from kernelopt.capture.snapshot import snapshot_launches
@@ -193,7 +192,7 @@ class EvaluationSession:
         them compiles under :func:`~kernelopt.capture.compat.row_split_compile`; kernelopt's own compile
         options (``kernelopt.online_softmax``) go with Inductor's to the compile."""
         inductor = {k: v for k, v in options.items() if k not in OWN_OPTIONS}
-        unknown = [name for name in inductor if not (compat.has_inductor_option(name) or name in COMPILE_PASSES)]
+        unknown = [name for name in inductor if not compat.is_compile_option(name)]
         if unknown:
             return f"this torch has no option {unknown[0]}"
         chunk = options.get(ROW_SPLIT_OPTION)
