@@ -1,6 +1,7 @@
 """Time pinned launch configs of one generated kernel against Inductor's choice (GPU).
 
     PYTHONPATH=src python3 scripts/config_sweep.py PROBLEM [--kernel NAME] [--out best.py] [--limit N]
+        [--mode max-autotune-no-cudagraphs] [--options '{"kernelopt.online_softmax": true}'] [--evictions]
 
 Captures the problem at full size, snapshots the kernel's real arguments, then
 for the --limit configs of ``launch_config_space`` nearest Inductor's own choice
@@ -8,18 +9,24 @@ for the --limit configs of ``launch_config_space`` nearest Inductor's own choice
 the pinned kernel against the original on the snapshot and times it interleaved
 with the original (L2 flushed), all in this one process: the configs are
 Inductor's own source, pinned; `kernelopt verify` judges across processes. Prints a table and writes the
-fastest correct candidate's source to --out, ready for ``kernelopt verify``.
+fastest correct candidate's source to --out, ready for ``kernelopt verify``. ``--mode`` and
+``--options`` compile the problem as that mode (and those options) would; ``--evictions`` also times
+every eviction-hint assignment of the kernel's loads on Inductor's own config (what the
+eviction-policy operator searches), to see whether a kernel the kernel search never reaches holds any.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import random
 import time
 
 import torch
 
-from kernelopt.capture import capture
+from kernelopt.capture import capture, compat
+from kernelopt.search.builtin_operators import POLICIES, current_eviction, set_eviction
 from kernelopt.capture.kernel_source import pin_launch_config
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import SwapError, build_kernel, find_kernel
@@ -37,11 +44,15 @@ def main() -> None:
     ap.add_argument("--out", default="best_candidate.py")
     ap.add_argument("--limit", type=int, default=24)
     ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--mode", default="default")
+    ap.add_argument("--options", default="{}")
+    ap.add_argument("--evictions", action="store_true")
     args = ap.parse_args()
     problem = load_problem(args.problem)
     model = problem.build_model(0, "cuda")
     inputs = problem.make_inputs(0, "cuda")
-    artifact = capture(model, inputs)
+    options = {**compat.mode_options(args.mode), **json.loads(args.options)}
+    artifact = capture(model, inputs, options)
     name = args.kernel or max(
         (l for l in artifact.launches if l.kind == "triton"), key=lambda l: sum(a.itemsize for a in l.args)
     ).name
@@ -49,15 +60,24 @@ def main() -> None:
     snap = snapshot_launches(artifact, inputs, address.graph, var)[0].args
     original = vars(artifact.graphs[address.graph].module)[var]
     chosen = next(l.config for l in artifact.launches if l.name == name) or {}
-    configs = [c for c in launch_config_space(kernel, include_stages=True) if c != chosen]
-    random.Random(0).shuffle(configs)  # ties in distance: a fixed, arbitrary order
-    configs.sort(key=lambda c: config_distance(c, chosen))
-    print(f"{name}: Inductor chose {chosen}; {len(configs)} other configs in the space, "
-          f"timing the {min(args.limit, len(configs))} nearest")
+    variants = [("config", c) for c in launch_config_space(kernel, include_stages=True) if c != chosen]
+    random.Random(0).shuffle(variants)  # ties in distance: a fixed, arbitrary order
+    variants.sort(key=lambda v: config_distance(v[1], chosen))
+    variants = variants[: args.limit]
+    current = current_eviction(kernel.source)
+    if args.evictions and 0 < len(current) <= 6:
+        pinned = pin_launch_config(kernel.source, name, chosen) if chosen else kernel.source
+        for policies in itertools.product(POLICIES, repeat=len(current)):
+            if policies != current:
+                variants.append(("eviction", policies))
+    print(f"{name} under {options}: Inductor chose {chosen}, loads {current}; timing {len(variants)} variants")
     best = (1.0, None, None)
     t0 = time.time()
-    for cfg in configs[: args.limit]:
-        source = pin_launch_config(kernel.source, name, cfg)
+    for what, cfg in variants:
+        if what == "config":
+            source = pin_launch_config(kernel.source, name, cfg)
+        else:
+            source = set_eviction(pinned, cfg)
         try:
             cand = build_kernel(source, name)
             ok = run_case(kernel, as_launcher(original), as_launcher(cand), "snapshot", snap)
