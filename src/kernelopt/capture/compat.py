@@ -43,12 +43,12 @@ def compile_fx_with_inner_hook(
     config_patches: dict[str, Any] | None = None,
 ) -> Any:
     """Compile ``gm`` with Inductor, handing each ``CompiledFxGraph`` to ``on_graph``. kernelopt's own
-    compile options among ``config_patches`` (:data:`~kernelopt.capture.online_softmax.COMPILE_PASSES`:
+    compile options among ``config_patches`` (:data:`~kernelopt.capture.compile_passes.COMPILE_PASSES`:
     a graph rewrite each) run as a post-grad pass; every compile of kernelopt's (capture, export, backend)
     comes through here, so a result verified under one is rebuilt under it."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-    from kernelopt.capture.online_softmax import COMPILE_PASSES
+    from kernelopt.capture.compile_passes import COMPILE_PASSES
 
     patches = {k: v for k, v in (config_patches or {}).items() if k not in COMPILE_PASSES}
     rewrites = [COMPILE_PASSES[k] for k, v in (config_patches or {}).items() if k in COMPILE_PASSES and v]
@@ -216,7 +216,7 @@ def compile_modes() -> list[str]:
 def is_compile_option(name: str) -> bool:
     """Whether :func:`compile_fx_with_inner_hook` takes ``name``: an option of this torch's Inductor, or
     one of kernelopt's own compile options (a post-grad rewrite it runs itself)."""
-    from kernelopt.capture.online_softmax import COMPILE_PASSES
+    from kernelopt.capture.compile_passes import COMPILE_PASSES
 
     return name in COMPILE_PASSES or has_inductor_option(name)
 

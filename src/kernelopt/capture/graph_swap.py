@@ -28,7 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelopt.capture import compat
+from kernelopt.capture import (
+    compat,
+    row_softmax_op,  # noqa: F401  (registers the op a candidate's call may name)
+)
 from kernelopt.capture.artifact import Artifact, CapturedGraph
 from kernelopt.capture.call_sequence import (
     Partition,

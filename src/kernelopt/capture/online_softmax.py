@@ -136,7 +136,7 @@ def rewrite_for_online_softmax(graph: torch.fx.Graph) -> int:
         plain = _plain_form(scaled, graph)
         if plain is not None and plain is not scaled:
             scaled.replace_all_uses_with(plain)
-            _erase_orphans(graph, scaled)
+            erase_orphans(graph, scaled)
             count += 1
         elif _logsumexp(node, graph):
             count += 1
@@ -191,7 +191,7 @@ def _logsumexp(exp: torch.fx.Node, graph: torch.fx.Graph) -> bool:
         if not keepdim:
             result = _call(graph, _aten.squeeze.dims, result, list(dims), like=out)
     out.replace_all_uses_with(result)
-    _erase_orphans(graph, out)
+    erase_orphans(graph, out)
     return True
 
 
@@ -218,7 +218,7 @@ def _is_zero(node: Any) -> bool:
     return _is(node, _aten.full.default) and list(node.args[0]) == [] and node.args[1] == 0
 
 
-def _erase_orphans(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+def erase_orphans(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
     """``node`` and what only it used, once nothing uses them (the stable form and, where the graph
     has one, its test for infinities): no other node of the graph is touched."""
     pending, erased = [node], set()
@@ -230,7 +230,3 @@ def _erase_orphans(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
         graph.erase_node(n)
         erased.add(n)
         pending.extend(inputs)
-
-
-# kernelopt's own compile options, each the post-grad rewrite it runs (compat.compile_fx_with_inner_hook)
-COMPILE_PASSES = {ONLINE_SOFTMAX_OPTION: rewrite_for_online_softmax}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
 from kernelopt.capture.graph_swap import describe_options
 from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
 from kernelopt.capture.row_split import CHUNKS, ROW_SPLIT_OPTION
@@ -50,9 +51,15 @@ LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
 # reduction that wide, Inductor writes the graph as compiled, for the price of a compile.
 ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS)
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
-# softmax (kernelopt.capture.online_softmax): a looped one reads its rows once less.
-# Where a graph has none, Inductor writes it as compiled, for the price of a compile.
-REREAD_OPTIONS: tuple[dict[str, Any], ...] = ({ONLINE_SOFTMAX_OPTION: True}, *ROW_SPLIT_OPTIONS)
+# softmax (kernelopt.capture.online_softmax): a looped one reads its rows once less. A wide softmax
+# handed to kernelopt's own kernel, which holds each row on chip across a Hopper cluster
+# (kernelopt.capture.cluster_softmax): read once. Where a graph has none, Inductor writes it as
+# compiled, for the price of a compile.
+REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
+    {ONLINE_SOFTMAX_OPTION: True},
+    {CLUSTER_SOFTMAX_OPTION: True},
+    *ROW_SPLIT_OPTIONS,
+)
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS
 
 

@@ -42,8 +42,10 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("loop_ordering_after_fusion", True),
     ("shape_padding", False),
     ("comprehensive_padding", False),
-    # kernelopt's own: a scaled softmax or logsumexp given back to Inductor's online softmax
+    # kernelopt's own: a scaled softmax or logsumexp given back to Inductor's online softmax; a wide
+    # softmax computed by kernelopt's kernel that keeps its rows on chip
     ("kernelopt.online_softmax", True),
+    ("kernelopt.cluster_softmax", True),
 )
 # Knobs that only mean something together with another.
 REQUIRES = {

@@ -20,7 +20,9 @@ of, with names it can account for:
   local as Inductor writes ``convolution``), with arguments that are locals, literals, ``None``,
   ``reinterpret_tensor`` views or tuples of these; ``torch.ops.aten.OP.OVERLOAD(...)`` of an ATen
   fallback the original already calls (attention, sort, scatter: what Inductor leaves to ATen), its
-  result assigned to a local and its outputs taken as ``bufM = bufN[i]``;
+  result assigned to a local and its outputs taken as ``bufM = bufN[i]``; one of kernelopt's own ops
+  that its compile options put in a graph (:data:`~kernelopt.capture.compile_passes.OWN_OPS`:
+  ``torch.ops.kernelopt.row_softmax.default``, a softmax that reads its row once), called so;
 * ``return`` of as many locals as the original returns.
 
 Anything else is refused by rule: PyTorch calls and ATen calls the original does not make (the
@@ -37,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kernelopt.capture.call_sequence import WrapperFacts, fallback_name, wrapper_facts
+from kernelopt.capture.compile_passes import OWN_OPS
 from kernelopt.verify.static_findings import Finding, findings_verdict
 from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
 from kernelopt.verify.verdict import Verdict
@@ -233,6 +236,8 @@ class _Checker:
         elif isinstance(value, ast.Call) and fallback_name(value.func) in self.facts.fallback_ops:
             self.call(value)  # bufN = torch.ops.aten._scaled_dot_product_flash_attention.default(...)
             self.results.add(target.id)
+        elif isinstance(value, ast.Call) and ast.unparse(value.func) in OWN_OPS:
+            self.call(value)  # bufN = torch.ops.kernelopt.row_softmax.default(arg0_1, 1.0, True, False)
         elif (
             isinstance(value, ast.Subscript)
             and isinstance(value.value, ast.Name)
@@ -275,7 +280,7 @@ class _Checker:
                     _found("vendor", node, f"extern_kernels.{func.attr}: the original makes no such call")
                 )
             return self.arguments(node)
-        if fallback_name(func) in self.facts.fallback_ops:
+        if fallback_name(func) in self.facts.fallback_ops or name in OWN_OPS:
             return self.arguments(node)
         if isinstance(func, ast.Name) and func.id in self.cpp_kernels:  # a C++ kernel is called directly
             for arg in node.args:

@@ -1,0 +1,155 @@
+"""A wide softmax or log-softmax handed to kernelopt's own kernel, which keeps each row on chip.
+
+Inductor writes a softmax over rows too wide for one program's registers as a looped reduction that
+reads each row twice (its online max and sum, then the output): log-softmax over a 50257-wide
+vocabulary, a 16384-wide softmax. ``torch.ops.kernelopt.row_softmax``
+(:mod:`kernelopt.capture.row_softmax_op`) reads it once, the row split across the thread blocks of a
+Hopper cluster. This post-grad rewrite, run where the compile options hold ``kernelopt.cluster_softmax``
+(a graph variant of the graph stage, a knob, an export verified under it), replaces each softmax and
+log-softmax over the last dimension of a CUDA tensor on an sm_90 GPU whose rows are 4096 to 131072 wide
+with one call of that op, taking in with it:
+
+- a positive number the row is scaled by first (``x / T``, ``x * c``; the joint-graph form of a scaled
+  softmax is first written back by :func:`~kernelopt.capture.online_softmax.rewrite_for_online_softmax`);
+- a bfloat16 or float16 input's cast to float32, and the output's cast back, so the op reads the
+  16-bit row and computes in float32 as the graph did.
+
+A softmax whose max, sum or exponentials anything else in the graph also reads (a training graph that
+saves them for the backward) is left as it is, as is every other graph. Whether it pays is the
+graph stage's to judge, end to end: on the H200 the kernel ran 1.2-1.3x faster than
+max-autotune-no-cudagraphs for rows of 16384 to 50257, slower at 65536 (``scripts/device/row_softmax_probe.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kernelopt.capture import row_softmax_op
+from kernelopt.capture.online_softmax import erase_orphans, rewrite_for_online_softmax
+
+CLUSTER_SOFTMAX_OPTION = "kernelopt.cluster_softmax"  # a compile option of kernelopt's own: True
+
+_aten = torch.ops.aten
+_cast = torch.ops.prims.convert_element_type.default
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def _is(node: Any, *targets: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in targets
+
+
+def _value(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def on_cluster_gpu(value: Any) -> bool:
+    """Whether ``value`` (a node's fake tensor) lives on a GPU with thread-block clusters (sm_90+)."""
+    device = getattr(value, "device", None)
+    if device is None or device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability(device) >= (9, 0)
+
+
+def _last_dim(dims: Any, ndim: int) -> bool:
+    return isinstance(dims, (list, tuple)) and len(dims) == 1 and dims[0] in (-1, ndim - 1)
+
+
+def _only_users(node: torch.fx.Node, *users: Any) -> bool:
+    return set(node.users) <= set(users)
+
+
+def _softmax_parts(exp: torch.fx.Node) -> tuple[torch.fx.Node, bool, list[torch.fx.Node]] | None:
+    """``(y, log, inner)`` where ``exp`` is ``exp(y - amax(y, [-1], True))`` of a softmax
+    (``exp / sum(exp)``) or log-softmax (``(y - m) - log(sum(exp))``) over the last dimension, with
+    nothing else reading its max, exponentials or sum; ``inner``: the nodes from the max to the output,
+    the output last. Else None."""
+    sub: Any = exp.args[0]
+    if not _is(sub, _aten.sub.Tensor) or len(sub.args) != 2 or sub.kwargs.get("alpha", 1) != 1:
+        return None
+    y, amax = sub.args
+    value = _value(y)
+    if not _is(amax, _aten.amax.default) or amax.args[0] is not y or value is None:
+        return None
+    dims = amax.args[1] if len(amax.args) > 1 else amax.kwargs.get("dim")
+    keepdim = amax.args[2] if len(amax.args) > 2 else amax.kwargs.get("keepdim", False)
+    if not keepdim or not _last_dim(dims, value.dim()) or not _only_users(amax, sub):
+        return None
+    sums = [u for u in exp.users if _is(u, _aten.sum.dim_IntList)]
+    if len(sums) != 1:
+        return None
+    total: Any = sums[0]
+    total_dims = total.args[1] if len(total.args) > 1 else None
+    total_keep = total.args[2] if len(total.args) > 2 else total.kwargs.get("keepdim", False)
+    if total.args[0] is not exp or not _last_dim(total_dims, value.dim()) or not total_keep:
+        return None
+    if total.kwargs.get("dtype") is not None:
+        return None
+    user: Any = next(iter(total.users)) if len(total.users) == 1 else None
+    if _is(user, _aten.div.Tensor) and user.args == (exp, total) and _only_users(exp, total, user):
+        if _only_users(sub, exp):
+            return y, False, [amax, sub, exp, total, user]
+        return None
+    if _is(user, _aten.log.default) and len(user.users) == 1 and _only_users(exp, total):
+        out: Any = next(iter(user.users))
+        plain = _is(out, _aten.sub.Tensor) and out.args == (sub, user) and out.kwargs.get("alpha", 1) == 1
+        if plain and _only_users(sub, exp, out):
+            return y, True, [amax, sub, exp, total, user, out]
+    return None
+
+
+def _scaled(y: Any, readers: set[torch.fx.Node]) -> tuple[Any, float]:
+    """``(x, c)`` where ``y`` is ``x * c`` or ``x / c`` for a positive number and nothing but the
+    softmax (``readers``) reads ``y``; else ``(y, 1.0)``."""
+    if not _is(y, _aten.mul.Tensor, _aten.div.Tensor) or len(y.args) != 2 or not _only_users(y, *readers):
+        return y, 1.0
+    x, c = y.args
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 or not isinstance(x, torch.fx.Node):
+        return y, 1.0
+    return x, float(c) if y.target is _aten.mul.Tensor else 1.0 / float(c)
+
+
+def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
+    """Replace every softmax and log-softmax of ``graph`` (a post-grad ATen graph) that
+    ``torch.ops.kernelopt.row_softmax`` computes with a call of it; how many were replaced."""
+    rewrite_for_online_softmax(graph)  # a joint-graph scaled softmax, written back as y - max(y)
+    count = 0
+    for exp in list(graph.nodes):
+        if not _is(exp, _aten.exp.default) or not exp.users:
+            continue
+        parts = _softmax_parts(exp)
+        if parts is None:
+            continue
+        y, log, inner = parts
+        value = _value(y)
+        columns = value.shape[-1] if value.dim() else 0
+        if (
+            value.dtype != torch.float32
+            or not all(isinstance(s, int) for s in value.shape)
+            or not row_softmax_op.MIN_COLUMNS <= columns <= row_softmax_op.MAX_COLUMNS
+            or not on_cluster_gpu(value)
+        ):
+            continue
+        x, scale = _scaled(y, {inner[0], inner[1]})
+        readers = {y} if x is not y else {inner[0], inner[1]}
+        out: Any = inner[-1]
+        source, out_float = x, False
+        if _is(x, _cast) and _only_users(x, *readers) and _value(x.args[0]) is not None:
+            low = _value(x.args[0]).dtype
+            if low in LOW_PRECISION:
+                source, out_float = x.args[0], True
+                back: Any = next(iter(out.users)) if len(out.users) == 1 else None
+                if _is(back, _cast) and back.args[1] == low:
+                    out, out_float = back, False
+        elif _value(x) is None or _value(x).dtype != torch.float32:
+            continue
+        with graph.inserting_before(out):
+            call = graph.call_function(torch.ops.kernelopt.row_softmax.default, (source, scale, log, out_float))
+        call.meta.update({k: v for k, v in out.meta.items() if k in ("stack_trace", "nn_module_stack", "val")})
+        out.replace_all_uses_with(call)
+        erase_orphans(graph, out)
+        count += 1
+    if count:
+        graph.lint()
+    return count

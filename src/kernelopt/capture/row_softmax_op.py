@@ -1,0 +1,266 @@
+"""``torch.ops.kernelopt.row_softmax``: a softmax or log-softmax whose row stays on chip, across the
+thread blocks of one Hopper cluster.
+
+A row too wide for one program's registers (a vocabulary of 50257, a 65536-wide softmax) is written by
+Inductor as a looped reduction that reads it twice: once for its max and sum (online), once for the
+output. Its floor is one read and one write. Here a row is split among the ``C`` blocks of a thread-block
+cluster (sm_90: Hopper's clusters, co-scheduled by the hardware), each holding its part in registers; the
+blocks exchange their partial max and sum through distributed shared memory at one cluster barrier and
+write their part of the output from registers. The one read Inductor's kernel adds is gone.
+
+The op takes the softmax's input as the graph holds it (float32, bfloat16 or float16, any leading shape,
+the row last), an optional positive scale (a temperature's inverse, an attention scale) applied in
+float32, ``log`` for a log-softmax, and ``out_float`` for a float32 output of a lower-precision input
+(``log_softmax(x.float())``); otherwise the output has the input's dtype. Rows holding a NaN or +inf, and
+rows all -inf, come out NaN, as torch's softmax writes them. CPU and non-Hopper tensors are computed by
+torch itself (what a CPU test of the rewrite runs).
+
+The CUDA source is built once per machine and source (``load_inline``, the build folder of
+:func:`~kernelopt.capture.cuda_kernel.build_root`) at the op's first CUDA call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+THREADS = 512  # per block: two blocks per SM keep reads in flight while the other one reduces or writes
+ITEMS = 32  # elements per thread, compiled: a block holds THREADS * ITEMS elements of a row
+MAX_CLUSTER = 8  # the portable cluster size
+MIN_BLOCKS = 2  # blocks an SM holds at once (__launch_bounds__): on the H200 1 let a thread take registers enough to leave one block an SM, 1.2-1.5x slower
+MAX_COLUMNS = THREADS * ITEMS * MAX_CLUSTER  # 131072: wider rows are left to Inductor
+MIN_COLUMNS = 4096  # narrower rows fit one program's registers: Inductor reads them once already
+
+CUDA_SOURCE = (
+    r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+namespace cg = cooperative_groups;
+
+template <typename T> __device__ __forceinline__ float as_float(T v);
+template <> __device__ __forceinline__ float as_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float as_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <> __device__ __forceinline__ float as_float<__half>(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
+
+template <int THREADS>
+__device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_max) {
+  #pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    float other = __shfl_xor_sync(0xffffffff, v, offset);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < THREADS / 32 ? scratch[lane] : (is_max ? -INFINITY : 0.0f);
+    #pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      float other = __shfl_xor_sync(0xffffffff, v, offset);
+      v = is_max ? fmaxf(v, other) : v + other;
+    }
+    if (lane == 0) scratch[0] = v;
+  }
+  __syncthreads();
+  v = scratch[0];
+  __syncthreads();  // scratch is reused by the next reduction
+  return v;
+}
+
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
+
+template <typename TI, typename TO, int ITEMS, int VEC, int THREADS>
+__global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
+    const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out) {
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  const unsigned blocks = cluster.num_blocks();
+  const int64_t row = blockIdx.x / blocks;
+  const int64_t start = rank * chunk;
+  const int64_t end = min(start + chunk, cols);
+  const TI* xr = x + row * cols;
+  TO* yr = y + row * cols;
+  __shared__ float scratch[32];
+  __shared__ float part[2];  // this block's max and its sum of exp(v - max), read by the cluster
+
+  // element j of pack k of this thread: column start + (k * THREADS + thread) * VEC + j; with VEC > 1 the
+  // row and chunk are multiples of VEC, so a pack is all in the row or all past its end
+  constexpr int PACKS = ITEMS / VEC;
+  float v[ITEMS];
+  float m = -INFINITY;
+  #pragma unroll
+  for (int k = 0; k < PACKS; ++k) {
+    const int64_t i = start + ((int64_t)k * THREADS + threadIdx.x) * VEC;
+    if (i < end) {
+      const Pack<TI, VEC> p = *reinterpret_cast<const Pack<TI, VEC>*>(xr + i);
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) v[k * VEC + j] = as_float<TI>(p.v[j]) * scale;
+    } else {
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) v[k * VEC + j] = -INFINITY;
+    }
+  }
+  #pragma unroll
+  for (int k = 0; k < ITEMS; ++k) m = fmaxf(m, v[k]);
+  m = block_reduce<THREADS>(m, scratch, true);
+  float s = 0.0f;
+  #pragma unroll
+  for (int k = 0; k < ITEMS; ++k) s += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);  // NaN stays NaN
+  s = block_reduce<THREADS>(s, scratch, false);
+  if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
+  cluster.sync();
+  float M = -INFINITY;
+  for (unsigned r = 0; r < blocks; ++r) M = fmaxf(M, cluster.map_shared_rank(part, r)[0]);
+  float S = 0.0f;
+  for (unsigned r = 0; r < blocks; ++r) {
+    const float* p = cluster.map_shared_rank(part, r);
+    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
+  }
+  cluster.sync();  // every block has read the others' parts: each may now exit
+  const float shift = M + logf(S), inv = 1.0f / S;
+  #pragma unroll
+  for (int k = 0; k < PACKS; ++k) {
+    const int64_t i = start + ((int64_t)k * THREADS + threadIdx.x) * VEC;
+    if (i < end) {
+      Pack<TO, VEC> p;
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float e = v[k * VEC + j];
+        p.v[j] = from_float<TO>(log_out ? e - shift : expf(e - M) * inv);
+      }
+      *reinterpret_cast<Pack<TO, VEC>*>(yr + i) = p;
+    }
+  }
+}
+
+template <typename TI, typename TO, int VEC>
+void launch_typed(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
+                  int64_t chunk, float scale, bool log_out) {
+  constexpr int THREADS = __THREADS__;
+  auto kernel = row_softmax_kernel<TI, TO, __ITEMS__, VEC, THREADS>;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((unsigned)(rows * clusters));
+  config.blockDim = dim3(THREADS);
+  config.dynamicSmemBytes = 0;
+  config.stream = at::cuda::getCurrentCUDAStream();
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = (unsigned)clusters;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  cudaError_t err = cudaLaunchKernelEx(&config, kernel, (const TI*)x.data_ptr(), (TO*)y.data_ptr(), cols, chunk,
+                                       scale, log_out);
+  TORCH_CHECK(err == cudaSuccess, "row_softmax launch: ", cudaGetErrorString(err));
+}
+
+template <typename TI, typename TO>
+void launch_vec(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
+                bool vectorized, float scale, bool log_out) {
+  // 16 bytes a load where every row and every block's part start on a 16-byte boundary (on the H200 a
+  // bfloat16 input's 32-byte float32 packs out ran slower than single floats)
+  constexpr int VEC = 16 / sizeof(TI);
+  const bool aligned = vectorized && cols % VEC == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0 && sizeof(TO) == sizeof(TI);
+  int64_t chunk = (cols + clusters - 1) / clusters;
+  if (aligned) {
+    chunk = (chunk + VEC - 1) / VEC * VEC;
+    launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out);
+  } else {
+    launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out);
+  }
+}
+
+void launch(torch::Tensor x, torch::Tensor y, int64_t clusters, bool vectorized, double scale, bool log_out) {
+  // one input and output type a build: the op builds what a graph's dtypes ask, each in seconds
+  TORCH_CHECK(x.scalar_type() == __IN_SCALAR__ && y.scalar_type() == __OUT_SCALAR__, "row_softmax: built for ",
+              __IN_SCALAR__, " to ", __OUT_SCALAR__, ", given ", x.scalar_type(), " to ", y.scalar_type());
+  const int64_t cols = x.size(-1);
+  launch_vec<__IN__, __OUT__>(x, y, x.numel() / cols, cols, clusters, vectorized, (float)scale, log_out);
+}
+""".replace("__THREADS__", str(THREADS))
+    .replace("__ITEMS__", str(ITEMS))
+    .replace("__MIN_BLOCKS__", str(MIN_BLOCKS))
+)
+
+# each dtype the kernel reads or writes: its C++ type and its ATen scalar type
+C_TYPES = {
+    torch.float32: ("float", "torch::kFloat"),
+    torch.bfloat16: ("__nv_bfloat16", "torch::kBFloat16"),
+    torch.float16: ("__half", "torch::kHalf"),
+}
+DTYPES = tuple(C_TYPES)
+OP_NAME = "torch.ops.kernelopt.row_softmax.default"  # as Inductor's wrapper calls it
+
+
+def cluster_blocks(columns: int) -> int | None:
+    """The blocks of a cluster for rows of ``columns``: the fewest whose registers hold the row (on the
+    H200 each block more in a cluster cost more than the registers it saved: 50257 wide, 4 blocks of 32
+    elements a thread ran 1.9x faster than 8 of 16); None where no cluster holds it."""
+    blocks = 1
+    while blocks <= MAX_CLUSTER:
+        if blocks * THREADS * ITEMS >= columns:
+            return blocks
+        blocks *= 2
+    return None
+
+
+def supports(x: torch.Tensor, out_float: bool) -> bool:
+    """Whether the CUDA kernel computes this input (else the op falls back to torch's own softmax):
+    a Hopper or later GPU, a dtype it is compiled for, a row it holds."""
+    if x.device.type != "cuda" or x.dtype not in DTYPES or x.dim() == 0 or x.numel() == 0:
+        return False
+    if out_float and x.dtype == torch.float32:
+        return False  # nothing to upcast: the rewrite never asks
+    return torch.cuda.get_device_capability(x.device) >= (9, 0) and cluster_blocks(x.shape[-1]) is not None
+
+
+def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
+    """What the op computes, by torch: the softmax in float32 over the last dimension."""
+    y = x.float() * scale
+    out = torch.log_softmax(y, dim=-1) if log else torch.softmax(y, dim=-1)
+    return out if out_float else out.to(x.dtype)
+
+
+@torch.library.custom_op("kernelopt::row_softmax", mutates_args=())
+def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
+    """Softmax (or log-softmax, ``log``) of ``x * scale`` over the last dimension, one read of each row."""
+    if not supports(x, out_float):
+        return reference(x, scale, log, out_float)
+    blocks = cluster_blocks(x.shape[-1])
+    assert blocks is not None
+    x = x.contiguous()
+    y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
+    _built(source_for(x.dtype, y.dtype)).run(x, y, blocks, True, float(scale), bool(log))
+    return y
+
+
+@row_softmax.register_fake
+def _(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
+    return torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
+
+
+def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
+    """The CUDA source for one input and output dtype (a build of every pair took a minute of nvcc)."""
+    (c_in, scalar_in), (c_out, scalar_out) = C_TYPES[in_dtype], C_TYPES[out_dtype]
+    return (
+        CUDA_SOURCE.replace("__IN_SCALAR__", scalar_in)
+        .replace("__OUT_SCALAR__", scalar_out)
+        .replace("__IN__", c_in)
+        .replace("__OUT__", c_out)
+    )
+
+
+def _built(source: str) -> Any:
+    from kernelopt.capture.cuda_kernel import CUDA_MARKER, build_cuda_kernel
+
+    return build_cuda_kernel(f"{CUDA_MARKER}\n{source}", "kernelopt.row_softmax")

@@ -1,0 +1,182 @@
+"""The cluster-softmax compile option (kernelopt.capture.cluster_softmax) and its op
+(kernelopt.capture.row_softmax_op). CPU: which softmaxes the rewrite hands to the op, with what scale
+and casts, the values (the op computes by torch off a Hopper GPU), a training step, gate 1 on the call
+sequence Inductor writes around the op. The CUDA kernel itself is the GPU test's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelopt.capture import cluster_softmax, compat, row_softmax_op
+from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
+
+OPTION = {CLUSTER_SOFTMAX_OPTION: True}
+CALL = "torch.ops.kernelopt.row_softmax.default("
+
+
+class Softmax(torch.nn.Module):
+    def __init__(self, form: str) -> None:
+        super().__init__()
+        self.form = form
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.form == "softmax":
+            return torch.softmax(x, dim=1)
+        if self.form == "temperature":
+            return torch.log_softmax(x / 0.7, dim=-1)
+        if self.form == "upcast":
+            return torch.log_softmax(x.float(), dim=-1)
+        if self.form == "round_trip":
+            return torch.softmax(x.float() * 0.5, dim=-1).to(x.dtype)
+        if self.form == "first_dim":
+            return torch.softmax(x, dim=0)
+        if self.form == "shared":
+            e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+            return e / e.sum(dim=-1, keepdim=True) + e
+        raise AssertionError(self.form)
+
+
+def _compiled(model: torch.nn.Module, x: torch.Tensor, options: dict | None = None):
+    from kernelopt.capture import capture
+
+    with compat.fresh_compile():  # a cached compile of the same graph runs no pass
+        return capture(model, [x], OPTION if options is None else options)
+
+
+@pytest.fixture
+def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite as it runs on an sm_90 GPU, on CPU tensors (the op computes them by torch)."""
+    monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
+
+
+@pytest.mark.parametrize(
+    ("form", "dtype", "arguments"),
+    [
+        ("softmax", torch.float32, "(arg0_1, 1.0, False, False)"),
+        ("temperature", torch.float32, "(arg0_1, 1.4285714285714286, True, False)"),
+        ("upcast", torch.bfloat16, "(arg0_1, 1.0, True, True)"),  # reads bf16, writes float32
+        ("round_trip", torch.bfloat16, "(arg0_1, 0.5, False, False)"),  # reads and writes bf16
+    ],
+)
+def test_each_softmax_form_becomes_one_call_that_takes_in_its_scale_and_casts(
+    hopper: None, form: str, dtype: torch.dtype, arguments: str
+) -> None:
+    torch.manual_seed(0)
+    x = (torch.randn(4, 8192) * 3).to(dtype)
+    artifact = _compiled(Softmax(form), x)
+    (graph,) = artifact.graphs
+    assert graph.source_code.count(CALL) == 1
+    assert CALL + arguments.lstrip("(") in graph.source_code, graph.source_code
+    assert "amax" not in graph.source_code and "exp" not in graph.source_code  # no softmax kernel is left
+    assert artifact.options == OPTION
+    got, want = artifact.compiled(x), Softmax(form)(x)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize(
+    ("form", "columns"),
+    [
+        ("softmax", row_softmax_op.MIN_COLUMNS - 1),  # one program's registers hold the row already
+        ("softmax", row_softmax_op.MAX_COLUMNS + 1),  # more than a cluster holds
+        ("first_dim", 8192),  # not over the last dimension
+        ("shared", 8192),  # its exponentials are read besides the softmax
+    ],
+)
+def test_softmaxes_the_kernel_does_not_compute_are_left_to_inductor(hopper: None, form: str, columns: int) -> None:
+    x = torch.randn(2, columns) if form != "first_dim" else torch.randn(columns, 3)
+    artifact = _compiled(Softmax(form), x)
+    assert all(CALL not in g.source_code for g in artifact.graphs)
+    torch.testing.assert_close(artifact.compiled(x), Softmax(form)(x))
+
+
+def test_without_a_gpu_that_has_clusters_nothing_is_rewritten() -> None:
+    x = torch.randn(4, 8192)
+    assert not cluster_softmax.on_cluster_gpu(torch.empty(1))
+    assert all(CALL not in g.source_code for g in _compiled(Softmax("softmax"), x).graphs)
+
+
+def test_a_training_step_keeps_its_values_and_gradients(hopper: None) -> None:
+    """A training graph's forward saves the log-softmax's max and log-sum for the backward (AOTAutograd's
+    partitioner): the rewrite leaves such a softmax alone, and the loss and gradients stay eager's."""
+    from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+
+    seen: list[int] = []
+
+    def watched(graph: torch.fx.Graph) -> None:
+        seen.append(rewrite_for_cluster_softmax(graph))
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(16, 8192)
+    target = torch.randint(0, 8192, (4,))
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.nll_loss(torch.log_softmax(linear(x) / 0.7, dim=-1), target)
+
+    x = torch.randn(4, 16)
+    torch._dynamo.reset()
+    with compat.fresh_compile(), compat.post_grad_pass(watched):
+        got = torch.compile(step)(x)
+        got.backward()
+    torch._dynamo.reset()
+    grad, linear.weight.grad = linear.weight.grad, None
+    ref = step(x)
+    ref.backward()
+    assert seen[0] == 0  # the forward's log-softmax: its statistics are saved
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(grad, linear.weight.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_the_op_computes_what_torch_does_on_every_row_and_checks_as_an_op() -> None:
+    x = torch.randn(6, 5000) * 4
+    x[0, 3] = float("-inf")
+    x[1, :] = float("-inf")
+    x[2, 5] = float("inf")
+    x[3, 7] = float("nan")
+    for log in (False, True):
+        got = torch.ops.kernelopt.row_softmax(x, 0.5, log, False)
+        want = torch.log_softmax(x * 0.5, -1) if log else torch.softmax(x * 0.5, -1)
+        torch.testing.assert_close(got, want, equal_nan=True)
+    low = x.to(torch.bfloat16)
+    assert torch.ops.kernelopt.row_softmax(low, 1.0, True, True).dtype == torch.float32
+    assert torch.ops.kernelopt.row_softmax(low, 1.0, True, False).dtype == torch.bfloat16
+    torch.library.opcheck(row_softmax_op.row_softmax, (torch.randn(3, 64), 0.5, True, False))
+    assert not row_softmax_op.supports(x, False)  # CPU tensors: torch computes them
+
+
+def test_a_row_is_split_among_the_fewest_blocks_that_hold_it() -> None:
+    per_block = row_softmax_op.THREADS * row_softmax_op.ITEMS
+    assert row_softmax_op.cluster_blocks(per_block) == 1
+    assert row_softmax_op.cluster_blocks(per_block + 1) == 2
+    assert row_softmax_op.cluster_blocks(50257) == 4
+    assert row_softmax_op.cluster_blocks(row_softmax_op.MAX_COLUMNS) == row_softmax_op.MAX_CLUSTER
+    assert row_softmax_op.cluster_blocks(row_softmax_op.MAX_COLUMNS + 1) is None
+
+
+def test_gate_1_takes_the_call_sequence_around_the_op_and_no_other_op_of_kernelopts(hopper: None) -> None:
+    from kernelopt.capture.call_sequence import call_source_of
+    from kernelopt.verify.static_wrapper import check_static_wrapper
+
+    x = torch.randn(4, 8192)
+    (original,) = _compiled(Softmax("temperature"), x, {}).graphs
+    (variant,) = _compiled(Softmax("temperature"), x).graphs
+    honest = call_source_of(variant.source_code)
+    verdict = check_static_wrapper(honest, original_source=original.source_code)
+    assert verdict.passed, verdict.details.get("violations")
+    for cheat in (
+        honest.replace("row_softmax.default(", "row_softmax_cached.default("),  # not an op of ours
+        honest.replace("torch.ops.kernelopt.row_softmax.default(", "torch.ops.aten._softmax.default("),
+        honest.replace("    return (", "    buf99 = torch.ops.kernelopt.row_softmax.default(arg0_1, 1.0, True, False) * 2\n    return ("),
+    ):
+        refused = check_static_wrapper(cheat, original_source=original.source_code)
+        assert not refused.passed and refused.details["rule"] == "torch_op", refused.reason
+
+
+def test_the_option_is_a_compile_option_and_a_graph_variant_where_rows_are_reread() -> None:
+    from kernelopt.search.graph_variants import option_sets
+
+    assert compat.is_compile_option(CLUSTER_SOFTMAX_OPTION)
+    first = option_sets(copies_first=False, rereads_first=True)
+    assert OPTION in first[:3]
+    assert OPTION in option_sets(copies_first=False)

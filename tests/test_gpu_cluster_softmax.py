@@ -1,0 +1,78 @@
+"""GPU test of kernelopt's row softmax (``kernelopt.capture.row_softmax_op``) and the compile option that
+hands a graph's wide softmax to it (``kernelopt.capture.cluster_softmax``): the CUDA kernel against
+float64 on every dtype pair and row width it takes, rows holding infinities and NaN as torch writes
+them, and log-softmax over a 50257-wide vocabulary with a temperature regenerated under the option,
+through the gates. Speed is printed, not asserted (``benchmarks/`` holds speed)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+import torch
+from conftest import EXAMPLES
+
+from kernelopt.capture import compat, row_softmax_op
+from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
+
+pytestmark = pytest.mark.gpu
+
+OPTION = {CLUSTER_SOFTMAX_OPTION: True}
+
+
+@pytest.fixture(autouse=True)
+def root_workers(monkeypatch) -> None:
+    monkeypatch.setenv("KERNELOPT_WORKER_USER", "root")  # CUDA IPC between users is refused
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "out_float"),
+    [
+        ((2048, 50257), torch.float32, False),  # rows not 16-byte aligned: one float a load
+        ((4, 512, 16384), torch.float32, False),  # one block a row, three dimensions
+        ((256, 131072), torch.float32, False),  # the widest: a cluster of eight
+        ((512, 32000), torch.bfloat16, True),  # bf16 in, float32 out
+        ((512, 32000), torch.bfloat16, False),
+        ((512, 4096), torch.float16, False),
+    ],
+)
+def test_the_kernel_computes_the_softmax_of_every_row(shape, dtype, out_float) -> None:
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("thread-block clusters need sm_90")
+    torch.manual_seed(0)
+    x = (torch.randn(shape, device="cuda") * 4).to(dtype)
+    x[0, ..., 3] = float("-inf")
+    x[1, ...] = float("-inf")
+    x[2, ..., 5] = float("inf")
+    x[3, ..., 7] = float("nan")
+    assert row_softmax_op.supports(x, out_float)
+    for log, scale in ((True, 1 / 0.7), (False, 1.0)):
+        got = torch.ops.kernelopt.row_softmax(x, scale, log, out_float)
+        want = row_softmax_op.reference(x.double(), scale, log, True)
+        assert got.dtype == (torch.float32 if out_float else dtype)
+        tolerance = 1e-5 if got.dtype == torch.float32 else 1e-2
+        torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance, equal_nan=True)
+        assert torch.isnan(got[1]).all() and torch.isnan(got[2]).all() and torch.isnan(got[3]).all()
+
+
+def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates() -> None:
+    """Log-softmax over 50257 with a temperature, compiled as max-autotune-no-cudagraphs compiles it
+    (its best stock mode), regenerated under the option: the graph's softmax kernel gives way to the op,
+    and the candidate goes through the gates (a screen that finds it slower stops before the model gate)."""
+    from kernelopt.evaluate import worker_targets
+    from kernelopt.evaluate.gate_settings import GateSettings
+    from kernelopt.evaluate.session import ProblemSpec
+
+    options = compat.mode_options("max-autotune-no-cudagraphs")
+    spec = asdict(ProblemSpec(str(EXAMPLES / "level1/24_log_softmax_vocab.py"), {}, options=options))
+    ((variant,),) = worker_targets.graph_variants(spec, [OPTION], None)
+    print("variant", variant)
+    assert variant["available"], variant["reason"]
+    assert variant["rereads"] == 0 < variant["compiled"]["rereads"]
+
+    settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10))
+    result = worker_targets.evaluate_graph(spec, 0, OPTION, settings, None)
+    gates = {v["gate"]: v for v in result["verdicts"]}
+    print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"), result.get("timings"))
+    assert gates["static"]["passed"], gates["static"]
+    assert gates["model"]["passed"], gates["model"]
