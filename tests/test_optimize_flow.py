@@ -550,15 +550,28 @@ def test_the_graph_stage_says_how_many_option_sets_its_compile_budget_left_out()
     assert compile_line(rows[:2], 12.0, 60.0) == "compiled 2 of 2 option sets in 12 s (budget 60 s)"
 
 
-def test_a_graph_whose_kernel_won_is_not_searched_again(tmp_path) -> None:
+def test_a_graph_whose_kernel_won_is_searched_too_and_its_graph_winner_is_verified_first(tmp_path) -> None:
+    """A kernel winner is judged at its kernel, a graph candidate end to end: on the H200 log-softmax-vocab's
+    eviction-hint kernel won 1.08x at the kernel and nothing end to end, while its graph's online softmax
+    ran 1.25x. The graph is searched although its kernel won; the final verification tries the graph winner
+    in the kernel's place first, and drops the kernel winner when that verifies."""
     worker = GraphWorker()
     _, report = graph_run(tmp_path, worker, ["launch-config", "graph-variants"])
     (k,) = report.kernels
-    assert k.best is not None and report.graphs == []  # the kernel's graph 0 is the kernels' now
-    assert "evaluate_graph" not in worker.calls
-    assert "graph_variants" not in worker.calls  # every graph that launches has a kernel winner: nothing compiled
-    ((kernels, graphs),) = worker.together
-    assert len(kernels) == 1 and graphs == []
+    (graph,) = report.graphs
+    assert graph.graph == 0 and graph.best == GRAPH_CANDIDATE
+    assert "evaluate_graph" in worker.calls
+    ((kernels, graphs),) = worker.together  # the graph winner in the kernel's graph, and it verified
+    assert kernels == [] and graphs == [GRAPH_CANDIDATE]
+    assert k.best is None and report.final_reason.startswith("verified: 0 kernel(s) replaced, 1 graph call")
+
+
+def test_where_the_graph_winner_fails_the_kernel_winner_of_its_graph_is_tried(tmp_path) -> None:
+    worker = GraphWorker(final_passes=False)
+    _, report = graph_run(tmp_path, worker, ["launch-config", "graph-variants"])
+    # graph first, then the kernel: each once (the single-best fallbacks are the same two attempts)
+    assert [(len(kernels), len(graphs)) for kernels, graphs in worker.together] == [(0, 1), (1, 0)]
+    assert "baseline stays" in report.final_reason
 
 
 def test_a_rejected_final_model_drops_the_graph_winner_too(tmp_path) -> None:

@@ -1,7 +1,8 @@
 """The graph stage of an optimize run: each graph's call sequence as Inductor writes it under other options.
 
-Runs after the kernel search, on the graphs none of whose kernels won (a graph candidate replaces
-every kernel of its graph, so the two never stack on one graph). Each option set of
+Runs after the kernel search, on every graph, those whose kernels won too: a graph candidate replaces
+every kernel of its graph, so the two never stack on one graph, and the final verification tries a
+graph winner before the kernel winners it displaces (:func:`~kernelopt.pipeline.final_check.finalize`). Each option set of
 :data:`~kernelopt.search.graph_variants.GRAPH_OPTIONS` is compiled once in the evaluation worker;
 the graphs it changed are searched, each candidate judged end to end (gate 1's wrapper rules, the
 model gate, the whole model timed against the compiled one). The winners join the kernel winners
@@ -82,16 +83,16 @@ def compiled_variants(run: RunContext) -> str | None:
 
 
 def search_graphs(
-    run: RunContext, nodes: NodeStore, skip: set[int], copies_first: bool = False, rereads_first: bool = False
+    run: RunContext, nodes: NodeStore, copies_first: bool = False, rereads_first: bool = False
 ) -> list[GraphResult]:
-    """Search every graph not in ``skip`` that some option set compiles otherwise (``copies_first``:
+    """Search every graph that some option set compiles otherwise (``copies_first``:
     the option sets that remove copy kernels are compiled first; ``rereads_first``: the row splits)."""
     per_graph = graph_variants(run, copies_first, rereads_first)
     if per_graph is None:
         return []
     results = []
     for graph, variants in enumerate(per_graph):
-        if graph in skip or not any(v["available"] for v in variants):
+        if not any(v["available"] for v in variants):
             continue
         results.append(_search_graph(run, nodes, graph, variants))
     return results

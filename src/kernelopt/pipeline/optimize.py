@@ -393,14 +393,12 @@ def _optimize(run: RunContext) -> OptimizeReport:
         evaluated = [n for n in nodes.evaluated(target.name) if n.operator != "root"]
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
-    won = {analysis.kernels[k.name].graph for k in report.winners if k.name in analysis.kernels}
-    launched = {launch.graph for launch in measured.launches}
-    if graph_run is not None and (not launched or not launched <= won):
-        # graphs none of whose kernels won: their call sequences regenerated (none left: nothing compiled)
+    if graph_run is not None:
+        # every graph's call sequence regenerated, those whose kernels won too: a graph candidate is judged
+        # end to end, a kernel winner at its kernel, and the final verification tries the graph's first
         report.graphs = search_graphs(
             graph_run,
             nodes,
-            won,
             copies_first=measured.moves_share >= COPY_SHARE,
             rereads_first=measured.rereads_share >= COPY_SHARE,
         )
