@@ -75,6 +75,30 @@ def test_each_softmax_form_becomes_one_call_that_takes_in_its_scale_and_casts(
     torch.testing.assert_close(got, want)
 
 
+def test_the_joint_graph_form_of_a_temperature_is_taken_in_whole(hopper: None) -> None:
+    """torch 2.11 leaves ``log_softmax(x / 0.7)`` as ``(x*1 - max(x*1)) * c`` minus its log-sum: the
+    online-softmax rewrite writes it as ``y - max(y)``, ``y = (x*1)*c``, and the op must take the input
+    itself with the product of the scales, or a kernel writes ``x*1`` out for it (on the H200 that kept
+    the variant at 1.006x)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+
+    def joint_graph_form(x: torch.Tensor) -> torch.Tensor:
+        x1 = x * 1
+        stable = (x1 - torch.amax(x1, dim=-1, keepdim=True)) * 1.4285714285714286
+        return stable - torch.log(torch.exp(stable).sum(dim=-1, keepdim=True))
+
+    gm = make_fx(joint_graph_form, tracing_mode="fake")(torch.randn(4, 8192))
+    assert rewrite_for_cluster_softmax(gm.graph) == 1
+    gm.recompile()
+    (call,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert call.target is torch.ops.kernelopt.row_softmax.default
+    assert call.args[0].op == "placeholder" and call.args[1:] == (1.4285714285714286, True, False)
+    x = torch.randn(4, 8192)
+    torch.testing.assert_close(gm(x), torch.log_softmax(x / 0.7, dim=-1))
+
+
 @pytest.mark.parametrize(
     ("form", "columns"),
     [

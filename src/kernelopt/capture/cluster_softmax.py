@@ -99,15 +99,19 @@ def _softmax_parts(exp: torch.fx.Node) -> tuple[torch.fx.Node, bool, list[torch.
     return None
 
 
-def _scaled(y: Any, readers: set[torch.fx.Node]) -> tuple[Any, float]:
-    """``(x, c)`` where ``y`` is ``x * c`` or ``x / c`` for a positive number and nothing but the
-    softmax (``readers``) reads ``y``; else ``(y, 1.0)``."""
-    if not _is(y, _aten.mul.Tensor, _aten.div.Tensor) or len(y.args) != 2 or not _only_users(y, *readers):
-        return y, 1.0
-    x, c = y.args
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 or not isinstance(x, torch.fx.Node):
-        return y, 1.0
-    return x, float(c) if y.target is _aten.mul.Tensor else 1.0 / float(c)
+def _scaled(y: Any, readers: set[torch.fx.Node]) -> tuple[Any, float, set[torch.fx.Node]]:
+    """``(x, c, readers of x)`` where ``y`` is ``x`` multiplied or divided by positive numbers (``x / T``,
+    and the ``x * 1`` the joint-graph pass writes in front of a scaled softmax's max), each step read by
+    nothing but the next (``readers`` for ``y``): the op takes the scale in, so no kernel writes
+    ``x * c`` out."""
+    x, scale = y, 1.0
+    while _is(x, _aten.mul.Tensor, _aten.div.Tensor) and len(x.args) == 2 and _only_users(x, *readers):
+        base, c = x.args
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 or not isinstance(base, torch.fx.Node):
+            break
+        scale = scale * float(c) if x.target is _aten.mul.Tensor else scale / float(c)
+        readers, x = {x}, base
+    return x, scale, readers
 
 
 def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
@@ -131,8 +135,7 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
             or not on_cluster_gpu(value)
         ):
             continue
-        x, scale = _scaled(y, {inner[0], inner[1]})
-        readers = {y} if x is not y else {inner[0], inner[1]}
+        x, scale, readers = _scaled(y, {inner[0], inner[1]})
         out: Any = inner[-1]
         source, out_float = x, False
         if _is(x, _cast) and _only_users(x, *readers) and _value(x.args[0]) is not None:
