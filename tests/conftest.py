@@ -82,3 +82,26 @@ def forge_record(delivered: Path, text: str) -> None:
     data = json.loads(record.read_text())
     data["delivered"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
     record.write_text(json.dumps(data))
+
+
+def compiled_and_eager_step(step, x, linear, rewrite):
+    """``step(x)`` compiled with ``rewrite`` as a post-grad pass and run backward, then run eagerly:
+    ``(loss, weight grad, eager loss, eager weight grad, what each call of the rewrite returned)``."""
+    import torch
+
+    from kernelopt.capture import compat
+
+    seen: list = []
+
+    def watched(graph) -> None:
+        seen.append(rewrite(graph))
+
+    torch._dynamo.reset()
+    with compat.fresh_compile(), compat.post_grad_pass(watched):
+        got = torch.compile(step)(x)
+        got.backward()
+    torch._dynamo.reset()
+    grad, linear.weight.grad = linear.weight.grad, None
+    ref = step(x)
+    ref.backward()
+    return got, grad, ref, linear.weight.grad, seen

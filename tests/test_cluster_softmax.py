@@ -124,12 +124,9 @@ def test_without_a_gpu_that_has_clusters_nothing_is_rewritten() -> None:
 def test_a_training_step_keeps_its_values_and_gradients(hopper: None) -> None:
     """A training graph's forward saves the log-softmax's max and log-sum for the backward (AOTAutograd's
     partitioner): the rewrite leaves such a softmax alone, and the loss and gradients stay eager's."""
+    from conftest import compiled_and_eager_step
+
     from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
-
-    seen: list[int] = []
-
-    def watched(graph: torch.fx.Graph) -> None:
-        seen.append(rewrite_for_cluster_softmax(graph))
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(16, 8192)
@@ -138,18 +135,10 @@ def test_a_training_step_keeps_its_values_and_gradients(hopper: None) -> None:
     def step(x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.nll_loss(torch.log_softmax(linear(x) / 0.7, dim=-1), target)
 
-    x = torch.randn(4, 16)
-    torch._dynamo.reset()
-    with compat.fresh_compile(), compat.post_grad_pass(watched):
-        got = torch.compile(step)(x)
-        got.backward()
-    torch._dynamo.reset()
-    grad, linear.weight.grad = linear.weight.grad, None
-    ref = step(x)
-    ref.backward()
+    got, grad, ref, ref_grad, seen = compiled_and_eager_step(step, torch.randn(4, 16), linear, rewrite_for_cluster_softmax)
     assert seen[0] == 0  # the forward's log-softmax: its statistics are saved
     torch.testing.assert_close(got, ref)
-    torch.testing.assert_close(grad, linear.weight.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-5)
 
 
 def test_the_op_computes_what_torch_does_on_every_row_and_checks_as_an_op() -> None:

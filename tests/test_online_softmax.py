@@ -289,10 +289,7 @@ def test_the_token_log_probs_problem_is_rewritten_where_its_logits_are_upcast(mo
 def test_a_training_step_keeps_its_values_and_gradients() -> None:
     """In a training graph the rewritten nodes are also what the backward saves: the forward's value
     and the gradients stay eager's (the forward held a scaled log-softmax and a scaled logsumexp)."""
-    seen: list[int] = []
-
-    def watched(graph: torch.fx.Graph) -> None:
-        seen.append(rewrite_for_online_softmax(graph))
+    from conftest import compiled_and_eager_step
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(32, 300)
@@ -301,15 +298,7 @@ def test_a_training_step_keeps_its_values_and_gradients() -> None:
         logits = linear(x)
         return torch.log_softmax(logits / 0.7, dim=-1)[:, :5].sum() + torch.logsumexp(logits * 2.0, dim=-1).sum()
 
-    x = torch.randn(8, 32)
-    torch._dynamo.reset()
-    with compat.fresh_compile(), compat.post_grad_pass(watched):
-        got = torch.compile(step)(x)
-        got.backward()
-    torch._dynamo.reset()
-    grad, linear.weight.grad = linear.weight.grad, None
-    ref = step(x)
-    ref.backward()
+    got, grad, ref, ref_grad, seen = compiled_and_eager_step(step, torch.randn(8, 32), linear, rewrite_for_online_softmax)
     assert seen[0] == 2  # the forward graph's two; the backward's has none
     torch.testing.assert_close(got, ref)
-    torch.testing.assert_close(grad, linear.weight.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-5)
