@@ -21,6 +21,7 @@ The CUDA source is built once per machine and source (``load_inline``, the build
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -240,7 +241,7 @@ def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> to
     assert blocks is not None
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
-    _built(source_for(x.dtype, y.dtype)).run(x, y, blocks, True, float(scale), bool(log))
+    launcher(x.dtype, y.dtype).run(x, y, blocks, True, float(scale), bool(log))
     return y
 
 
@@ -258,6 +259,13 @@ def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
         .replace("__IN__", c_in)
         .replace("__OUT__", c_out)
     )
+
+
+@functools.cache
+def launcher(in_dtype: torch.dtype, out_dtype: torch.dtype) -> Any:
+    """The built kernel for one dtype pair, kept: a call then costs no hashing of the source (tens of
+    microseconds a call on the host, which a launch-bound graph would pay)."""
+    return _built(source_for(in_dtype, out_dtype))
 
 
 def _built(source: str) -> Any:
