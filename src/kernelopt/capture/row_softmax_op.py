@@ -31,7 +31,7 @@ ITEMS = 32  # elements per thread, compiled: a block holds THREADS * ITEMS eleme
 MAX_CLUSTER = 8  # the portable cluster size
 MIN_BLOCKS = 2  # blocks an SM holds at once (__launch_bounds__): on the H200 1 let a thread take registers enough to leave one block an SM, 1.2-1.5x slower
 MAX_COLUMNS = THREADS * ITEMS * MAX_CLUSTER  # 131072: wider rows are left to Inductor
-MIN_COLUMNS = 4096  # narrower rows fit one program's registers: Inductor reads them once already
+MIN_COLUMNS = 4096  # narrower rows: Inductor's persistent reductions hold them and read them once already
 
 CUDA_SOURCE = (
     r"""
