@@ -25,6 +25,21 @@ def root_workers(monkeypatch) -> None:
     monkeypatch.setenv("KERNELOPT_WORKER_USER", "root")  # CUDA IPC between users is refused
 
 
+PAIRS = [(torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.bfloat16, torch.bfloat16),
+         (torch.float16, torch.float16)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    """Every dtype pair the tests use built at once (nvcc runs in subprocesses: about 20 s each, overlapped)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
+        return
+    with ThreadPoolExecutor(len(PAIRS)) as pool:
+        list(pool.map(lambda pair: row_softmax_op.launcher(*pair), PAIRS))
+
+
 @pytest.mark.parametrize(
     ("shape", "dtype", "out_float"),
     [
@@ -36,7 +51,7 @@ def root_workers(monkeypatch) -> None:
         ((512, 4096), torch.float16, False),
     ],
 )
-def test_the_kernel_computes_the_softmax_of_every_row(shape, dtype, out_float) -> None:
+def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_float) -> None:
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
     torch.manual_seed(0)
