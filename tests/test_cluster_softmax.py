@@ -109,10 +109,13 @@ def test_the_joint_graph_form_of_a_temperature_is_taken_in_whole(hopper: None) -
     ],
 )
 def test_softmaxes_the_kernel_does_not_compute_are_left_to_inductor(hopper: None, form: str, columns: int) -> None:
+    torch.manual_seed(0)
     x = torch.randn(2, columns) if form != "first_dim" else torch.randn(columns, 3)
     artifact = _compiled(Softmax(form), x)
     assert all(CALL not in g.source_code for g in artifact.graphs)
-    torch.testing.assert_close(artifact.compiled(x), Softmax(form)(x))
+    # Inductor's own CPU code, whose vectorised exp differs from eager's by up to about 1e-4 (CI read
+    # 1.5e-4 relative on the shared exponentials of one random draw)
+    torch.testing.assert_close(artifact.compiled(x), Softmax(form)(x), rtol=1e-3, atol=1e-4)
 
 
 def test_without_a_gpu_that_has_clusters_nothing_is_rewritten() -> None:
