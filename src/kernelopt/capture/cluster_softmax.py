@@ -27,17 +27,13 @@ from typing import Any
 import torch
 
 from kernelopt.capture import row_softmax_op
-from kernelopt.capture.online_softmax import erase_orphans, rewrite_for_online_softmax
+from kernelopt.capture.online_softmax import erase_orphans, is_call, rewrite_for_online_softmax
 
 CLUSTER_SOFTMAX_OPTION = "kernelopt.cluster_softmax"  # a compile option of kernelopt's own: True
 
 _aten = torch.ops.aten
 _cast = torch.ops.prims.convert_element_type.default
 LOW_PRECISION = (torch.bfloat16, torch.float16)
-
-
-def _is(node: Any, *targets: Any) -> bool:
-    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in targets
 
 
 def _value(node: Any) -> Any:
@@ -66,17 +62,17 @@ def _softmax_parts(exp: torch.fx.Node) -> tuple[torch.fx.Node, bool, list[torch.
     nothing else reading its max, exponentials or sum; ``inner``: the nodes from the max to the output,
     the output last. Else None."""
     sub: Any = exp.args[0]
-    if not _is(sub, _aten.sub.Tensor) or len(sub.args) != 2 or sub.kwargs.get("alpha", 1) != 1:
+    if not is_call(sub, _aten.sub.Tensor) or len(sub.args) != 2 or sub.kwargs.get("alpha", 1) != 1:
         return None
     y, amax = sub.args
     value = _value(y)
-    if not _is(amax, _aten.amax.default) or amax.args[0] is not y or value is None:
+    if not is_call(amax, _aten.amax.default) or amax.args[0] is not y or value is None:
         return None
     dims = amax.args[1] if len(amax.args) > 1 else amax.kwargs.get("dim")
     keepdim = amax.args[2] if len(amax.args) > 2 else amax.kwargs.get("keepdim", False)
     if not keepdim or not _last_dim(dims, value.dim()) or not _only_users(amax, sub):
         return None
-    sums = [u for u in exp.users if _is(u, _aten.sum.dim_IntList)]
+    sums = [u for u in exp.users if is_call(u, _aten.sum.dim_IntList)]
     if len(sums) != 1:
         return None
     total: Any = sums[0]
@@ -87,13 +83,13 @@ def _softmax_parts(exp: torch.fx.Node) -> tuple[torch.fx.Node, bool, list[torch.
     if total.kwargs.get("dtype") is not None:
         return None
     user: Any = next(iter(total.users)) if len(total.users) == 1 else None
-    if _is(user, _aten.div.Tensor) and user.args == (exp, total) and _only_users(exp, total, user):
+    if is_call(user, _aten.div.Tensor) and user.args == (exp, total) and _only_users(exp, total, user):
         if _only_users(sub, exp):
             return y, False, [amax, sub, exp, total, user]
         return None
-    if _is(user, _aten.log.default) and len(user.users) == 1 and _only_users(exp, total):
+    if is_call(user, _aten.log.default) and len(user.users) == 1 and _only_users(exp, total):
         out: Any = next(iter(user.users))
-        plain = _is(out, _aten.sub.Tensor) and out.args == (sub, user) and out.kwargs.get("alpha", 1) == 1
+        plain = is_call(out, _aten.sub.Tensor) and out.args == (sub, user) and out.kwargs.get("alpha", 1) == 1
         if plain and _only_users(sub, exp, out):
             return y, True, [amax, sub, exp, total, user, out]
     return None
@@ -105,7 +101,7 @@ def _scaled(y: Any, readers: set[torch.fx.Node]) -> tuple[Any, float, set[torch.
     nothing but the next (``readers`` for ``y``): the op takes the scale in, so no kernel writes
     ``x * c`` out."""
     x, scale = y, 1.0
-    while _is(x, _aten.mul.Tensor, _aten.div.Tensor) and len(x.args) == 2 and _only_users(x, *readers):
+    while is_call(x, _aten.mul.Tensor, _aten.div.Tensor) and len(x.args) == 2 and _only_users(x, *readers):
         base, c = x.args
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 or not isinstance(base, torch.fx.Node):
             break
@@ -120,7 +116,7 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
     rewrite_for_online_softmax(graph)  # a joint-graph scaled softmax, written back as y - max(y)
     count = 0
     for exp in list(graph.nodes):
-        if not _is(exp, _aten.exp.default) or not exp.users:
+        if not is_call(exp, _aten.exp.default) or not exp.users:
             continue
         parts = _softmax_parts(exp)
         if parts is None:
@@ -138,12 +134,12 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
         x, scale, readers = _scaled(y, {inner[0], inner[1]})
         out: Any = inner[-1]
         source, out_float = x, False
-        if _is(x, _cast) and _only_users(x, *readers) and _value(x.args[0]) is not None:
+        if is_call(x, _cast) and _only_users(x, *readers) and _value(x.args[0]) is not None:
             low = _value(x.args[0]).dtype
             if low in LOW_PRECISION:
                 source, out_float = x.args[0], True
                 back: Any = next(iter(out.users)) if len(out.users) == 1 else None
-                if _is(back, _cast) and back.args[1] == low:
+                if is_call(back, _cast) and back.args[1] == low:
                     out, out_float = back, False
         elif _value(x) is None or _value(x).dtype != torch.float32:
             continue

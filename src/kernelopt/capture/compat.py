@@ -187,12 +187,12 @@ def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]
     import torch._inductor.config as inductor_config
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
+    names = ",".join(f"{r.__module__}.{r.__name__}" for r in rewrites)
     if inductor_config.post_grad_custom_pre_pass is not None:
         raise UnsupportedEnvironment(
-            "Inductor's post_grad_custom_pre_pass is already set, and kernelopt's compile option "
-            "(kernelopt.online_softmax) runs its rewrite there: unset your own pass for this compile"
+            "Inductor's post_grad_custom_pre_pass is already set, and kernelopt's compile options "
+            f"({names}) run their rewrites there: unset your own pass for this compile"
         )
-    names = ",".join(f"{r.__module__}.{r.__name__}" for r in rewrites)
     sources = "".join(inspect.getsource(sys.modules[r.__module__]) for r in rewrites)
     identity = hashlib.sha256(sources.encode()).hexdigest()
 

@@ -32,13 +32,14 @@ ONLINE_SOFTMAX_OPTION = "kernelopt.online_softmax"  # a compile option of kernel
 _aten = torch.ops.aten
 
 
-def _is(node: Any, *targets: Any) -> bool:
+def is_call(node: Any, *targets: Any) -> bool:
+    """Whether ``node`` is a graph node calling one of ``targets``."""
     return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in targets
 
 
 def _max_subtracted(node: Any) -> tuple[torch.fx.Node, Any] | None:
     """``(y, dims)`` where ``node`` is ``y - amax(y, dims, keepdim=True)``, else None."""
-    if not _is(node, _aten.sub.Tensor) or len(node.args) != 2 or node.kwargs.get("alpha", 1) != 1:
+    if not is_call(node, _aten.sub.Tensor) or len(node.args) != 2 or node.kwargs.get("alpha", 1) != 1:
         return None
     y, amax = node.args
     dims = _amax_dims(amax, y)
@@ -48,7 +49,7 @@ def _max_subtracted(node: Any) -> tuple[torch.fx.Node, Any] | None:
 def _positive_scale(node: Any) -> tuple[Any, Any, float] | None:
     """``(op, stable, c)`` where ``node`` is ``stable * c`` or ``stable / c`` for a positive number
     ``c``, else None (a tensor scale's sign is not known when the graph is written)."""
-    if not _is(node, _aten.mul.Tensor, _aten.div.Tensor, _aten.mul.Scalar, _aten.div.Scalar) or len(node.args) != 2:
+    if not is_call(node, _aten.mul.Tensor, _aten.div.Tensor, _aten.mul.Scalar, _aten.div.Scalar) or len(node.args) != 2:
         return None
     stable, c = node.args
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0:
@@ -59,7 +60,7 @@ def _positive_scale(node: Any) -> tuple[Any, Any, float] | None:
 def _plain_form(scaled: torch.fx.Node, graph: torch.fx.Graph) -> torch.fx.Node | None:
     """The node ``y - max(y)`` that stands for ``scaled`` (a joint-graph stable form), made in front
     of ``scaled`` where the graph does not hold it already; None where ``scaled`` is not one."""
-    if _is(scaled, _aten.where.self) and len(scaled.args) == 3:
+    if is_call(scaled, _aten.where.self) and len(scaled.args) == 3:
         stable, plain = scaled.args[1], scaled.args[2]
         # the branch taken when a row holds an infinity: the softmax as written, where the other is
         # its stable form (anything else in a where is left alone)
@@ -113,13 +114,13 @@ def _stable_form_of(stable: Any, plain: Any) -> bool:
 
 def _unsigned(node: Any) -> Any:
     """``x`` for ``x * 1`` (the joint-graph pass's sign of a positive scale), else ``node``."""
-    return node.args[0] if _is(node, _aten.mul.Tensor) and len(node.args) == 2 and node.args[1] == 1 else node
+    return node.args[0] if is_call(node, _aten.mul.Tensor) and len(node.args) == 2 and node.args[1] == 1 else node
 
 
 def _uncast(node: Any) -> Any:
     """``x`` for a cast of ``x`` to another dtype, else ``node``."""
     cast = torch.ops.prims.convert_element_type.default
-    return node.args[0] if _is(node, cast, _aten._to_copy.default) else node
+    return node.args[0] if is_call(node, cast, _aten._to_copy.default) else node
 
 
 def rewrite_for_online_softmax(graph: torch.fx.Graph) -> int:
@@ -128,7 +129,7 @@ def rewrite_for_online_softmax(graph: torch.fx.Graph) -> int:
     are removed."""
     count = 0
     for node in list(graph.nodes):
-        if not _is(node, _aten.exp.default) or not node.users:
+        if not is_call(node, _aten.exp.default) or not node.users:
             continue  # (a node erased by an earlier rewrite has no users)
         scaled = node.args[0]
         if not isinstance(scaled, torch.fx.Node):
@@ -151,31 +152,31 @@ def _logsumexp(exp: torch.fx.Node, graph: torch.fx.Graph) -> bool:
     as ``where(|m| == inf, m, log(sum(exp(y - m), dims, keepdim=True)) + m)``, squeezed as the sum was;
     whether it was one."""
     sub: Any = exp.args[0]
-    if not _is(sub, _aten.sub.Tensor) or len(sub.args) != 2 or len(exp.users) != 1:
+    if not is_call(sub, _aten.sub.Tensor) or len(sub.args) != 2 or len(exp.users) != 1:
         return False
     y, masked = sub.args
-    if not _is(masked, _aten.where.self) or len(masked.args) != 3:
+    if not is_call(masked, _aten.where.self) or len(masked.args) != 3:
         return False
     is_inf, zero, amax = masked.args
     dims = _amax_dims(amax, y)
     if dims is None or not _is_inf_test(is_inf, amax) or not _is_zero(zero):
         return False
     total: Any = next(iter(exp.users))
-    if not _is(total, _aten.sum.dim_IntList) or total.args[0] is not exp or list(total.args[1]) != list(dims):
+    if not is_call(total, _aten.sum.dim_IntList) or total.args[0] is not exp or list(total.args[1]) != list(dims):
         return False
     keepdim = bool(total.args[2] if len(total.args) > 2 else total.kwargs.get("keepdim", False))
     if len(total.users) != 1 or total.kwargs.get("dtype") is not None:
         return False
     (log,) = total.users
-    if not _is(log, _aten.log.default) or len(log.users) != 1:
+    if not is_call(log, _aten.log.default) or len(log.users) != 1:
         return False
     out: Any = next(iter(log.users))
     shift = masked if keepdim else None
     if not keepdim:
-        squeezed = [a for a in out.args if _is(a, _aten.squeeze.dims, _aten.squeeze.dim) and a.args[0] is masked]
+        squeezed = [a for a in out.args if is_call(a, _aten.squeeze.dims, _aten.squeeze.dim) and a.args[0] is masked]
         shift = squeezed[0] if squeezed else None
     if (
-        not _is(out, _aten.add.Tensor)
+        not is_call(out, _aten.add.Tensor)
         or out.kwargs.get("alpha", 1) != 1
         or shift is None
         or set(out.args) != {log, shift}
@@ -197,7 +198,7 @@ def _logsumexp(exp: torch.fx.Node, graph: torch.fx.Graph) -> bool:
 
 def _amax_dims(amax: Any, of: Any) -> Any:
     """The dims of ``amax`` where it is ``amax(of, dims, keepdim=True)``, else None."""
-    if not _is(amax, _aten.amax.default) or amax.args[0] is not of:
+    if not is_call(amax, _aten.amax.default) or amax.args[0] is not of:
         return None
     dims = amax.args[1] if len(amax.args) > 1 else amax.kwargs.get("dim")
     keepdim = amax.args[2] if len(amax.args) > 2 else amax.kwargs.get("keepdim", False)
@@ -206,16 +207,16 @@ def _amax_dims(amax: Any, of: Any) -> Any:
 
 def _is_inf_test(node: Any, of: torch.fx.Node) -> bool:
     """Whether ``node`` is ``|of| == inf`` (torch's logsumexp masks infinite maxima so)."""
-    if not _is(node, _aten.eq.Scalar) or node.args[1] != float("inf"):
+    if not is_call(node, _aten.eq.Scalar) or node.args[1] != float("inf"):
         return False
-    return _is(node.args[0], _aten.abs.default) and node.args[0].args[0] is of
+    return is_call(node.args[0], _aten.abs.default) and node.args[0].args[0] is of
 
 
 def _is_zero(node: Any) -> bool:
     """Whether ``node`` is the number zero, or a zero-dimensional tensor full of it."""
     if isinstance(node, (int, float)) and not isinstance(node, bool):
         return node == 0
-    return _is(node, _aten.full.default) and list(node.args[0]) == [] and node.args[1] == 0
+    return is_call(node, _aten.full.default) and list(node.args[0]) == [] and node.args[1] == 0
 
 
 def erase_orphans(graph: torch.fx.Graph, node: torch.fx.Node) -> None:

@@ -222,7 +222,13 @@ def supports(x: torch.Tensor, out_float: bool) -> bool:
         return False
     if out_float and x.dtype == torch.float32:
         return False  # nothing to upcast: the rewrite never asks
-    return torch.cuda.get_device_capability(x.device) >= (9, 0) and cluster_blocks(x.shape[-1]) is not None
+    return _has_clusters(x.device.index) and cluster_blocks(x.shape[-1]) is not None
+
+
+@functools.cache
+def _has_clusters(device: int | None) -> bool:
+    """Whether the GPU has thread-block clusters (sm_90+), asked once per device: every call of the op asks."""
+    return torch.cuda.get_device_capability(device) >= (9, 0)
 
 
 def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
