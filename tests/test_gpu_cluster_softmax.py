@@ -41,21 +41,26 @@ def built() -> None:
 
 
 @pytest.mark.parametrize(
-    ("shape", "dtype", "out_float"),
+    ("shape", "dtype", "out_float", "offset"),
     [
-        ((2048, 50257), torch.float32, False),  # rows not 16-byte aligned: one float a load
-        ((4, 512, 16384), torch.float32, False),  # one block a row, three dimensions
-        ((256, 131072), torch.float32, False),  # the widest: a cluster of eight
-        ((512, 32000), torch.bfloat16, True),  # bf16 in, float32 out
-        ((512, 32000), torch.bfloat16, False),
-        ((512, 4096), torch.float16, False),
+        ((2048, 50257), torch.float32, False, 0),  # rows not 16-byte aligned: one float a copy
+        ((4, 512, 16384), torch.float32, False, 0),  # one block a row, three dimensions
+        ((256, 131072), torch.float32, False, 0),  # the widest: a cluster of eight, many rows each
+        ((512, 32000), torch.bfloat16, True, 0),  # bf16 in, float32 out (two 16-byte stores a pack)
+        ((512, 32000), torch.bfloat16, False, 0),
+        ((512, 4096), torch.float16, False, 0),
+        ((4, 20000), torch.float32, False, 0),  # fewer rows than the GPU holds clusters
+        ((64, 16384), torch.float32, False, 1),  # a storage offset: rows off 16 bytes, one float a copy
+        ((64, 32001), torch.bfloat16, False, 1),  # 16-bit and unaligned: the one-row kernel
     ],
 )
-def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_float) -> None:
+def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_float, offset) -> None:
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
     torch.manual_seed(0)
-    x = (torch.randn(shape, device="cuda") * 4).to(dtype)
+    numel = torch.Size(shape).numel()
+    x = (torch.randn(numel + offset, device="cuda") * 4).to(dtype)[offset:].view(shape)
+    assert (x.data_ptr() % 16 != 0) == bool(offset)
     x[0, ..., 3] = float("-inf")
     x[1, ...] = float("-inf")
     x[2, ..., 5] = float("inf")
