@@ -43,15 +43,15 @@ def built() -> None:
 @pytest.mark.parametrize(
     ("shape", "dtype", "out_float", "offset"),
     [
-        ((2048, 50257), torch.float32, False, 0),  # rows not 16-byte aligned: one float a copy
+        ((2048, 50257), torch.float32, False, 0),  # rows not 16-byte aligned: one float a load
         ((4, 512, 16384), torch.float32, False, 0),  # one block a row, three dimensions
-        ((256, 131072), torch.float32, False, 0),  # the widest: a cluster of eight, many rows each
-        ((512, 32000), torch.bfloat16, True, 0),  # bf16 in, float32 out (two 16-byte stores a pack)
+        ((256, 131072), torch.float32, False, 0),  # the widest: a cluster of eight
+        ((512, 32000), torch.bfloat16, True, 0),  # bf16 in, float32 out
         ((512, 32000), torch.bfloat16, False, 0),
         ((512, 4096), torch.float16, False, 0),
-        ((4, 20000), torch.float32, False, 0),  # fewer rows than the GPU holds clusters
-        ((64, 16384), torch.float32, False, 1),  # a storage offset: rows off 16 bytes, one float a copy
-        ((64, 32001), torch.bfloat16, False, 1),  # 16-bit and unaligned: the one-row kernel
+        ((4, 20000), torch.float32, False, 0),  # four rows: fewer clusters than the GPU holds
+        ((64, 16384), torch.float32, False, 1),  # a storage offset: rows off 16 bytes, one float a load
+        ((64, 32001), torch.bfloat16, False, 1),  # 16-bit, odd width, off 16 bytes
     ],
 )
 def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_float, offset) -> None:
@@ -96,4 +96,5 @@ def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates() -> N
     gates = {v["gate"]: v for v in result["verdicts"]}
     print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"), result.get("timings"))
     assert gates["static"]["passed"], gates["static"]
+    assert "model" in gates, gates["performance"]  # screened out as slower: the op lost to Inductor here
     assert gates["model"]["passed"], gates["model"]

@@ -31,7 +31,6 @@ ITEMS = 32  # elements per thread, compiled: a block holds THREADS * ITEMS eleme
 MAX_CLUSTER = 8  # the portable cluster size
 MIN_BLOCKS = 2  # blocks an SM holds at once (__launch_bounds__): on the H200 1 let a thread take registers enough to leave one block an SM, 1.2-1.5x slower
 MAX_COLUMNS = THREADS * ITEMS * MAX_CLUSTER  # 131072: wider rows are left to Inductor
-PIPELINED = True  # a resident cluster over many rows, the next row copied in while this one is written
 MIN_COLUMNS = 4096  # narrower rows: Inductor's persistent reductions hold them and read them once already
 
 CUDA_SOURCE = (
@@ -41,10 +40,6 @@ CUDA_SOURCE = (
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <c10/cuda/CUDAException.h>
-#include <map>
-#include <mutex>
-#include <tuple>
 namespace cg = cooperative_groups;
 
 template <typename T> __device__ __forceinline__ float as_float(T v);
@@ -82,32 +77,6 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_m
 }
 
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
-
-// a pack of VEC outputs written in stores of at most 16 bytes (a bfloat16 input's 8 float32 outputs: two)
-template <typename TO, int VEC>
-__device__ __forceinline__ void store_pack(TO* at, const float* e) {
-  constexpr int STORE = VEC * sizeof(TO) > 16 ? 16 / sizeof(TO) : VEC;
-  #pragma unroll
-  for (int q = 0; q < VEC / STORE; ++q) {
-    Pack<TO, STORE> p;
-    #pragma unroll
-    for (int j = 0; j < STORE; ++j) p.v[j] = from_float<TO>(e[q * STORE + j]);
-    *reinterpret_cast<Pack<TO, STORE>*>(at + q * STORE) = p;
-  }
-}
-
-// an asynchronous copy of BYTES (4, 8 or 16) from global to shared memory (cp.async, sm_80+)
-template <int BYTES>
-__device__ __forceinline__ void copy_async(void* to, const void* from) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(to);
-  if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(from) : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(from), "n"(BYTES) : "memory");
-  }
-}
-__device__ __forceinline__ void copies_sent() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void copies_landed() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 template <typename TI, typename TO, int ITEMS, int VEC, int THREADS>
 __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
@@ -173,143 +142,6 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
   }
 }
 
-// The same softmax with a cluster kept resident over many rows: while a row is reduced, exchanged and
-// written from registers, the next row's part is already on its way into shared memory (cp.async), so an
-// SM's reads do not wait for its writes. Each thread copies and later reads only its own elements, so the
-// staging needs no barrier of its own; the cluster's partial max and sum alternate between two slots, so
-// one cluster barrier a row suffices (a block writes a slot again only after every block has passed the
-// barrier of the row between, which it reaches after reading that slot).
-template <typename TI, typename TO, int ITEMS, int VEC, int THREADS>
-__global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_pipelined(
-    const TI* __restrict__ x, TO* __restrict__ y, int64_t rows, int64_t cols, int64_t chunk, float scale,
-    bool log_out) {
-  cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank();
-  const unsigned blocks = cluster.num_blocks();
-  const int64_t stride = gridDim.x / blocks;  // clusters in the grid
-  const int64_t start = rank * chunk;
-  const int64_t end = min(start + chunk, cols);
-  extern __shared__ __align__(16) unsigned char staged_bytes[];
-  TI* staged = reinterpret_cast<TI*>(staged_bytes);  // this block's part of the next row
-  __shared__ float scratch[32];
-  __shared__ float part[2][2];
-  constexpr int PACKS = ITEMS / VEC;
-  auto fetch = [&](int64_t row) {
-    const TI* xr = x + row * cols + start;
-    #pragma unroll
-    for (int k = 0; k < PACKS; ++k) {
-      const int64_t j = ((int64_t)k * THREADS + threadIdx.x) * VEC;
-      if (start + j < end) copy_async<sizeof(TI) * VEC>(staged + j, xr + j);
-    }
-    copies_sent();
-  };
-  int64_t row = blockIdx.x / blocks;
-  if (row < rows) fetch(row);
-  for (int slot = 0; row < rows; row += stride, slot ^= 1) {
-    copies_landed();
-    float v[ITEMS];
-    #pragma unroll
-    for (int k = 0; k < PACKS; ++k) {
-      const int64_t j = ((int64_t)k * THREADS + threadIdx.x) * VEC;
-      if (start + j < end) {
-        const Pack<TI, VEC> p = *reinterpret_cast<const Pack<TI, VEC>*>(staged + j);
-        #pragma unroll
-        for (int q = 0; q < VEC; ++q) v[k * VEC + q] = as_float<TI>(p.v[q]) * scale;
-      } else {
-        #pragma unroll
-        for (int q = 0; q < VEC; ++q) v[k * VEC + q] = -INFINITY;
-      }
-    }
-    float m = -INFINITY;
-    #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) m = fmaxf(m, v[k]);
-    m = block_reduce<THREADS>(m, scratch, true);  // needs every v: this thread's reads of staged are done
-    if (row + stride < rows) fetch(row + stride);
-    float s = 0.0f;
-    #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) s += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);  // NaN stays NaN
-    s = block_reduce<THREADS>(s, scratch, false);
-    if (threadIdx.x == 0) { part[slot][0] = m; part[slot][1] = s; }
-    cluster.sync();
-    float M = -INFINITY;
-    for (unsigned r = 0; r < blocks; ++r) M = fmaxf(M, cluster.map_shared_rank(&part[slot][0], r)[0]);
-    float S = 0.0f;
-    for (unsigned r = 0; r < blocks; ++r) {
-      const float* p = cluster.map_shared_rank(&part[slot][0], r);
-      S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
-    }
-    const float shift = M + logf(S), inv = 1.0f / S;
-    TO* yr = y + row * cols + start;
-    #pragma unroll
-    for (int k = 0; k < PACKS; ++k) {
-      const int64_t j = ((int64_t)k * THREADS + threadIdx.x) * VEC;
-      if (start + j < end) {
-        float e[VEC];
-        #pragma unroll
-        for (int q = 0; q < VEC; ++q) e[q] = log_out ? v[k * VEC + q] - shift : expf(v[k * VEC + q] - M) * inv;
-        store_pack<TO, VEC>(yr + j, e);
-      }
-    }
-  }
-  cluster.sync();  // no block leaves while another may still read its part
-}
-
-namespace {  // internal linkage: a template's static would be one object across every loaded build (GNU unique)
-// clusters of `clusters` blocks the GPU holds at once for this kernel, asked once per device, kernel and
-// size; the first ask also lets the kernel take `smem` bytes of dynamic shared memory on this device
-int resident_clusters(const void* kernel, int64_t clusters, int smem, int threads) {
-  static std::mutex lock;
-  static std::map<std::tuple<int, const void*, int64_t>, int> known;
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> guard(lock);
-  const auto key = std::make_tuple(device, kernel, clusters);
-  auto found = known.find(key);
-  if (found != known.end()) return found->second;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((unsigned)clusters);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = (unsigned)clusters;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  int count = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&count, kernel, &config));
-  TORCH_CHECK(count > 0, "row_softmax: no cluster of ", clusters, " blocks fits this GPU");
-  known[key] = count;
-  return count;
-}
-}  // namespace
-
-template <typename TI, typename TO, int VEC>
-void launch_pipelined(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
-                      int64_t chunk, float scale, bool log_out) {
-  constexpr int THREADS = __THREADS__;
-  auto kernel = row_softmax_pipelined<TI, TO, __ITEMS__, VEC, THREADS>;
-  const int smem = THREADS * __ITEMS__ * sizeof(TI);
-  const int64_t resident = resident_clusters((const void*)kernel, clusters, smem, THREADS);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((unsigned)(std::min(rows, resident) * clusters));
-  config.blockDim = dim3(THREADS);
-  config.dynamicSmemBytes = smem;
-  config.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = (unsigned)clusters;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  cudaError_t err = cudaLaunchKernelEx(&config, kernel, (const TI*)x.data_ptr(), (TO*)y.data_ptr(), rows, cols,
-                                       chunk, scale, log_out);
-  TORCH_CHECK(err == cudaSuccess, "row_softmax launch: ", cudaGetErrorString(err));
-}
-
 template <typename TI, typename TO, int VEC>
 void launch_typed(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
                   int64_t chunk, float scale, bool log_out) {
@@ -334,40 +166,27 @@ void launch_typed(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_
 
 template <typename TI, typename TO>
 void launch_vec(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
-                bool vectorized, bool pipelined, float scale, bool log_out) {
+                bool vectorized, float scale, bool log_out) {
   // 16 bytes a load where every row and every block's part start on a 16-byte boundary (on the H200 a
-  // bfloat16 input's 32-byte float32 packs out ran slower than single floats in the one-row kernel)
+  // bfloat16 input's 32-byte float32 packs out ran slower than single floats)
   constexpr int VEC = 16 / sizeof(TI);
-  const bool rows_aligned = vectorized && cols % VEC == 0 &&
-                            reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
-                            reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0;
+  const bool aligned = vectorized && cols % VEC == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0 && sizeof(TO) == sizeof(TI);
   int64_t chunk = (cols + clusters - 1) / clusters;
-  const int64_t packed_chunk = (chunk + VEC - 1) / VEC * VEC;
-  if (pipelined && rows_aligned) {
-    launch_pipelined<TI, TO, VEC>(x, y, rows, cols, clusters, packed_chunk, scale, log_out);
-    return;
-  }
-  if constexpr (sizeof(TI) == 4) {  // cp.async copies 4 bytes at least: one float at a time
-    if (pipelined) {
-      launch_pipelined<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out);
-      return;
-    }
-  }
-  if (rows_aligned && sizeof(TO) == sizeof(TI)) {
-    launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, packed_chunk, scale, log_out);
+  if (aligned) {
+    chunk = (chunk + VEC - 1) / VEC * VEC;
+    launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out);
   } else {
     launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out);
   }
 }
 
-void launch(torch::Tensor x, torch::Tensor y, int64_t clusters, bool vectorized, bool pipelined, double scale,
-            bool log_out) {
+void launch(torch::Tensor x, torch::Tensor y, int64_t clusters, bool vectorized, double scale, bool log_out) {
   // one input and output type a build: the op builds what a graph's dtypes ask, each in seconds
   TORCH_CHECK(x.scalar_type() == __IN_SCALAR__ && y.scalar_type() == __OUT_SCALAR__, "row_softmax: built for ",
               __IN_SCALAR__, " to ", __OUT_SCALAR__, ", given ", x.scalar_type(), " to ", y.scalar_type());
   const int64_t cols = x.size(-1);
-  launch_vec<__IN__, __OUT__>(x, y, x.numel() / cols, cols, clusters, vectorized, pipelined, (float)scale,
-                             log_out);
+  launch_vec<__IN__, __OUT__>(x, y, x.numel() / cols, cols, clusters, vectorized, (float)scale, log_out);
 }
 """.replace("__THREADS__", str(THREADS))
     .replace("__ITEMS__", str(ITEMS))
@@ -428,7 +247,7 @@ def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> to
     assert blocks is not None
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
-    launcher(x.dtype, y.dtype).run(x, y, blocks, True, PIPELINED, float(scale), bool(log))
+    launcher(x.dtype, y.dtype).run(x, y, blocks, True, float(scale), bool(log))
     return y
 
 
