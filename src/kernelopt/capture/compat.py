@@ -109,6 +109,34 @@ def fresh_compile() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def stopped_compile_dirs() -> Iterator[list[str]]:
+    """The temporary cache folders Inductor keeps ("on error, temporary cache dir kept at ...", logged as
+    it re-raises) when kernelopt stops a compile in this context on purpose
+    (:class:`~kernelopt.capture.compile_passes.NothingRewritten`), collected for the caller to remove and
+    their warning held back; a compile that fails otherwise is logged as Inductor logs it."""
+    import logging
+
+    from kernelopt.capture.compile_passes import rewritten_nothing
+
+    logger = logging.getLogger("torch._inductor.utils")
+    kept: list[str] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        raised = sys.exc_info()[1]
+        ours = raised is not None and rewritten_nothing(raised) is not None
+        if ours and record.msg == "on error, temporary cache dir kept at %s" and isinstance(record.args, tuple):
+            kept.append(str(record.args[0]))
+            return False
+        return True
+
+    logger.addFilter(hold)
+    try:
+        yield kept
+    finally:
+        logger.removeFilter(hold)
+
+
 def inductor_config_patch(options: dict[str, Any]) -> contextlib.AbstractContextManager:
     import torch._inductor.config as inductor_config
 
@@ -178,9 +206,10 @@ def row_split_compile(chunk: int) -> Iterator[None]:
 @contextlib.contextmanager
 def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]:
     """``rewrites`` run in turn on every graph's post-grad ATen graph before Inductor's own pattern
-    passes (its ``post_grad_custom_pre_pass``), in this context only. Their cache identity is the
-    source of the modules that define them. A training graph's backward, which Inductor compiles at
-    the first backward call, compiles without them."""
+    passes (its ``post_grad_custom_pre_pass``), in this context only; each returns how many changes it
+    made (a :func:`~kernelopt.capture.compile_passes.stop_where_unchanged` compile stops where none
+    did). Their cache identity is the source of the modules that define them. A training graph's
+    backward, which Inductor compiles at the first backward call, compiles without them."""
     import hashlib
     import inspect
 
@@ -196,10 +225,14 @@ def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]
     sources = "".join(inspect.getsource(sys.modules[r.__module__]) for r in rewrites)
     identity = hashlib.sha256(sources.encode()).hexdigest()
 
+    from kernelopt.capture.compile_passes import check_rewritten
+
     class KerneloptPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
+            changed = 0
             for rewrite in rewrites:
-                rewrite(graph)
+                changed += int(rewrite(graph) or 0)
+            check_rewritten(graph, changed, names)
 
         def uuid(self) -> str:
             return f"kernelopt:{names}:{identity}"

@@ -17,6 +17,7 @@ the re-stitched model (gate 3, the end-to-end timing) is
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,7 @@ import torch
 
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
+from kernelopt.capture.compile_passes import rewritten_nothing, stop_where_unchanged
 from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
@@ -197,16 +199,28 @@ class EvaluationSession:
             return f"this torch has no option {unknown[0]}"
         chunk = options.get(ROW_SPLIT_OPTION)
         stage(tag)
-        try:
-            with compat.row_split_compile(int(chunk)) if chunk else contextlib.nullcontext():
-                return capture(
-                    separate_code(self.model, tag.replace(" ", "_")),
-                    self.inputs,
-                    {**self.spec.options, **inductor},
-                    reset=False,
-                )
-        except Exception as exc:  # an option this model cannot compile with: say so, go on
-            return f"did not compile: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+        # one graph: a compile whose own rewrites change nothing stops before Inductor's codegen (with
+        # more, another graph may hold what the rewrite is for)
+        one_graph = len(self.artifact.graphs) == 1
+        with compat.stopped_compile_dirs() as kept:
+            try:
+                with (
+                    compat.row_split_compile(int(chunk)) if chunk else contextlib.nullcontext(),
+                    stop_where_unchanged() if one_graph else contextlib.nullcontext(),
+                ):
+                    return capture(
+                        separate_code(self.model, tag.replace(" ", "_")),
+                        self.inputs,
+                        {**self.spec.options, **inductor},
+                        reset=False,
+                    )
+            except Exception as exc:  # an option this model cannot compile with: say so, go on
+                unchanged = rewritten_nothing(exc)
+                if unchanged is None:
+                    return f"did not compile: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+                for folder in kept:  # the stop was ours: its compile's temporary cache goes
+                    shutil.rmtree(folder, ignore_errors=True)
+                return f"not compiled: {unchanged}"
 
     def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
         variant = self.compile_variant(options, f"kernelopt graph {index}")

@@ -1,0 +1,128 @@
+"""A graph variant under kernelopt's own compile options whose rewrites find nothing to change stops
+before Inductor's code generation (``kernelopt.capture.compile_passes.stop_where_unchanged``): the
+variant would be the graph as compiled, and under max-autotune its compile costs tens of seconds. CPU:
+which compiles stop, what the variant then says, and that the stop leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from conftest import EXAMPLES
+
+from kernelopt.capture import capture, compat
+from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
+from kernelopt.capture.compile_passes import NothingRewritten, rewritten_nothing, stop_where_unchanged
+from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
+from kernelopt.evaluate.session import EvaluationSession, ProblemSpec
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 2
+
+
+class Temperature(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x / 0.7, dim=-1)
+
+
+class Broken(torch.nn.Module):
+    """Two graphs: a softmax with a temperature, then (after a graph break) no softmax at all."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.log_softmax(x / 0.7, dim=-1)
+        torch._dynamo.graph_break()
+        return torch.relu(y) * 2
+
+
+def session_of(model: torch.nn.Module, x: torch.Tensor) -> EvaluationSession:
+    """A session over ``model`` without a problem file (what ``graph_variants`` reads of one)."""
+    s = object.__new__(EvaluationSession)
+    s.spec, s.device, s._graph_variants = ProblemSpec("unused.py", {}), torch.device("cpu"), {}
+    s.model, s.inputs = model, [x]
+    with compat.fresh_compile():
+        s.artifact = capture(model, [x], {})
+    return s
+
+
+@pytest.fixture
+def stopped_dirs(monkeypatch) -> list[list[str]]:
+    """Every list of folders :func:`compat.stopped_compile_dirs` collected, as the session used them."""
+    seen: list[list[str]] = []
+    original = compat.stopped_compile_dirs
+
+    def recorded():  # type: ignore[no-untyped-def]
+        manager = original()
+
+        class Recording:
+            def __enter__(self) -> list[str]:
+                kept = manager.__enter__()
+                seen.append(kept)
+                return kept
+
+            def __exit__(self, *exc: object) -> bool | None:
+                return manager.__exit__(*exc)
+
+        return Recording()
+
+    monkeypatch.setattr(compat, "stopped_compile_dirs", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("option", [ONLINE_SOFTMAX_OPTION, CLUSTER_SOFTMAX_OPTION])
+def test_a_one_graph_variant_with_nothing_to_rewrite_is_not_compiled_and_leaves_no_cache(option, stopped_dirs) -> None:
+    x = torch.randn(8, 64)
+    s = session_of(Scaled(), x)
+    (reason,) = s.graph_variants({option: True})
+    assert isinstance(reason, str) and reason.startswith("not compiled: ")
+    assert "found nothing to rewrite: Inductor would compile the graph as it is" in reason
+    # Inductor keeps a failed compile's temporary cache folder and logs where: the stop was ours, so the
+    # session removed it (an Inductor that no longer logs it so fails here, loudly)
+    (kept,) = stopped_dirs
+    assert kept and not any(os.path.exists(folder) for folder in kept)
+
+
+def test_a_one_graph_variant_the_rewrite_changes_is_compiled() -> None:
+    x = torch.randn(8, 64)
+    s = session_of(Temperature(), x)
+    (made,) = s.graph_variants({ONLINE_SOFTMAX_OPTION: True})
+    assert not isinstance(made, str)  # the graph candidate of the rewritten softmax
+
+
+def test_a_model_of_two_graphs_is_compiled_whole_where_one_graph_has_nothing_to_rewrite() -> None:
+    """With more than one graph the stop would lose the graph that holds what the rewrite is for."""
+    x = torch.randn(8, 64)
+    s = session_of(Broken(), x)
+    assert len(s.artifact.graphs) == 2
+    softmax, tail = s.graph_variants({ONLINE_SOFTMAX_OPTION: True})
+    assert not isinstance(softmax, str)
+    assert tail == "the same call sequence and kernels, or other parameters or outputs"
+
+
+def test_only_a_compile_in_the_context_stops_and_only_where_the_graph_computes_something() -> None:
+    x = torch.randn(8, 64)
+    with compat.fresh_compile():
+        artifact = capture(Scaled(), [x], {ONLINE_SOFTMAX_OPTION: True})  # no context: compiled as asked
+    torch.testing.assert_close(artifact.compiled(x), torch.relu(x) * 2)
+    with pytest.raises(Exception) as raised, stop_where_unchanged(), compat.fresh_compile():
+        capture(Scaled(), [x], {ONLINE_SOFTMAX_OPTION: True})
+    stop = rewritten_nothing(raised.value)  # Dynamo and Inductor wrap the pass's error
+    assert isinstance(stop, NothingRewritten) and "rewrite_for_online_softmax" in str(stop)
+    with stop_where_unchanged(), compat.fresh_compile():
+        artifact = capture(Temperature(), [x], {ONLINE_SOFTMAX_OPTION: True})
+    torch.testing.assert_close(artifact.compiled(x), torch.log_softmax(x / 0.7, dim=-1))
+
+
+def test_the_example_layernorm_has_nothing_for_either_softmax_option() -> None:
+    """examples/problems/level1/14_layernorm.py at its small sizes: a wide reduction (the graph stage
+    compiles the softmax options for it) and no softmax."""
+    from kernelopt.problem import load_problem
+
+    small = load_problem(str(EXAMPLES / "level1/14_layernorm.py")).small()
+    model, (x,) = small.build_model(0, torch.device("cpu")), small.make_inputs(0, torch.device("cpu"))
+    s = session_of(model, x)
+    for option in (ONLINE_SOFTMAX_OPTION, CLUSTER_SOFTMAX_OPTION):
+        (reason,) = s.graph_variants({option: True})
+        assert isinstance(reason, str) and reason.startswith("not compiled: "), reason
