@@ -52,7 +52,9 @@ def test_gate_one_reads_a_cuda_candidate_with_the_cpp_rules_and_the_slot_contrac
     )
     verdict = check_static(other_stream, kernel_name=NAME, original_source=original)
     assert not verdict.passed and verdict.details["rule"] == "stream", verdict.reason
-    wrong_slot = ROW_L2_CU.read_text().replace(", int64_t r0_numel)", ")").replace(", xnumel, r0_numel)", ", xnumel, 65535)")
+    wrong_slot = (
+        ROW_L2_CU.read_text().replace(", int64_t r0_numel)", ")").replace(", xnumel, r0_numel)", ", xnumel, 65535)")
+    )
     verdict = check_static(wrong_slot, kernel_name=NAME, original_source=original)
     assert not verdict.passed and verdict.details["rule"] == "signature", verdict.reason
 
@@ -97,7 +99,7 @@ def test_a_source_builds_once_in_a_folder_named_by_its_hash_and_launches_like_tr
 
 
 def test_a_compile_error_reaches_the_repairer_as_nvcc_s_first_error(monkeypatch, fake) -> None:
-    fake.fail = "kernel.cu(12): error: identifier \"vv\" is undefined"
+    fake.fail = 'kernel.cu(12): error: identifier "vv" is undefined'
     with pytest.raises(SwapError, match=r'does not compile: kernel.cu\(12\): error: identifier "vv" is undefined'):
         build_kernel(ROW_L2_CU.read_text(), NAME)
 
@@ -114,8 +116,11 @@ def test_kernelopt_verify_takes_a_cuda_file_and_refuses_a_cheat_before_any_gpu(t
 
     problem = EXAMPLES / "level1/10_row_l2_normalize.py"
     cheat = tmp_path / "other_stream.cu"
-    cheat.write_text(ROW_L2_CU.read_text().replace(
-        "auto stream = at::cuda::getCurrentCUDAStream();", "cudaStream_t stream; cudaStreamCreate(&stream);"))
+    cheat.write_text(
+        ROW_L2_CU.read_text().replace(
+            "auto stream = at::cuda::getCurrentCUDAStream();", "cudaStream_t stream; cudaStreamCreate(&stream);"
+        )
+    )
     report = api_verify.verify(problem, NAME, cheat)  # no GPU here: gate 1 decides first
     assert not report.passed and report.verdicts[0].gate == "static" and "cudaStreamCreate" in report.verdicts[0].reason
     seen = {}
@@ -131,3 +136,33 @@ def test_kernelopt_verify_takes_a_cuda_file_and_refuses_a_cheat_before_any_gpu(t
     with pytest.raises(RuntimeError, match="stop here"):
         api_verify.verify(problem, NAME, ROW_L2_CU, train=True)
     assert seen["request"].candidate_source == ROW_L2_CU.read_text() and seen["request"].train
+
+
+def test_a_build_for_an_architecture_names_it_to_nvcc_whatever_the_arch_list_says(fake, monkeypatch) -> None:
+    """kernelopt's own ops (thread-block clusters: sm_90) build for the GPU they run on: a
+    TORCH_CUDA_ARCH_LIST without it would build a library that cannot launch there."""
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")
+    source = ROW_L2_CU.read_text()
+    built = build_cuda_kernel(source, NAME, arch=(9, 0))
+    (build,) = fake.builds
+    assert "-gencode=arch=compute_90,code=sm_90" in build["extra_cuda_cflags"]
+    plain = build_cuda_kernel(source, NAME)  # another build: the folder's key holds the architecture
+    assert len(fake.builds) == 2 and plain.key != built.key == Path(build["build_directory"]).name
+    assert not any(flag.startswith("-gencode") for flag in fake.builds[1]["extra_cuda_cflags"])
+
+
+def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture(monkeypatch) -> None:
+    import torch
+
+    from kernelopt.capture import row_softmax_op
+
+    asked: list[tuple] = []
+    monkeypatch.setattr(cuda_kernel, "build_cuda_kernel", lambda source, name, arch=None: asked.append((name, arch)))
+    row_softmax_op.launcher.cache_clear()
+    try:
+        row_softmax_op.launcher(torch.bfloat16, torch.float32, (9, 0))
+        row_softmax_op.launcher(torch.bfloat16, torch.float32, (9, 0))  # kept
+        row_softmax_op.launcher(torch.bfloat16, torch.float32, (10, 0))
+    finally:
+        row_softmax_op.launcher.cache_clear()
+    assert asked == [("kernelopt.row_softmax", (9, 0)), ("kernelopt.row_softmax", (10, 0))]

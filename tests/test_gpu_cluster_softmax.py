@@ -37,7 +37,8 @@ def built() -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
         return
     with ThreadPoolExecutor(len(PAIRS)) as pool:
-        list(pool.map(lambda pair: row_softmax_op.launcher(*pair), PAIRS))
+        arch = torch.cuda.get_device_capability()
+        list(pool.map(lambda pair: row_softmax_op.launcher(*pair, arch), PAIRS))
 
 
 @pytest.mark.parametrize(

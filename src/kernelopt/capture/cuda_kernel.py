@@ -99,9 +99,15 @@ def _first_error(text: str) -> str:
     return " ".join(text.split())[:400] or "no compiler output"
 
 
-def build_cuda_kernel(source: str, name: str) -> CudaLauncher:
-    """Compile (or reuse the build of) a CUDA C++ candidate and return its launcher."""
-    key = source_key(source)
+def build_cuda_kernel(source: str, name: str, arch: tuple[int, int] | None = None) -> CudaLauncher:
+    """Compile (or reuse the build of) a CUDA C++ candidate and return its launcher. ``arch``: the
+    compute capability to build for, whatever ``TORCH_CUDA_ARCH_LIST`` says (kernelopt's own ops, which
+    use features of that architecture: a list without it would build a library that cannot launch);
+    without it, PyTorch's choice (that variable, else the visible GPUs)."""
+    flags = ["-O3"]  # no fast math: the candidate's numerics are its own source's
+    if arch is not None:
+        flags.append(f"-gencode=arch=compute_{arch[0]}{arch[1]},code=sm_{arch[0]}{arch[1]}")
+    key = source_key(source if arch is None else f"{source}\n// {' '.join(flags)}")
     started = time.monotonic()
     module = _BUILT.get(key)
     if module is None:
@@ -117,7 +123,7 @@ def build_cuda_kernel(source: str, name: str) -> CudaLauncher:
                 cuda_sources=source,
                 functions=["launch"],
                 build_directory=str(folder),
-                extra_cuda_cflags=["-O3"],  # no fast math: the candidate's numerics are its own source's
+                extra_cuda_cflags=flags,  # with a -gencode, PyTorch adds no architectures of its own
                 verbose=False,
             )
         except Exception as exc:  # nvcc's output is in the message: its first error goes to the Repairer

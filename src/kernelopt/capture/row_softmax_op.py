@@ -15,8 +15,9 @@ float32, ``log`` for a log-softmax, and ``out_float`` for a float32 output of a 
 rows all -inf, come out NaN, as torch's softmax writes them. CPU and non-Hopper tensors are computed by
 torch itself (what a CPU test of the rewrite runs).
 
-The CUDA source is built once per machine and source (``load_inline``, the build folder of
-:func:`~kernelopt.capture.cuda_kernel.build_root`) at the op's first CUDA call.
+The CUDA source is built once per machine, source and GPU architecture (``load_inline``, the build
+folder of :func:`~kernelopt.capture.cuda_kernel.build_root`) at the op's first CUDA call, for the
+architecture of the GPU it runs on whatever ``TORCH_CUDA_ARCH_LIST`` says.
 """
 
 from __future__ import annotations
@@ -226,9 +227,14 @@ def supports(x: torch.Tensor, out_float: bool) -> bool:
 
 
 @functools.cache
+def _capability(device: int | None) -> tuple[int, int]:
+    """The GPU's compute capability, asked once per device: every call of the op asks."""
+    return torch.cuda.get_device_capability(device)
+
+
 def _has_clusters(device: int | None) -> bool:
-    """Whether the GPU has thread-block clusters (sm_90+), asked once per device: every call of the op asks."""
-    return torch.cuda.get_device_capability(device) >= (9, 0)
+    """Whether the GPU has thread-block clusters (sm_90+)."""
+    return _capability(device) >= (9, 0)
 
 
 def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
@@ -247,7 +253,7 @@ def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> to
     assert blocks is not None
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
-    launcher(x.dtype, y.dtype).run(x, y, blocks, True, float(scale), bool(log))
+    launcher(x.dtype, y.dtype, _capability(x.device.index)).run(x, y, blocks, True, float(scale), bool(log))
     return y
 
 
@@ -268,13 +274,14 @@ def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
 
 
 @functools.cache
-def launcher(in_dtype: torch.dtype, out_dtype: torch.dtype) -> Any:
-    """The built kernel for one dtype pair, kept: a call then costs no hashing of the source (tens of
-    microseconds a call on the host, which a launch-bound graph would pay)."""
-    return _built(source_for(in_dtype, out_dtype))
+def launcher(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int]) -> Any:
+    """The built kernel for one dtype pair and GPU architecture, kept: a call then costs no hashing of
+    the source (tens of microseconds a call on the host, which a launch-bound graph would pay). Built for
+    ``arch`` whatever ``TORCH_CUDA_ARCH_LIST`` holds: clusters need sm_90 code."""
+    return _built(source_for(in_dtype, out_dtype), arch)
 
 
-def _built(source: str) -> Any:
+def _built(source: str, arch: tuple[int, int] | None = None) -> Any:
     from kernelopt.capture.cuda_kernel import CUDA_MARKER, build_cuda_kernel
 
-    return build_cuda_kernel(f"{CUDA_MARKER}\n{source}", "kernelopt.row_softmax")
+    return build_cuda_kernel(f"{CUDA_MARKER}\n{source}", "kernelopt.row_softmax", arch)
