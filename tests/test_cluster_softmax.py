@@ -34,6 +34,16 @@ class Softmax(torch.nn.Module):
         if self.form == "shared":
             e = torch.exp(x - x.amax(dim=-1, keepdim=True))
             return e / e.sum(dim=-1, keepdim=True) + e
+        if self.form == "logsumexp":  # logits normalised by their logsumexp (token log-probabilities)
+            y = x.float()
+            return y - torch.logsumexp(y, dim=-1, keepdim=True)
+        if self.form == "logsumexp_temperature":
+            y = x / 0.7
+            return y - torch.logsumexp(y, dim=-1, keepdim=True)
+        if self.form == "logsumexp_kept":  # the logsumexp itself is an output too
+            y = x / 0.7
+            lse = torch.logsumexp(y, dim=-1, keepdim=True)
+            return y - lse, lse
         raise AssertionError(self.form)
 
 
@@ -57,6 +67,8 @@ def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
         ("temperature", torch.float32, "(arg0_1, 1.4285714285714286, True, False)"),
         ("upcast", torch.bfloat16, "(arg0_1, 1.0, True, True)"),  # reads bf16, writes float32
         ("round_trip", torch.bfloat16, "(arg0_1, 0.5, False, False)"),  # reads and writes bf16
+        ("logsumexp", torch.bfloat16, "(arg0_1, 1.0, True, True, True)"),  # y - logsumexp(y), float32 out
+        ("logsumexp_temperature", torch.float32, "(arg0_1, 1.4285714285714286, True, False, True)"),
     ],
 )
 def test_each_softmax_form_becomes_one_call_that_takes_in_its_scale_and_casts(
@@ -106,6 +118,7 @@ def test_the_joint_graph_form_of_a_temperature_is_taken_in_whole(hopper: None) -
         ("softmax", row_softmax_op.MAX_COLUMNS + 1),  # more than a cluster holds
         ("first_dim", 8192),  # not over the last dimension
         ("shared", 8192),  # its exponentials are read besides the softmax
+        ("logsumexp_kept", 8192),  # its logsumexp is read besides the normalised logits
     ],
 )
 def test_softmaxes_the_kernel_does_not_compute_are_left_to_inductor(hopper: None, form: str, columns: int) -> None:
@@ -116,6 +129,8 @@ def test_softmaxes_the_kernel_does_not_compute_are_left_to_inductor(hopper: None
     # Inductor's own CPU code, whose vectorised exp differs from eager's by up to about 1e-4 (CI read
     # 1.5e-4 relative on the shared exponentials of one random draw)
     torch.testing.assert_close(artifact.compiled(x), Softmax(form)(x), rtol=1e-3, atol=1e-4)
+    if form == "logsumexp_kept":
+        assert all("row_softmax" not in g.source_code for g in artifact.graphs)
 
 
 def test_without_a_gpu_that_has_clusters_nothing_is_rewritten() -> None:
@@ -158,7 +173,43 @@ def test_the_op_computes_what_torch_does_on_every_row_and_checks_as_an_op() -> N
     assert torch.ops.kernelopt.row_softmax(low, 1.0, True, True).dtype == torch.float32
     assert torch.ops.kernelopt.row_softmax(low, 1.0, True, False).dtype == torch.bfloat16
     torch.library.opcheck(row_softmax_op.row_softmax, (torch.randn(3, 64), 0.5, True, False))
+    torch.library.opcheck(row_softmax_op.row_softmax, (torch.randn(3, 64), 0.5, True, False, True))
     assert not row_softmax_op.supports(x, False)  # CPU tensors: torch computes them
+
+
+def test_logits_less_their_logsumexp_keep_torch_s_values_on_rows_with_an_infinite_max() -> None:
+    """``y - logsumexp(y)`` is a log-softmax except where a row's max is infinite: torch's logsumexp is
+    then that max, so a row holding +inf is -inf where finite (a log-softmax is NaN there), and the op's
+    ``lse`` form keeps that."""
+    x = torch.randn(6, 5000) * 4
+    x[0, 3] = float("-inf")
+    x[1, :] = float("-inf")
+    x[2, 5] = float("inf")
+    x[3, 7] = float("nan")
+    x[4, 9] = float("inf")
+    x[4, 11] = float("nan")
+    y = x * 0.5
+    got = torch.ops.kernelopt.row_softmax(x, 0.5, True, False, True)
+    torch.testing.assert_close(got, y - torch.logsumexp(y, dim=-1, keepdim=True), equal_nan=True)
+    assert torch.isneginf(got[2, :5]).all() and torch.isnan(got[2, 5])  # a log-softmax: NaN everywhere
+    assert torch.isnan(got[1]).all() and torch.isnan(got[3]).all() and torch.isnan(got[4]).all()
+    assert torch.isnan(torch.ops.kernelopt.row_softmax(x, 0.5, True, False)[2]).all()
+
+
+def test_the_token_log_probs_problem_is_one_call_of_the_op(hopper: None) -> None:
+    """examples/problems/level1/26_token_log_probs.py (bf16 logits, float32 log-probabilities), its
+    vocabulary at 8192 so the op takes it: the bf16 logits are read by the op, no kernel is left."""
+    from conftest import EXAMPLES
+
+    from kernelopt.problem import load_problem
+
+    problem = load_problem(str(EXAMPLES / "level1/26_token_log_probs.py")).with_sizes(batch_size=4, vocab=8192)
+    model, inputs = problem.build_model(0, torch.device("cpu")), problem.make_inputs(0, torch.device("cpu"))
+    artifact = _compiled(model, inputs[0])
+    (graph,) = artifact.graphs
+    assert CALL + "arg0_1, 1.0, True, True, True)" in graph.source_code, graph.source_code
+    assert "triton" not in graph.source_code and "cpp_fused" not in graph.source_code
+    torch.testing.assert_close(artifact.compiled(*inputs), model(*inputs))
 
 
 def test_a_row_is_split_among_the_fewest_blocks_that_hold_it() -> None:

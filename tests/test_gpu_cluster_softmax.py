@@ -67,14 +67,18 @@ def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_f
     x[2, ..., 5] = float("inf")
     x[3, ..., 7] = float("nan")
     assert row_softmax_op.supports(x, out_float)
-    for log, scale in ((True, 1 / 0.7), (False, 1.0)):
-        got = torch.ops.kernelopt.row_softmax(x, scale, log, out_float)
+    for log, lse, scale in ((True, False, 1 / 0.7), (False, False, 1.0), (True, True, 1 / 0.7)):
+        got = torch.ops.kernelopt.row_softmax(x, scale, log, out_float, lse)
         y = x.double() * scale  # float64: what the kernel's float32 is held to
-        want = torch.log_softmax(y, dim=-1) if log else torch.softmax(y, dim=-1)
+        if lse:  # logits less their logsumexp: a row's infinite max is its logsumexp
+            want = y - torch.logsumexp(y, dim=-1, keepdim=True)
+        else:
+            want = torch.log_softmax(y, dim=-1) if log else torch.softmax(y, dim=-1)
         assert got.dtype == (torch.float32 if out_float else dtype)
         tolerance = 1e-5 if got.dtype == torch.float32 else 1e-2
         torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance, equal_nan=True)
-        assert torch.isnan(got[1]).all() and torch.isnan(got[2]).all() and torch.isnan(got[3]).all()
+        assert torch.isnan(got[1]).all() and torch.isnan(got[3]).all()
+        assert torch.isnan(got[2]).all() != lse  # +inf in the row: -inf where finite under lse
 
 
 def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates() -> None:

@@ -64,7 +64,7 @@ def main() -> None:
             started = time.monotonic()
             try:
                 built = op._built(source(dtype, y.dtype, min_blocks), torch.cuda.get_device_capability())
-                built.run(x, y, clusters, vec, scale, log)
+                built.run(x, y, clusters, vec, scale, log, False)
                 torch.cuda.synchronize()
             except Exception as exc:
                 print(json.dumps({**row, "error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
@@ -72,7 +72,7 @@ def main() -> None:
             row["first_call_s"] = round(time.monotonic() - started, 1)
             row["max_abs_err"] = (y.double() - exact).abs().max().item()
             row["stock_max_abs_err"] = (compiled().double() - exact).abs().max().item()
-            timed = compare(lambda: compiled(), lambda: built.run(x, y, clusters, vec, scale, log), device="cuda",
+            timed = compare(lambda: compiled(), lambda: built.run(x, y, clusters, vec, scale, log, False), device="cuda",
                             trials=30)
             row.update(
                 stock_ms=round(timed.baseline.median_ms, 4),

@@ -5,9 +5,10 @@ reads each row twice (its online max and sum, then the output): log-softmax over
 vocabulary, a 16384-wide softmax. ``torch.ops.kernelopt.row_softmax``
 (:mod:`kernelopt.capture.row_softmax_op`) reads it once, the row split across the thread blocks of a
 Hopper cluster. This post-grad rewrite, run where the compile options hold ``kernelopt.cluster_softmax``
-(a graph variant of the graph stage, a knob, an export verified under it), replaces each softmax and
-log-softmax over the last dimension of a CUDA tensor on an sm_90 GPU whose rows are 4096 to 131072 wide
-with one call of that op, taking in with it:
+(a graph variant of the graph stage, a knob, an export verified under it), replaces each softmax,
+log-softmax and ``y - logsumexp(y)`` (token log-probabilities; torch's logsumexp as the online-softmax
+rewrite writes it) over the last dimension of a CUDA tensor on an sm_90 GPU whose rows are 4096 to
+131072 wide with one call of that op, taking in with it:
 
 - a positive number the row is scaled by first (``x / T``, ``x * c``; the joint-graph form of a scaled
   softmax is first written back by :func:`~kernelopt.capture.online_softmax.rewrite_for_online_softmax`);
@@ -22,12 +23,12 @@ max-autotune-no-cudagraphs for rows of 16384 to 50257, slower at 65536 (``script
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from kernelopt.capture import row_softmax_op
-from kernelopt.capture.online_softmax import erase_orphans, is_call, rewrite_for_online_softmax
+from kernelopt.capture.online_softmax import erase_orphans, is_call, is_inf_test, rewrite_for_online_softmax
 
 CLUSTER_SOFTMAX_OPTION = "kernelopt.cluster_softmax"  # a compile option of kernelopt's own: True
 
@@ -56,11 +57,21 @@ def _only_users(node: torch.fx.Node, *users: Any) -> bool:
     return set(node.users) <= set(users)
 
 
-def _softmax_parts(exp: torch.fx.Node) -> tuple[torch.fx.Node, bool, list[torch.fx.Node]] | None:
-    """``(y, log, inner)`` where ``exp`` is ``exp(y - amax(y, [-1], True))`` of a softmax
-    (``exp / sum(exp)``) or log-softmax (``(y - m) - log(sum(exp))``) over the last dimension, with
-    nothing else reading its max, exponentials or sum; ``inner``: the nodes from the max to the output,
-    the output last. Else None."""
+class _Parts(NamedTuple):
+    """A softmax the op computes: its input ``y``, its form, and the nodes from the max to the output."""
+
+    y: torch.fx.Node
+    log: bool
+    lse: bool  # y - logsumexp(y), as the online-softmax rewrite writes torch's logsumexp
+    inner: list[torch.fx.Node]  # the output last
+    readers: set[torch.fx.Node]  # the nodes among them that read y
+
+
+def _softmax_parts(exp: torch.fx.Node) -> _Parts | None:
+    """The parts of the softmax whose ``exp`` is ``exp(y - m)``, ``m = amax(y, [-1], True)``: a softmax
+    (``exp / sum(exp)``), a log-softmax (``(y - m) - log(sum(exp))``) or logits less their logsumexp
+    (``y - where(|m| == inf, m, log(sum(exp)) + m)``) over the last dimension, with nothing else reading
+    its max, exponentials or sum. Else None."""
     sub: Any = exp.args[0]
     if not is_call(sub, _aten.sub.Tensor) or len(sub.args) != 2 or sub.kwargs.get("alpha", 1) != 1:
         return None
@@ -70,7 +81,7 @@ def _softmax_parts(exp: torch.fx.Node) -> tuple[torch.fx.Node, bool, list[torch.
         return None
     dims = amax.args[1] if len(amax.args) > 1 else amax.kwargs.get("dim")
     keepdim = amax.args[2] if len(amax.args) > 2 else amax.kwargs.get("keepdim", False)
-    if not keepdim or not _last_dim(dims, value.dim()) or not _only_users(amax, sub):
+    if not keepdim or not _last_dim(dims, value.dim()):
         return None
     sums = [u for u in exp.users if is_call(u, _aten.sum.dim_IntList)]
     if len(sums) != 1:
@@ -84,15 +95,37 @@ def _softmax_parts(exp: torch.fx.Node) -> tuple[torch.fx.Node, bool, list[torch.
         return None
     user: Any = next(iter(total.users)) if len(total.users) == 1 else None
     if is_call(user, _aten.div.Tensor) and user.args == (exp, total) and _only_users(exp, total, user):
-        if _only_users(sub, exp):
-            return y, False, [amax, sub, exp, total, user]
+        if _only_users(amax, sub) and _only_users(sub, exp):
+            return _Parts(y, False, False, [amax, sub, exp, total, user], {amax, sub})
         return None
-    if is_call(user, _aten.log.default) and len(user.users) == 1 and _only_users(exp, total):
-        out: Any = next(iter(user.users))
-        plain = is_call(out, _aten.sub.Tensor) and out.args == (sub, user) and out.kwargs.get("alpha", 1) == 1
-        if plain and _only_users(sub, exp, out):
-            return y, True, [amax, sub, exp, total, user, out]
-    return None
+    if not is_call(user, _aten.log.default) or len(user.users) != 1 or not _only_users(exp, total):
+        return None
+    out: Any = next(iter(user.users))
+    if is_call(out, _aten.sub.Tensor) and out.args == (sub, user) and out.kwargs.get("alpha", 1) == 1:
+        if _only_users(amax, sub) and _only_users(sub, exp, out):
+            return _Parts(y, True, False, [amax, sub, exp, total, user, out], {amax, sub})
+        return None
+    return _lse_parts(y, amax, sub, exp, total, user)
+
+
+def _lse_parts(y: Any, amax: Any, sub: Any, exp: Any, total: Any, log: Any) -> _Parts | None:
+    """The parts of ``y - where(|m| == inf, m, log(s) + m)`` past ``log = log(s)``, else None."""
+    add: Any = next(iter(log.users))
+    if not is_call(add, _aten.add.Tensor) or add.kwargs.get("alpha", 1) != 1 or set(add.args) != {log, amax}:
+        return None
+    where: Any = next(iter(add.users)) if len(add.users) == 1 else None
+    if not is_call(where, _aten.where.self) or len(where.args) != 3 or where.args[1:] != (amax, add):
+        return None
+    test: Any = where.args[0]
+    if not is_inf_test(test, amax) or not _only_users(test, where) or not _only_users(test.args[0], test):
+        return None
+    out: Any = next(iter(where.users)) if len(where.users) == 1 else None
+    if not is_call(out, _aten.sub.Tensor) or out.args != (y, where) or out.kwargs.get("alpha", 1) != 1:
+        return None
+    if not _only_users(amax, sub, test.args[0], add, where) or not _only_users(sub, exp):
+        return None
+    inner = [amax, test.args[0], test, sub, exp, total, log, add, where, out]
+    return _Parts(y, True, True, inner, {amax, sub, out})
 
 
 def _scaled(y: Any, readers: set[torch.fx.Node]) -> tuple[Any, float, set[torch.fx.Node]]:
@@ -121,7 +154,7 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
         parts = _softmax_parts(exp)
         if parts is None:
             continue
-        y, log, inner = parts
+        y, log, lse, inner = parts.y, parts.log, parts.lse, parts.inner
         value = _value(y)
         columns = value.shape[-1] if value.dim() else 0
         if (
@@ -131,7 +164,7 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
             or not on_cluster_gpu(value)
         ):
             continue
-        x, scale, readers = _scaled(y, {inner[0], inner[1]})
+        x, scale, readers = _scaled(y, parts.readers)
         out: Any = inner[-1]
         source, out_float = x, False
         if is_call(x, _cast) and _only_users(x, *readers) and _value(x.args[0]) is not None:
@@ -144,7 +177,8 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
         elif _value(x) is None or _value(x).dtype != torch.float32:
             continue
         with graph.inserting_before(out):
-            call = graph.call_function(torch.ops.kernelopt.row_softmax.default, (source, scale, log, out_float))
+            arguments = (source, scale, log, out_float, True) if lse else (source, scale, log, out_float)
+            call = graph.call_function(torch.ops.kernelopt.row_softmax.default, arguments)
         call.meta.update({k: v for k, v in out.meta.items() if k in ("stack_trace", "nn_module_stack", "val")})
         out.replace_all_uses_with(call)
         erase_orphans(graph, out)

@@ -159,7 +159,7 @@ def _logsumexp(exp: torch.fx.Node, graph: torch.fx.Graph) -> bool:
         return False
     is_inf, zero, amax = masked.args
     dims = _amax_dims(amax, y)
-    if dims is None or not _is_inf_test(is_inf, amax) or not _is_zero(zero):
+    if dims is None or not is_inf_test(is_inf, amax) or not _is_zero(zero):
         return False
     total: Any = next(iter(exp.users))
     if not is_call(total, _aten.sum.dim_IntList) or total.args[0] is not exp or list(total.args[1]) != list(dims):
@@ -205,7 +205,7 @@ def _amax_dims(amax: Any, of: Any) -> Any:
     return dims if keepdim and dims is not None else None
 
 
-def _is_inf_test(node: Any, of: torch.fx.Node) -> bool:
+def is_inf_test(node: Any, of: torch.fx.Node) -> bool:
     """Whether ``node`` is ``|of| == inf`` (torch's logsumexp masks infinite maxima so)."""
     if not is_call(node, _aten.eq.Scalar) or node.args[1] != float("inf"):
         return False

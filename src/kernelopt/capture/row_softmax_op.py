@@ -10,9 +10,11 @@ write their part of the output from registers. The one read Inductor's kernel ad
 
 The op takes the softmax's input as the graph holds it (float32, bfloat16 or float16, any leading shape,
 the row last), an optional positive scale (a temperature's inverse, an attention scale) applied in
-float32, ``log`` for a log-softmax, and ``out_float`` for a float32 output of a lower-precision input
+float32, ``log`` for a log-softmax, ``lse`` with it for ``y - logsumexp(y)`` (logits normalised by their
+logsumexp), and ``out_float`` for a float32 output of a lower-precision input
 (``log_softmax(x.float())``); otherwise the output has the input's dtype. Rows holding a NaN or +inf, and
-rows all -inf, come out NaN, as torch's softmax writes them. CPU and non-Hopper tensors are computed by
+rows all -inf, come out NaN, as torch's softmax writes them; under ``lse`` a row whose max is +inf or
+-inf is shifted by it, as torch's logsumexp is. CPU and non-Hopper tensors are computed by
 torch itself (what a CPU test of the rewrite runs).
 
 The CUDA source is built once per machine, source and GPU architecture (``load_inline``, the build
@@ -52,12 +54,15 @@ template <> __device__ __forceinline__ float from_float<float>(float v) { return
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
 
+// the larger of two floats, NaN where either is one (fmaxf drops a NaN), as torch's amax
+__device__ __forceinline__ float nan_max(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+
 template <int THREADS>
 __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_max) {
   #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
     float other = __shfl_xor_sync(0xffffffff, v, offset);
-    v = is_max ? fmaxf(v, other) : v + other;
+    v = is_max ? nan_max(v, other) : v + other;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) scratch[warp] = v;
@@ -67,7 +72,7 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_m
     #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) {
       float other = __shfl_xor_sync(0xffffffff, v, offset);
-      v = is_max ? fmaxf(v, other) : v + other;
+      v = is_max ? nan_max(v, other) : v + other;
     }
     if (lane == 0) scratch[0] = v;
   }
@@ -81,7 +86,8 @@ template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; 
 
 template <typename TI, typename TO, int ITEMS, int VEC, int THREADS>
 __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
-    const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out) {
+    const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
+    bool lse) {
   cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
   const unsigned blocks = cluster.num_blocks();
@@ -111,7 +117,7 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
     }
   }
   #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) m = fmaxf(m, v[k]);
+  for (int k = 0; k < ITEMS; ++k) m = nan_max(m, v[k]);
   m = block_reduce<THREADS>(m, scratch, true);
   float s = 0.0f;
   #pragma unroll
@@ -120,14 +126,15 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
   if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
   cluster.sync();
   float M = -INFINITY;
-  for (unsigned r = 0; r < blocks; ++r) M = fmaxf(M, cluster.map_shared_rank(part, r)[0]);
+  for (unsigned r = 0; r < blocks; ++r) M = nan_max(M, cluster.map_shared_rank(part, r)[0]);
   float S = 0.0f;
   for (unsigned r = 0; r < blocks; ++r) {
     const float* p = cluster.map_shared_rank(part, r);
     S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
   }
   cluster.sync();  // every block has read the others' parts: each may now exit
-  const float shift = M + logf(S), inv = 1.0f / S;
+  // x - logsumexp(x) (lse) takes an infinite max as the logsumexp itself, as torch's logsumexp does
+  const float shift = lse && isinf(M) ? M : M + logf(S), inv = 1.0f / S;
   #pragma unroll
   for (int k = 0; k < PACKS; ++k) {
     const int64_t i = start + ((int64_t)k * THREADS + threadIdx.x) * VEC;
@@ -145,7 +152,7 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
 
 template <typename TI, typename TO, int VEC>
 void launch_typed(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
-                  int64_t chunk, float scale, bool log_out) {
+                  int64_t chunk, float scale, bool log_out, bool lse) {
   constexpr int THREADS = __THREADS__;
   auto kernel = row_softmax_kernel<TI, TO, __ITEMS__, VEC, THREADS>;
   cudaLaunchConfig_t config = {};
@@ -161,13 +168,13 @@ void launch_typed(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_
   config.attrs = attribute;
   config.numAttrs = 1;
   cudaError_t err = cudaLaunchKernelEx(&config, kernel, (const TI*)x.data_ptr(), (TO*)y.data_ptr(), cols, chunk,
-                                       scale, log_out);
+                                       scale, log_out, lse);
   TORCH_CHECK(err == cudaSuccess, "row_softmax launch: ", cudaGetErrorString(err));
 }
 
 template <typename TI, typename TO>
 void launch_vec(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
-                bool vectorized, float scale, bool log_out) {
+                bool vectorized, float scale, bool log_out, bool lse) {
   // 16 bytes a load where every row and every block's part start on a 16-byte boundary (on the H200 a
   // bfloat16 input's 32-byte float32 packs out ran slower than single floats)
   constexpr int VEC = 16 / sizeof(TI);
@@ -176,18 +183,19 @@ void launch_vec(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t 
   int64_t chunk = (cols + clusters - 1) / clusters;
   if (aligned) {
     chunk = (chunk + VEC - 1) / VEC * VEC;
-    launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out);
+    launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out, lse);
   } else {
-    launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out);
+    launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out, lse);
   }
 }
 
-void launch(torch::Tensor x, torch::Tensor y, int64_t clusters, bool vectorized, double scale, bool log_out) {
+void launch(torch::Tensor x, torch::Tensor y, int64_t clusters, bool vectorized, double scale, bool log_out,
+            bool lse) {
   // one input and output type a build: the op builds what a graph's dtypes ask, each in seconds
   TORCH_CHECK(x.scalar_type() == __IN_SCALAR__ && y.scalar_type() == __OUT_SCALAR__, "row_softmax: built for ",
               __IN_SCALAR__, " to ", __OUT_SCALAR__, ", given ", x.scalar_type(), " to ", y.scalar_type());
   const int64_t cols = x.size(-1);
-  launch_vec<__IN__, __OUT__>(x, y, x.numel() / cols, cols, clusters, vectorized, (float)scale, log_out);
+  launch_vec<__IN__, __OUT__>(x, y, x.numel() / cols, cols, clusters, vectorized, (float)scale, log_out, lse);
 }
 """.replace("__THREADS__", str(THREADS))
     .replace("__ITEMS__", str(ITEMS))
@@ -237,28 +245,34 @@ def _has_clusters(device: int | None) -> bool:
     return _capability(device) >= (9, 0)
 
 
-def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
-    """What the op computes, by torch: the softmax in float32 over the last dimension."""
+def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False) -> torch.Tensor:
+    """What the op computes, by torch: the softmax in float32 over the last dimension (``lse``:
+    ``y - logsumexp(y)``, which differs from a log-softmax on rows holding +inf)."""
     y = x.float() * scale
-    out = torch.log_softmax(y, dim=-1) if log else torch.softmax(y, dim=-1)
+    if log and lse:
+        out = y - torch.logsumexp(y, dim=-1, keepdim=True)
+    else:
+        out = torch.log_softmax(y, dim=-1) if log else torch.softmax(y, dim=-1)
     return out if out_float else out.to(x.dtype)
 
 
 @torch.library.custom_op("kernelopt::row_softmax", mutates_args=())
-def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
-    """Softmax (or log-softmax, ``log``) of ``x * scale`` over the last dimension, one read of each row."""
+def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False) -> torch.Tensor:
+    """Softmax (or log-softmax, ``log``; or ``y - logsumexp(y)``, ``log`` and ``lse``) of
+    ``y = x * scale`` over the last dimension, one read of each row."""
     if not supports(x, out_float):
-        return reference(x, scale, log, out_float)
+        return reference(x, scale, log, out_float, lse)
     blocks = cluster_blocks(x.shape[-1])
     assert blocks is not None
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
-    launcher(x.dtype, y.dtype, _capability(x.device.index)).run(x, y, blocks, True, float(scale), bool(log))
+    kernel = launcher(x.dtype, y.dtype, _capability(x.device.index))
+    kernel.run(x, y, blocks, True, float(scale), bool(log), bool(log and lse))
     return y
 
 
 @row_softmax.register_fake
-def _(x: torch.Tensor, scale: float, log: bool, out_float: bool) -> torch.Tensor:
+def _(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False) -> torch.Tensor:
     return torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
 
 
