@@ -210,6 +210,13 @@ def test_the_token_log_probs_problem_is_one_call_of_the_op(hopper: None) -> None
     assert CALL + "arg0_1, 1.0, True, True, True)" in graph.source_code, graph.source_code
     assert "triton" not in graph.source_code and "cpp_fused" not in graph.source_code
     torch.testing.assert_close(artifact.compiled(*inputs), model(*inputs))
+    # gate 1 reads the op's five-argument call as it reads the four-argument one
+    from kernelopt.capture.call_sequence import call_source_of
+    from kernelopt.verify.static_wrapper import check_static_wrapper
+
+    (original,) = _compiled(model, inputs[0], {}).graphs
+    verdict = check_static_wrapper(call_source_of(graph.source_code), original_source=original.source_code)
+    assert verdict.passed, verdict.details.get("violations")
 
 
 def test_a_row_is_split_among_the_fewest_blocks_that_hold_it() -> None:
