@@ -102,11 +102,33 @@ def output_module(compiled_graph: Any) -> ModuleType:
 
 @contextlib.contextmanager
 def fresh_compile() -> Iterator[None]:
-    """Disable Inductor's caches so every compile runs our hook and produces source code."""
+    """Disable Inductor's caches so every compile runs our hook and produces source code. Inductor then
+    writes each compile's code to a new temporary folder under its cache folder and keeps it (the
+    compiled graph reads it later): here that cache folder is this process's own
+    (:func:`~kernelopt.capture.compile_scratch.scratch_dir`), removed when the process ends."""
+    import os
+
     import torch._inductor.config as inductor_config
 
-    with inductor_config.patch({"force_disable_caches": True}):
-        yield
+    from kernelopt.capture.compile_scratch import scratch_dir
+
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(scratch_dir())
+    try:
+        with inductor_config.patch({"force_disable_caches": True}):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+def inductor_cache_dir() -> str:
+    """Inductor's cache folder as it would use it now (``TORCHINDUCTOR_CACHE_DIR`` or its default)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return cache_dir()
 
 
 @contextlib.contextmanager
