@@ -49,6 +49,30 @@ def pin_launch_config(source: str, name: str, config: dict[str, Any]) -> str:
     return source[:start] + new + source[end:]
 
 
+AUTOTUNED_DECORATORS = ("pointwise", "reduction", "persistent_reduction")  # Inductor's heuristics that tune at run time
+
+
+def as_launched(source: str, name: str, config: dict[str, Any] | None) -> str:
+    """The kernel exactly as the captured model launched it: a kernel whose decorator autotunes at its
+    first launch (and under max-autotune runs coordinate descent) pinned to ``config``, the launch config
+    it settled on in the capture; any other kernel, or one without a recorded config, as it is. Built
+    from its source in another process, the original would otherwise tune again and may settle
+    elsewhere (on the H200 the same mode's log-softmax kernel read 0.416 ms in one process, 0.526 ms in
+    the next), and gate 4 would time a candidate against a kernel the model does not run."""
+    if not config:
+        return source
+    try:
+        decorator = heuristic_decorator(source, name)
+    except (SyntaxError, ValueError):
+        return source
+    if not isinstance(decorator.func, ast.Attribute) or decorator.func.attr not in AUTOTUNED_DECORATORS:
+        return source
+    try:
+        return pin_launch_config(source, name, config)
+    except ValueError:  # no triton_meta / inductor_meta to keep: launched as written
+        return source
+
+
 def renamed(source: str, old: str, new: str) -> str:
     """A Triton kernel's source under another name: its ``def`` and Inductor's ``kernel_name``
     metadata (the only two places a generated kernel names itself)."""

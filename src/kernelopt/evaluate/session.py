@@ -29,6 +29,7 @@ from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
 from kernelopt.capture.compile_passes import rewritten_nothing, stop_where_unchanged
 from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
+from kernelopt.capture.kernel_source import as_launched
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
 from kernelopt.capture.snapshot import snapshot_launches
@@ -162,10 +163,15 @@ class EvaluationSession:
                     exact_clone(a) if i in written and isinstance(a, torch.Tensor) else a
                     for i, a in enumerate(self._snapshots[name][0])
                 ]  # read-only inputs shared
-                self.runner.register_original(kernel.name, kernel.source, calibration)
-                self.reference.register_original(kernel.name, kernel.source, calibration)
+                original = as_launched(kernel.source, kernel.name, self.launched_config(name))
+                self.runner.register_original(kernel.name, original, calibration)
+                self.reference.register_original(kernel.name, original, calibration)
                 self.runner.warm_model()
         return self._snapshots[name]
+
+    def launched_config(self, name: str) -> dict[str, Any] | None:
+        """The launch config the captured model ran kernel ``name`` with (None: not recorded)."""
+        return next((launch.config for launch in self.artifact.launches if launch.name == name and launch.config), None)
 
     def inductor_tuned_config(self, name: str) -> dict[str, Any] | None:
         """The config Inductor's coordinate-descent tuner picks for this kernel at its real
