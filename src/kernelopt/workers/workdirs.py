@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PREFIXES = ("kernelopt-worker-", "kernelopt-pworker-", "kernelopt-memcheck-")
+PREFIXES = ("kernelopt-worker-", "kernelopt-pworker-", "kernelopt-memcheck-", "kernelopt-compiles-")
 OWNER_FILE = "owner.pid"
 
 
