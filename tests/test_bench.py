@@ -287,6 +287,39 @@ def test_resume_can_retry_what_failed(tmp_path: Path) -> None:
     assert report.resumed == ["level1/01_fast"] and report.summary["problems"] == 4
 
 
+def test_rerun_runs_a_finished_problem_again_and_keeps_what_its_row_was(tmp_path: Path) -> None:
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST})
+    out = tmp_path / "out"
+    _bench(suite, out)
+    faster = (suite / "level1" / "01_fast.py").read_text().replace("'optimized_ms': 0.5", "'optimized_ms': 0.25")
+    (suite / "level1" / "01_fast.py").write_text(faster)
+
+    with pytest.raises(KerneloptError, match="--rerun runs problems of earlier results again: add --resume"):
+        _bench(suite, out, rerun=["01_fast"])
+    with pytest.raises(KerneloptError, match="--rerun 09_gone: no problem of this bench's selection"):
+        _bench(suite, out, resume=True, rerun=["09_gone"])
+    with pytest.raises(KerneloptError, match="--rerun 02_fast: no problem"):  # outside --problems
+        _bench(suite, out, resume=True, problems=["01_fast"], rerun=["02_fast"])
+
+    def killed_at_start(event: BenchEvent) -> None:
+        if event.kind == "start":
+            raise KeyboardInterrupt  # killed before the rerun finished: the earlier row is not lost
+
+    with pytest.raises(KeyboardInterrupt):
+        _bench(suite, out, resume=True, rerun=["01_fast"], on_event=killed_at_start)
+    kept = json.loads((out / "results.json").read_text())
+    assert [o["optimized_ms"] for o in kept["outcomes"]] == [0.5, 0.5] and "replaced" not in kept["meta"]
+
+    report = _bench(suite, out, resume=True, rerun=["01_fast"])
+    assert _calls(suite) == ["01_fast.py", "02_fast.py", "01_fast.py"]
+    assert report.resumed == ["level1/02_fast"]
+    assert [o.optimized_ms for o in report.outcomes] == [0.25, 0.5]
+    meta = json.loads(report.json_path.read_text())["meta"]
+    assert meta["resumed"][-1]["rerun"] == ["level1/01_fast"]
+    (replaced,) = meta["replaced"]
+    assert replaced["name"] == "level1/01_fast" and replaced["optimized_ms"] == 0.5 and replaced["status"] == "ok"
+
+
 def test_resume_in_a_moved_checkout(tmp_path: Path) -> None:
     import shutil
 
@@ -384,6 +417,11 @@ def test_cli_bench(tmp_path: Path) -> None:
     document = json.loads(resumed.stdout)
     assert document["summary"]["problems"] == 4 and document["resumed"] == ["level1/01_fast", "level1/02_raises"]
     assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py"]
+
+    rerun = _runner().invoke(app, [*args, "--resume", "--rerun", " 01_fast, ", "--json"])
+    assert rerun.exit_code == 0, rerun.output
+    assert json.loads(rerun.stdout)["meta"]["replaced"][0]["name"] == "level1/01_fast"
+    assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py", "01_fast.py"]
 
 
 def test_cli_bench_passes_the_operators_to_each_problem(tmp_path: Path) -> None:

@@ -72,13 +72,14 @@ def test_the_vocab_log_softmax_is_read_once_less_and_passes_the_gates() -> None:
 
 
 def test_a_softmax_without_a_scale_compiles_as_it_was() -> None:
-    """Where no graph holds a scaled softmax the option writes Inductor's own code: no candidate."""
+    """Where no graph holds a scaled softmax the option changes nothing: the one graph's compile stops
+    before code generation (``compile_passes.stop_where_unchanged``) and there is no candidate."""
     from kernelopt.evaluate import worker_targets
     from kernelopt.evaluate.session import ProblemSpec
 
     spec = asdict(ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py"), {"batch_size": 64}))
     ((variant,),) = worker_targets.graph_variants(spec, [OPTION], None)
-    assert not variant["available"] and "the same call sequence" in variant["reason"]
+    assert not variant["available"] and "found nothing to rewrite" in variant["reason"], variant
 
 
 def test_logits_normalised_by_their_logsumexp_are_read_once_less_and_pass_the_gates(tmp_path) -> None:

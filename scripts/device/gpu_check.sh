@@ -94,7 +94,8 @@ if [[ $step == all || $step == graph ]]; then  # graph candidates: judged throug
 fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
   # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT),
-  # RETRY=1 runs the problems that failed before again, PROBLEMS=a,b runs only those (bench --problems),
+  # RETRY=1 runs the problems that failed before again, RERUN=a,b runs those again though they finished
+  # (bench --rerun: the new row replaces the old, kept in meta.replaced), PROBLEMS=a,b runs only those (bench --problems),
   # BENCH_RESUME=benchmarks/<folder> goes on with a suite an earlier session began (a full suite takes about
   # two hours of one H200 at 2-5 minutes a problem: more than one session's device time),
   # OPERATORS=launch-config,eviction-policy,graph-variants searches with those (bench --operators)
@@ -104,7 +105,7 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
   [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db* "$B/" 2>/dev/null || true; }
   timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
-    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 )) --out "$B" --resume ${RETRY:+--retry-failed} \
+    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 )) --out "$B" --resume ${RETRY:+--retry-failed} ${RERUN:+--rerun $RERUN} \
     --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
   # the device tool brings back 8 files at most, two folders deep: the results folder (its store, report,
   # models/) travels as one archive; unpack it here and commit what is worth keeping under benchmarks/

@@ -62,6 +62,12 @@ def bench(
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="With --resume: run again the problems that did not finish ok."
     ),
+    rerun: str | None = typer.Option(
+        None,
+        "--rerun",
+        help="With --resume: comma-separated problems to run again though they finished; the new row replaces "
+        "the earlier one, which the results keep under meta.replaced.",
+    ),
     stop_after: float | None = typer.Option(
         None,
         "--stop-after",
@@ -171,6 +177,7 @@ def bench(
                 "--gpus": gpus != 1,
                 "--shard": shard is not None,
                 "--stop-after": stop_after is not None,
+                "--rerun": rerun is not None,
             },
         )
         done = bench_kernel_files(
@@ -223,6 +230,7 @@ def bench(
             gpus=gpus,
             shard=_shard(shard),
             retry_failed=retry_failed,
+            rerun=[name.strip() for name in rerun.split(",") if name.strip()] if rerun else None,
             config=config,
             write_report=not no_report,
             sizes=sizes,

@@ -122,6 +122,7 @@ def run_bench(
     gpus: int = 1,
     shard: tuple[int, int] | None = None,
     retry_failed: bool = False,
+    rerun: Sequence[str] | None = None,
     config: Settings | None = None,
     write_report: bool = True,
     sizes: dict[str, Any] | None = None,
@@ -142,6 +143,9 @@ def run_bench(
     so n machines can split a suite; :func:`merge_results` joins their results.
     ``retry_failed`` with ``resume`` runs again the problems whose earlier outcome was
     not ``ok`` (a timeout, a crash, an out-of-memory caused by something else).
+    ``rerun`` with ``resume`` runs again the finished problems it names (the loader's rule, within
+    the selection): the new outcome replaces the earlier one, whatever either says, and the results'
+    ``meta["replaced"]`` keeps what the earlier one was (a better run is not picked by its number).
     ``write_report`` writes the HTML report (``report.html``) beside the results at the end;
     a report that cannot be written leaves ``report_error``, never a failed bench.
     ``config`` (default: :func:`~kernelopt.config.load_settings`) bounds the workers and,
@@ -155,7 +159,8 @@ def run_bench(
     agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
-    nothing, existing results without ``resume``, a size no selected problem defines, or
+    nothing, existing results without ``resume``, ``rerun`` without ``resume`` or naming no selected
+    problem, a size no selected problem defines, or
     sizes other than those of the results resumed; every failure of a problem is
     recorded in its outcome instead.
     """
@@ -171,6 +176,8 @@ def run_bench(
         raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
     if stop_after_s is not None and stop_after_s < 0:
         raise KerneloptError(f"--stop-after must be zero or more seconds, got {stop_after_s:g}")
+    if rerun and not resume:
+        raise KerneloptError("--rerun runs problems of earlier results again: add --resume and the --out to continue")
     began = _clock()
     _check_target(target, extra_path)
     root = suite_root(suite_dir).resolve()
@@ -197,16 +204,21 @@ def run_bench(
         if not 1 <= index <= count:
             raise KerneloptError(f"--shard {index}/{count}: the shard number must be between 1 and {count}")
         entries = entries[index - 1 :: count]
+    again = _rerun_names(root, entries, rerun)
 
     now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
+    earlier: dict[str, ProblemOutcome] = {}
     if previous is None:
         meta: dict[str, Any] = {"suite": str(root), "command": command, "started": now, "resumed": []}
         done: dict[str, ProblemOutcome] = {}
     else:
         meta = dict(previous["meta"])
-        meta.setdefault("resumed", []).append({"at": now, "command": command})
-        done = {o.name: o for o in previous["outcomes"] if not (retry_failed and o.status != "ok")}
+        meta.setdefault("resumed", []).append({"at": now, "command": command, **({"rerun": again} if again else {})})
+        done = {
+            o.name: o for o in previous["outcomes"] if not (retry_failed and o.status != "ok") and o.name not in again
+        }
+        earlier = {o.name: o for o in previous["outcomes"] if o.name in again}  # kept until the new one is in
     meta.update(
         finished=None,
         target=target,
@@ -221,7 +233,7 @@ def run_bench(
         llm=f"{llm.kind}:{llm.model}" if llm else None,  # the relay's address and token are never recorded
     )
     order = [entry.name for entry in entries]
-    outcomes = dict(done)
+    outcomes = {**done, **earlier}
     resumed = [name for name in order if name in done]
 
     def write() -> dict[str, Any]:
@@ -254,6 +266,8 @@ def run_bench(
         if stop.is_set():
             return  # cut short: not an outcome, so a resumed bench runs it again
         with lock:
+            if entry.name in earlier:  # a rerun: the earlier outcome is recorded as replaced, not lost
+                meta["replaced"] = [*meta.get("replaced", []), _replaced(earlier.pop(entry.name), timestamp())]
             outcomes[entry.name] = outcome
             write()
             _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))
@@ -368,12 +382,41 @@ def _failed(entry: SuiteEntry, status: str, reason: str, details: dict[str, Any]
 # -- selection and resume --------------------------------------------------------------
 
 
+def _rerun_names(root: Path, entries: list[SuiteEntry], rerun: Sequence[str] | None) -> list[str]:
+    """The selected problems ``rerun`` names (the loader's rule); a name matching none is one line."""
+    if not rerun:
+        return []
+    unmatched = [sel for sel in rerun if not any(_matches(sel, e) for e in entries)]
+    if unmatched:
+        raise KerneloptError(
+            f"--rerun {', '.join(unmatched)}: no problem of this bench's selection in {root} matches "
+            "(name one --problems selects, or drop --problems)"
+        )
+    return [e.name for e in entries if any(_matches(sel, e) for sel in rerun)]
+
+
+def _replaced(outcome: ProblemOutcome, at: str) -> dict[str, Any]:
+    """What a rerun problem's earlier outcome was, for the results' record of replaced rows."""
+    return {
+        "name": outcome.name,
+        "replaced_at": at,
+        "status": outcome.status,
+        "correct": outcome.correct,
+        "reason": outcome.reason,
+        "optimized_ms": outcome.optimized_ms,
+        "best_stock_mode": outcome.best_stock_mode,
+        "best_stock_speedup": outcome.best_stock_speedup,
+    }
+
+
+def _matches(selection: str, entry: SuiteEntry) -> bool:
+    return selection == entry.name or selection == entry.path.stem or selection in entry.name
+
+
 def _check_selection(root: Path, entries: list[SuiteEntry], problems: Sequence[str] | None) -> None:
     if not problems:
         return
-    unmatched = [
-        sel for sel in problems if not any(sel == e.name or sel == e.path.stem or sel in e.name for e in entries)
-    ]
+    unmatched = [sel for sel in problems if not any(_matches(sel, e) for e in entries)]
     if unmatched:
         raise KerneloptError(f"{root}: no problem matches {', '.join(unmatched)} (see the file names under it)")
 
