@@ -1,0 +1,94 @@
+"""Probe: where the time of kernelopt's row softmax goes inside a compiled graph, for a graph variant
+that ran slower than the op alone.
+
+    PYTHONPATH=src python3 scripts/device/row_softmax_graph_probe.py [EARLIER_SOURCE.cu ...]
+
+On 2026-12-04 (code cc027f4) the log-softmax-over-50257 variant under ``kernelopt.cluster_softmax``
+(one op call, no Triton kernel) ran 0.664 ms against max-autotune-no-cudagraphs' 0.450, where the op's
+kernel alone had run 0.327 ms at 708d8c7 (``benchmarks/h200-2026-12-04-cluster-softmax``). This times,
+each interleaved with ``torch.compile(mode="max-autotune-no-cudagraphs")`` of the same log-softmax in
+this process (``kernelopt.measure.compare``: L2 flushed, 30 rounds, medians in ms):
+
+- ``run``: the built kernel called directly (the probe's earlier reading);
+- ``nonan_run``: the same source with ``fmaxf`` for the NaN-keeping max;
+- each ``EARLIER_SOURCE.cu`` given (an earlier ``source_for(float32, float32)``; its ``launch`` without
+  the ``lse`` argument), built the same way;
+- ``op_call``: ``torch.ops.kernelopt.row_softmax`` (the custom op's Python path, what the graph calls);
+- ``reference``: torch's own computation, what the op falls back to where ``supports`` says no;
+- ``variant``: the model compiled under the option as the graph stage compiles it,
+
+then a profiler table of the variant's calls. Needs an sm_90 GPU, nvcc and ninja.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from kernelopt.capture import compat
+from kernelopt.capture import row_softmax_op as op
+from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+from kernelopt.measure import compare
+
+ROWS, COLUMNS, TEMPERATURE = 2048, 50257, 0.7
+
+
+def timed(name: str, stock: Callable[[], Any], fn: Callable[[], Any]) -> None:
+    fn()
+    torch.cuda.synchronize()
+    r = compare(stock, fn, device="cuda", trials=30)
+    row = {"case": name, "stock_ms": round(r.baseline.median_ms, 4), "ms": round(r.candidate.median_ms, 4)}
+    print(json.dumps({**row, "speedup": round(r.speedup, 3)}), flush=True)
+
+
+def main(earlier: list[str]) -> None:
+    arch = torch.cuda.get_device_capability()
+    started = time.monotonic()
+    head = op.launcher(torch.float32, torch.float32, arch)
+    nan_max = "return (isnan(a) || a > b) ? a : b;"
+    nonan = op._built(op.source_for(torch.float32, torch.float32).replace(nan_max, "return fmaxf(a, b);"), arch)
+    others = {path: op._built(Path(path).read_text(), arch) for path in earlier}
+    print(json.dumps({"built_s": round(time.monotonic() - started, 1)}), flush=True)
+
+    x = torch.randn(ROWS, COLUMNS, device="cuda") * 3
+    scale = 1 / TEMPERATURE
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x / TEMPERATURE, dim=-1)
+
+    stock = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    stock(x)
+    blocks = op.cluster_blocks(COLUMNS)
+    print(json.dumps({"supports": op.supports(x, False), "blocks": blocks}), flush=True)
+    y = torch.empty_like(x)
+    timed("run", lambda: stock(x), lambda: head.run(x, y, blocks, True, scale, True, False))
+    timed("nonan_run", lambda: stock(x), lambda: nonan.run(x, y, blocks, True, scale, True, False))
+    for path, built in others.items():
+        timed(path, lambda: stock(x), lambda built=built: built.run(x, y, blocks, True, scale, True))
+    timed("op_call", lambda: stock(x), lambda: torch.ops.kernelopt.row_softmax(x, scale, True, False))
+    timed("reference", lambda: stock(x), lambda: op.reference(x, scale, True, False))
+
+    with (
+        compat.fresh_compile(),
+        compat.post_grad_pass(rewrite_for_cluster_softmax),
+        compat.inductor_config_patch(compat.mode_options("max-autotune-no-cudagraphs")),
+    ):
+        variant = torch.compile(model)
+        variant(x)
+    timed("variant", lambda: stock(x), lambda: variant(x))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            variant(x)
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
