@@ -134,7 +134,7 @@ def finalize(
                 if k not in group:
                     k.best = None
             for g in report.graphs:
-                if g not in graph_group:
+                if g not in graph_group and not g.promoted:
                     g.best = None
             replaced = f"{len(group)} kernel(s) replaced" + (
                 f", {len(graph_group)} graph call sequence(s) regenerated" if graph_group else ""
@@ -149,7 +149,7 @@ def finalize(
         report.final_reason = f"re-stitched model rejected: {final.reason}"
     for k in report.kernels:
         k.best = None
-    for g in report.graphs:
+    for g in report.graph_winners:
         g.best = None
     report.final_reason += "; the baseline stays"
 

@@ -1,8 +1,11 @@
 """The graph stage of an optimize run: each graph's call sequence as Inductor writes it under other options.
 
-Runs after the kernel search, on every graph, those whose kernels won too: a graph candidate replaces
-every kernel of its graph, so the two never stack on one graph, and the final verification tries a
-graph winner before the kernel winners it displaces (:func:`~kernelopt.pipeline.final_check.finalize`). Each option set of
+For a model of one graph it runs before the kernel search (:func:`graph_first`): a winner whose
+options a whole-model compile takes becomes the compile the kernels are then searched on (options x
+kernels). For a model of several graphs it runs after the kernel search, on every graph, those whose
+kernels won too: a graph candidate replaces every kernel of its graph, so the two never stack on one
+graph, and the final verification tries a graph winner before the kernel winners it displaces
+(:func:`~kernelopt.pipeline.final_check.finalize`). Each option set of
 :data:`~kernelopt.search.graph_variants.GRAPH_OPTIONS` is compiled once in the evaluation worker;
 the graphs it changed are searched, each candidate judged end to end (gate 1's wrapper rules, the
 model gate, the whole model timed against the compiled one). The winners join the kernel winners
@@ -11,11 +14,13 @@ in the final verification and the export.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import dataclasses
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernelopt.config import Settings
-from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.evaluate.gate_settings import GateSettings, final_settings
+from kernelopt.evaluate.session import OWN_OPTIONS
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, SESSION, failure_of, result_of
 from kernelopt.pipeline.options_search import search_options
 from kernelopt.pipeline.records import GraphResult
@@ -25,6 +30,7 @@ from kernelopt.search.graph_variants import graph_target, option_sets
 from kernelopt.search.nodes import NodeStore
 
 GRAPH_OPERATOR = "graph-variants"
+PROMOTED = "graph_promoted"  # the store's record of a one-graph model's winner made the kernel search's compile
 
 
 def compile_budget_s(run: RunContext) -> float:
@@ -151,3 +157,58 @@ def _search_graph(run: RunContext, nodes: NodeStore, graph: int, variants: list[
         note=winner.candidate.note if winner else "",
         node=winner.id if winner else None,
     )
+
+
+@dataclass
+class GraphFirst:
+    """The graph stage run before the kernel search, on a model of one graph."""
+
+    graphs: list[GraphResult]
+    promoted: dict[str, Any] | None  # the winner's options as the kernels' compile, in a knob record's shape
+
+
+def whole_model(options: dict[str, Any]) -> bool:
+    """Whether a whole-model compile takes these graph options (kernelopt's row split it applies to one
+    graph's kernels itself, after Inductor's compile)."""
+    return not any(name in OWN_OPTIONS for name in options)
+
+
+def graph_first(
+    run: RunContext, graph_run: RunContext, nodes: NodeStore, copies_first: bool = False, rereads_first: bool = False
+) -> GraphFirst | None:
+    """For a model of one graph, the graph stage before the kernel search, so the kernels are searched on
+    the winning variant's compile, as a compiler knob's winner is (issue 13: compile options x kernels).
+    A winner whose options a whole-model compile takes is re-checked with the run's full seeds and
+    timing; where it passes again, ``run.spec`` gains its options and the record returned has the
+    shape :func:`~kernelopt.pipeline.knob_stage.on_top_of_options` reads. None where the model has
+    several graphs, or its variants could not be compiled: the stage then runs after the kernel search,
+    as for any model. A resumed run reads the choice back instead of re-checking again."""
+    per_graph = graph_variants(graph_run, copies_first, rereads_first)
+    if per_graph is None or len(per_graph) != 1:
+        return None
+    graphs = search_graphs(graph_run, nodes, copies_first, rereads_first)
+    winner = next((g for g in graphs if g.best is not None), None)
+    if winner is None or winner.best is None or not whole_model(winner.best.get("options") or {}):
+        return GraphFirst(graphs, None)
+    known = run.store.measurements(run.run_id, PROMOTED).get(PROMOTED)
+    if known is None:
+        options = dict(winner.best.get("options") or {})
+        run.emit("stage", {"stage": "final gates", "kernel": f"graph {winner.graph}"})
+        recheck_graph(run, winner, final_settings(run.settings, run.config))
+        known = {
+            "graph": winner.graph,
+            "best_options": options,
+            "speedup": winner.speedup,
+            "final_check": winner.final_check,
+            "used": winner.best is not None,
+            "label": f"graph {winner.graph}'s options",
+        }
+        run.store.add_measurement(run.run_id, PROMOTED, known)
+    winner.final_check = known["final_check"]
+    if not known["used"]:
+        winner.best, winner.speedup = None, 1.0
+        return GraphFirst(graphs, None)
+    winner.promoted, winner.speedup = True, known["speedup"]
+    winner.final_check += "; the kernels were searched on its compile"
+    run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **known["best_options"]})
+    return GraphFirst(graphs, dict(known))

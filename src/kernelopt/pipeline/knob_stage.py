@@ -110,7 +110,8 @@ def on_top_of_options(report: OptimizeReport, knobs: dict[str, Any], base: Probl
         report.final_compiled_ms = None
     report.speedup_vs_eager = report.eager_ms / (report.optimized_ms or report.compiled_ms)
     report.final_reason = (
-        f"verified: Inductor options {knobs['best_options']} ({knobs['speedup']:.3f}x over the {report.base_mode} "
+        f"verified: {knobs.get('label', 'Inductor options')} {knobs['best_options']} ({knobs['speedup']:.3f}x over "
+        f"the {report.base_mode} "
         f"compile, timed interleaved) and {kernels}: {report.speedup_vs_compile:.3f}x"
         + (
             f" over the {report.base_mode} compile, timed interleaved with it in one process"

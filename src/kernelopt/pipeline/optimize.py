@@ -44,7 +44,7 @@ from kernelopt.pipeline.evaluator import (
     stage_medians,
 )
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
-from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, compiled_variants, search_graphs
+from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, compiled_variants, graph_first, search_graphs
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
@@ -373,8 +373,6 @@ def _optimize(run: RunContext) -> OptimizeReport:
     if knobs:
         report.evaluations += knobs["evaluations"]
         report.gpu_s += knobs["gpu_s"]
-    for extra in targets[run.max_targets :]:
-        report.skipped.append((extra.name, f"beyond --max-targets {run.max_targets}"))
     graph_run = _with_graph_stage(run, measured, report)
     for note in headroom_elsewhere(
         measured.amdahl_bound,
@@ -384,6 +382,24 @@ def _optimize(run: RunContext) -> OptimizeReport:
         graph_stage=graph_run is not None,
     ):
         run.emit("warning", {"message": note})
+    copies_first, rereads_first = measured.moves_share >= COPY_SHARE, measured.rereads_share >= COPY_SHARE
+    first = (
+        None
+        if graph_run is None or (knobs and knobs["used"])
+        else graph_first(run, graph_run, nodes, copies_first, rereads_first)
+    )
+    promoted = first.promoted if first is not None else None
+    if first is not None:
+        report.graphs = first.graphs
+    if promoted is not None:  # the kernels are searched on the graph winner's compile
+        analysis = analysis_of(run, "analysis/graph-options")
+        targets, skipped = select_targets(
+            [asdict(launch) for launch in analysis.report.launches], _share_of_us(run, analysis.report)
+        )
+        report.skipped = [(s.name, s.reason) for s in skipped]
+        report.options = dict(run.spec.options)
+    for extra in targets[run.max_targets :]:
+        report.skipped.append((extra.name, f"beyond --max-targets {run.max_targets}"))
     run.emit("targets", {"targets": [t.name for t in targets[: run.max_targets]], "skipped": report.skipped})
     runners_up: dict[str, list[Winner]] = {}  # per kernel: the next-best passed candidates
     for target in targets[: run.max_targets]:
@@ -394,22 +410,19 @@ def _optimize(run: RunContext) -> OptimizeReport:
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
     if graph_run is not None:
-        # every graph's call sequence regenerated, those whose kernels won too: a graph candidate is judged
-        # end to end, a kernel winner at its kernel, and the final verification tries the graph's first
-        report.graphs = search_graphs(
-            graph_run,
-            nodes,
-            copies_first=measured.moves_share >= COPY_SHARE,
-            rereads_first=measured.rereads_share >= COPY_SHARE,
-        )
+        if first is None:
+            # every graph's call sequence regenerated, those whose kernels won too: a graph candidate is judged
+            # end to end, a kernel winner at its kernel, and the final verification tries the graph's first
+            report.graphs = search_graphs(graph_run, nodes, copies_first, rereads_first)
         report.graph_compile = compiled_variants(run)
         for g in report.graphs:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
             report.evaluations += len(evaluated)
             report.gpu_s += gpu_seconds(evaluated)
-    finalize(report, run, analysis, runners_up, base_options if knobs and knobs["used"] else None)
-    if knobs and knobs["used"]:
-        on_top_of_options(report, knobs, base)
+    on_top = knobs if knobs and knobs["used"] else promoted
+    finalize(report, run, analysis, runners_up, base_options if on_top else None)
+    if on_top:
+        on_top_of_options(report, on_top, base)
     return report
 
 

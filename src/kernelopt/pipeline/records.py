@@ -55,6 +55,7 @@ class GraphResult:
     note: str = ""
     node: int | None = None  # the search node it came from
     final_check: str = ""
+    promoted: bool = False  # its options became the compile the kernel search ran on (graph_stage.graph_first)
 
 
 @dataclass
@@ -127,7 +128,8 @@ class OptimizeReport:
 
     @property
     def graph_winners(self) -> list[GraphResult]:
-        return [g for g in self.graphs if g.best is not None]
+        """Graph winners to swap into the compiled model; a promoted one is in its options' compile already."""
+        return [g for g in self.graphs if g.best is not None and not g.promoted]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
