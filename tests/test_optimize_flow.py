@@ -610,6 +610,30 @@ def test_a_graph_winner_failing_its_full_recheck_leaves_the_kernels_on_the_base_
     assert report.final_reason.startswith("verified: 1 kernel(s) replaced")
 
 
+def test_a_winners_compile_that_cannot_be_analyzed_keeps_the_winner_alone(tmp_path) -> None:
+    class Unanalyzable(GraphWorker):
+        def call(self, target, *args, timeout_s=0, kwargs=None):
+            if target.endswith(":analyze_problem") and args[0].get("options"):
+                self.analyzed.append(dict(args[0]["options"]))
+                return WorkerResult("crash", None, "worker died (SIGSEGV)", None, 0.1, "")
+            return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+    events: list = []
+    worker = Unanalyzable()
+    store = Store(tmp_path / "k.db")
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["launch-config", "graph-variants"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
+    ))
+    assert worker.analyzed == [{}, {"aggressive_fusion": True}] and "evaluate_candidates" not in worker.calls
+    assert report.kernels == [] and report.graphs[0].promoted and report.options == {"aggressive_fusion": True}
+    assert report.final_reason.startswith("verified: graph 0's options {'aggressive_fusion': True} (1.100x")
+    warnings = [d["message"] for kind, d in events if kind == "warning"]
+    assert any(w.startswith("no kernel searched on the graph winner's compile: softmax: the compiled model could not")
+               for w in warnings), warnings
+
+
 def test_a_row_split_winner_is_not_a_whole_model_compile_and_stays_a_graph_candidate(tmp_path) -> None:
     """kernelopt applies its row split to one graph's kernels after Inductor's compile: no whole-model
     compile takes it, so its winner is swapped in as a call sequence, never made the kernels' base."""

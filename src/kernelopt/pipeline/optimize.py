@@ -392,12 +392,17 @@ def _optimize(run: RunContext) -> OptimizeReport:
     if first is not None:
         report.graphs = first.graphs
     if promoted is not None:  # the kernels are searched on the graph winner's compile
-        analysis = analysis_of(run, "analysis/graph-options")
-        targets, skipped = select_targets(
-            [asdict(launch) for launch in analysis.report.launches], _share_of_us(run, analysis.report)
-        )
-        report.skipped = [(s.name, s.reason) for s in skipped]
         report.options = dict(run.spec.options)
+        try:
+            analysis = analysis_of(run, "analysis/graph-options")
+        except KerneloptError as exc:  # the winner itself passed its full re-check: it stays, alone
+            run.emit("warning", {"message": f"no kernel searched on the graph winner's compile: {exc}"})
+            targets = []
+        else:
+            targets, skipped = select_targets(
+                [asdict(launch) for launch in analysis.report.launches], _share_of_us(run, analysis.report)
+            )
+            report.skipped = [(s.name, s.reason) for s in skipped]
     for extra in targets[run.max_targets :]:
         report.skipped.append((extra.name, f"beyond --max-targets {run.max_targets}"))
     run.emit("targets", {"targets": [t.name for t in targets[: run.max_targets]], "skipped": report.skipped})
