@@ -314,6 +314,8 @@ def test_rerun_runs_a_finished_problem_again_and_keeps_what_its_row_was(tmp_path
     assert _calls(suite) == ["01_fast.py", "02_fast.py", "01_fast.py"]
     assert report.resumed == ["level1/02_fast"]
     assert [o.optimized_ms for o in report.outcomes] == [0.25, 0.5]
+    # the rerun's worker is told, so it takes no run of the problem finished earlier (bench_problem.finished_run)
+    assert [o.details["options"].get("rerun") for o in report.outcomes] == [True, None]
     meta = json.loads(report.json_path.read_text())["meta"]
     assert meta["resumed"][-1]["rerun"] == ["level1/01_fast"]
     (replaced,) = meta["replaced"]

@@ -160,6 +160,19 @@ def test_a_run_finished_before_the_kill_is_taken_with_the_stock_modes_timed_so_f
     assert any(f"run {details['taken']} had finished" in n and "kept: max-autotune-no-cudagraphs" in n for n in notes)
 
 
+def test_a_rerun_takes_no_finished_run_and_searches_again(monkeypatch, tmp_path: Path) -> None:
+    """bench --rerun asks for a new measurement of a finished problem: the run behind its earlier row,
+    which a retry would take, is searched again instead."""
+    store_path, problem, options, calls = _finished_bench_run(tmp_path, monkeypatch, "reduce-overhead", None)
+    first = bench_problem.bench_problem(str(problem), options)
+    assert calls["optimize"] == [None] and first["details"]["taken"] is None
+    again = bench_problem.bench_problem(str(problem), options)  # a plain retry would take the finished run
+    assert calls["optimize"] == [None] and again["details"]["taken"] == first["details"]["run_id"]
+    rerun = bench_problem.bench_problem(str(problem), {**options, "rerun": True})
+    assert calls["optimize"] == [None, None] and rerun["details"]["taken"] is None
+    assert rerun["details"]["run_id"] != first["details"]["run_id"]
+
+
 def test_a_finished_run_is_not_taken_by_another_bench_other_search_or_a_changed_export(monkeypatch, tmp_path: Path) -> None:
     import pytest
 

@@ -256,6 +256,8 @@ def run_bench(
             _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
         try:
             options = {**(extra_options or {}), **({"sizes": applied[entry.path]} if applied.get(entry.path) else {})}
+            if entry.name in again:  # its worker takes no finished run of the problem for the new row
+                options["rerun"] = True
             if llm is not None:
                 options["llm"] = llm.to_dict()
             outcome = _bench_one(entry, target, time_limit_s, timeout_s, options, extra_path, gpu, stop)

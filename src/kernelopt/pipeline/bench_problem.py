@@ -234,7 +234,8 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     relay = RelayAccess.from_dict(options["llm"]) if options.get("llm") else None
     # what a finished run must have searched with to be taken (the LLM too: a bench resumed with --llm)
     search = {"operators": list(operators), "budget": asdict(budget), "llm": llm_name(relay.spec() if relay else None)}
-    finished = finished_run(store, problem_path, sizes, export_dir, search)
+    # a rerun (bench --rerun) is asked for a new measurement: the run that made its earlier row is not taken
+    finished = None if options.get("rerun") else finished_run(store, problem_path, sizes, export_dir, search)
     resumed = None if finished else resume_unfinished(store, problem_path, sizes)
     if finished:
         report, timed = finished
