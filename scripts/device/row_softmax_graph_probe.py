@@ -1,7 +1,7 @@
 """Probe: where the time of kernelopt's row softmax goes inside a compiled graph, for a graph variant
 that ran slower than the op alone.
 
-    PYTHONPATH=src python3 scripts/device/row_softmax_graph_probe.py [EARLIER_SOURCE.cu ...]
+    PYTHONPATH=src python3 scripts/device/row_softmax_graph_probe.py
 
 On 2026-12-04 (code cc027f4) the log-softmax-over-50257 variant under ``kernelopt.cluster_softmax``
 (one op call, no Triton kernel) ran 0.664 ms against max-autotune-no-cudagraphs' 0.450, where the op's
@@ -10,9 +10,10 @@ each interleaved with ``torch.compile(mode="max-autotune-no-cudagraphs")`` of th
 this process (``kernelopt.measure.compare``: L2 flushed, 30 rounds, medians in ms):
 
 - ``run``: the built kernel called directly (the probe's earlier reading);
-- ``nonan_run``: the same source with ``fmaxf`` for the NaN-keeping max;
-- each ``EARLIER_SOURCE.cu`` given (an earlier ``source_for(float32, float32)``; its ``launch`` without
-  the ``lse`` argument), built the same way;
+- ``nonan_run``: the same source with ``fmaxf`` for the NaN-keeping max (with the ``lse`` argument, the
+  only change to the kernel since 708d8c7);
+- ``torch_flags_run``: the source built with PyTorch's own architecture flags instead of the op's
+  ``-gencode`` (the other change since then);
 - ``op_call``: ``torch.ops.kernelopt.row_softmax`` (the custom op's Python path, what the graph calls);
 - ``reference``: torch's own computation, what the op falls back to where ``supports`` says no;
 - ``variant``: the model compiled under the option as the graph stage compiles it,
@@ -23,10 +24,8 @@ then a profiler table of the variant's calls. Needs an sm_90 GPU, nvcc and ninja
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -48,13 +47,13 @@ def timed(name: str, stock: Callable[[], Any], fn: Callable[[], Any]) -> None:
     print(json.dumps({**row, "speedup": round(r.speedup, 3)}), flush=True)
 
 
-def main(earlier: list[str]) -> None:
+def main() -> None:
     arch = torch.cuda.get_device_capability()
     started = time.monotonic()
     head = op.launcher(torch.float32, torch.float32, arch)
     nan_max = "return (isnan(a) || a > b) ? a : b;"
     nonan = op._built(op.source_for(torch.float32, torch.float32).replace(nan_max, "return fmaxf(a, b);"), arch)
-    others = {path: op._built(Path(path).read_text(), arch) for path in earlier}
+    torch_flags = op._built(op.source_for(torch.float32, torch.float32))
     print(json.dumps({"built_s": round(time.monotonic() - started, 1)}), flush=True)
 
     x = torch.randn(ROWS, COLUMNS, device="cuda") * 3
@@ -70,8 +69,7 @@ def main(earlier: list[str]) -> None:
     y = torch.empty_like(x)
     timed("run", lambda: stock(x), lambda: head.run(x, y, blocks, True, scale, True, False))
     timed("nonan_run", lambda: stock(x), lambda: nonan.run(x, y, blocks, True, scale, True, False))
-    for path, built in others.items():
-        timed(path, lambda: stock(x), lambda built=built: built.run(x, y, blocks, True, scale, True))
+    timed("torch_flags_run", lambda: stock(x), lambda: torch_flags.run(x, y, blocks, True, scale, True, False))
     timed("op_call", lambda: stock(x), lambda: torch.ops.kernelopt.row_softmax(x, scale, True, False))
     timed("reference", lambda: stock(x), lambda: op.reference(x, scale, True, False))
 
@@ -91,4 +89,4 @@ def main(earlier: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
