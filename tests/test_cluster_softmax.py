@@ -177,6 +177,30 @@ def test_the_op_computes_what_torch_does_on_every_row_and_checks_as_an_op() -> N
     assert not row_softmax_op.supports(x, False)  # CPU tensors: torch computes them
 
 
+def test_a_cuda_input_the_kernel_does_not_take_is_named_with_its_reason(monkeypatch) -> None:
+    """On a CUDA tensor torch's computation is a slow path the rewrite never asks for: the op says why,
+    once per reason, instead of falling back in silence."""
+    monkeypatch.setattr(row_softmax_op, "_capability", lambda device: (9, 0))
+    meta = torch.empty(4, 50257, device="meta")  # a tensor of no data: only its dtype and shape are read
+    assert row_softmax_op.unsupported(meta, False) is None
+    assert row_softmax_op.unsupported(meta.to(torch.float64), False) == "no build for torch.float64"
+    assert row_softmax_op.unsupported(meta, True) == "a float32 input asked for a float32 upcast"
+    assert row_softmax_op.unsupported(torch.empty(2, 262144, device="meta"), False) == (
+        "rows of 262144 elements, wider than a cluster holds (131072)"
+    )
+    assert row_softmax_op.unsupported(torch.empty(0, 8192, device="meta"), False) == "an empty or zero-dimensional tensor"
+    monkeypatch.setattr(row_softmax_op, "_capability", lambda device: (8, 0))
+    assert row_softmax_op.unsupported(meta, False) == "no thread-block clusters on a GPU of compute capability (8, 0)"
+    row_softmax_op._warn_fallback.cache_clear()
+    with pytest.warns(UserWarning, match="computed by torch on a CUDA tensor, not by its kernel: no thread-block"):
+        row_softmax_op._warn_fallback("no thread-block clusters on a GPU of compute capability (8, 0)")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same reason again: said once already
+        row_softmax_op._warn_fallback("no thread-block clusters on a GPU of compute capability (8, 0)")
+
+
 def test_logits_less_their_logsumexp_keep_torch_s_values_on_rows_with_an_infinite_max() -> None:
     """``y - logsumexp(y)`` is a log-softmax except where a row's max is infinite: torch's logsumexp is
     then that max, so a row holding +inf is -inf where finite (a log-softmax is NaN there), and the op's

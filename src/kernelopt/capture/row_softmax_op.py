@@ -227,11 +227,33 @@ def cluster_blocks(columns: int) -> int | None:
 def supports(x: torch.Tensor, out_float: bool) -> bool:
     """Whether the CUDA kernel computes this input (else the op falls back to torch's own softmax):
     a Hopper or later GPU, a dtype it is compiled for, a row it holds."""
-    if x.device.type != "cuda" or x.dtype not in DTYPES or x.dim() == 0 or x.numel() == 0:
-        return False
+    return x.device.type == "cuda" and unsupported(x, out_float) is None
+
+
+def unsupported(x: torch.Tensor, out_float: bool) -> str | None:
+    """Why the CUDA kernel would not compute this input of a CUDA device, else None."""
+    if x.dtype not in DTYPES:
+        return f"no build for {x.dtype}"
+    if x.dim() == 0 or x.numel() == 0:
+        return "an empty or zero-dimensional tensor"
     if out_float and x.dtype == torch.float32:
-        return False  # nothing to upcast: the rewrite never asks
-    return _has_clusters(x.device.index) and cluster_blocks(x.shape[-1]) is not None
+        return "a float32 input asked for a float32 upcast"  # nothing to upcast: the rewrite never asks
+    if not _has_clusters(x.device.index):
+        return f"no thread-block clusters on a GPU of compute capability {_capability(x.device.index)}"
+    if cluster_blocks(x.shape[-1]) is None:
+        return f"rows of {x.shape[-1]} elements, wider than a cluster holds ({MAX_COLUMNS})"
+    return None
+
+
+@functools.cache
+def _warn_fallback(reason: str) -> None:
+    """Said once per reason: a CUDA call that torch computes instead runs several times slower (the rewrite
+    asks for the op only where the kernel takes it, so this is a fault to see, not a path to take)."""
+    import warnings
+
+    warnings.warn(
+        f"kernelopt.row_softmax computed by torch on a CUDA tensor, not by its kernel: {reason}", stacklevel=3
+    )
 
 
 @functools.cache
@@ -260,7 +282,11 @@ def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bo
 def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False) -> torch.Tensor:
     """Softmax (or log-softmax, ``log``; or ``y - logsumexp(y)``, ``log`` and ``lse``) of
     ``y = x * scale`` over the last dimension, one read of each row."""
-    if not supports(x, out_float):
+    if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
+        return reference(x, scale, log, out_float, lse)
+    reason = unsupported(x, out_float)
+    if reason is not None:
+        _warn_fallback(reason)
         return reference(x, scale, log, out_float, lse)
     blocks = cluster_blocks(x.shape[-1])
     assert blocks is not None
