@@ -5,6 +5,8 @@ sequence Inductor writes around the op. The CUDA kernel itself is the GPU test's
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -335,3 +337,44 @@ def test_the_variant_passes_the_gates_in_a_candidate_process_of_its_own(hopper: 
         reference.close()
     gates = {v["gate"]: v["passed"] for v in result["verdicts"]}
     assert gates["static"] and gates["correctness"] and gates["model"], result["verdicts"]
+
+
+C_NAMES = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit), not a GPU")
+@pytest.mark.parametrize(
+    ("dtype_in", "dtype_out"),
+    [(torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.bfloat16, torch.bfloat16),
+     (torch.float16, torch.float16)],
+)  # fmt: skip
+def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtype_in, dtype_out) -> None:
+    """The op's device code, as built for each dtype pair, through nvcc and ptxas for sm_90 without a GPU
+    (the host part needs torch's CUDA headers and is left out): a build fault shows here, not in a lent
+    GPU's first call. ``__launch_bounds__(THREADS, MIN_BLOCKS)`` keeps a thread within 64 registers;
+    more spilled to local memory than the 8 bytes the float32 one-float-a-load form spills would be a
+    slower kernel (2026-12-04: 64 registers, 8 bytes)."""
+    import re
+    import subprocess
+
+    source = row_softmax_op.source_for(dtype_in, dtype_out)
+    device, _host = source.split("template <typename TI, typename TO, int VEC>\nvoid launch_typed", 1)
+    device = device.replace("#include <torch/extension.h>\n", "").replace("#include <ATen/cuda/CUDAContext.h>\n", "")
+    t_in, t_out = C_NAMES[dtype_in], C_NAMES[dtype_out]
+    for vec in sorted({16 // dtype_in.itemsize, 1}):
+        device += (
+            f"template __global__ void row_softmax_kernel<{t_in}, {t_out}, {row_softmax_op.ITEMS}, {vec}, "
+            f"{row_softmax_op.THREADS}>(const {t_in}* __restrict__, {t_out}* __restrict__, int64_t, int64_t, "
+            "float, bool, bool);\n"
+        )
+    (tmp_path / "k.cu").write_text(device)
+    built = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    registers = [int(n) for n in re.findall(r"Used (\d+) registers", built.stderr)]
+    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", built.stderr)]
+    assert len(registers) == len(spills) == 2, built.stderr  # the 16-byte and the one-element loads
+    assert max(registers) <= 65536 // (row_softmax_op.THREADS * row_softmax_op.MIN_BLOCKS), built.stderr
+    assert max(spills) <= 8, built.stderr
