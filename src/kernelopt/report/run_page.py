@@ -359,7 +359,9 @@ def _graph_table(data: RunData) -> str:
             "final re-check")  # fmt: skip
     note = (
         '<p class="note">A graph candidate replaces a graph\'s whole call sequence (which kernels run), so it is '
-        "timed on the whole model; the graphs whose kernels won are not searched this way.</p>"
+        "timed on the whole model. On a model of one graph the winner, where a whole-model compile takes its "
+        "options, became the compile the kernels were then searched on; with several graphs a winner is swapped "
+        "in, in place of its graph's kernel winners where both won.</p>"
     )
     if data.graph_stage:
         note += f'<p class="note">Searched without --operators naming graph-variants: {esc(data.graph_stage)}.</p>'
