@@ -320,6 +320,17 @@ def test_rerun_runs_a_finished_problem_again_and_keeps_what_its_row_was(tmp_path
     assert meta["resumed"][-1]["rerun"] == ["level1/01_fast"]
     (replaced,) = meta["replaced"]
     assert replaced["name"] == "level1/01_fast" and replaced["optimized_ms"] == 0.5 and replaced["status"] == "ok"
+    from kernelopt.report.scoreboard import problem_notes
+
+    notes = problem_notes(report.outcomes[0])  # the row itself says it replaced an earlier measurement
+    assert notes == [f"run again with --rerun at {replaced['replaced_at']}; the row it replaced: ok"]
+    assert problem_notes(report.outcomes[1]) == []
+    scored = {**replaced, "best_stock_speedup": 1.254, "replaced_at": "2026-12-05T01:00:00"}
+    outcome = ProblemOutcome("level1/24_vocab", "24.py", "ok", "", True, details={"replaced": scored})
+    assert problem_notes(outcome) == [
+        "run again with --rerun at 2026-12-05T01:00:00; the row it replaced: ok, 1.254x of its best stock mode"
+    ]
+    assert "run again with --rerun" in (out / "results.md").read_text()
 
 
 def test_resume_in_a_moved_checkout(tmp_path: Path) -> None:

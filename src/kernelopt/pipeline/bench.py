@@ -269,7 +269,9 @@ def run_bench(
             return  # cut short: not an outcome, so a resumed bench runs it again
         with lock:
             if entry.name in earlier:  # a rerun: the earlier outcome is recorded as replaced, not lost
-                meta["replaced"] = [*meta.get("replaced", []), _replaced(earlier.pop(entry.name), timestamp())]
+                record = _replaced(earlier.pop(entry.name), timestamp())
+                meta["replaced"] = [*meta.get("replaced", []), record]
+                outcome.details = {**outcome.details, "replaced": record}  # the row says so too
             outcomes[entry.name] = outcome
             write()
             _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))

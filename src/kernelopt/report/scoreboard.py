@@ -113,7 +113,8 @@ def markdown_header(meta: dict[str, Any], title: str, unit: str) -> list[str]:
 def problem_notes(outcome: ProblemOutcome) -> list[str]:
     """What a row's numbers alone do not say: the CUDA-graph mode its result runs under, its final
     verification as CUDA-graph replays (launch-bound models), a score read again by a fixed rule, and
-    a run that went on after a time-out killed its worker (its numbers come from more than one worker)."""
+    a run that went on after a time-out killed its worker (its numbers come from more than one worker), and
+    a row that replaced an earlier measurement of the problem (``bench --rerun``)."""
     details = outcome.details
     notes = []
     if details.get("run_mode"):
@@ -131,6 +132,13 @@ def problem_notes(outcome: ProblemOutcome) -> list[str]:
         notes.append(
             f"run {details['taken']} had finished when a time-out cut the stock timings short; taken as it"
             f" was (stock modes timed before the cut, kept: {timed})"
+        )
+    earlier = details.get("replaced")
+    if isinstance(earlier, dict):
+        score = earlier.get("best_stock_speedup")
+        read = f", {score:.3f}x of its best stock mode" if isinstance(score, (int, float)) else ""
+        notes.append(
+            f"run again with --rerun at {earlier.get('replaced_at')}; the row it replaced: {earlier.get('status')}{read}"
         )
     return notes
 
