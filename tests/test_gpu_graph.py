@@ -161,3 +161,38 @@ def test_a_transposed_convolution_without_its_layout_copies_passes_gates_1_to_3(
     else:
         assert report.speedup_vs_compile == 1.0
 
+
+
+def test_a_one_graph_winner_becomes_the_compile_its_kernels_are_searched_on(tmp_path) -> None:
+    """Log-softmax over 50257 with a temperature (512 rows): the graph stage runs before the kernels, its
+    online-softmax winner (1.24x on the H200 at 2048 rows) is re-checked in full and becomes the compile
+    the kernel search runs on; the export is that compile with the winner's options, no call swapped,
+    and it computes what the model does."""
+    from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
+    from kernelopt.pipeline.graph_stage import PROMOTED
+
+    store = Store(tmp_path / "k.db")
+    export = tmp_path / "vocab.kopt.json"
+    report = optimize(EXAMPLES / "level1" / "24_log_softmax_vocab.py", store,
+                      operators=["launch-config", "graph-variants"], budget=Budget(max_evaluations=4, patience=4),
+                      max_targets=1, export_path=export, write_report=False, sizes={"batch_size": 512})  # fmt: skip
+    print(report.final_reason, [(g.graph, g.speedup, g.note, g.final_check, g.promoted) for g in report.graphs])
+    assert store.run(report.run_id).status == "done"
+    (graph,) = report.graphs
+    promoted = store.measurements(report.run_id, PROMOTED).get(PROMOTED)
+    if graph.best is None:  # no variant won at this size: nothing promoted, the kernels searched on the base
+        assert promoted is None or not promoted["used"]
+        return
+    options = graph.best["options"]
+    if ONLINE_SOFTMAX_OPTION not in options and "kernelopt.cluster_softmax" not in options:
+        pytest.skip(f"another option set won here: {options}")
+    assert graph.promoted and promoted["used"] and report.graph_winners == []
+    assert "analysis/graph-options" in store.measurements(report.run_id, "analysis/graph-options")
+    assert report.options is not None and all(report.options.get(k) == v for k, v in options.items())
+    assert report.final_reason.startswith(f"verified: graph 0's options {options}")
+    doc = read_export(export)
+    assert not graph_candidates(doc) and all(doc["options"].get(k) == v for k, v in options.items())
+    loaded = load(export)
+    x = loaded.example_inputs[0]
+    expected = loaded.problem.build_model(0, "cuda")(x)
+    torch.testing.assert_close(loaded(x), expected, rtol=1e-4, atol=1e-4)
