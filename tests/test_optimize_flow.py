@@ -634,6 +634,21 @@ def test_a_winners_compile_that_cannot_be_analyzed_keeps_the_winner_alone(tmp_pa
                for w in warnings), warnings
 
 
+def test_graph_variants_that_could_not_be_compiled_are_asked_for_once(tmp_path) -> None:
+    class NoVariants(GraphWorker):
+        def call(self, target, *args, timeout_s=0, kwargs=None):
+            if target.endswith(":graph_variants"):
+                self.calls.append("graph_variants")
+                return WorkerResult("timeout", None, "worker timed out after 120 s", None, 120.0, "")
+            return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+    worker = NoVariants()
+    _, report = graph_run(tmp_path, worker, ["launch-config", "graph-variants"])
+    assert worker.calls.count("graph_variants") == 1 and "evaluate_graph" not in worker.calls
+    assert report.graphs == [] and worker.analyzed == [{}]
+    assert report.kernels[0].best is not None and report.final_reason.startswith("verified: 1 kernel(s) replaced")
+
+
 def test_a_row_split_winner_is_not_a_whole_model_compile_and_stays_a_graph_candidate(tmp_path) -> None:
     """kernelopt applies its row split to one graph's kernels after Inductor's compile: no whole-model
     compile takes it, so its winner is swapped in as a call sequence, never made the kernels' base."""

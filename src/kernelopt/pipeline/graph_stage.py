@@ -181,10 +181,13 @@ def graph_first(
     A winner whose options a whole-model compile takes is re-checked with the run's full seeds and
     timing; where it passes again, ``run.spec`` gains its options and the record returned has the
     shape :func:`~kernelopt.pipeline.knob_stage.on_top_of_options` reads. None where the model has
-    several graphs, or its variants could not be compiled: the stage then runs after the kernel search,
-    as for any model. A resumed run reads the choice back instead of re-checking again."""
+    several graphs: the stage then runs after the kernel search. Variants that could not be compiled
+    (the reason emitted) leave no graph to search, here or later. A resumed run reads the choice back
+    instead of re-checking again."""
     per_graph = graph_variants(graph_run, copies_first, rereads_first)
-    if per_graph is None or len(per_graph) != 1:
+    if per_graph is None:
+        return GraphFirst([], None)
+    if len(per_graph) != 1:
         return None
     graphs = search_graphs(graph_run, nodes, copies_first, rereads_first)
     winner = next((g for g in graphs if g.best is not None), None)
