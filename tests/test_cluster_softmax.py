@@ -6,6 +6,7 @@ sequence Inductor writes around the op. The CUDA kernel itself is the GPU test's
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 
 import pytest
 import torch
@@ -201,6 +202,14 @@ def test_a_cuda_input_the_kernel_does_not_take_is_named_with_its_reason(monkeypa
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same reason again: said once already
         row_softmax_op._warn_fallback("no thread-block clusters on a GPU of compute capability (8, 0)")
+    # every fallback is counted, so a candidate's process can report those of its first run
+    before = Counter(row_softmax_op.FALLBACKS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row_softmax_op._fell_back("no build for torch.float64")
+        row_softmax_op._fell_back("no build for torch.float64")
+    assert row_softmax_op.fallbacks_since(before) == ["2 call(s) computed by torch, not the kernel: no build for torch.float64"]
+    assert row_softmax_op.fallbacks_since(Counter(row_softmax_op.FALLBACKS)) == []
 
 
 def test_logits_less_their_logsumexp_keep_torch_s_values_on_rows_with_an_infinite_max() -> None:

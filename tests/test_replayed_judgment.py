@@ -317,7 +317,7 @@ class GraphRestitched(FakeRestitched):
         self.runner = types.SimpleNamespace(
             calibrate_on_model=lambda: None,
             build_graph=lambda candidate: ("key", None, 0.1),
-            set_swaps=lambda kernels, graphs: calls.append(f"swaps {list(graphs)}"),
+            set_swaps=lambda kernels, graphs: calls.append(f"swaps {list(graphs)}") or self.installed(graphs),
             worker=types.SimpleNamespace(alive=True),
             restart=lambda: calls.append("restart"),
         )
@@ -332,7 +332,12 @@ class GraphRestitched(FakeRestitched):
         self.calls.append(f"end_to_end recorded={recorded} trials={trials}")
         return _split(self.replayed if recorded else self.plain)
 
+    def installed(self, graphs) -> dict:
+        """What the candidate's process says of the swaps it installed (RunnerModel.set_swaps)."""
+        return {"swaps": 0, "graphs": len(graphs), "fallbacks": list(self.fallbacks) if graphs else []}
+
     plain = 1.0
+    fallbacks: tuple[str, ...] = ()
 
 
 def _graph_candidate(monkeypatch, restitched: GraphRestitched, cuda_graphs: bool = True, screen_trials: int = 0) -> dict:
@@ -343,6 +348,23 @@ def _graph_candidate(monkeypatch, restitched: GraphRestitched, cuda_graphs: bool
     candidate = GraphCandidate(0, "d" * 16, "def call(args):\n    return args\n", (), "test")
     settings = GateSettings(trials=12, model_seeds=(0,), margin=0.03, cuda_graphs=cuda_graphs, screen_trials=screen_trials)
     return graph_candidate.evaluate_graph(restitched, "", candidate, settings)
+
+
+def test_a_graph_candidate_whose_op_never_ran_its_kernel_is_named_and_not_timed(monkeypatch) -> None:
+    """kernelopt's row softmax computed by torch in the candidate's process (on the H200 at cc027f4 the vocab
+    variant read 0.68x with no cause in sight): correct but not what the rewrite asked for, so the model gate
+    says so before any timing."""
+    fell = GraphRestitched(gain=1.0)
+    fell.fallbacks = ("1 call(s) computed by torch, not the kernel: no build for torch.float64",)
+    result = _graph_candidate(monkeypatch, fell, cuda_graphs=False, screen_trials=5)
+    failed = result["verdicts"][-1]
+    assert failed["gate"] == "model" and failed["details"]["rule"] == "fallback"
+    assert failed["reason"] == (
+        "kernelopt.row_softmax did not run its kernel in the candidate's process: 1 call(s) computed by torch, "
+        "not the kernel: no build for torch.float64"
+    )
+    assert not any(c.startswith("end_to_end") or c.startswith("model_gate") for c in fell.calls)
+    assert fell.calls[-1] == "swaps []"  # the candidate taken out again
 
 
 def test_a_search_screens_a_graph_candidate_and_turns_away_only_a_slower_one(monkeypatch) -> None:

@@ -25,6 +25,7 @@ architecture of the GPU it runs on whatever ``TORCH_CUDA_ARCH_LIST`` says.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from typing import Any
 
 import torch
@@ -245,6 +246,20 @@ def unsupported(x: torch.Tensor, out_float: bool) -> str | None:
     return None
 
 
+FALLBACKS: Counter[str] = Counter()  # CUDA calls torch computed in this process, by reason (fallbacks_since)
+
+
+def fallbacks_since(before: Counter[str]) -> list[str]:
+    """The CUDA calls torch computed since ``before`` (a copy of :data:`FALLBACKS`), one line per reason:
+    what a candidate's first run reports, so a graph whose op never ran its kernel is named as such."""
+    return [f"{n} call(s) computed by torch, not the kernel: {reason}" for reason, n in (FALLBACKS - before).items()]
+
+
+def _fell_back(reason: str) -> None:
+    FALLBACKS[reason] += 1
+    _warn_fallback(reason)
+
+
 @functools.cache
 def _warn_fallback(reason: str) -> None:
     """Said once per reason: a CUDA call that torch computes instead runs several times slower (the rewrite
@@ -286,7 +301,7 @@ def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: 
         return reference(x, scale, log, out_float, lse)
     reason = unsupported(x, out_float)
     if reason is not None:
-        _warn_fallback(reason)
+        _fell_back(reason)
         return reference(x, scale, log, out_float, lse)
     blocks = cluster_blocks(x.shape[-1])
     assert blocks is not None

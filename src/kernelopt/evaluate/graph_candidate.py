@@ -71,7 +71,7 @@ def evaluate_graph(
         if error is not None:
             return stages.done(Verdict("model", False, error, {"rule": "build"}))
         try:
-            runner.set_swaps([], [key])
+            installed = runner.set_swaps([], [key])
         except RunnerDied as exc:
             if exc.outcome.status != "error":
                 raise
@@ -80,6 +80,10 @@ def evaluate_graph(
                     "model", False, f"the call sequence cannot be stitched in: {exc.outcome.reason}", {"rule": "swap"}
                 )
             )
+        fell_back = list(installed.get("fallbacks") or [])
+        if fell_back:  # correct but slow, and not what the rewrite asked the op for: name it, time nothing
+            slow = "kernelopt.row_softmax did not run its kernel in the candidate's process: " + "; ".join(fell_back)
+            return stages.done(Verdict("model", False, slow, {"rule": "fallback", "fallbacks": fell_back}))
         if settings.screen_trials > 0 and not settings.cuda_graphs:  # replays judged: the plain run cannot say
             stages.enter("screen")
             screened = restitched.end_to_end(settings.screen_trials)

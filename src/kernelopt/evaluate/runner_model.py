@@ -11,12 +11,13 @@ never held a baseline result) is all a stale-output kernel could read.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from kernelopt.capture import capture
+from kernelopt.capture import capture, row_softmax_op
 from kernelopt.capture.graph_swap import GraphCandidate, GraphSwap, check_graphs_live, restore_graph, swap_graph
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
 from kernelopt.measure.graph_replay import RecordedForward
@@ -60,11 +61,14 @@ class RunnerModel:
             self.swaps.append(swap_kernel(self.artifact, KernelAddress.from_dict(address), "", kernel=kernel))
         for candidate, built in graphs:
             self.graph_swaps.append(swap_graph(self.artifact, candidate, built))
+        before = Counter(row_softmax_op.FALLBACKS)
         if self.swaps:
             check_swaps_live(self.artifact, self.swaps, self.inputs)
         if self.graph_swaps:
             check_graphs_live(self.artifact, self.graph_swaps, self.inputs)
-        return {"swaps": len(self.swaps), "graphs": len(self.graph_swaps)}
+        # kernelopt's own op computed by torch on the GPU: a graph candidate that never runs its kernel
+        fell_back = row_softmax_op.fallbacks_since(before)
+        return {"swaps": len(self.swaps), "graphs": len(self.graph_swaps), "fallbacks": fell_back}
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> dict[str, Any]:
         """Forward on ``inputs``; each result is copied into the matching lent buffer when its layout
