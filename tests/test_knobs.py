@@ -102,6 +102,42 @@ def test_a_search_screens_a_whole_model_candidate_and_turns_away_only_a_slower_o
     assert gated and "screen" not in unscreened
 
 
+def test_a_whole_model_candidate_whose_op_torch_computed_is_named_and_not_timed(monkeypatch) -> None:
+    """As for a graph candidate: the variant's first run counts kernelopt's op computed by torch instead of
+    its kernel (here a stand-in variant that records one), and the model gate refuses it before timing."""
+    from kernelopt.capture import row_softmax_op
+    from kernelopt.evaluate import knob_candidate
+
+    real_capture = knob_candidate.capture
+
+    def capture(model, inputs, options=None, **kwargs):
+        compiled = real_capture(model, inputs, options, **kwargs)
+        if not options or "epilogue_fusion" not in options:
+            return compiled
+
+        class FellBack:
+            def __call__(self, *xs):
+                row_softmax_op._fell_back("no build for torch.float64")
+                return compiled(*xs)
+
+        return FellBack()
+
+    monkeypatch.setattr(knob_candidate, "capture", capture)
+    monkeypatch.setattr(knob_candidate, "compare", lambda *a, **k: pytest.fail("timed"))
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = evaluate_options(spec, {"epilogue_fusion": False}, GateSettings(model_seeds=(0,), trials=5), device="cpu")
+    failed = result["verdicts"][-1]
+    assert failed["gate"] == "model" and failed["details"]["rule"] == "fallback" and not result["passed"]
+    assert failed["reason"] == (
+        "kernelopt.row_softmax did not run its kernel in the candidate's process: 1 call(s) computed by torch, "
+        "not the kernel: no build for torch.float64"
+    )
+
+
 def _passed_model():
     from kernelopt.verify.verdict import Verdict
 

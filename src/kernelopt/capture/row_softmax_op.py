@@ -255,6 +255,12 @@ def fallbacks_since(before: Counter[str]) -> list[str]:
     return [f"{n} call(s) computed by torch, not the kernel: {reason}" for reason, n in (FALLBACKS - before).items()]
 
 
+def fallback_verdict(lines: list[str]) -> str:
+    """A gate's reason for a candidate whose op was computed by torch (``lines``: :func:`fallbacks_since`):
+    correct, but not what the rewrite asked the op for, so it is refused before any timing."""
+    return "kernelopt.row_softmax did not run its kernel in the candidate's process: " + "; ".join(lines)
+
+
 def _fell_back(reason: str) -> None:
     FALLBACKS[reason] += 1
     _warn_fallback(reason)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelopt.capture import row_softmax_op
 from kernelopt.capture.graph_swap import GraphCandidate
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.remote import RunnerDied
@@ -82,7 +83,7 @@ def evaluate_graph(
             )
         fell_back = list(installed.get("fallbacks") or [])
         if fell_back:  # correct but slow, and not what the rewrite asked the op for: name it, time nothing
-            slow = "kernelopt.row_softmax did not run its kernel in the candidate's process: " + "; ".join(fell_back)
+            slow = row_softmax_op.fallback_verdict(fell_back)
             return stages.done(Verdict("model", False, slow, {"rule": "fallback", "fallbacks": fell_back}))
         if settings.screen_trials > 0 and not settings.cuda_graphs:  # replays judged: the plain run cannot say
             stages.enter("screen")

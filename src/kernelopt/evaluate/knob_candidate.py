@@ -15,12 +15,13 @@ graph candidate (:data:`~kernelopt.evaluate.graph_candidate.GRAPH_SCREEN_MIN_SPE
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from kernelopt.capture import capture, compat
+from kernelopt.capture import capture, compat, row_softmax_op
 from kernelopt.capture.artifact import separate_code
 from kernelopt.evaluate.graph_candidate import GRAPH_SCREEN_MIN_SPEEDUP
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, stage
@@ -62,7 +63,10 @@ def evaluate_options(
     model = problem.build_model(spec.seed, target)
     inputs = problem.make_inputs(spec.seed, target)
     baseline = capture(model, inputs, spec.options)
+    counted = Counter(row_softmax_op.FALLBACKS)
     variant = capture(separate_code(model, "kernelopt_variant"), inputs, {**spec.options, **options}, reset=False)
+    variant(*inputs)  # its first run: kernelopt's own ops (kernelopt.cluster_softmax) say if torch ran them
+    fell_back = row_softmax_op.fallbacks_since(counted)
     result: dict[str, Any] = {"verdicts": [], "passed": False, "options": options}
     note = "whole-model candidate: Inductor generated every kernel"
     result["verdicts"].append(Verdict("static", True, f"{note}; no candidate source to read").to_dict())
@@ -74,6 +78,10 @@ def evaluate_options(
         result["verdicts"].append(verdict.to_dict())
         result["gpu_s"] = time.monotonic() - started
         return result
+
+    if fell_back:
+        reason = row_softmax_op.fallback_verdict(fell_back)
+        return done(Verdict("model", False, reason, {"rule": "fallback", "fallbacks": fell_back}))
 
     def timed(trials: int) -> Any:  # its input copies are freed on return: none are held through the model gate
         a = RotatingInputs(inputs, range(len(inputs)))
