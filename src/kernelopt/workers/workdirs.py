@@ -13,6 +13,7 @@ names another process (its start time differs) is an owner gone.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ PREFIXES = ("kernelopt-worker-", "kernelopt-pworker-", "kernelopt-memcheck-", "k
 OWNER_FILE = "owner.pid"
 
 
+@functools.cache
 def _machine() -> str | None:
     """This boot of this machine and this pid namespace, where Linux says (None elsewhere): a process
     number means something only within them."""
