@@ -239,7 +239,7 @@ def unsupported(x: torch.Tensor, out_float: bool) -> str | None:
         return "an empty or zero-dimensional tensor"
     if out_float and x.dtype == torch.float32:
         return "a float32 input asked for a float32 upcast"  # nothing to upcast: the rewrite never asks
-    if not _has_clusters(x.device.index):
+    if not has_clusters(x.device.index):
         return f"no thread-block clusters on a GPU of compute capability {_capability(x.device.index)}"
     if cluster_blocks(x.shape[-1]) is None:
         return f"rows of {x.shape[-1]} elements, wider than a cluster holds ({MAX_COLUMNS})"
@@ -283,7 +283,7 @@ def _capability(device: int | None) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
 
 
-def _has_clusters(device: int | None) -> bool:
+def has_clusters(device: int | None) -> bool:
     """Whether the GPU has thread-block clusters (sm_90+)."""
     return _capability(device) >= (9, 0)
 
