@@ -270,6 +270,63 @@ def test_cli_bench_of_kernel_files_prints_a_row_per_file(tmp_path: Path) -> None
     assert not (tmp_path / "merged").exists() and not (tmp_path / "out" / "report.html").exists()
 
 
+def test_rerun_runs_a_finished_file_again_and_removes_the_delivery_it_did_not_make_again(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    delivery, record = out / "kernels" / "a_fast_kopt.py", out / "kernels" / "a_fast_kopt.json"
+    fast = {"delivered": True, "speedup": 1.25, "original_us": 40.0, "optimized_us": 32.0, "evaluations": 3,
+            "exported": str(delivery), "record": str(record)}
+    root = _fake_folder(tmp_path / "kernels", {"a_fast": fast, "b_kept": {"evaluations": 1}})
+    args = {"target": FAKE_TARGET, "extra_path": [str(TESTS_DIR)]}
+    _bench(root, out, **args)
+    delivery.parent.mkdir()  # what the real worker writes, written here for the fake
+    delivery.write_text("# the first run's delivery\n")
+    record.write_text("{}\n")
+    (root / "a_fast.py").write_text(FAKE_FILE.format(fake={"evaluations": 2}))  # the second run delivers nothing
+
+    with pytest.raises(KerneloptError, match="--rerun runs problems of earlier results again: add --resume"):
+        _bench(root, out, rerun=["a_fast"], **args)
+    with pytest.raises(KerneloptError, match="--rerun zzz: no file of this bench's selection"):
+        _bench(root, out, resume=True, rerun=["zzz"], **args)
+
+    def killed_at_start(event: FileBenchEvent) -> None:
+        if event.kind == "start":
+            raise KeyboardInterrupt  # killed before the rerun finished: the earlier row and its delivery stay
+
+    with pytest.raises(KeyboardInterrupt):
+        run_file_bench(root.resolve(), suite_kinds(root.resolve()), results_dir=out, resume=True, rerun=["a_fast"],
+                       options={"operators": None}, device="cpu", command="test", on_event=killed_at_start, **args)
+    kept = json.loads((out / "results.json").read_text())
+    assert [o["delivered"] for o in kept["outcomes"]] == [True, False] and "replaced" not in kept["meta"]
+    assert delivery.is_file() and record.is_file()
+
+    events: list[FileBenchEvent] = []
+    report = _bench(root, out, events, resume=True, rerun=["a_fast"], **args)
+    assert (root / "calls.log").read_text().split() == ["a_fast.py", "b_kept.py", "a_fast.py"]
+    assert [(e.kind, e.name) for e in events] == [("start", "a_fast"), ("done", "a_fast"), ("skip", "b_kept")]
+    assert report.resumed == ["b_kept"]
+    rows = {o.name: o for o in report.outcomes}
+    assert rows["a_fast"].delivered is False and rows["a_fast"].evaluations == 2 and rows["a_fast"].exported is None
+    meta = json.loads((out / "results.json").read_text())["meta"]
+    assert meta["resumed"][-1]["rerun"] == ["a_fast"]
+    (replaced,) = meta["replaced"]
+    assert (replaced["name"], replaced["status"], replaced["delivered"], replaced["speedup"]) == ("a_fast", "ok", True, 1.25)
+    # the first run's delivery, which no row stands behind now, is gone, and the record says so
+    assert not delivery.exists() and not record.exists()
+    assert replaced["removed"] == [str(delivery), str(record)] and rows["a_fast"].details["replaced"] == replaced
+    scoreboard = (out / "results.md").read_text()
+    assert f"- a_fast: run again with --rerun at {replaced['replaced_at']}; the row it replaced: ok, 1.250x delivered" in scoreboard
+    assert "its delivery, not made again, removed" in scoreboard and "- b_kept: run again" not in scoreboard
+
+
+def test_cli_reruns_a_kernel_file(tmp_path: Path) -> None:
+    root = _fake_folder(tmp_path / "kernels", {"a": {"evaluations": 1}, "b": {"evaluations": 1}})
+    assert _cli(root, tmp_path / "out").exit_code == 0
+    result = _cli(root, tmp_path / "out", "--resume", "--rerun", " b, ", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["name"] for r in json.loads(result.stdout)["meta"]["replaced"]] == ["b"]
+    assert (root / "calls.log").read_text().split() == ["a.py", "b.py", "b.py"]
+
+
 def test_cli_a_file_that_hangs_costs_its_row(tmp_path: Path) -> None:
     root = _fake_folder(tmp_path / "kernels", {"a_sleeps": "sleep", "b_kept": {"evaluations": 1}})
     result = _cli(root, tmp_path / "out", "--timeout", "3", "--json")

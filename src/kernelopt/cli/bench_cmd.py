@@ -66,7 +66,7 @@ def bench(
         None,
         "--rerun",
         help="With --resume: comma-separated problems to run again though they finished; the new row replaces "
-        "the earlier one, which the results keep under meta.replaced.",
+        "the earlier one, which the results keep under meta.replaced (kernel files too).",
     ),
     stop_after: float | None = typer.Option(
         None,
@@ -177,7 +177,6 @@ def bench(
                 "--gpus": gpus != 1,
                 "--shard": shard is not None,
                 "--stop-after": stop_after is not None,
-                "--rerun": rerun is not None,
             },
         )
         done = bench_kernel_files(
@@ -188,6 +187,7 @@ def bench(
             time_limit_s=time_limit,
             resume=resume,
             retry_failed=retry_failed,
+            rerun=_names(rerun),
             worker_timeout_s=timeout,
             options={
                 "budget": config.budget,
@@ -230,7 +230,7 @@ def bench(
             gpus=gpus,
             shard=_shard(shard),
             retry_failed=retry_failed,
-            rerun=[name.strip() for name in rerun.split(",") if name.strip()] if rerun else None,
+            rerun=_names(rerun),
             config=config,
             write_report=not no_report,
             sizes=sizes,
@@ -413,3 +413,8 @@ def print_bench(report: BenchReport, console: Console) -> None:
     )
     if report.report_path:
         console.print(f"report: {report.report_path}", markup=False, highlight=False)
+
+
+def _names(listed: str | None) -> list[str] | None:
+    """A comma-separated list of names (``--rerun a,b``), blanks dropped."""
+    return [name.strip() for name in listed.split(",") if name.strip()] if listed else None

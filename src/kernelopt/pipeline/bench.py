@@ -58,8 +58,19 @@ from kernelopt.pipeline.bench_results import (
     read_results,
     write_results,
 )
+from kernelopt.pipeline.bench_resume import (
+    carried_rows,
+    check_rerun,
+    matches,
+    ordered,
+    previous_results,
+    replace_row,
+    rerun_names,
+    resumed_entry,
+    resumed_sizes,
+)
 from kernelopt.pipeline.suite_check import check_suite
-from kernelopt.problem.loader import SuiteEntry, recorded_sizes, size_flags, size_names, suite_files
+from kernelopt.problem.loader import SuiteEntry, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
 from kernelopt.report.metrics import ProblemOutcome
 from kernelopt.workers import WorkerResult, run_isolated
@@ -176,8 +187,7 @@ def run_bench(
         raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
     if stop_after_s is not None and stop_after_s < 0:
         raise KerneloptError(f"--stop-after must be zero or more seconds, got {stop_after_s:g}")
-    if rerun and not resume:
-        raise KerneloptError("--rerun runs problems of earlier results again: add --resume and the --out to continue")
+    check_rerun(rerun, resume)
     began = _clock()
     _check_target(target, extra_path)
     root = suite_root(suite_dir).resolve()
@@ -189,9 +199,9 @@ def run_bench(
     out_dir = Path(results_dir)
     if target == DEFAULT_TARGET:  # the verified models stay with the results, one per problem that won
         extra_options = {"export_dir": str((out_dir / EXPORT_DIR).resolve()), **(extra_options or {})}
-    previous = _previous_results(out_dir, root, resume)
+    previous = previous_results(out_dir, root, resume, read_results)
     if previous is not None:  # a resumed bench goes on at the sizes it started with
-        sizes = _resumed_sizes(out_dir, previous["meta"], sizes)
+        sizes = resumed_sizes(out_dir, previous["meta"], sizes)
     applied = problem_sizes(root, problems, sizes)  # bad input before the GPU check
     if target == DEFAULT_TARGET:
         require_gpus(gpus)
@@ -204,21 +214,18 @@ def run_bench(
         if not 1 <= index <= count:
             raise KerneloptError(f"--shard {index}/{count}: the shard number must be between 1 and {count}")
         entries = entries[index - 1 :: count]
-    again = _rerun_names(root, entries, rerun)
+    again = rerun_names(root, [(e.name, e.path) for e in entries], rerun)
 
     now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
-    earlier: dict[str, ProblemOutcome] = {}
+    carried = carried_rows(previous, retry_failed, again)
+    done: dict[str, ProblemOutcome] = carried.done
+    earlier: dict[str, ProblemOutcome] = carried.earlier  # kept until the new one is in
     if previous is None:
         meta: dict[str, Any] = {"suite": str(root), "command": command, "started": now, "resumed": []}
-        done: dict[str, ProblemOutcome] = {}
     else:
         meta = dict(previous["meta"])
-        meta.setdefault("resumed", []).append({"at": now, "command": command, **({"rerun": again} if again else {})})
-        done = {
-            o.name: o for o in previous["outcomes"] if not (retry_failed and o.status != "ok") and o.name not in again
-        }
-        earlier = {o.name: o for o in previous["outcomes"] if o.name in again}  # kept until the new one is in
+        meta.setdefault("resumed", []).append(resumed_entry(now, command, again))
     meta.update(
         finished=None,
         target=target,
@@ -237,9 +244,9 @@ def run_bench(
     resumed = [name for name in order if name in done]
 
     def write() -> dict[str, Any]:
-        ordered = _ordered(outcomes, order)
-        meta["device"] = next((o.details["device"] for o in ordered if o.details.get("device")), None)
-        return write_results(out_dir, meta, ordered)
+        rows = ordered(outcomes, order)
+        meta["device"] = next((o.details["device"] for o in rows if o.details.get("device")), None)
+        return write_results(out_dir, meta, rows)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write()  # the directory claims its suite at once, so a second bench without --resume refuses it
@@ -269,9 +276,9 @@ def run_bench(
             return  # cut short: not an outcome, so a resumed bench runs it again
         with lock:
             if entry.name in earlier:  # a rerun: the earlier outcome is recorded as replaced, not lost
-                record = _replaced(earlier.pop(entry.name), timestamp())
-                meta["replaced"] = [*meta.get("replaced", []), record]
-                outcome.details = {**outcome.details, "replaced": record}  # the row says so too
+                old = earlier.pop(entry.name)
+                files = ([old.details.get("exported")], [outcome.details.get("exported")])
+                replace_row(meta, outcome, old, timestamp(), _reading(old), files)
             outcomes[entry.name] = outcome
             write()
             _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))
@@ -299,7 +306,7 @@ def run_bench(
             pool.shutdown(wait=True, cancel_futures=True)
     meta["finished"] = timestamp()
     summary = write()
-    report = BenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
+    report = BenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)
     if write_report:
         report.write_report()
     return report
@@ -386,41 +393,20 @@ def _failed(entry: SuiteEntry, status: str, reason: str, details: dict[str, Any]
 # -- selection and resume --------------------------------------------------------------
 
 
-def _rerun_names(root: Path, entries: list[SuiteEntry], rerun: Sequence[str] | None) -> list[str]:
-    """The selected problems ``rerun`` names (the loader's rule); a name matching none is one line."""
-    if not rerun:
-        return []
-    unmatched = [sel for sel in rerun if not any(_matches(sel, e) for e in entries)]
-    if unmatched:
-        raise KerneloptError(
-            f"--rerun {', '.join(unmatched)}: no problem of this bench's selection in {root} matches "
-            "(name one --problems selects, or drop --problems)"
-        )
-    return [e.name for e in entries if any(_matches(sel, e) for sel in rerun)]
-
-
-def _replaced(outcome: ProblemOutcome, at: str) -> dict[str, Any]:
-    """What a rerun problem's earlier outcome was, for the results' record of replaced rows."""
+def _reading(outcome: ProblemOutcome) -> dict[str, Any]:
+    """What a rerun problem's earlier row measured, kept in the record of replaced rows."""
     return {
-        "name": outcome.name,
-        "replaced_at": at,
-        "status": outcome.status,
         "correct": outcome.correct,
-        "reason": outcome.reason,
         "optimized_ms": outcome.optimized_ms,
         "best_stock_mode": outcome.best_stock_mode,
         "best_stock_speedup": outcome.best_stock_speedup,
     }
 
 
-def _matches(selection: str, entry: SuiteEntry) -> bool:
-    return selection == entry.name or selection == entry.path.stem or selection in entry.name
-
-
 def _check_selection(root: Path, entries: list[SuiteEntry], problems: Sequence[str] | None) -> None:
     if not problems:
         return
-    unmatched = [sel for sel in problems if not any(_matches(sel, e) for e in entries)]
+    unmatched = [sel for sel in problems if not any(matches(sel, e.name, e.path) for e in entries)]
     if unmatched:
         raise KerneloptError(f"{root}: no problem matches {', '.join(unmatched)} (see the file names under it)")
 
@@ -467,37 +453,6 @@ def _check_target(target: str, extra_path: Sequence[str | Path]) -> None:
         found = False
     if not found:
         raise KerneloptError(f"worker target {target!r}: module {module_name} cannot be imported")
-
-
-def _previous_results(out_dir: Path, root: Path, resume: bool) -> dict[str, Any] | None:
-    path = out_dir / RESULTS_JSON
-    if not path.exists():
-        return None
-    if not resume:
-        raise KerneloptError(f"{path} exists; pass --resume to continue it or choose another --out")
-    previous = read_results(path)
-    suite = previous["meta"]["suite"]
-    if Path(suite).name != root.name:  # the same suite in a moved (or copied) checkout resumes
-        raise KerneloptError(f"{path} holds results for the suite {suite}, not {root}; choose another --out")
-    previous["meta"]["suite"] = str(root)
-    return previous
-
-
-def _resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | None) -> dict[str, Any]:
-    """The sizes a resumed bench goes on with: those its results were made with; other ones are one line."""
-    started = recorded_sizes(meta.get("sizes"))
-    if sizes is not None and dict(sizes) != started:
-        raise KerneloptError(
-            f"{out_dir / RESULTS_JSON} holds results made with {size_flags(started)}: resume with the same sizes "
-            "or leave --size out, or choose another --out for these"
-        )
-    return started
-
-
-def _ordered(outcomes: dict[str, ProblemOutcome], order: list[str]) -> list[ProblemOutcome]:
-    """Suite order; results of problems outside this selection (an earlier run's) keep theirs, last."""
-    position = {name: i for i, name in enumerate(order)}
-    return sorted(outcomes.values(), key=lambda o: position.get(o.name, len(order)))
 
 
 def bench_versions() -> dict[str, str | None]:

@@ -243,6 +243,9 @@ def file_markdown(meta: dict[str, Any], outcomes: Sequence[FileOutcome], summary
             f"| {_md(o.name)} | {o.kind} | {o.status} | {speedup_text(o)} | {_us(o.original_us)} "
             f"| {_us(o.optimized_us)} | {', '.join(o.operators)} | {o.evaluations} | {o.run_id or ''} |"
         )
+    notes = [f"- {_md(o.name)}: {_md(_replaced_note(o.details['replaced']))}" for o in outcomes if _replaced(o)]
+    if notes:
+        lines += ["", "## Notes", "", *notes]
     skipped = summary.get("skipped") or []
     if skipped:
         lines += ["", "## Not benched", ""] + [f"- {_md(s['name'])} ({s['kind']}): {_md(s['reason'])}" for s in skipped]
@@ -250,6 +253,18 @@ def file_markdown(meta: dict[str, Any], outcomes: Sequence[FileOutcome], summary
     if failed:
         lines += ["", "## Failures", ""] + [f"- {_md(o.name)}: {o.status}: {_md(o.reason)}" for o in failed]
     return "\n".join(lines) + "\n"
+
+
+def _replaced(o: FileOutcome) -> bool:
+    return isinstance(o.details.get("replaced"), dict)
+
+
+def _replaced_note(earlier: dict[str, Any]) -> str:
+    """A rerun row's note: when it ran again and what the row it replaced said."""
+    speedup = earlier.get("speedup")
+    read = f", {speedup:.3f}x delivered" if earlier.get("delivered") and isinstance(speedup, (int, float)) else ""
+    gone = f"; its delivery, not made again, removed: {', '.join(earlier['removed'])}" if earlier.get("removed") else ""
+    return f"run again with --rerun at {earlier.get('replaced_at')}; the row it replaced: {earlier.get('status')}{read}{gone}"
 
 
 def _us(value: float | None) -> str:

@@ -24,8 +24,17 @@ from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
 from kernelopt.pipeline.bench import bench_versions, problem_sizes, require_gpus, timestamp
 from kernelopt.pipeline.bench_file_results import FileOutcome, read_file_results, write_file_results
+from kernelopt.pipeline.bench_resume import (
+    carried_rows,
+    check_rerun,
+    ordered,
+    previous_results,
+    replace_row,
+    rerun_names,
+    resumed_entry,
+    resumed_sizes,
+)
 from kernelopt.pipeline.optimize_file import file_operators
-from kernelopt.problem.loader import recorded_sizes, size_flags
 from kernelopt.problem.suite_kinds import SuiteKinds
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.workers import WorkerResult, run_isolated
@@ -95,6 +104,7 @@ def run_file_bench(
     time_limit_s: float | None = None,
     resume: bool = False,
     retry_failed: bool = False,
+    rerun: Sequence[str] | None = None,
     worker_timeout_s: float | None = None,
     options: dict[str, Any] | None = None,
     config: Settings | None = None,
@@ -110,7 +120,10 @@ def run_file_bench(
 
     ``options`` travel to every file's worker (``budget``, ``patience``, ``operators``: None for each
     kind's own, ``store``); ``sizes`` set a size constant in every selected file that defines it (kept
-    with the results and on resume). ``device`` is ``cuda`` but in the CPU tests (Triton's interpreter).
+    with the results and on resume). ``retry_failed`` and ``rerun`` (with ``resume``) run again, as the
+    model bench does, the files whose earlier row was not ``ok`` and the finished files ``rerun`` names
+    (:mod:`kernelopt.pipeline.bench_resume`: the new row replaces the earlier one, which the results keep).
+    ``device`` is ``cuda`` but in the CPU tests (Triton's interpreter).
     Raises :class:`KerneloptError` for bad input before any worker starts; every failure of a file is
     its row instead."""
     if time_limit_s is not None and time_limit_s <= 0:
@@ -121,19 +134,29 @@ def run_file_bench(
         timeout_s = config.bench_timeout_s if time_limit_s is None else time_limit_s + config.bench_timeout_margin_s
     if timeout_s <= 0:
         raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
+    check_rerun(rerun, resume)
     options = dict(options or {})
     check_operators(kinds, options.get("operators"))
     out_dir = Path(results_dir)
-    previous = _previous(out_dir, root, resume)
+    previous = previous_results(out_dir, root, resume, read_file_results, what="folder")
     if previous is not None:
-        sizes = _resumed_sizes(out_dir, previous["meta"], sizes)
+        sizes = resumed_sizes(out_dir, previous["meta"], sizes)
     applied = problem_sizes(root, selection, sizes)
     if device == "cuda" and target == FILE_TARGET:
         require_gpus(1)
 
+    entries = sorted(
+        [(name, path, kind) for name, path, kind in kinds.kernels]
+        + [(name, path, "unknown") for name, path in kinds.unreadable],
+        key=lambda entry: str(entry[1]),
+    )
+    again = rerun_names(root, [(name, path) for name, path, _ in entries], rerun, noun="file")
     now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
     skipped = [_not_benched(name, path) for name, path in kinds.cuda]
+    carried = carried_rows(previous, retry_failed, again)
+    done: dict[str, FileOutcome] = carried.done
+    earlier: dict[str, FileOutcome] = carried.earlier  # kept until the new one is in
     if previous is None:
         meta: dict[str, Any] = {
             "suite": str(root),
@@ -142,11 +165,9 @@ def run_file_bench(
             "started": now,
             "resumed": [],
         }
-        done: dict[str, FileOutcome] = {}
     else:
         meta = dict(previous["meta"])
-        meta.setdefault("resumed", []).append({"at": now, "command": command})
-        done = {o.name: o for o in previous["outcomes"] if not (retry_failed and o.status != "ok")}
+        meta.setdefault("resumed", []).append(resumed_entry(now, command, again))
     meta.update(
         finished=None,
         time_limit_s=time_limit_s,
@@ -157,18 +178,13 @@ def run_file_bench(
         sizes=dict(sizes or {}),
         skipped=skipped,
     )
-    entries = sorted(
-        [(name, path, kind) for name, path, kind in kinds.kernels]
-        + [(name, path, "unknown") for name, path in kinds.unreadable],
-        key=lambda entry: str(entry[1]),
-    )
     order = [name for name, _, _ in entries]
-    outcomes = dict(done)
+    outcomes = {**done, **earlier}
 
     def write() -> dict[str, Any]:
-        ordered = _ordered(outcomes, order)
-        meta["device"] = next((o.details["device"] for o in ordered if o.details.get("device")), None)
-        return write_file_results(out_dir, meta, ordered)
+        rows = ordered(outcomes, order)
+        meta["device"] = next((o.details["device"] for o in rows if o.details.get("device")), None)
+        return write_file_results(out_dir, meta, rows)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write()  # the folder claims its suite at once: a second bench without --resume refuses it
@@ -185,13 +201,19 @@ def run_file_bench(
             continue
         _emit(on_event, FileBenchEvent("start", name, index, len(entries)))
         file_options = {**worker_options, "name": name, **({"sizes": applied[path]} if applied.get(path) else {})}
-        outcomes[name] = _bench_one(name, path, kind, target, file_options, timeout_s, extra_path)
+        outcome = _bench_one(name, path, kind, target, file_options, timeout_s, extra_path)
+        if name in earlier:  # a rerun: the earlier row is recorded as replaced, not lost
+            old = earlier.pop(name)
+            reading = {"delivered": old.delivered, "speedup": old.speedup}
+            files = ([old.exported, old.record], [outcome.exported, outcome.record])
+            replace_row(meta, outcome, old, timestamp(), reading, files)
+        outcomes[name] = outcome
         write()
         _emit(on_event, FileBenchEvent("done", name, index, len(entries), outcomes[name]))
     meta["finished"] = timestamp()
     summary = write()
     resumed = [name for name in order if name in done]
-    return FileBenchReport(root, out_dir, _ordered(outcomes, order), summary, meta, resumed)
+    return FileBenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)
 
 
 def _not_benched(name: str, path: Path) -> dict[str, str]:
@@ -246,35 +268,6 @@ def _outcome_of(name: str, path: Path, kind: str, result: WorkerResult) -> FileO
         return FileOutcome(name, str(path), kind, "run_error", reason, details=details)
     outcome.details = {**outcome.details, **details}
     return outcome
-
-
-def _previous(out_dir: Path, root: Path, resume: bool) -> dict[str, Any] | None:
-    path = out_dir / RESULTS_JSON
-    if not path.exists():
-        return None
-    if not resume:
-        raise KerneloptError(f"{path} exists; pass --resume to continue it or choose another --out")
-    previous = read_file_results(path)
-    suite = previous["meta"]["suite"]
-    if Path(suite).name != root.name:  # the same folder moved (or copied) resumes
-        raise KerneloptError(f"{path} holds results for the folder {suite}, not {root}; choose another --out")
-    previous["meta"]["suite"] = str(root)
-    return previous
-
-
-def _resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | None) -> dict[str, Any]:
-    started = recorded_sizes(meta.get("sizes"))
-    if sizes is not None and dict(sizes) != started:
-        raise KerneloptError(
-            f"{out_dir / RESULTS_JSON} holds results made with {size_flags(started)}: resume with the same sizes "
-            "or leave --size out, or choose another --out for these"
-        )
-    return started
-
-
-def _ordered(outcomes: dict[str, FileOutcome], order: list[str]) -> list[FileOutcome]:
-    position = {name: i for i, name in enumerate(order)}
-    return sorted(outcomes.values(), key=lambda o: position.get(o.name, len(order)))
 
 
 def _emit(on_event: Callable[[FileBenchEvent], None] | None, event: FileBenchEvent) -> None:

@@ -137,8 +137,11 @@ def problem_notes(outcome: ProblemOutcome) -> list[str]:
     if isinstance(earlier, dict):
         score = earlier.get("best_stock_speedup")
         read = f", {score:.3f}x of its best stock mode" if isinstance(score, (int, float)) else ""
+        gone = (
+            f"; its export, not made again, removed: {', '.join(earlier['removed'])}" if earlier.get("removed") else ""
+        )
         notes.append(
-            f"run again with --rerun at {earlier.get('replaced_at')}; the row it replaced: {earlier.get('status')}{read}"
+            f"run again with --rerun at {earlier.get('replaced_at')}; the row it replaced: {earlier.get('status')}{read}{gone}"
         )
     return notes
 

@@ -1,0 +1,149 @@
+"""A results folder read back by a resumed bench: which rows it keeps and which it runs again.
+
+Both benches (model problems, :mod:`kernelopt.pipeline.bench`; kernel files,
+:mod:`kernelopt.pipeline.bench_files`) resume the same way: the folder must hold results of the same
+suite, made at the sizes asked for; its finished rows are kept, but those ``--retry-failed`` asks for
+(not ``ok``) and those ``--rerun`` names, whose earlier row stays in the results until the new one is in
+and is then recorded as replaced (``meta["replaced"]`` and the new row's ``details["replaced"]``), never
+lost. Rows of problems outside this selection keep their place, last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from kernelopt.errors import KerneloptError
+from kernelopt.problem.loader import recorded_sizes, size_flags
+from kernelopt.report.results_folder import RESULTS_JSON
+
+
+class Row(Protocol):
+    """What a scoreboard row holds that resuming reads: its name, status and details."""
+
+    name: str
+    status: str
+    reason: str
+    details: dict[str, Any]
+
+
+R = TypeVar("R", bound=Row)
+
+
+def previous_results(
+    out_dir: Path, root: Path, resume: bool, read: Callable[[Path], dict[str, Any]], what: str = "suite"
+) -> dict[str, Any] | None:
+    """The results in ``out_dir`` (``read`` parses them as ``{"meta", "outcomes"}``), None where there are
+    none yet; one line where there are some and ``resume`` is not set, or they are another suite's. A
+    suite moved or copied (the same folder name) resumes, under its new path."""
+    path = out_dir / RESULTS_JSON
+    if not path.exists():
+        return None
+    if not resume:
+        raise KerneloptError(f"{path} exists; pass --resume to continue it or choose another --out")
+    previous = read(path)
+    suite = previous["meta"]["suite"]
+    if Path(suite).name != root.name:
+        raise KerneloptError(f"{path} holds results for the {what} {suite}, not {root}; choose another --out")
+    previous["meta"]["suite"] = str(root)
+    return previous
+
+
+def resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | None) -> dict[str, Any]:
+    """The sizes a resumed bench goes on with: those its results were made with; other ones are one line."""
+    started = recorded_sizes(meta.get("sizes"))
+    if sizes is not None and dict(sizes) != started:
+        raise KerneloptError(
+            f"{out_dir / RESULTS_JSON} holds results made with {size_flags(started)}: resume with the same sizes "
+            "or leave --size out, or choose another --out for these"
+        )
+    return started
+
+
+def matches(selection: str, name: str, path: Path) -> bool:
+    """The loader's rule: a selection names a problem by its name, its file's stem or part of its name."""
+    return selection == name or selection == path.stem or selection in name
+
+
+def rerun_names(
+    root: Path, entries: Sequence[tuple[str, Path]], rerun: Sequence[str] | None, noun: str = "problem"
+) -> list[str]:
+    """The names of the selected ``entries`` (name, path) that ``rerun`` names; a name matching none is
+    one line (a typo would otherwise keep the old row in silence)."""
+    if not rerun:
+        return []
+    unmatched = [sel for sel in rerun if not any(matches(sel, name, path) for name, path in entries)]
+    if unmatched:
+        raise KerneloptError(
+            f"--rerun {', '.join(unmatched)}: no {noun} of this bench's selection in {root} matches "
+            f"(name one the selection holds, or widen the selection)"
+        )
+    return [name for name, path in entries if any(matches(sel, name, path) for sel in rerun)]
+
+
+def check_rerun(rerun: Sequence[str] | None, resume: bool) -> None:
+    """``--rerun`` without ``--resume`` is one line: there are no earlier rows to run again."""
+    if rerun and not resume:
+        raise KerneloptError("--rerun runs problems of earlier results again: add --resume and the --out to continue")
+
+
+@dataclass
+class Carried:
+    """The earlier results' rows, sorted for a resumed bench: ``done`` are kept and not run;
+    ``earlier`` are run again and stand in the results until their new row replaces them."""
+
+    done: dict[str, Any] = field(default_factory=dict)
+    earlier: dict[str, Any] = field(default_factory=dict)
+
+
+def carried_rows(previous: dict[str, Any] | None, retry_failed: bool, again: Sequence[str]) -> Carried:
+    """Split the earlier ``previous["outcomes"]``: a failed row under ``retry_failed`` is dropped (run
+    again, nothing to keep), a row ``again`` names is run again and kept until then, the rest are done."""
+    if previous is None:
+        return Carried()
+    carried = Carried()
+    for row in previous["outcomes"]:
+        if row.name in again:
+            carried.earlier[row.name] = row
+        elif not (retry_failed and row.status != "ok"):
+            carried.done[row.name] = row
+    return carried
+
+
+def resumed_entry(at: str, command: str, again: Sequence[str]) -> dict[str, Any]:
+    """The line a resume adds to ``meta["resumed"]``: when, its command, and what it ran again."""
+    return {"at": at, "command": command, **({"rerun": list(again)} if again else {})}
+
+
+def replace_row(
+    meta: dict[str, Any],
+    new: R,
+    earlier: R,
+    at: str,
+    reading: Mapping[str, Any],
+    files: tuple[Sequence[str | None], Sequence[str | None]] = ((), ()),
+) -> None:
+    """Record that ``new`` (a rerun's row) replaced ``earlier`` at ``at``, in ``meta["replaced"]`` and in
+    the new row's ``details["replaced"]`` (its scoreboard line says so); ``reading`` is what the earlier
+    row measured (its speedup), kept beside its status. ``files``: the files the earlier row and the new
+    one delivered into the results folder; an earlier one the new row does not deliver again is removed
+    (a delivery no row stands behind is stale) and the record names it."""
+    record = {"name": earlier.name, "replaced_at": at, "status": earlier.status, "reason": earlier.reason, **reading}
+    kept = {str(Path(f).resolve()) for f in files[1] if f}
+    removed = []
+    for old in files[0]:
+        if old and str(Path(old).resolve()) not in kept and Path(old).is_file():
+            Path(old).unlink()
+            removed.append(old)
+    if removed:
+        record["removed"] = removed
+    meta["replaced"] = [*meta.get("replaced", []), record]
+    new.details = {**new.details, "replaced": record}
+
+
+def ordered(rows: Mapping[str, R], order: Sequence[str]) -> list[R]:
+    """Suite order; rows of problems outside this selection (an earlier run's) keep theirs, last."""
+    position = {name: i for i, name in enumerate(order)}
+    return sorted(rows.values(), key=lambda row: position.get(row.name, len(order)))

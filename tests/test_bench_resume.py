@@ -1,0 +1,54 @@
+"""What a resumed bench keeps, runs again and removes (kernelopt.pipeline.bench_resume), for both benches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelopt.errors import KerneloptError
+from kernelopt.pipeline.bench_file_results import FileOutcome
+from kernelopt.pipeline.bench_resume import carried_rows, ordered, replace_row, rerun_names
+from kernelopt.report.metrics import ProblemOutcome
+
+
+def _row(name: str, status: str = "ok") -> ProblemOutcome:
+    return ProblemOutcome(name, f"{name}.py", status, "", status == "ok")
+
+
+def test_rows_are_kept_retried_or_run_again_and_the_ones_run_again_stand_until_replaced() -> None:
+    previous = {"meta": {}, "outcomes": [_row("a"), _row("b", "timeout"), _row("c"), _row("d", "crash")]}
+    plain = carried_rows(previous, retry_failed=False, again=[])
+    assert sorted(plain.done) == ["a", "b", "c", "d"] and plain.earlier == {}
+    retried = carried_rows(previous, retry_failed=True, again=["c", "d"])
+    assert sorted(retried.done) == ["a"]  # b is failed and retried: nothing of it kept
+    assert sorted(retried.earlier) == ["c", "d"]  # run again, their rows stand until the new ones are in
+    assert carried_rows(None, True, ["a"]).done == {}
+
+
+def test_a_rerun_name_follows_the_loaders_rule_and_a_typo_is_one_line(tmp_path: Path) -> None:
+    entries = [("level1/01_relu", Path("level1/01_relu.py")), ("level1/24_log_softmax_vocab", Path("level1/24.py"))]
+    assert rerun_names(tmp_path, entries, ["vocab"]) == ["level1/24_log_softmax_vocab"]
+    assert rerun_names(tmp_path, entries, ["01_relu", "24"]) == [name for name, _ in entries]
+    assert rerun_names(tmp_path, entries, None) == []
+    with pytest.raises(KerneloptError, match="--rerun gelu: no kernel of this bench's selection"):
+        rerun_names(tmp_path, entries, ["relu", "gelu"], noun="kernel")
+
+
+def test_a_replaced_rows_delivery_goes_unless_the_new_row_delivers_the_same_file(tmp_path: Path) -> None:
+    again, stale, missing = tmp_path / "again.kopt.json", tmp_path / "stale.json", tmp_path / "never.json"
+    again.write_text("{}")
+    stale.write_text("{}")
+    meta: dict = {"replaced": [{"name": "older"}]}
+    new, old = FileOutcome("a", "a.py", "triton", "ok", ""), FileOutcome("a", "a.py", "triton", "ok", "", True, 1.3)
+    replace_row(meta, new, old, "2026-12-05T00:00:00", {"speedup": 1.3}, ([str(again), str(stale), str(missing), None], [str(again)]))
+    assert again.is_file() and not stale.exists()  # the new run wrote again.kopt.json over the earlier one
+    record = meta["replaced"][-1]
+    assert record == {"name": "a", "replaced_at": "2026-12-05T00:00:00", "status": "ok", "reason": "", "speedup": 1.3,
+                      "removed": [str(stale)]}
+    assert meta["replaced"][0] == {"name": "older"} and new.details["replaced"] == record
+
+
+def test_rows_keep_the_suite_order_and_those_of_other_selections_come_last() -> None:
+    rows = {n: _row(n) for n in ("z_other", "b", "a")}
+    assert [r.name for r in ordered(rows, ["a", "b"])] == ["a", "b", "z_other"]
