@@ -367,6 +367,32 @@ def test_a_graph_candidate_whose_op_never_ran_its_kernel_is_named_and_not_timed(
     assert fell.calls[-1] == "swaps []"  # the candidate taken out again
 
 
+def test_the_final_verification_refuses_winners_whose_op_fell_back_in_its_process(monkeypatch) -> None:
+    """The winners passed their own gates with kernelopt's op running its kernel; the final verification is a
+    fresh process (another build folder, another GPU of a bench): where the op is computed by torch there, the
+    verdict names it and nothing is timed, rather than a slow verified result."""
+    calls: list[str] = []
+    fallbacks = ["1 call(s) computed by torch, not the kernel: no build for torch.float64"]
+    runner = types.SimpleNamespace(
+        calibrate_on_model=lambda: None,
+        build=lambda name, source: ("key", None, 0.0),
+        set_swaps=lambda kernels, graphs: calls.append("swaps") or {"swaps": len(kernels), "fallbacks": fallbacks},
+    )
+    session = types.SimpleNamespace(
+        runner=runner,
+        model_gate=lambda *a, **k: calls.append("model_gate") or OK,
+        end_to_end=lambda *a, **k: calls.append("end_to_end"),
+    )
+    monkeypatch.setattr(worker_targets, "_session", lambda spec, peak: session)
+    settings = GateSettings(trials=12, model_seeds=(0,), margin=0.03).to_dict()
+    replacement = {"address": {"graph": 0, "name": "k", "sha256": "0" * 64}, "source": "src"}
+    final = FinalCheck.from_dict(worker_targets.verify_together({}, [replacement], settings, None))
+    verdict = final.model
+    assert (verdict.gate, verdict.passed, verdict.details["rule"]) == ("model", False, "fallback")
+    assert not final.faster and final.reason.startswith("kernelopt.row_softmax did not run its kernel in the candidate's process: 1 call")
+    assert calls == ["swaps"]  # neither the model gate nor any timing ran
+
+
 def test_a_search_screens_a_graph_candidate_and_turns_away_only_a_slower_one(monkeypatch) -> None:
     """A call sequence 30x slower (one program over a 1 GiB reduction) is not sent through gate 3;
     one a short run cannot yet tell from the compiled model goes on through every gate."""

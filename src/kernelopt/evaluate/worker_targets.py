@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from kernelopt.capture import row_softmax_op
 from kernelopt.capture.graph_swap import captured_shape
 from kernelopt.config import default_of
 from kernelopt.evaluate.analysis import analyze_artifact
@@ -196,7 +197,11 @@ def verify_together(
             return FinalCheck(Verdict("model", False, f"{r['address']['name']}: {error}", {"rule": "build"})).to_dict()
         keys.append((r["address"], key))
     try:
-        s.runner.set_swaps(keys, graph_keys)
+        installed = s.runner.set_swaps(keys, graph_keys)
+        fell_back = list(installed.get("fallbacks") or [])
+        if fell_back:  # kernelopt's op computed by torch here, as at a candidate's first run: not what was judged
+            reason = row_softmax_op.fallback_verdict(fell_back)
+            return FinalCheck(Verdict("model", False, reason, {"rule": "fallback", "fallbacks": fell_back})).to_dict()
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)
         check = FinalCheck(verdict)
         if verdict.passed:
