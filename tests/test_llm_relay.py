@@ -169,3 +169,47 @@ def test_a_dollar_cap_counts_each_answers_tokens_at_the_configs_prices(upstream)
         KeyRelay(ProviderSpec("openai", "no-such-model"), ApiKey("k", "K"), upstream.base_url, CONFIG, max_usd=1.0)
     with pytest.raises(LLMSetupError, match="must be positive"):
         KeyRelay(spec, ApiKey("k", "K"), upstream.base_url, config, max_usd=0.0)
+
+
+def test_a_dollar_cap_reserves_each_requests_worst_case_so_answers_in_flight_cannot_pass_it(upstream) -> None:
+    """Several workers' calls admitted together: each reserves its body's bytes as input tokens and its
+    max_tokens as output at the config's prices, so the cap holds however their answers come back."""
+    from kernelopt.agents.prices import ModelPrice
+
+    model = MODELS[upstream.flavor]
+    config = LLMConfig(timeout_s=5.0, max_retries=0, prices={model: ModelPrice(1.0, 3.0)})
+    spec = ProviderSpec(upstream.flavor, model)  # type: ignore[arg-type]
+    relay = KeyRelay(spec, ApiKey(KEYS[upstream.flavor], "K"), upstream.base_url, config, max_usd=1.0)
+    headers = {"authorization": f"Bearer {relay.token}"}
+    limit = "max_completion_tokens" if upstream.flavor == "openai" else "max_tokens"
+    body = json.dumps({"model": model, limit: 200_000, "messages": [{"role": "user", "content": "x" * 1000}]}).encode()
+    worst = (len(body) * 1.0 + 200_000 * 3.0) / 1e6  # $0.60 and a little
+    first = relay.admit(headers, body)
+    assert first == pytest.approx(worst) and relay.reserved_usd == pytest.approx(worst)
+    refused = relay.admit(headers, body)  # $0.60 in flight + $0.60 could pass $1.00
+    assert isinstance(refused, tuple) and refused[0] == 402
+    assert "($0.60 more in flight); this request could cost $0.60" in refused[1] and relay.requests == 1
+    small = json.dumps({"model": model, limit: 1000, "messages": [{"role": "user", "content": "x"}]}).encode()
+    assert isinstance(relay.admit(headers, small), float)  # fits beside the one in flight
+    relay.settle(first, None)  # an answer that never came (an error status): nothing charged, the room back
+    assert relay.spent_usd == 0.0 and relay.reserved_usd == pytest.approx((len(small) + 3000) / 1e6)
+    assert isinstance(relay.admit(headers, body), float)
+    unbounded = json.dumps({"model": model, "messages": []}).encode()
+    status, why = relay.admit(headers, unbounded)  # type: ignore[misc]
+    assert status == 400 and "only requests that set max_tokens" in why
+    assert relay.admit({"authorization": "Bearer nope"}, body) == (401, "this relay needs the bench's token")
+
+
+def test_a_dollar_capped_relay_gives_back_each_reservation_once_the_answer_is_in(upstream) -> None:
+    from llm_servers import Reply
+
+    from kernelopt.agents.prices import ModelPrice
+
+    model = MODELS[upstream.flavor]
+    config = LLMConfig(timeout_s=5.0, max_retries=0, prices={model: ModelPrice(1.0, 3.0)})
+    spec = ProviderSpec(upstream.flavor, model)  # type: ignore[arg-type]
+    upstream.enqueue(Reply(input_tokens=1000, output_tokens=100))
+    with KeyRelay(spec, ApiKey(KEYS[upstream.flavor], "K"), upstream.base_url, config, max_usd=5.0) as relay:
+        with worker_client(relay.access) as client:  # type: ignore[attr-defined]
+            client.complete(CHAT)
+    assert relay.reserved_usd == 0.0 and relay.spent_usd == pytest.approx((1000 * 1.0 + 100 * 3.0) / 1e6)

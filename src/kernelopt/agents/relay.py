@@ -7,7 +7,10 @@ the request to the provider as it came (the SDKs speak to it as to the provider)
 problem worker can do with the token is bounded: it works only while the bench runs, only through
 this relay, and only for ``max_requests`` requests and, where given, ``max_usd`` dollars (read from
 each answer's token counts at the config's prices), after which the relay refuses with 402 (no SDK
-retries that). The key stays in the bench process, which other processes of its user cannot read
+retries that). Under a dollar cap each request is admitted only where its worst case fits what is
+left beside the requests still in flight: its body's bytes as input tokens (a token is at least one
+byte of the text it stands for) and its ``max_tokens`` as output, so answers arriving together cannot
+carry the spending past the cap; a request without ``max_tokens`` is refused there (400). The key stays in the bench process, which other processes of its user cannot read
 (``workers.hardening``); a worker running as root could read it anyway, so as root the bench's
 problem workers (which keep the bench's user) are trusted with it as with everything else.
 
@@ -96,6 +99,7 @@ class KeyRelay:
             )
         self.spec, self.upstream, self.max_requests = spec, upstream.rstrip("/"), max_requests
         self.max_usd, self.spent_usd = max_usd, 0.0
+        self.reserved_usd = 0.0  # the worst cases of the requests in flight, under a dollar cap
         self.token = secrets.token_urlsafe(32)
         self.requests = 0
         self._key, self._config = key, config
@@ -129,19 +133,54 @@ class KeyRelay:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def admit(self, headers: dict[str, str]) -> tuple[int, str] | None:
-        """None for a request that carries the token and fits the cap; else the status and why."""
+    def admit(self, headers: dict[str, str], body: bytes = b"") -> tuple[int, str] | float | None:
+        """For a request that carries the token and fits the caps: None, or under a dollar cap the
+        worst-case cost reserved for it (give it back with :meth:`settle`); else the status and why."""
         bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
         given = (bearer or headers.get("x-api-key", "")).encode("utf-8", "surrogateescape")
         if not secrets.compare_digest(given, self.token.encode()):
             return 401, "this relay needs the bench's token"
+        worst: float | None = None
+        if self.max_usd is not None:
+            bound = self.worst_case(body)
+            if isinstance(bound, tuple):
+                return bound
+            worst = bound
         with self._lock:
             if self.requests >= self.max_requests:
                 return 402, f"the bench's LLM relay allows {self.max_requests} requests, all used"
-            if self.max_usd is not None and self.spent_usd >= self.max_usd:
-                return 402, f"the bench's LLM relay has spent ${self.spent_usd:.2f} of its ${self.max_usd:.2f}"
+            if self.max_usd is not None and worst is not None:
+                committed = self.spent_usd + self.reserved_usd
+                if committed + worst > self.max_usd:
+                    return 402, (
+                        f"the bench's LLM relay has spent ${self.spent_usd:.2f} of its ${self.max_usd:.2f} "
+                        f"(${self.reserved_usd:.2f} more in flight); this request could cost ${worst:.2f}"
+                    )
+                self.reserved_usd += worst
             self.requests += 1
-        return None
+        return worst
+
+    def worst_case(self, body: bytes) -> float | tuple[int, str]:
+        """The most a request can cost at the config's prices: its body's bytes as input tokens, its
+        ``max_tokens`` (``max_completion_tokens``) as output; a request without one is 400."""
+        try:
+            request = json.loads(body) if body else {}
+        except ValueError:
+            request = None
+        limit = None
+        if isinstance(request, dict):
+            limit = request.get("max_completion_tokens", request.get("max_tokens"))
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            return 400, "a dollar-capped relay admits only requests that set max_tokens (their worst case is its bound)"
+        return self.prices.cost(self.spec.model, len(body), limit) or 0.0
+
+    def settle(self, reserved: float | None, content: bytes | None) -> None:
+        """Give back a request's reservation and charge its answer (``content``, None for none)."""
+        if reserved:
+            with self._lock:
+                self.reserved_usd = max(0.0, self.reserved_usd - reserved)
+        if content is not None:
+            self.charge(content)
 
     def credentials(self) -> dict[str, str]:
         """The provider's own authentication header with the real key (a keyless local server gets the
@@ -188,18 +227,20 @@ def _handler(relay: KeyRelay) -> type[BaseHTTPRequestHandler]:
         def _relay(self) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
             body = self.rfile.read(int(headers.get("content-length") or 0))
-            refused = relay.admit(headers)
-            if refused is not None:
-                status, why = refused
+            admitted = relay.admit(headers, body)
+            if isinstance(admitted, tuple):
+                status, why = admitted
                 self._send(status, {"content-type": "application/json"}, _error(status, why))
                 return
+            answer = None
             try:
                 status, kept, content = relay.forward(self.command, self.path, headers, body)
-                if status == 200:
-                    relay.charge(content)
+                answer = content if status == 200 else None
             except Exception as exc:  # the provider unreachable: the SDK sees a 502 and retries as for one
                 self._send(502, {"content-type": "application/json"}, _error(502, f"relay: {type(exc).__name__}"))
                 return
+            finally:
+                relay.settle(admitted, answer)
             self._send(status, kept, content)
 
         def _send(self, status: int, headers: dict[str, str], content: bytes) -> None:
