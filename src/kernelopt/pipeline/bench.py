@@ -66,7 +66,7 @@ from kernelopt.pipeline.bench_resume import (
     previous_results,
     replace_row,
     rerun_names,
-    resumed_entry,
+    results_meta,
     resumed_sizes,
 )
 from kernelopt.pipeline.suite_check import check_suite
@@ -221,11 +221,7 @@ def run_bench(
     carried = carried_rows(previous, retry_failed, again)
     done: dict[str, ProblemOutcome] = carried.done
     earlier: dict[str, ProblemOutcome] = carried.earlier  # kept until the new one is in
-    if previous is None:
-        meta: dict[str, Any] = {"suite": str(root), "command": command, "started": now, "resumed": []}
-    else:
-        meta = dict(previous["meta"])
-        meta.setdefault("resumed", []).append(resumed_entry(now, command, again))
+    meta = results_meta(previous, {"suite": str(root)}, now, command, again)
     meta.update(
         finished=None,
         target=target,

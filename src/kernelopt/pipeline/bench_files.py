@@ -31,7 +31,7 @@ from kernelopt.pipeline.bench_resume import (
     previous_results,
     replace_row,
     rerun_names,
-    resumed_entry,
+    results_meta,
     resumed_sizes,
 )
 from kernelopt.pipeline.optimize_file import file_operators
@@ -157,17 +157,7 @@ def run_file_bench(
     carried = carried_rows(previous, retry_failed, again)
     done: dict[str, FileOutcome] = carried.done
     earlier: dict[str, FileOutcome] = carried.earlier  # kept until the new one is in
-    if previous is None:
-        meta: dict[str, Any] = {
-            "suite": str(root),
-            "input": FILE_SUITE,
-            "command": command,
-            "started": now,
-            "resumed": [],
-        }
-    else:
-        meta = dict(previous["meta"])
-        meta.setdefault("resumed", []).append(resumed_entry(now, command, again))
+    meta = results_meta(previous, {"suite": str(root), "input": FILE_SUITE}, now, command, again)
     meta.update(
         finished=None,
         time_limit_s=time_limit_s,

@@ -112,9 +112,16 @@ def carried_rows(previous: dict[str, Any] | None, retry_failed: bool, again: Seq
     return carried
 
 
-def resumed_entry(at: str, command: str, again: Sequence[str]) -> dict[str, Any]:
-    """The line a resume adds to ``meta["resumed"]``: when, its command, and what it ran again."""
-    return {"at": at, "command": command, **({"rerun": list(again)} if again else {})}
+def results_meta(
+    previous: dict[str, Any] | None, fresh: Mapping[str, Any], at: str, command: str, again: Sequence[str]
+) -> dict[str, Any]:
+    """The results' meta as a bench starts: a new one's (``fresh``, its command and start), or the earlier
+    results' with this resume added to ``meta["resumed"]`` (when, its command, what it runs again)."""
+    if previous is None:
+        return {**fresh, "command": command, "started": at, "resumed": []}
+    meta = dict(previous["meta"])
+    meta.setdefault("resumed", []).append({"at": at, "command": command, **({"rerun": list(again)} if again else {})})
+    return meta
 
 
 def replace_row(
