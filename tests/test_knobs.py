@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 import types
 
 import pytest
@@ -312,3 +313,52 @@ def test_the_final_check_times_the_result_against_the_base_modes_compile_in_a_pr
         assert FinalCheck.from_dict(broken.to_dict()).vs_base_reason == broken.vs_base_reason
     finally:
         runner.close()
+
+
+def test_a_graph_winner_is_searched_on_the_knob_winners_compile_and_the_options_stack(tmp_path, monkeypatch) -> None:
+    """Knobs and the graph stage on a model of one graph: the graph variants are compiled and judged on the
+    knob winner's compile, a graph winner is promoted on top of it, the kernels are searched on both, and
+    the final verification times all of it against the base mode's compile in one process."""
+    from kernelopt.pipeline import knob_stage
+    from kernelopt.pipeline import optimize as opt
+    from kernelopt.search.termination import Budget
+    from kernelopt.store import Store
+    from kernelopt.workers import WorkerResult
+    from test_optimize_flow import GraphWorker, run_context
+
+    def run_isolated(target, spec, options, settings, device, timeout_s, env=None):
+        gain = 1.25 if options == {"coordinate_descent_tuning": True} else 1.0
+        return WorkerResult("ok", _knob_answer(options, gain), "ok", None, 0.5, "")
+
+    monkeypatch.setattr("kernelopt.workers.run_isolated", run_isolated)
+    monkeypatch.setattr(knob_stage, "KNOB_EVALUATIONS", 2)
+
+    def once(operators: list[str], worker: GraphWorker, path: Path):
+        store = Store(path)
+        return opt._optimize(run_context(
+            "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+            opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(operators),
+            Budget(max_evaluations=8, patience=2), opt.search_settings(), 1,
+        ))  # fmt: skip
+
+    worker = GraphWorker()
+    report = once(["compiler-knobs", "graph-variants"], worker, tmp_path / "a.db")
+    knob = {"coordinate_descent_tuning": True}
+    both = {**knob, "aggressive_fusion": True}
+    # the base, the knob winner's compile, then the graph winner's on top of it
+    assert worker.analyzed == [{}, knob, both]
+    assert report.options == both and report.graphs[0].promoted and report.knobs["used"]
+    assert report.speedup_vs_compile == pytest.approx(1.25 * 1.1)
+    assert report.final_reason == (
+        "verified: the compiler knobs' and graph 0's options {'coordinate_descent_tuning': True, 'aggressive_fusion': "
+        "True} (1.375x over the default compile: 1.250x x 1.100x, each timed interleaved against the compile before "
+        "it) and no kernel replacement passed on top: 1.375x (the product of the two timings)"
+    )
+
+    kernels = GraphWorker()  # with a kernel winner on top: one timing against the base mode's compile decides
+    on_top = once(["launch-config", "compiler-knobs", "graph-variants"], kernels, tmp_path / "b.db")
+    assert kernels.analyzed == [{}, knob, both] and kernels.base_options == [{}]
+    assert on_top.speedup_vs_compile == pytest.approx(1.46) and on_top.options == both
+    assert "and 1 kernel(s) replaced on top (1.190x): 1.460x over the default compile, timed interleaved with it" in (
+        on_top.final_reason
+    )

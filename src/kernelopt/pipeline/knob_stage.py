@@ -81,6 +81,21 @@ def search_knobs(run: RunContext, nodes: NodeStore, total_us: float) -> dict[str
     return record
 
 
+def stacked(knobs: dict[str, Any] | None, promoted: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The options the kernels were searched on, over the base mode's compile: the knob search's winner,
+    the graph stage's promoted winner, or both, the graph's judged on the knobs' compile, so their options
+    join and their interleaved speedups multiply (each over the compile before it)."""
+    if knobs is None or promoted is None:
+        return knobs or promoted
+    return {
+        **promoted,
+        "best_options": {**knobs["best_options"], **promoted["best_options"]},
+        "speedup": knobs["speedup"] * promoted["speedup"],
+        "parts": [knobs["speedup"], promoted["speedup"]],
+        "label": f"the compiler knobs' and {promoted['label']}",
+    }
+
+
 def on_top_of_options(report: OptimizeReport, knobs: dict[str, Any], base: ProblemAnalysis) -> None:
     """The kernels were searched and verified on the options' compile. The result over the base mode's
     compile is the final verification's timing of the two in one process, interleaved
@@ -109,10 +124,15 @@ def on_top_of_options(report: OptimizeReport, knobs: dict[str, Any], base: Probl
         report.optimized_ms = base.report.compiled_ms / knobs["speedup"]
         report.final_compiled_ms = None
     report.speedup_vs_eager = report.eager_ms / (report.optimized_ms or report.compiled_ms)
+    parts = knobs.get("parts")
+    how = (
+        f": {' x '.join(f'{p:.3f}x' for p in parts)}, each timed interleaved against the compile before it"
+        if parts
+        else ", timed interleaved"
+    )
     report.final_reason = (
         f"verified: {knobs.get('label', 'Inductor options')} {knobs['best_options']} ({knobs['speedup']:.3f}x over "
-        f"the {report.base_mode} "
-        f"compile, timed interleaved) and {kernels}: {report.speedup_vs_compile:.3f}x"
+        f"the {report.base_mode} compile{how}) and {kernels}: {report.speedup_vs_compile:.3f}x"
         + (
             f" over the {report.base_mode} compile, timed interleaved with it in one process"
             if measured is not None

@@ -46,7 +46,7 @@ from kernelopt.pipeline.evaluator import (
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
 from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, compiled_variants, graph_first, search_graphs
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
-from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs
+from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs, stacked
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
 from kernelopt.pipeline.run_context import RunContext, analysis_of, replays_judged, resumed_sizes
 from kernelopt.pipeline.stock_modes import (
@@ -383,11 +383,8 @@ def _optimize(run: RunContext) -> OptimizeReport:
     ):
         run.emit("warning", {"message": note})
     copies_first, rereads_first = measured.moves_share >= COPY_SHARE, measured.rereads_share >= COPY_SHARE
-    first = (
-        None
-        if graph_run is None or (knobs and knobs["used"])
-        else graph_first(run, graph_run, nodes, copies_first, rereads_first)
-    )
+    # on one graph, before the kernels: on the knob winner's compile where there is one (options stack)
+    first = None if graph_run is None else graph_first(run, graph_run, nodes, copies_first, rereads_first)
     promoted = first.promoted if first is not None else None
     if first is not None:
         report.graphs = first.graphs
@@ -424,7 +421,7 @@ def _optimize(run: RunContext) -> OptimizeReport:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
             report.evaluations += len(evaluated)
             report.gpu_s += gpu_seconds(evaluated)
-    on_top = knobs if knobs and knobs["used"] else promoted
+    on_top = stacked(knobs if knobs and knobs["used"] else None, promoted)
     finalize(report, run, analysis, runners_up, base_options if on_top else None)
     if on_top:
         on_top_of_options(report, on_top, base)
