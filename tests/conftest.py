@@ -63,11 +63,12 @@ def worker_tmp() -> Iterator[Path]:
 def fake_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, load_inline) -> None:
     """Builds of CUDA C++ candidates through ``load_inline`` (a stand-in for nvcc and ninja on a machine
     without them), with no build cached from an earlier test and the builds under ``tmp_path``."""
-    from kernelopt.capture import cuda_kernel
+    from kernelopt.capture import cuda_kernel, cuda_toolchain
 
     monkeypatch.setattr("torch.utils.cpp_extension.load_inline", load_inline)
     monkeypatch.setattr(cuda_kernel, "_BUILT", {})
-    monkeypatch.setattr(cuda_kernel.shutil, "which", lambda name: "/usr/bin/ninja")
+    monkeypatch.setattr(cuda_toolchain, "missing", lambda: None)
+    monkeypatch.setattr(cuda_toolchain.shutil, "which", lambda name: "/usr/bin/ninja")
     monkeypatch.setenv("KERNELOPT_CUDA_BUILD_DIR", str(tmp_path / "builds"))
 
 

@@ -487,3 +487,16 @@ def test_a_kernel_file_s_cuda_candidate_is_repaired_in_cuda_for_its_slot(softmax
     assert "the kernel `softmax_kernel` of a user's standalone Triton kernel file, in CUDA C++" in system
     assert "The file's own `launch` is kept byte for byte" in system and "nvcc's first error" in system
     assert 'identifier "vv"' in user and result.output.source == SOFTMAX_CU.read_text()
+
+
+def test_the_planner_plans_triton_on_a_machine_that_cannot_build_cuda(kernel: KernelDef) -> None:
+    """No nvcc here (pip's PyTorch on a GPU machine): the prompt says so, and a CUDA plan becomes a Triton one
+    rather than a candidate that cannot build, a repair that cannot fix it, and their calls."""
+    why = "no nvcc at /usr/local/cuda/bin/nvcc (PyTorch's CUDA_HOME is /usr/local/cuda): install the CUDA toolkit"
+    client = ScriptedClient([_reply({**PLAN, "language": "cuda"})])
+    plan = Planner(client).run(Analysis(**ANALYSIS), kernel, cards=[], cuda_unavailable=why).output
+    assert plan.language == "triton" and plan.strategy == "small-grid-latency"
+    assert f"language: triton only. This machine cannot build CUDA C++ ({why})." in client.calls[0]["messages"][0].content
+    able = ScriptedClient([_reply({**PLAN, "language": "cuda"})])
+    assert Planner(able).run(Analysis(**ANALYSIS), kernel, cards=[]).output.language == "cuda"
+    assert "triton only" not in able.calls[0]["messages"][0].content

@@ -61,6 +61,9 @@ def test_doctor_without_gpu(tmp_path: Path) -> None:
     assert "device" in out and "torch" in out
     problems = [line for line in out.splitlines() if line.startswith("problem:")]
     assert any("no CUDA GPU" in line for line in problems), out
+    # a CPU build of PyTorch has no CUDA toolkit: what that costs and what to install
+    assert "CUDA C++      NOT buildable: PyTorch finds no CUDA toolkit" in out
+    assert any(line.startswith("problem: no CUDA C++ builds (PyTorch finds no CUDA toolkit") for line in problems), out
     assert "ok: everything kernelopt needs is here" not in out
     assert db.is_file()  # --store was honoured
 

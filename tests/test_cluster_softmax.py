@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import torch
 
-from kernelopt.capture import cluster_softmax, compat, row_softmax_op
+from kernelopt.capture import cluster_softmax, compat, cuda_toolchain, row_softmax_op
 from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
 
 OPTION = {CLUSTER_SOFTMAX_OPTION: True}
@@ -59,8 +59,10 @@ def _compiled(model: torch.nn.Module, x: torch.Tensor, options: dict | None = No
 
 @pytest.fixture
 def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rewrite as it runs on an sm_90 GPU, on CPU tensors (the op computes them by torch)."""
+    """The rewrite as it runs on an sm_90 GPU with the CUDA toolkit, on CPU tensors (the op computes them
+    by torch)."""
     monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
+    monkeypatch.setattr(cuda_toolchain, "missing", lambda: None)
 
 
 @pytest.mark.parametrize(
@@ -134,6 +136,33 @@ def test_softmaxes_the_kernel_does_not_compute_are_left_to_inductor(hopper: None
     torch.testing.assert_close(artifact.compiled(x), Softmax(form)(x), rtol=1e-3, atol=1e-4)
     if form == "logsumexp_kept":
         assert all("row_softmax" not in g.source_code for g in artifact.graphs)
+
+
+def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_at_the_compile(hopper: None, monkeypatch) -> None:
+    """pip's PyTorch on a GPU machine without the CUDA toolkit: the op could never build its kernel, so a
+    graph the rewrite would change fails to compile with what to install (a graph variant then says so,
+    and no candidate process is spent on it); a graph with nothing to rewrite compiles as it is."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+    from kernelopt.errors import UnsupportedEnvironment
+
+    monkeypatch.setattr(cuda_toolchain, "missing", lambda: "no ninja (PyTorch's extensions build with it): pip install ninja")
+    def softmax(x: torch.Tensor) -> torch.Tensor:  # as the post-grad graph writes it
+        e = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))
+        return e / e.sum(dim=-1, keepdim=True)
+
+    gm = make_fx(softmax, tracing_mode="fake")(torch.randn(4, 8192))
+    with pytest.raises(UnsupportedEnvironment) as refused:
+        rewrite_for_cluster_softmax(gm.graph)
+    assert str(refused.value) == (
+        "kernelopt.cluster_softmax: kernelopt's row softmax is built with nvcc at its first call, and no ninja "
+        "(PyTorch's extensions build with it): pip install ninja; or leave the option out"
+    )
+    narrow = make_fx(softmax, tracing_mode="fake")(torch.randn(4, 64))
+    assert rewrite_for_cluster_softmax(narrow.graph) == 0  # nothing the op would take: nothing refused
+    with pytest.raises(Exception, match="pip install ninja"):  # through Inductor's compile, as a variant's
+        _compiled(Softmax("softmax"), torch.randn(4, 8192))
 
 
 def test_without_a_gpu_that_has_clusters_nothing_is_rewritten() -> None:

@@ -4,6 +4,7 @@ as Inductor's launchers are. The build itself needs nvcc and a GPU (tests/test_g
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from pathlib import Path
@@ -104,11 +105,40 @@ def test_a_compile_error_reaches_the_repairer_as_nvcc_s_first_error(monkeypatch,
         build_kernel(ROW_L2_CU.read_text(), NAME)
 
 
-def test_no_ninja_is_one_line_with_the_fix(monkeypatch) -> None:
-    monkeypatch.setattr(cuda_kernel.shutil, "which", lambda name: None)
+def test_a_machine_that_cannot_build_cuda_says_what_to_install_before_any_build(monkeypatch, tmp_path) -> None:
+    """PyTorch from pip on a GPU machine often comes without the CUDA toolkit: each of nvcc and ninja missing
+    is one line with its fix, and a build there stops at it (the Repairer gets no compiler error to chase)."""
+    from torch.utils import cpp_extension
+
+    from kernelopt.capture import cuda_toolchain
+
+    original = cuda_toolchain.missing
+
+    def asked() -> str | None:
+        original.cache_clear()
+        return original()
+
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
+    assert "PyTorch finds no CUDA toolkit" in (asked() or "") and "set CUDA_HOME" in (asked() or "")
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(home))
+    assert asked() == f"no nvcc at {home}/bin/nvcc (PyTorch's CUDA_HOME is {home}): install the CUDA toolkit there or set CUDA_HOME"
+    (home / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(cuda_toolchain.shutil, "which", lambda name: None)
     monkeypatch.setitem(sys.modules, "ninja", None)  # the wheel is not installed either
-    with pytest.raises(CudaBuildError, match="needs ninja: pip install ninja"):
-        cuda_kernel._ensure_ninja()
+    assert asked() == "no ninja (PyTorch's extensions build with it): pip install ninja"
+    monkeypatch.setitem(sys.modules, "ninja", types.SimpleNamespace(BIN_DIR=str(tmp_path / "wheel")))
+    assert asked() is None  # the wheel's binary, put on PATH for the build
+    monkeypatch.setenv("PATH", "/usr/bin")
+    cuda_toolchain.ensure_ninja()
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(tmp_path / "wheel")
+
+    monkeypatch.setattr(cuda_kernel, "_BUILT", {})
+    monkeypatch.setattr(cuda_toolchain, "missing", lambda: "no ninja (PyTorch's extensions build with it): pip install ninja")
+    with pytest.raises(CudaBuildError, match=rf"this machine cannot build CUDA C\+\+ \({NAME}\): no ninja .*pip install ninja"):
+        build_cuda_kernel(ROW_L2_CU.read_text(), NAME)
+    original.cache_clear()  # what this machine really has, asked again by the next test
 
 
 def test_kernelopt_verify_takes_a_cuda_file_and_refuses_a_cheat_before_any_gpu(tmp_path, monkeypatch) -> None:

@@ -389,8 +389,8 @@ def test_a_cuda_cheat_is_refused_by_gate_one_before_any_worker(small: Path, tmp_
 
 
 def test_a_cuda_candidate_that_does_not_build_fails_in_the_worker_with_the_build_time_apart(small: Path, tmp_path: Path) -> None:
-    """Through the evaluation worker and the candidate's process, with the real ``load_inline``: on a machine
-    without a CUDA build of PyTorch the build fails, and that failure is the verdict, in one line."""
+    """Through the evaluation worker and the candidate's process: on a machine without a CUDA build of PyTorch
+    no build is tried, and what to install is the verdict, in one line."""
     from rich.console import Console
 
     from kernelopt.api.verify_file import verify_file
@@ -404,7 +404,7 @@ def test_a_cuda_candidate_that_does_not_build_fails_in_the_worker_with_the_build
     static, built = report.verdicts
     assert static.passed and static.details["kernel"] == "softmax_kernel"
     assert not built.passed and built.gate == "correctness" and built.details["rule"] == "build"
-    assert built.reason.startswith("candidate for softmax_kernel does not compile: ") or "needs ninja" in built.reason
+    assert built.reason.startswith("this machine cannot build CUDA C++ (softmax_kernel): PyTorch finds no CUDA toolkit")
     assert "\n" not in built.reason and isinstance(report.raw["build_s"], float) and report.run_id is not None
     console = Console(record=True, width=200)
     print_verify(report, console)

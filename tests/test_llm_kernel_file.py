@@ -31,6 +31,15 @@ def reply(obj: dict) -> Reply:
 
 
 @pytest.fixture
+def toolkit(monkeypatch):
+    """The planning process as on a machine that builds CUDA C++ (nvcc, ninja): a CUDA plan stays one. The
+    build itself runs in the candidate's process, which on a CPU build of PyTorch refuses it."""
+    from kernelopt.capture import cuda_toolchain
+
+    monkeypatch.setattr(cuda_toolchain, "missing", lambda: None)
+
+
+@pytest.fixture
 def server():
     s = ScriptedLLMServer("openai").start()
     yield s
@@ -68,7 +77,9 @@ def test_a_broken_file_is_repaired_from_its_verdict_and_judged_like_any_candidat
     assert report.llm_usage is not None and report.llm_usage["calls"] == 5
 
 
-def test_the_planner_may_choose_cuda_for_a_file_and_the_coder_s_cpp_is_judged_in_the_file_s_slot(tmp_path, server) -> None:
+def test_the_planner_may_choose_cuda_for_a_file_and_the_coder_s_cpp_is_judged_in_the_file_s_slot(
+    tmp_path, server, toolkit
+) -> None:
     cu = (ROOT / "examples" / "kernels" / "softmax_naive.cu").read_text()
     server.enqueue(
         reply({"bottleneck": "memory-bound", "evidence": ["256 values a thread spill"], "headroom_us": 10.0, "notes": "spills"}),
@@ -119,7 +130,9 @@ void launch(torch::Tensor a_ptr, torch::Tensor b_ptr, torch::Tensor out_ptr, int
 """
 
 
-def test_kernel_names_the_kernel_of_a_two_kernel_file_the_agents_see_and_the_cpp_replaces(tmp_path, server) -> None:
+def test_kernel_names_the_kernel_of_a_two_kernel_file_the_agents_see_and_the_cpp_replaces(
+    tmp_path, server, toolkit
+) -> None:
     two = ROOT / "tests" / "fixtures" / "kernel_files" / "two_kernels.py"
     server.enqueue(
         reply({"bottleneck": "memory-bound", "evidence": ["two passes"], "headroom_us": 5.0, "notes": "an add"}),

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from kernelopt.capture import cuda_toolchain
 from kernelopt.capture.compat import MIN_TORCH, torch_version
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import device_label, versions
@@ -27,6 +28,7 @@ class Diagnosis:
     ncu_counters: bool
     ncu_reason: str
     workers: str  # which user workers run as, and why: one line
+    cuda_builds: str | None  # why CUDA C++ cannot be built here (nvcc, ninja), None where it can
     problems: list[str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,6 +53,12 @@ def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
         problems.append(
             f"Nsight Compute counters unavailable ({ncu.reason}); agents will work from roofline numbers only"
         )
+    cuda_builds = cuda_toolchain.missing()
+    if cuda_builds is not None:
+        problems.append(
+            f"no CUDA C++ builds ({cuda_builds}): the LLM agents plan Triton only, and the "
+            "kernelopt.cluster_softmax option is refused"
+        )
     try:
         decision = decide()
         workers = decision.reason
@@ -69,5 +77,6 @@ def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
         ncu_counters=bool(ncu and ncu.counters),
         ncu_reason=ncu.reason if ncu else "not probed: no GPU",
         workers=workers,
+        cuda_builds=cuda_builds,
         problems=problems,
     )

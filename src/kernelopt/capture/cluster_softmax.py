@@ -16,7 +16,9 @@ rewrite writes it) over the last dimension of a CUDA tensor on an sm_90 GPU whos
   16-bit row and computes in float32 as the graph did.
 
 A softmax whose max, sum or exponentials anything else in the graph also reads (a training graph that
-saves them for the backward) is left as it is, as is every other graph. Whether it pays is the
+saves them for the backward) is left as it is, as is every other graph. On a machine that cannot build
+the op's CUDA source (no nvcc or ninja: :mod:`~kernelopt.capture.cuda_toolchain`) a graph the rewrite
+would change fails to compile, in one line naming what to install. Whether it pays is the
 graph stage's to judge, end to end: on the H200 the kernel ran 1.2-1.3x faster than
 max-autotune-no-cudagraphs for rows of 16384 to 50257, slower at 65536 (``scripts/device/row_softmax_probe.py``).
 """
@@ -27,8 +29,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kernelopt.capture import row_softmax_op
+from kernelopt.capture import cuda_toolchain, row_softmax_op
 from kernelopt.capture.online_softmax import erase_orphans, is_call, is_inf_test, rewrite_for_online_softmax
+from kernelopt.errors import UnsupportedEnvironment
 
 CLUSTER_SOFTMAX_OPTION = "kernelopt.cluster_softmax"  # a compile option of kernelopt's own: True
 
@@ -164,6 +167,12 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
             or not on_cluster_gpu(value)
         ):
             continue
+        unable = cuda_toolchain.missing()
+        if unable is not None:  # the op builds its kernel at its first call: refused here, at the compile
+            raise UnsupportedEnvironment(
+                f"{CLUSTER_SOFTMAX_OPTION}: kernelopt's row softmax is built with nvcc at its first call, and "
+                f"{unable}; or leave the option out"
+            )
         x, scale, readers = _scaled(y, parts.readers)
         out: Any = inner[-1]
         source, out_float = x, False

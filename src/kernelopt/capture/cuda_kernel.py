@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from kernelopt.capture import cuda_toolchain
 
 CUDA_MARKER = "// kernelopt: cuda"
 _LAUNCH = re.compile(r"\bvoid\s+launch\s*\(([^()]*)\)\s*\{")
@@ -74,19 +75,6 @@ class CudaLauncher:
         self._fn(*args)
 
 
-def _ensure_ninja() -> None:
-    """load_inline drives ninja; the ``ninja`` wheel puts its binary outside PATH, so add it."""
-    if shutil.which("ninja") is not None:
-        return
-    try:
-        import ninja  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise CudaBuildError(
-            "building a CUDA C++ candidate needs ninja: pip install ninja (PyTorch's extensions build with it)"
-        ) from None
-    os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
-
-
 def _first_error(text: str) -> str:
     """The compiler's first ``file(line): error: ...`` line, else the first line that says error."""
     lines = text.splitlines()
@@ -113,7 +101,10 @@ def build_cuda_kernel(source: str, name: str, arch: tuple[int, int] | None = Non
     if module is None:
         from torch.utils.cpp_extension import load_inline
 
-        _ensure_ninja()
+        unable = cuda_toolchain.missing()
+        if unable is not None:
+            raise CudaBuildError(f"this machine cannot build CUDA C++ ({name}): {unable}")
+        cuda_toolchain.ensure_ninja()
         folder = build_root() / key
         folder.mkdir(parents=True, exist_ok=True)
         try:

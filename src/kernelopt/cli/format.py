@@ -161,6 +161,7 @@ def print_doctor(diag: Diagnosis, console: Console) -> None:
         f"copy b/w      {f'{diag.peak_copy_gbps:.0f} GB/s (read + write, measured)' if diag.peak_copy_gbps else 'n/a'}",
         f"nsight        {diag.ncu_path or 'not found'}: counters {'readable' if diag.ncu_counters else 'NOT readable'} ({diag.ncu_reason})",
         f"workers       {diag.workers}",
+        f"CUDA C++      {'buildable (nvcc, ninja)' if diag.cuda_builds is None else 'NOT buildable: ' + diag.cuda_builds}",
     ]
     for line in lines:
         console.print(line, markup=False, highlight=False)

@@ -32,6 +32,7 @@ from kernelopt.agents.roles.base import RoleOutputError, kernel_kind
 from kernelopt.agents.roles.coder import SLOT
 from kernelopt.agents.roles.models import Analysis, KernelCandidate, Plan
 from kernelopt.agents.types import ChatClient
+from kernelopt.capture import cuda_toolchain
 from kernelopt.capture.output_code import KernelDef, triton_kernel_def
 from kernelopt.knowledge import memory
 from kernelopt.knowledge.retrieval import hardware_card, retrieve
@@ -151,7 +152,14 @@ class LLMOperator:
         experience = memory.stats(self.store, analysis.bottleneck, kind) if self.store else []
         avoid = memory.to_avoid(self.store, analysis.bottleneck, kind) if self.store else []
         recent = [n.candidate.note.split(":")[0] for n in ctx.nodes if n.operator == NAME and n.candidate.note][-8:]
-        plan = Planner(self.client).run(analysis, base, cards, experience, avoid, recent, hardware=self.hardware).output
+        plan = (
+            Planner(self.client)
+            .run(
+                analysis, base, cards, experience, avoid, recent, hardware=self.hardware,
+                cuda_unavailable=cuda_toolchain.missing(),
+            )
+            .output
+        )  # fmt: skip
         code = (
             Coder(self.client).run(plan, base, hardware=self.hardware, launch=launch_of(ctx), target=self.target).output
         )

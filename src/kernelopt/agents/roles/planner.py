@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -58,6 +59,7 @@ class Planner(Role[Plan]):
         hardware: Card | None = None,
         launch: Mapping[str, Any] | None = None,
         avoid_min_tries: int = 2,
+        cuda_unavailable: str | None = None,
     ) -> RoleResult[Plan]:
         """Propose one plan.
 
@@ -65,6 +67,7 @@ class Planner(Role[Plan]):
         ``avoid`` from :mod:`kernelopt.knowledge.memory` for this bottleneck and kind,
         ``recent`` are the plans (or strategy names) of this search's recent rounds,
         oldest first, and ``lessons`` the Judge's latest records for similar kernels.
+        ``cuda_unavailable``: why this machine cannot build CUDA C++ (the plan is then Triton).
         """
         assert_no_tensors({"analysis": analysis, "kernel": kernel, "recent": recent, "launch": launch})
         context = {
@@ -80,5 +83,9 @@ class Planner(Role[Plan]):
             "collapse_window": self.collapse_window,
             "hardware": hardware,
             "launch": launch_view(launch),
+            "cuda_unavailable": cuda_unavailable,
         }
-        return self.ask(context)
+        result = self.ask(context)
+        if cuda_unavailable and result.output.language == "cuda":  # told not to: what it can build here
+            return dataclasses.replace(result, output=result.output.model_copy(update={"language": "triton"}))
+        return result
