@@ -181,12 +181,7 @@ def run_bench(
     if target == DEFAULT_TARGET:  # our target reads them; another target gets only what its caller passes
         extra_options = {"settings": config.values(), **(extra_options or {})}
     timeout_s = default_worker_timeout(time_limit_s, config) if worker_timeout_s is None else worker_timeout_s
-    if timeout_s <= 0:
-        raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
-    if gpus < 1:
-        raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
-    if stop_after_s is not None and stop_after_s < 0:
-        raise KerneloptError(f"--stop-after must be zero or more seconds, got {stop_after_s:g}")
+    _check_numbers(timeout_s, gpus, stop_after_s)
     check_rerun(rerun, resume)
     began = _clock()
     _check_target(target, extra_path)
@@ -207,13 +202,7 @@ def run_bench(
         require_gpus(gpus)
     require_readable(root, "the suite")
 
-    entries = check_suite(root, only=list(problems) if problems else None, extra_path=extra_path)
-    _check_selection(root, entries, problems)
-    if shard is not None:
-        index, count = shard
-        if not 1 <= index <= count:
-            raise KerneloptError(f"--shard {index}/{count}: the shard number must be between 1 and {count}")
-        entries = entries[index - 1 :: count]
+    entries = _selected(root, problems, shard, extra_path)
     again = rerun_names(root, [(e.name, e.path) for e in entries], rerun)
 
     now = timestamp()
@@ -285,21 +274,7 @@ def run_bench(
             _emit(on_event, BenchEvent("skip", entry.name, index, len(entries), done[entry.name]))
         else:
             todo.append((index, entry))
-    if gpus == 1:  # in this thread: Ctrl-C reaches the running problem's worker at once
-        for index, entry in todo:
-            run_one(index, entry)
-    else:
-        pool = ThreadPoolExecutor(max_workers=gpus)
-        try:
-            futures = [pool.submit(run_one, index, entry) for index, entry in todo]
-            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)  # a failure in any thread stops the bench at once
-            for future in [f for f in futures if f in finished] + [f for f in futures if f not in finished]:
-                future.result()
-        except BaseException:  # stopped (Ctrl-C, an error): the running problems' workers end now
-            stop.set()
-            raise
-        finally:  # no queued problem starts; what finished is already written
-            pool.shutdown(wait=True, cancel_futures=True)
+    _in_lanes(todo, run_one, gpus, stop)
     meta["finished"] = timestamp()
     summary = write()
     report = BenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)
@@ -386,7 +361,55 @@ def _failed(entry: SuiteEntry, status: str, reason: str, details: dict[str, Any]
     )
 
 
+def _in_lanes(
+    todo: list[tuple[int, SuiteEntry]], run_one: Callable[[int, SuiteEntry], None], gpus: int, stop: threading.Event
+) -> None:
+    """Run ``todo`` one problem a GPU at a time: in this thread on one GPU (Ctrl-C reaches the running
+    problem's worker at once), else in ``gpus`` threads, where a failure in any of them (or Ctrl-C) sets
+    ``stop``, so the running problems' workers end at once and no queued one starts."""
+    if gpus == 1:
+        for index, entry in todo:
+            run_one(index, entry)
+        return
+    pool = ThreadPoolExecutor(max_workers=gpus)
+    try:
+        futures = [pool.submit(run_one, index, entry) for index, entry in todo]
+        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)  # a failure in any thread stops the bench at once
+        for future in [f for f in futures if f in finished] + [f for f in futures if f not in finished]:
+            future.result()
+    except BaseException:  # stopped (Ctrl-C, an error): the running problems' workers end now
+        stop.set()
+        raise
+    finally:  # no queued problem starts; what finished is already written
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 # -- selection and resume --------------------------------------------------------------
+
+
+def _check_numbers(timeout_s: float, gpus: int, stop_after_s: float | None) -> None:
+    """The bench's numbers, each wrong one a line naming the flag."""
+    if timeout_s <= 0:
+        raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
+    if gpus < 1:
+        raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
+    if stop_after_s is not None and stop_after_s < 0:
+        raise KerneloptError(f"--stop-after must be zero or more seconds, got {stop_after_s:g}")
+
+
+def _selected(
+    root: Path, problems: Sequence[str] | None, shard: tuple[int, int] | None, extra_path: Sequence[str | Path]
+) -> list[SuiteEntry]:
+    """The suite's problems this bench runs: those ``problems`` names (each name must match one), then
+    every n-th of them for ``shard=(i, n)``."""
+    entries = check_suite(root, only=list(problems) if problems else None, extra_path=extra_path)
+    _check_selection(root, entries, problems)
+    if shard is None:
+        return entries
+    index, count = shard
+    if not 1 <= index <= count:
+        raise KerneloptError(f"--shard {index}/{count}: the shard number must be between 1 and {count}")
+    return entries[index - 1 :: count]
 
 
 def _reading(outcome: ProblemOutcome) -> dict[str, Any]:
