@@ -153,35 +153,18 @@ def optimize(
     ops = make_operators(list(operators))
     selection = make_policy(policy)
     label = device_label()
-    if resume_run is not None:
-        run = store.run(resume_run)
-        if run.kind != "optimize" or run.problem != problem.name:
-            raise KerneloptError(
-                f"run {resume_run} is a {run.kind} run of {run.problem}, not an optimize run of {problem.name}"
-            )
-        if bool(run.args.get("train")) != train:
-            mode = "--train" if run.args.get("train") else "no --train"
-            raise KerneloptError(f"run {resume_run} was started with {mode}: resume it the same way")
-        resumed_sizes(store, resume_run, given_sizes)  # after the check that it is this file's run
-        run_id = resume_run
-    else:
-        run_id = store.start_run(
-            "optimize",
-            problem.name,
-            label,
-            versions(),
-            {
-                "operators": list(operators),
-                "policy": policy,
-                "budget": asdict(budget),
-                "seed": seed,
-                "settings": config.values(),
-                "train": train,
-                "sizes": dict(problem.overrides),
-                "path": str(problem.path.resolve()),  # a bench finds the run its killed worker left (unfinished_run)
-                "llm": llm_name(llm),
-            },
-        )
+    args = {
+        "operators": list(operators),
+        "policy": policy,
+        "budget": asdict(budget),
+        "seed": seed,
+        "settings": config.values(),
+        "train": train,
+        "sizes": dict(problem.overrides),
+        "path": str(problem.path.resolve()),  # a bench finds the run its killed worker left (unfinished_run)
+        "llm": llm_name(llm),
+    }
+    run_id = _open_run(store, problem, resume_run, given_sizes, train, label, args)
     with store.recording(run_id):  # a bad --llm, a failed search or export: the run ends failed
         emit("run", {"run_id": run_id, "problem": problem.name})
         base = _base_mode(store, run_id, config, str(problem.path), seed, dict(problem.overrides), emit, train)
@@ -231,16 +214,7 @@ def optimize(
         report.wall_s = time.monotonic() - started
         target = Path(export_path or f"{problem.path.stem}.kopt.json")
         if report.final_reason.startswith("verified"):
-            replacements = [
-                Replacement(KernelAddress.from_dict(k.best.address or {}), k.best.source)
-                for k in report.kernels
-                if k.best is not None
-            ]
-            options = report.options or {}
-            graphs = [GraphCandidate.from_dict(g.best) for g in report.graph_winners if g.best is not None]
-            report.exported = str(
-                export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options, graphs=graphs)
-            )
+            report.exported = str(_export(report, problem, target, seed))
             _keep_tuned(store, run_id, label, report)
         if stock_modes:
             _time_stock_modes(report, str(problem.path), config, seed, dict(problem.overrides), emit, train,
@@ -250,6 +224,44 @@ def optimize(
     if write_report:
         _write_report(report, store, Path(report_path) if report_path else None, target, emit)
     return report
+
+
+def _open_run(
+    store: Store,
+    problem: Problem,
+    resume_run: int | None,
+    given_sizes: dict[str, Any] | None,
+    train: bool,
+    label: str,
+    args: dict[str, Any],
+) -> int:
+    """The run this optimize records into: ``resume_run`` where it is an optimize run of this problem
+    started the same way (training or not, the same sizes), else a new one with ``args``."""
+    if resume_run is None:
+        return store.start_run("optimize", problem.name, label, versions(), args)
+    run = store.run(resume_run)
+    if run.kind != "optimize" or run.problem != problem.name:
+        raise KerneloptError(
+            f"run {resume_run} is a {run.kind} run of {run.problem}, not an optimize run of {problem.name}"
+        )
+    if bool(run.args.get("train")) != train:
+        mode = "--train" if run.args.get("train") else "no --train"
+        raise KerneloptError(f"run {resume_run} was started with {mode}: resume it the same way")
+    resumed_sizes(store, resume_run, given_sizes)  # after the check that it is this file's run
+    return resume_run
+
+
+def _export(report: OptimizeReport, problem: Problem, target: Path, seed: int) -> Path:
+    """Write the verified result to ``target``: its kernel replacements, graph call sequences and the
+    compile options they were verified under."""
+    replacements = [
+        Replacement(KernelAddress.from_dict(k.best.address or {}), k.best.source)
+        for k in report.kernels
+        if k.best is not None
+    ]
+    graphs = [GraphCandidate.from_dict(g.best) for g in report.graph_winners if g.best is not None]
+    options = report.options or {}
+    return export_model(target, problem, replacements, report.to_dict(), seed=seed, options=options, graphs=graphs)
 
 
 def _base_mode(
