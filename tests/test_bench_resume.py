@@ -36,13 +36,19 @@ def test_a_rerun_name_follows_the_loaders_rule_and_a_typo_is_one_line(tmp_path: 
 
 
 def test_a_replaced_rows_delivery_goes_unless_the_new_row_delivers_the_same_file(tmp_path: Path) -> None:
-    again, stale, missing = tmp_path / "again.kopt.json", tmp_path / "stale.json", tmp_path / "never.json"
-    again.write_text("{}")
-    stale.write_text("{}")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    again, stale, missing = folder / "again.kopt.json", folder / "stale.json", folder / "never.json"
+    elsewhere = tmp_path / "another_bench" / "kept.json"  # results copied from elsewhere name other folders
+    elsewhere.parent.mkdir()
+    for path in (again, stale, elsewhere):
+        path.write_text("{}")
     meta: dict = {"replaced": [{"name": "older"}]}
     new, old = FileOutcome("a", "a.py", "triton", "ok", ""), FileOutcome("a", "a.py", "triton", "ok", "", True, 1.3)
-    replace_row(meta, new, old, "2026-12-05T00:00:00", {"speedup": 1.3}, ([str(again), str(stale), str(missing), None], [str(again)]))
+    earlier = [str(again), str(stale), str(missing), str(elsewhere), str(folder / ".." / "another_bench" / "kept.json"), None]
+    replace_row(meta, new, old, "2026-12-05T00:00:00", {"speedup": 1.3}, (earlier, [str(again)]), folder)
     assert again.is_file() and not stale.exists()  # the new run wrote again.kopt.json over the earlier one
+    assert elsewhere.is_file()  # outside the results folder: never touched, however the path is written
     record = meta["replaced"][-1]
     assert record == {"name": "a", "replaced_at": "2026-12-05T00:00:00", "status": "ok", "reason": "", "speedup": 1.3,
                       "removed": [str(stale)]}

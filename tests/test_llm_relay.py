@@ -198,6 +198,7 @@ def test_a_dollar_cap_reserves_each_requests_worst_case_so_answers_in_flight_can
     status, why = relay.admit(headers, unbounded)  # type: ignore[misc]
     assert status == 400 and "only requests that set max_tokens" in why
     assert relay.admit({"authorization": "Bearer nope"}, body) == (401, "this relay needs the bench's token")
+    assert relay.admit(headers, b"") == 0.0  # a request without a body (a model list) generates nothing
 
 
 def test_a_dollar_capped_relay_gives_back_each_reservation_once_the_answer_is_in(upstream) -> None:

@@ -162,7 +162,10 @@ class KeyRelay:
 
     def worst_case(self, body: bytes) -> float | tuple[int, str]:
         """The most a request can cost at the config's prices: its body's bytes as input tokens, its
-        ``max_tokens`` (``max_completion_tokens``) as output; a request without one is 400."""
+        ``max_tokens`` (``max_completion_tokens``) as output; a request without one is 400. A request
+        without a body (a model list) generates nothing: 0."""
+        if not body:
+            return 0.0
         try:
             request = json.loads(body) if body else {}
         except ValueError:

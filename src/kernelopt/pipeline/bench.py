@@ -263,7 +263,7 @@ def run_bench(
             if entry.name in earlier:  # a rerun: the earlier outcome is recorded as replaced, not lost
                 old = earlier.pop(entry.name)
                 files = ([old.details.get("exported")], [outcome.details.get("exported")])
-                replace_row(meta, outcome, old, timestamp(), _reading(old), files)
+                replace_row(meta, outcome, old, timestamp(), _reading(old), files, out_dir)
             outcomes[entry.name] = outcome
             write()
             _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))

@@ -196,7 +196,7 @@ def run_file_bench(
             old = earlier.pop(name)
             reading = {"delivered": old.delivered, "speedup": old.speedup}
             files = ([old.exported, old.record], [outcome.exported, outcome.record])
-            replace_row(meta, outcome, old, timestamp(), reading, files)
+            replace_row(meta, outcome, old, timestamp(), reading, files, out_dir)
         outcomes[name] = outcome
         write()
         _emit(on_event, FileBenchEvent("done", name, index, len(entries), outcomes[name]))

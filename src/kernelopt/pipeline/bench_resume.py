@@ -131,19 +131,24 @@ def replace_row(
     at: str,
     reading: Mapping[str, Any],
     files: tuple[Sequence[str | None], Sequence[str | None]] = ((), ()),
+    folder: Path | None = None,
 ) -> None:
     """Record that ``new`` (a rerun's row) replaced ``earlier`` at ``at``, in ``meta["replaced"]`` and in
     the new row's ``details["replaced"]`` (its scoreboard line says so); ``reading`` is what the earlier
     row measured (its speedup), kept beside its status. ``files``: the files the earlier row and the new
-    one delivered into the results folder; an earlier one the new row does not deliver again is removed
-    (a delivery no row stands behind is stale) and the record names it."""
+    one delivered; an earlier one inside the results ``folder`` that the new row does not deliver again
+    is removed (a delivery no row stands behind is stale) and the record names it. A path outside that
+    folder (results copied from another machine name theirs) is never touched."""
     record = {"name": earlier.name, "replaced_at": at, "status": earlier.status, "reason": earlier.reason, **reading}
-    kept = {str(Path(f).resolve()) for f in files[1] if f}
+    kept = {Path(f).resolve() for f in files[1] if f}
+    inside = folder.resolve() if folder is not None else None
     removed = []
     for old in files[0]:
-        if old and str(Path(old).resolve()) not in kept and Path(old).is_file():
-            Path(old).unlink()
-            removed.append(old)
+        path = Path(old).resolve() if old else None
+        if path is None or path in kept or inside is None or not path.is_relative_to(inside) or not path.is_file():
+            continue
+        path.unlink()
+        removed.append(str(old))
     if removed:
         record["removed"] = removed
     meta["replaced"] = [*meta.get("replaced", []), record]
