@@ -167,7 +167,7 @@ class KeyRelay:
         if not body:
             return 0.0
         try:
-            request = json.loads(body) if body else {}
+            request = json.loads(body)
         except ValueError:
             request = None
         limit = None
