@@ -23,7 +23,9 @@ def test_rows_are_kept_retried_or_run_again_and_the_ones_run_again_stand_until_r
     retried = carried_rows(previous, retry_failed=True, again=["c", "d"])
     assert sorted(retried.done) == ["a"]  # b is failed and retried: nothing of it kept
     assert sorted(retried.earlier) == ["c", "d"]  # run again, their rows stand until the new ones are in
-    assert carried_rows(None, True, ["a"]).done == {}
+    assert carried_rows(None, True, []).done == {}
+    with pytest.raises(KerneloptError, match=r"--rerun a: /x/results.json does not exist, so there is no earlier row"):
+        carried_rows(None, False, ["a"], Path("/x"))  # --resume with a mistyped --out
 
 
 def test_a_rerun_name_follows_the_loaders_rule_and_a_typo_is_one_line(tmp_path: Path) -> None:

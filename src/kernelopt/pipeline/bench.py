@@ -207,7 +207,7 @@ def run_bench(
 
     now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
-    carried = carried_rows(previous, retry_failed, again)
+    carried = carried_rows(previous, retry_failed, again, out_dir)
     done: dict[str, ProblemOutcome] = carried.done
     earlier: dict[str, ProblemOutcome] = carried.earlier  # kept until the new one is in
     meta = results_meta(previous, {"suite": str(root)}, now, command, again)

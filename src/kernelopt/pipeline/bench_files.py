@@ -154,7 +154,7 @@ def run_file_bench(
     now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
     skipped = [_not_benched(name, path) for name, path in kinds.cuda]
-    carried = carried_rows(previous, retry_failed, again)
+    carried = carried_rows(previous, retry_failed, again, out_dir)
     done: dict[str, FileOutcome] = carried.done
     earlier: dict[str, FileOutcome] = carried.earlier  # kept until the new one is in
     meta = results_meta(previous, {"suite": str(root), "input": FILE_SUITE}, now, command, again)

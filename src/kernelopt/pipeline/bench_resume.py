@@ -98,10 +98,18 @@ class Carried:
     earlier: dict[str, Any] = field(default_factory=dict)
 
 
-def carried_rows(previous: dict[str, Any] | None, retry_failed: bool, again: Sequence[str]) -> Carried:
+def carried_rows(
+    previous: dict[str, Any] | None, retry_failed: bool, again: Sequence[str], out_dir: Path | None = None
+) -> Carried:
     """Split the earlier ``previous["outcomes"]``: a failed row under ``retry_failed`` is dropped (run
-    again, nothing to keep), a row ``again`` names is run again and kept until then, the rest are done."""
+    again, nothing to keep), a row ``again`` names is run again and kept until then, the rest are done.
+    Rows to run again where ``out_dir`` holds no results yet are one line (a mistyped ``--out``)."""
     if previous is None:
+        if again:
+            raise KerneloptError(
+                f"--rerun {', '.join(again)}: {out_dir / RESULTS_JSON if out_dir else 'the --out folder'} does not "
+                "exist, so there is no earlier row to run again; name the results folder to resume with --out"
+            )
         return Carried()
     carried = Carried()
     for row in previous["outcomes"]:
