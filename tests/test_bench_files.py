@@ -19,7 +19,7 @@ from kernelopt.cli.main import app
 from kernelopt.config import load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench import run_bench
-from kernelopt.pipeline.bench_file_results import FileOutcome
+from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.pipeline.bench_files import FileBenchEvent, run_file_bench
 from kernelopt.problem.suite_kinds import KERNEL_FILES, MODELS, suite_kinds
 from kernelopt.store import Store

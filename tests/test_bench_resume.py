@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelopt.errors import KerneloptError
-from kernelopt.pipeline.bench_file_results import FileOutcome
+from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.pipeline.bench_resume import carried_rows, ordered, replace_row, rerun_names
 from kernelopt.report.metrics import ProblemOutcome
 

@@ -16,9 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from kernelopt.errors import KerneloptError
-from kernelopt.pipeline.bench_file_results import FileOutcome, speedup_text
 from kernelopt.pipeline.bench_files import FileBenchEvent, FileBenchReport
 from kernelopt.problem.suite_kinds import SuiteKinds
+from kernelopt.report.file_scoreboard import FileOutcome, speedup_text
 from kernelopt.search.operators import DEFAULT_OPERATORS
 
 _STATUS_STYLE = {"ok": "green", "timeout": "yellow"}

@@ -14,10 +14,10 @@ from typing import Any
 
 from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError, ProblemError
-from kernelopt.pipeline.bench_file_results import FileOutcome
 from kernelopt.pipeline.bench_problem import StageClock, resume_unfinished
 from kernelopt.pipeline.optimize_file import default_operators, optimize_file
 from kernelopt.problem.file_kind import file_kind
+from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 

@@ -23,7 +23,7 @@ from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
 from kernelopt.pipeline.bench import bench_versions, problem_sizes, require_gpus, timestamp
-from kernelopt.pipeline.bench_file_results import FileOutcome, read_file_results, write_file_results
+from kernelopt.pipeline.bench_file_results import read_file_results, write_file_results
 from kernelopt.pipeline.bench_resume import (
     carried_rows,
     check_rerun,
@@ -36,6 +36,7 @@ from kernelopt.pipeline.bench_resume import (
 )
 from kernelopt.pipeline.optimize_file import file_operators
 from kernelopt.problem.suite_kinds import SuiteKinds
+from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
 from kernelopt.workers import WorkerResult, run_isolated
 
