@@ -259,15 +259,43 @@ def test_cli_bench_of_kernel_files_prints_a_row_per_file(tmp_path: Path) -> None
     for text in ("a_fast", "1.250× (1.200–1.300)", "original kept", "delivered: 1",
                  "taken from the earlier run: 2 file(s)"):
         assert text in table.stdout, text
-    assert "already done: ok" in table.stderr
+    assert "already done: ok" in table.stderr and f"report: {tmp_path / 'out' / 'report.html'}" in table.stdout
     assert (root / "calls.log").read_text().split() == ["a_fast.py", "b_kept.py"]  # the resume ran nothing
 
     # the model bench's readers refuse these rows rather than score them against torch.compile
     merged = _runner().invoke(app, ["bench-merge", str(tmp_path / "merged"), str(tmp_path / "out")])
     assert merged.exit_code == 2 and "holds the results of a bench of kernel files" in merged.stderr
-    page = _runner().invoke(app, ["report", str(tmp_path / "out")])
-    assert page.exit_code == 2 and "no HTML report yet" in page.stderr
-    assert not (tmp_path / "merged").exists() and not (tmp_path / "out" / "report.html").exists()
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_kernel_file_bench_writes_its_html_report_and_kernelopt_report_renders_it_again(tmp_path: Path) -> None:
+    """The page of a bench over kernel files: each file's speedup over its own original, no torch.compile
+    column, what was not benched and the failures; written at the bench's end and by kernelopt report."""
+    import html
+
+    fast = {"delivered": True, "speedup": 1.25, "speedup_iqr": [1.2, 1.3], "original_us": 40.0, "optimized_us": 32.0,
+            "evaluations": 3}
+    root = _fake_folder(tmp_path / "kernels", {"a_fast": fast, "b_kept": {"original_us": 10.0, "evaluations": 2},
+                                               "c_broken": {"status": "run_error", "reason": "no get_inputs"}})
+    (root / "a_fast.cu").write_text(CUDA_SLOT)
+    out = tmp_path / "out"
+    result = _cli(root, out, "--json")
+    assert result.exit_code == 0, result.output
+    written = json.loads(result.stdout)["report"]
+    assert written == str(out / "report.html") and json.loads(result.stdout)["report_error"] is None
+    page = html.unescape((out / "report.html").read_text())
+    assert "kernelopt bench (kernel files)" in page and "3 kernel files" in page
+    assert "1.250× (1.200–1.300)" in page and "original kept" in page and "no get_inputs" in page
+    assert "a_fast.cu" in page and "a CUDA C++ candidate for one kernel" in page  # listed, not benched
+    assert "torch.compile mode." in page and "vs compile" not in page  # its baseline is the file itself
+    assert 'data-figure="per-file"' in page
+    (out / "report.html").unlink()
+    again = _runner().invoke(app, ["report", str(out)])
+    assert again.exit_code == 0, again.output
+    assert f"report: {out / 'report.html'}" in again.stdout and (out / "report.html").is_file()
+    plain = _cli(root, tmp_path / "out2", "--no-report")
+    assert plain.exit_code == 0 and not (tmp_path / "out2" / "report.html").exists()
+    assert "report:" not in plain.stdout
 
 
 def test_rerun_runs_a_finished_file_again_and_removes_the_delivery_it_did_not_make_again(tmp_path: Path) -> None:

@@ -200,11 +200,14 @@ def bench(
             selection=selected,
             target=worker_target or FILE_TARGET,
             extra_path=list(worker_path or []),
+            write_report=not no_report,
         )
         if as_json:
             print_json(done.to_dict())
         else:
             print_file_bench(done, out)
+        if done.report_error:  # on stderr in both forms: the results stand, the page is missing
+            err.print(f"warning: {done.report_error}", markup=False, highlight=False)
         return
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker

@@ -112,6 +112,8 @@ def print_file_bench(report: FileBenchReport, console: Console) -> None:
     for o in delivered:
         lines.append(f"wrote {o.exported} and its record {o.record}")
     files = report.files
-    lines.append(f"results: {files['json']}, {files['csv']}, {files['markdown']} (no HTML report for kernel files)")
+    lines.append(f"results: {files['json']}, {files['csv']}, {files['markdown']}")
+    if report.report_path:
+        lines.append(f"report: {report.report_path}")
     for line in lines:
         console.print(line, markup=False, highlight=False)

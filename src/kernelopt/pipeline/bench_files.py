@@ -38,6 +38,7 @@ from kernelopt.pipeline.optimize_file import file_operators
 from kernelopt.problem.suite_kinds import SuiteKinds
 from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_CSV, RESULTS_JSON, RESULTS_MD
+from kernelopt.report.write import try_write, write_bench_report
 from kernelopt.workers import WorkerResult, run_isolated
 
 FILE_TARGET = "kernelopt.pipeline.bench_file:bench_kernel_file"
@@ -67,6 +68,8 @@ class FileBenchReport:
     summary: dict[str, Any]
     meta: dict[str, Any]
     resumed: list[str] = field(default_factory=list)
+    report_path: Path | None = None  # the HTML report beside the results, once written
+    report_error: str | None = None  # why it could not be written (the results stand)
 
     @property
     def files(self) -> dict[str, str]:
@@ -82,7 +85,17 @@ class FileBenchReport:
             "summary": self.summary,
             "resumed": list(self.resumed),
             "files": self.files,
+            "report": str(self.report_path) if self.report_path else None,
+            "report_error": self.report_error,
         }
+
+    def write_report(self) -> None:
+        """The HTML report beside the results; a failure to render is kept as one line, not raised."""
+        self.report_path, self.report_error = try_write(
+            lambda: write_bench_report(self.results_dir),
+            f"the bench in {self.results_dir}",
+            f"try again with kernelopt report {self.results_dir}",
+        )
 
 
 def check_operators(kinds: SuiteKinds, operators: Sequence[str] | None) -> None:
@@ -116,6 +129,7 @@ def run_file_bench(
     extra_path: Sequence[str | Path] = (),
     command: str | None = None,
     on_event: Callable[[FileBenchEvent], None] | None = None,
+    write_report: bool = True,
 ) -> FileBenchReport:
     """Bench the kernel files of ``kinds`` (read from ``root`` by :func:`~kernelopt.problem.suite_kinds.suite_kinds`).
 
@@ -124,7 +138,9 @@ def run_file_bench(
     with the results and on resume). ``retry_failed`` and ``rerun`` (with ``resume``) run again, as the
     model bench does, the files whose earlier row was not ``ok`` and the finished files ``rerun`` names
     (:mod:`kernelopt.pipeline.bench_resume`: the new row replaces the earlier one, which the results keep).
-    ``device`` is ``cuda`` but in the CPU tests (Triton's interpreter).
+    ``device`` is ``cuda`` but in the CPU tests (Triton's interpreter). ``write_report`` writes the HTML
+    report (``report.html``) beside the results at the end; one that cannot be written leaves
+    ``report_error``, never a failed bench.
     Raises :class:`KerneloptError` for bad input before any worker starts; every failure of a file is
     its row instead."""
     if time_limit_s is not None and time_limit_s <= 0:
@@ -204,7 +220,10 @@ def run_file_bench(
     meta["finished"] = timestamp()
     summary = write()
     resumed = [name for name in order if name in done]
-    return FileBenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)
+    report = FileBenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)
+    if write_report:
+        report.write_report()
+    return report
 
 
 def _not_benched(name: str, path: Path) -> dict[str, str]:

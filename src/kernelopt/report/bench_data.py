@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import KerneloptError
+from kernelopt.report.file_scoreboard import FileOutcome, summarize_files
 from kernelopt.report.metrics import ProblemOutcome, not_run, rescored, summarize
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_JSON, RESULTS_MD
 from kernelopt.report.scoreboard import commands_of
@@ -50,6 +51,51 @@ def results_file(path: str | Path) -> Path:
     return found
 
 
+@dataclass(frozen=True)
+class FileBenchData:
+    """A kernel-file bench's scoreboard: where it came from, one row per file, the summary."""
+
+    source: Path  # the results.json read
+    meta: dict[str, Any]
+    outcomes: list[FileOutcome]
+    summary: dict[str, Any]
+
+    @property
+    def suite(self) -> str:
+        return str(self.meta.get("suite") or self.source.parent)
+
+    @property
+    def commands(self) -> list[str]:
+        return commands_of(self.meta)
+
+
+def is_file_bench(path: str | Path) -> bool:
+    """Whether the results at ``path`` are a kernel-file bench's (``meta.input``), read without judging the rest."""
+    try:
+        meta = json.loads(results_file(path).read_text()).get("meta")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(meta, dict) and meta.get("input") == FILE_SUITE
+
+
+def load_file_bench(path: str | Path) -> FileBenchData:
+    """A kernel-file bench's results at ``path``: each row through :meth:`FileOutcome.from_dict` and the summary
+    recomputed, as :func:`load_bench` does for problems; anything else is a one-line error."""
+    source = results_file(path)
+    try:
+        document = json.loads(source.read_text())
+        meta = document["meta"]
+        if not isinstance(meta, dict) or meta.get("input") != FILE_SUITE:
+            raise ValueError("not the results of a bench of kernel files")
+        outcomes = [FileOutcome.from_dict(item) for item in document["outcomes"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KerneloptError(
+            f"{source} is not a readable kernel-file bench results file ({type(exc).__name__}: {exc}); "
+            "write one with kernelopt bench FOLDER_OF_KERNEL_FILES"
+        ) from exc
+    return FileBenchData(source, meta, outcomes, summarize_files(outcomes, meta.get("skipped") or []))
+
+
 def load_bench(path: str | Path) -> BenchData:
     """The bench results at ``path`` (a results folder or its results.json); a malformed file is a one-line error."""
     source = results_file(path)
@@ -58,8 +104,8 @@ def load_bench(path: str | Path) -> BenchData:
         meta = document["meta"]
         if isinstance(meta, dict) and meta.get("input") == FILE_SUITE:
             raise KerneloptError(
-                f"{source}: the results of a bench of kernel files, which has no HTML report yet; its "
-                f"scoreboard is {RESULTS_MD} beside it"
+                f"{source}: the results of a bench of kernel files, not of model problems; read them with "
+                f"load_file_bench (kernelopt report renders either), or {RESULTS_MD} beside them"
             )
         outcomes = [rescored(ProblemOutcome.from_dict(item)) for item in document["outcomes"]]
         if not isinstance(meta, dict):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kernelopt.report.bench_data import BenchData
+from kernelopt.report.bench_data import BenchData, FileBenchData
 from kernelopt.report.metrics import BASELINE_LABELS, BASELINES, fast_p
 from kernelopt.report.run_data import Launch, RunData, SearchTree
 from kernelopt.report.tree_layout import tree_layout
@@ -464,4 +464,44 @@ def per_problem(data: BenchData) -> go.Figure:
         yaxis={"autorange": "reversed", "automargin": True},
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom"},
         margin={"l": 60, "r": 30, "t": 100, "b": 50},  # room for the legend between the title and the plot
+    )
+
+
+# -- a bench over kernel files ------------------------------------------------------------------
+
+
+def file_bench_figures(data: FileBenchData) -> dict[str, go.Figure]:
+    """The kernel-file bench's chart: each file that ran, its speedup over its own original."""
+    return {"per-file": per_file(data)} if any(o.score is not None for o in data.outcomes) else {}
+
+
+def per_file(data: FileBenchData) -> go.Figure:
+    """Each file's score (a delivery's verified speedup with its interquartile range; 1.0 where the original
+    stays), delivered and kept in two colours."""
+    fig = go.Figure()
+    for delivered, name, color in ((True, "delivered", "#54a24b"), (False, "original kept", "#bab0ac")):
+        rows = [o for o in data.outcomes if o.score is not None and o.delivered is delivered]
+        low = [o.score - o.speedup_iqr[0] if o.speedup_iqr and o.score else 0.0 for o in rows]
+        high = [o.speedup_iqr[1] - o.score if o.speedup_iqr and o.score else 0.0 for o in rows]
+        fig.add_trace(
+            go.Scatter(
+                x=[o.score for o in rows],
+                y=[label(o.name) for o in rows],
+                mode="markers",
+                name=name,
+                marker={"size": 10, "color": color},
+                error_x={"type": "data", "symmetric": False, "array": high, "arrayminus": low, "thickness": 1.5},
+                hovertemplate="%{y}: %{x:.3f}×<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.add_vline(x=1.0, line={"color": "#888", "dash": "dot"})
+    ran = sum(1 for o in data.outcomes if o.score is not None)
+    return _layout(
+        fig,
+        "Speedup per file over its original (bars: interquartile range)",
+        160 + 22 * ran,
+        xaxis={"type": "log", "title": "speedup (×)"},
+        yaxis={"autorange": "reversed", "automargin": True},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom"},
+        margin={"l": 60, "r": 30, "t": 100, "b": 50},
     )

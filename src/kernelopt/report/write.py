@@ -30,12 +30,17 @@ def write_run_report(store: Store, run_id: int, path: str | Path) -> Path:
 
 
 def write_bench_report(results: str | Path, path: str | Path | None = None) -> Path:
-    """Render the bench results at ``results`` (a folder or its results.json) to ``path``
-    (default: ``report.html`` beside the results); the written path."""
-    from kernelopt.report.bench_data import load_bench
+    """Render the bench results at ``results`` (a folder or its results.json, of model problems or of
+    kernel files) to ``path`` (default: ``report.html`` beside the results); the written path."""
+    from kernelopt.report.bench_data import is_file_bench, load_bench, load_file_bench
     from kernelopt.report.bench_page import render_bench
-    from kernelopt.report.figures import bench_figures
+    from kernelopt.report.figures import bench_figures, file_bench_figures
+    from kernelopt.report.file_bench_page import render_file_bench
 
+    if is_file_bench(results):
+        files = load_file_bench(results)
+        target = Path(path) if path is not None else files.source.parent / BENCH_REPORT
+        return _atomic_write(target, render_file_bench(files, file_bench_figures(files)))
     data = load_bench(results)
     target = Path(path) if path is not None else data.source.parent / BENCH_REPORT
     return _atomic_write(target, render_bench(data, bench_figures(data)))
