@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kernelopt.errors import KerneloptError
 from kernelopt.report.file_scoreboard import FileOutcome, summarize_files
@@ -21,14 +21,16 @@ from kernelopt.report.metrics import ProblemOutcome, not_run, rescored, summariz
 from kernelopt.report.results_folder import FILE_SUITE, RESULTS_JSON, RESULTS_MD
 from kernelopt.report.scoreboard import commands_of
 
+Row = TypeVar("Row", ProblemOutcome, FileOutcome)
+
 
 @dataclass(frozen=True)
-class BenchData:
-    """A bench's scoreboard: where it came from, one outcome per problem, the suite summary."""
+class BenchData(Generic[Row]):
+    """A bench's scoreboard: where it came from, one outcome per problem (or per kernel file), the summary."""
 
     source: Path  # the results.json read
     meta: dict[str, Any]
-    outcomes: list[ProblemOutcome]
+    outcomes: list[Row]
     summary: dict[str, Any]
 
     @property
@@ -51,22 +53,8 @@ def results_file(path: str | Path) -> Path:
     return found
 
 
-@dataclass(frozen=True)
-class FileBenchData:
-    """A kernel-file bench's scoreboard: where it came from, one row per file, the summary."""
-
-    source: Path  # the results.json read
-    meta: dict[str, Any]
-    outcomes: list[FileOutcome]
-    summary: dict[str, Any]
-
-    @property
-    def suite(self) -> str:
-        return str(self.meta.get("suite") or self.source.parent)
-
-    @property
-    def commands(self) -> list[str]:
-        return commands_of(self.meta)
+ProblemBenchData = BenchData[ProblemOutcome]  # a bench of model problems
+FileBenchData = BenchData[FileOutcome]  # a kernel-file bench's: one row per file, its own summary
 
 
 def is_file_bench(path: str | Path) -> bool:
@@ -96,7 +84,7 @@ def load_file_bench(path: str | Path) -> FileBenchData:
     return FileBenchData(source, meta, outcomes, summarize_files(outcomes, meta.get("skipped") or []))
 
 
-def load_bench(path: str | Path) -> BenchData:
+def load_bench(path: str | Path) -> ProblemBenchData:
     """The bench results at ``path`` (a results folder or its results.json); a malformed file is a one-line error."""
     source = results_file(path)
     try:
@@ -115,4 +103,4 @@ def load_bench(path: str | Path) -> BenchData:
             f"{source} is not a readable bench results file ({type(exc).__name__}: {exc}); "
             "write one with kernelopt bench or bench-merge"
         ) from exc
-    return BenchData(source, meta, outcomes, {**summarize(outcomes), "not_run": not_run(meta, outcomes)})
+    return ProblemBenchData(source, meta, outcomes, {**summarize(outcomes), "not_run": not_run(meta, outcomes)})

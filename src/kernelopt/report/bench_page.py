@@ -8,17 +8,18 @@ Only layout and wording live here: the numbers come from :mod:`kernelopt.report.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 
 from kernelopt.problem.loader import size_flags
-from kernelopt.report.bench_data import BenchData
+from kernelopt.report.bench_data import BenchData, ProblemBenchData
 from kernelopt.report.metrics import BASELINE_LABELS, BASELINES
 from kernelopt.report.page import card, chart, document, esc, table
 from kernelopt.report.scoreboard import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_share
 
 
-def render_bench(data: BenchData, figures: Mapping[str, go.Figure]) -> str:
+def render_bench(data: ProblemBenchData, figures: Mapping[str, go.Figure]) -> str:
     """The whole page of ``data``'s bench, with ``figures`` (from :func:`~kernelopt.report.figures.bench_figures`)."""
     meta = data.meta
     sections = [
@@ -53,7 +54,7 @@ _CAPTIONS = {
 }
 
 
-def _summary(data: BenchData) -> str:
+def _summary(data: ProblemBenchData) -> str:
     s = data.summary
     cards = [
         card(
@@ -107,7 +108,7 @@ def _summary(data: BenchData) -> str:
     )
 
 
-def _problems(data: BenchData) -> str:
+def _problems(data: ProblemBenchData) -> str:
     rows = [
         (
             o.name,
@@ -154,19 +155,25 @@ def _problems(data: BenchData) -> str:
     )
 
 
-def _provenance(data: BenchData) -> str:
+def _provenance(data: ProblemBenchData) -> str:
+    merged = data.meta.get("merged_from") or []
+    note = f'<p class="note">Merged from {len(merged)} results folders.</p>' if merged else ""
+    return provenance(data, "suite", "time limit per kernel", "each problem file's own", note)
+
+
+def provenance(data: BenchData[Any], folder: str, limit: str, sizes: str, note: str = "") -> str:
+    """A bench page's provenance: what ran where (``folder``: what the suite is called, ``limit``: what its
+    time limit bounds, ``sizes``: what no ``--size`` means), with what versions, and its commands."""
     meta = data.meta
     versions = meta.get("versions") or {}
     rows = [
-        ("suite", data.suite),
+        (folder, data.suite),
         ("results", str(data.source)),
         ("device", meta.get("device") or "unknown"),
-        ("time limit per kernel", "—" if meta.get("time_limit_s") is None else f"{meta['time_limit_s']:g} s"),
+        (limit, "—" if meta.get("time_limit_s") is None else f"{meta['time_limit_s']:g} s"),
         ("worker time-out", "—" if meta.get("worker_timeout_s") is None else f"{meta['worker_timeout_s']:g} s"),
-        ("sizes", size_flags(meta["sizes"]) if meta.get("sizes") else "each problem file's own"),
+        ("sizes", size_flags(meta["sizes"]) if meta.get("sizes") else sizes),
     ]
     rows += [(f"version: {name}", str(value)) for name, value in sorted(versions.items()) if value is not None]
-    merged = meta.get("merged_from") or []
-    note = f'<p class="note">Merged from {len(merged)} results folders.</p>' if merged else ""
     commands = "<pre>" + esc("\n".join(data.commands)) + "</pre>"
     return table(("", ""), rows) + note + "<h3>Commands</h3>" + commands

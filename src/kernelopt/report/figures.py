@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kernelopt.report.bench_data import BenchData, FileBenchData
+from kernelopt.report.bench_data import FileBenchData, ProblemBenchData
 from kernelopt.report.metrics import BASELINE_LABELS, BASELINES, fast_p
 from kernelopt.report.run_data import Launch, RunData, SearchTree
 from kernelopt.report.tree_layout import tree_layout
@@ -358,7 +358,7 @@ def _node_hover(node_id: int, operator: str, note: str, verdict: str, fitness: f
 # -- a bench ----------------------------------------------------------------------------------
 
 
-def bench_figures(data: BenchData) -> dict[str, go.Figure]:
+def bench_figures(data: ProblemBenchData) -> dict[str, go.Figure]:
     """The bench's charts, in page order: fast_p over p, the speedup distribution, per-problem speedups."""
     figures = {"fast-p": fast_p_curve(data), "speedups": speedup_distribution(data)}
     if any(o.passed and o.speedup_vs_compile is not None for o in data.outcomes):
@@ -373,7 +373,7 @@ def fast_p_grid(speedups: Sequence[float]) -> list[float]:
     return sorted({round(low * 0.9, 4), 1.0, *speedups, round(top * 1.1, 4)})
 
 
-def fast_p_curve(data: BenchData) -> go.Figure:
+def fast_p_curve(data: ProblemBenchData) -> go.Figure:
     """KernelBench's fast_p (share of all problems correct and faster than p) as p grows, per baseline."""
     fig = go.Figure()
     for baseline in BASELINES:
@@ -401,7 +401,7 @@ def fast_p_curve(data: BenchData) -> go.Figure:
     )
 
 
-def speedup_distribution(data: BenchData) -> go.Figure:
+def speedup_distribution(data: ProblemBenchData) -> go.Figure:
     """Every correct problem's speedup against each baseline, as boxes with their points (log axis)."""
     fig = go.Figure()
     for baseline in BASELINES:
@@ -428,7 +428,7 @@ def speedup_distribution(data: BenchData) -> go.Figure:
     )
 
 
-def per_problem(data: BenchData) -> go.Figure:
+def per_problem(data: ProblemBenchData) -> go.Figure:
     """Each correct problem's speedup over torch.compile, max-autotune and the best stock mode, with its
     interquartile range."""
     rows = [o for o in data.outcomes if o.passed and o.speedup_vs_compile is not None]

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from kernelopt.problem.loader import size_flags
 from kernelopt.report.bench_data import FileBenchData
+from kernelopt.report.bench_page import provenance
 from kernelopt.report.file_scoreboard import speedup_text
-from kernelopt.report.page import card, chart, document, esc, table
+from kernelopt.report.page import card, chart, document, table
 from kernelopt.report.scoreboard import fmt_ratio
 
 
@@ -101,16 +101,4 @@ def _files(data: FileBenchData) -> str:
 
 
 def _provenance(data: FileBenchData) -> str:
-    meta = data.meta
-    versions = meta.get("versions") or {}
-    rows = [
-        ("folder", data.suite),
-        ("results", str(data.source)),
-        ("device", meta.get("device") or "unknown"),
-        ("time limit per file", "—" if meta.get("time_limit_s") is None else f"{meta['time_limit_s']:g} s"),
-        ("worker time-out", "—" if meta.get("worker_timeout_s") is None else f"{meta['worker_timeout_s']:g} s"),
-        ("sizes", size_flags(meta["sizes"]) if meta.get("sizes") else "each file's own"),
-    ]
-    rows += [(f"version: {name}", str(value)) for name, value in sorted(versions.items()) if value is not None]
-    commands = "<pre>" + esc("\n".join(data.commands)) + "</pre>"
-    return table(("", ""), rows) + "<h3>Commands</h3>" + commands
+    return provenance(data, "folder", "time limit per file", "each file's own")
