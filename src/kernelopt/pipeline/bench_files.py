@@ -22,18 +22,9 @@ from typing import Any
 from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
+from kernelopt.pipeline import bench_resume as resume_rows
 from kernelopt.pipeline.bench import bench_versions, problem_sizes, require_gpus, timestamp
 from kernelopt.pipeline.bench_file_results import read_file_results, write_file_results
-from kernelopt.pipeline.bench_resume import (
-    carried_rows,
-    check_rerun,
-    ordered,
-    previous_results,
-    replace_row,
-    rerun_names,
-    results_meta,
-    resumed_sizes,
-)
 from kernelopt.pipeline.optimize_file import file_operators
 from kernelopt.problem.suite_kinds import SuiteKinds
 from kernelopt.report.file_scoreboard import FileOutcome
@@ -151,13 +142,13 @@ def run_file_bench(
         timeout_s = config.bench_timeout_s if time_limit_s is None else time_limit_s + config.bench_timeout_margin_s
     if timeout_s <= 0:
         raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
-    check_rerun(rerun, resume)
+    resume_rows.check_rerun(rerun, resume)
     options = dict(options or {})
     check_operators(kinds, options.get("operators"))
     out_dir = Path(results_dir)
-    previous = previous_results(out_dir, root, resume, read_file_results, what="folder")
+    previous = resume_rows.previous_results(out_dir, root, resume, read_file_results, what="folder")
     if previous is not None:
-        sizes = resumed_sizes(out_dir, previous["meta"], sizes)
+        sizes = resume_rows.resumed_sizes(out_dir, previous["meta"], sizes)
     applied = problem_sizes(root, selection, sizes)
     if device == "cuda" and target == FILE_TARGET:
         require_gpus(1)
@@ -167,14 +158,14 @@ def run_file_bench(
         + [(name, path, "unknown") for name, path in kinds.unreadable],
         key=lambda entry: str(entry[1]),
     )
-    again = rerun_names(root, [(name, path) for name, path, _ in entries], rerun, noun="file")
+    again = resume_rows.rerun_names(root, [(name, path) for name, path, _ in entries], rerun, noun="file")
     now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
     skipped = [_not_benched(name, path) for name, path in kinds.cuda]
-    carried = carried_rows(previous, retry_failed, again, out_dir)
+    carried = resume_rows.carried_rows(previous, retry_failed, again, out_dir)
     done: dict[str, FileOutcome] = carried.done
     earlier: dict[str, FileOutcome] = carried.earlier  # kept until the new one is in
-    meta = results_meta(previous, {"suite": str(root), "input": FILE_SUITE}, now, command, again)
+    meta = resume_rows.results_meta(previous, {"suite": str(root), "input": FILE_SUITE}, now, command, again)
     meta.update(
         finished=None,
         time_limit_s=time_limit_s,
@@ -189,7 +180,7 @@ def run_file_bench(
     outcomes = {**done, **earlier}
 
     def write() -> dict[str, Any]:
-        rows = ordered(outcomes, order)
+        rows = resume_rows.ordered(outcomes, order)
         meta["device"] = next((o.details["device"] for o in rows if o.details.get("device")), None)
         return write_file_results(out_dir, meta, rows)
 
@@ -213,14 +204,14 @@ def run_file_bench(
             old = earlier.pop(name)
             reading = {"delivered": old.delivered, "speedup": old.speedup}
             files = ([old.exported, old.record], [outcome.exported, outcome.record])
-            replace_row(meta, outcome, old, timestamp(), reading, files, out_dir)
+            resume_rows.replace_row(meta, outcome, old, timestamp(), reading, files, out_dir)
         outcomes[name] = outcome
         write()
         _emit(on_event, FileBenchEvent("done", name, index, len(entries), outcomes[name]))
     meta["finished"] = timestamp()
     summary = write()
     resumed = [name for name in order if name in done]
-    report = FileBenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)
+    report = FileBenchReport(root, out_dir, resume_rows.ordered(outcomes, order), summary, meta, resumed)
     if write_report:
         report.write_report()
     return report
