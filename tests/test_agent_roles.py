@@ -496,6 +496,7 @@ def test_the_planner_plans_triton_on_a_machine_that_cannot_build_cuda(kernel: Ke
     client = ScriptedClient([_reply({**PLAN, "language": "cuda"})])
     plan = Planner(client).run(Analysis(**ANALYSIS), kernel, cards=[], cuda_unavailable=why).output
     assert plan.language == "triton" and plan.strategy == "small-grid-latency"
+    assert plan.change.endswith("(planned as CUDA C++, which this machine cannot build: write it in Triton)")
     assert f"language: triton only. This machine cannot build CUDA C++ ({why})." in client.calls[0]["messages"][0].content
     able = ScriptedClient([_reply({**PLAN, "language": "cuda"})])
     assert Planner(able).run(Analysis(**ANALYSIS), kernel, cards=[]).output.language == "cuda"

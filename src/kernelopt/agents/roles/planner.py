@@ -86,6 +86,8 @@ class Planner(Role[Plan]):
             "cuda_unavailable": cuda_unavailable,
         }
         result = self.ask(context)
-        if cuda_unavailable and result.output.language == "cuda":  # told not to: what it can build here
-            return dataclasses.replace(result, output=result.output.model_copy(update={"language": "triton"}))
+        plan = result.output
+        if cuda_unavailable and plan.language == "cuda":  # told not to: what it can build here, and said so
+            change = f"{plan.change} (planned as CUDA C++, which this machine cannot build: write it in Triton)"
+            return dataclasses.replace(result, output=plan.model_copy(update={"language": "triton", "change": change}))
         return result
