@@ -5,7 +5,8 @@ only knows ``exp(y - max(y))`` summed with ``keepdim``; two common forms reach i
 too wide for one program's registers is then read once more than it needs:
 
 - **A scaled softmax.** Inductor's joint-graph pass writes ``softmax(x * c)`` and ``log_softmax(x / t)``
-  (a temperature, an attention scale) as ``exp((x - max(x)) * c)``, so as not to write ``x * c`` out.
+  (a temperature, an attention scale) as ``exp((x - max(x)) * c)``, so as not to write ``x * c`` out
+  (a scale held in a one-element tensor, as ``exp((x*s - max(x*s)) * (s*t))`` with ``s`` its sign).
   The max and the sum become two loops: a log-softmax reads its row three times (log-softmax over a
   50257-wide vocabulary on the H200: 0.45 ms, four passes of traffic). It is written back as
   ``y - max(y)`` with ``y = x * c`` (the same values for a positive ``c``, infinities and NaNs
@@ -95,10 +96,14 @@ def _call(graph: torch.fx.Graph, op: Any, *args: Any, like: Any) -> torch.fx.Nod
 def _stable_form_of(stable: Any, plain: Any) -> bool:
     """Whether ``stable`` is ``(x - max(x)) op c`` and ``plain`` is ``y - max(y)`` for ``y = x op c``
     over the same dims, where ``x`` and ``y``'s operand are one tensor up to the sign the joint-graph
-    pass multiplies by (one) and a cast to the softmax's dtype (a bf16 input, a ``dtype=`` argument)."""
+    pass multiplies by (one) and a cast to the softmax's dtype (a bf16 input, a ``dtype=`` argument);
+    or the same with a one-element tensor ``t`` for ``c`` (a temperature kept in a buffer or parameter:
+    :func:`_tensor_stable_form_of`)."""
     scale, plain_parts = _positive_scale(stable), _max_subtracted(plain)
-    if scale is None or plain_parts is None:
+    if plain_parts is None:
         return False
+    if scale is None:
+        return _tensor_stable_form_of(stable, plain_parts)
     op, inner, c = scale
     stable_parts = _max_subtracted(inner)
     y, dims = plain_parts
@@ -110,6 +115,53 @@ def _stable_form_of(stable: Any, plain: Any) -> bool:
     y_op, base, y_c = y_scale
     x = _unsigned(stable_parts[0])
     return y_op == op and y_c == c and (base is x or base is _uncast(x))
+
+
+def _tensor_stable_form_of(stable: Any, plain_parts: tuple[torch.fx.Node, Any]) -> bool:
+    """Whether ``stable`` is the joint-graph pass's form of a softmax scaled by a one-element tensor ``t``,
+    ``(x*s - max(x*s)) op (s*t)`` with ``s = where(t >= 0, 1, -1)``, and ``plain_parts`` (``y`` and its
+    dims) the plain form's ``y = x op t``. The two are equal wherever ``t`` is finite and not zero (``s*t``
+    is ``|t|``, which passes through the max), and where it is not, the pass's own test takes the plain
+    form anyway."""
+    if not is_call(stable, _aten.mul.Tensor, _aten.div.Tensor) or len(stable.args) != 2:
+        return False
+    inner, denominator = stable.args
+    if not is_call(denominator, _aten.mul.Tensor) or len(denominator.args) != 2:
+        return False
+    sign, t = denominator.args
+    if not _sign_of(sign, t) or not _one_element(t):
+        return False
+    stable_parts = _max_subtracted(inner)
+    y, dims = plain_parts
+    if stable_parts is None or stable_parts[1] != dims:
+        return False
+    signed = stable_parts[0]
+    if not is_call(signed, _aten.mul.Tensor) or len(signed.args) != 2 or signed.args[1] is not sign:
+        return False
+    x = signed.args[0]
+    scaled = _uncast(y)
+    if not is_call(scaled, stable.target) or len(scaled.args) != 2 or scaled.args[1] is not t:
+        return False
+    return scaled.args[0] is x or scaled.args[0] is _uncast(x)
+
+
+def _sign_of(node: Any, t: Any) -> bool:
+    """Whether ``node`` is ``where(t >= 0, 1, -1)``, the joint-graph pass's sign of a tensor scale."""
+    if not is_call(node, _aten.where.self) or len(node.args) != 3:
+        return False
+    test, one, minus_one = node.args
+    if not is_call(test, _aten.ge.Scalar) or test.args[0] is not t or test.args[1] != 0:
+        return False
+    is_one = (is_call(one, _aten.scalar_tensor.default) and one.args[0] == 1) or (
+        is_call(one, _aten.full.default) and list(one.args[0]) == [] and one.args[1] == 1
+    )
+    return is_one and is_call(minus_one, _aten.neg.default) and minus_one.args[0] is one
+
+
+def _one_element(node: Any) -> bool:
+    """Whether ``node``'s value holds one element (a scale for the whole row, not one per column)."""
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(value, torch.Tensor) and value.numel() == 1
 
 
 def _unsigned(node: Any) -> Any:
