@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelopt.capture import row_softmax_op
 from kernelopt.capture.graph_swap import GraphCandidate
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.restitched import RestitchedModel
-from kernelopt.evaluate.steps import Stages, screened_out
+from kernelopt.evaluate.steps import Stages, fell_back, screened_out
 from kernelopt.verify.performance import PerformancePolicy, judge_end_to_end, judge_performance
 from kernelopt.verify.static_graph import check_static_graph
 from kernelopt.verify.verdict import Verdict
@@ -81,10 +80,9 @@ def evaluate_graph(
                     "model", False, f"the call sequence cannot be stitched in: {exc.outcome.reason}", {"rule": "swap"}
                 )
             )
-        fell_back = list(installed.get("fallbacks") or [])
-        if fell_back:  # correct but slow, and not what the rewrite asked the op for: name it, time nothing
-            slow = row_softmax_op.fallback_verdict(fell_back)
-            return stages.done(Verdict("model", False, slow, {"rule": "fallback", "fallbacks": fell_back}))
+        slow = fell_back(list(installed.get("fallbacks") or []))
+        if slow is not None:  # correct but slow, and not what the rewrite asked the op for: name it, time nothing
+            return stages.done(slow)
         if settings.screen_trials > 0 and not settings.cuda_graphs:  # replays judged: the plain run cannot say
             stages.enter("screen")
             screened = restitched.end_to_end(settings.screen_trials)

@@ -25,7 +25,7 @@ from kernelopt.capture import capture, compat, row_softmax_op
 from kernelopt.capture.artifact import separate_code
 from kernelopt.evaluate.graph_candidate import GRAPH_SCREEN_MIN_SPEEDUP
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, stage
-from kernelopt.evaluate.steps import screened_out
+from kernelopt.evaluate.steps import fell_back, screened_out
 from kernelopt.measure import compare
 from kernelopt.measure.graph_replay import GraphCaptureError, RecordedForward
 from kernelopt.problem import load_problem
@@ -65,7 +65,7 @@ def evaluate_options(
     baseline = capture(model, inputs, spec.options)
     counted = Counter(row_softmax_op.FALLBACKS)  # the capture runs the variant: kernelopt's own ops say so
     variant = capture(separate_code(model, "kernelopt_variant"), inputs, {**spec.options, **options}, reset=False)
-    fell_back = row_softmax_op.fallbacks_since(counted)
+    slow = fell_back(row_softmax_op.fallbacks_since(counted))
     result: dict[str, Any] = {"verdicts": [], "passed": False, "options": options}
     note = "whole-model candidate: Inductor generated every kernel"
     result["verdicts"].append(Verdict("static", True, f"{note}; no candidate source to read").to_dict())
@@ -78,9 +78,8 @@ def evaluate_options(
         result["gpu_s"] = time.monotonic() - started
         return result
 
-    if fell_back:
-        reason = row_softmax_op.fallback_verdict(fell_back)
-        return done(Verdict("model", False, reason, {"rule": "fallback", "fallbacks": fell_back}))
+    if slow is not None:
+        return done(slow)
 
     def timed(trials: int) -> Any:  # its input copies are freed on return: none are held through the model gate
         a = RotatingInputs(inputs, range(len(inputs)))

@@ -15,13 +15,13 @@ from typing import Any
 
 import torch
 
-from kernelopt.capture import row_softmax_op
 from kernelopt.capture.graph_swap import captured_shape
 from kernelopt.config import default_of
 from kernelopt.evaluate.analysis import analyze_artifact
 from kernelopt.evaluate.records import FinalCheck, KernelInfo, ProblemAnalysis
 from kernelopt.evaluate.remote import ReferenceRunner, RunnerDied
 from kernelopt.evaluate.session import EvaluationSession, GateSettings, ProblemSpec, stage
+from kernelopt.evaluate.steps import fell_back
 from kernelopt.measure.environment import device_label, versions
 from kernelopt.measure.timer import compare_split
 from kernelopt.verify.performance import judge_end_to_end
@@ -198,10 +198,11 @@ def verify_together(
         keys.append((r["address"], key))
     try:
         installed = s.runner.set_swaps(keys, graph_keys)
-        fell_back = list(installed.get("fallbacks") or [])
-        if fell_back:  # kernelopt's op computed by torch here, as at a candidate's first run: not what was judged
-            reason = row_softmax_op.fallback_verdict(fell_back)
-            return FinalCheck(Verdict("model", False, reason, {"rule": "fallback", "fallbacks": fell_back})).to_dict()
+        slow = fell_back(list(installed.get("fallbacks") or []))
+        if (
+            slow is not None
+        ):  # kernelopt's op computed by torch here, as at a candidate's first run: not what was judged
+            return FinalCheck(slow).to_dict()
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)
         check = FinalCheck(verdict)
         if verdict.passed:
