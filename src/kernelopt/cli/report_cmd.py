@@ -70,9 +70,6 @@ def _run_charts(db: Store, run_id: int) -> dict[str, go.Figure]:
 
 
 def _bench_charts(results: str) -> dict[str, go.Figure]:
-    from kernelopt.report.bench_data import is_file_bench, load_bench, load_file_bench
-    from kernelopt.report.figures import bench_figures, file_bench_figures
+    from kernelopt.report.write import bench_view
 
-    if is_file_bench(results):
-        return file_bench_figures(load_file_bench(results))
-    return bench_figures(load_bench(results))
+    return bench_view(results)[1]

@@ -13,8 +13,12 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelopt.store import Store
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 BENCH_REPORT = "report.html"  # beside results.json in a bench's results folder
 
@@ -32,6 +36,14 @@ def write_run_report(store: Store, run_id: int, path: str | Path) -> Path:
 def write_bench_report(results: str | Path, path: str | Path | None = None) -> Path:
     """Render the bench results at ``results`` (a folder or its results.json, of model problems or of
     kernel files) to ``path`` (default: ``report.html`` beside the results); the written path."""
+    source, figures, render = bench_view(results)
+    target = Path(path) if path is not None else source.parent / BENCH_REPORT
+    return _atomic_write(target, render(figures))
+
+
+def bench_view(results: str | Path) -> tuple[Path, dict[str, go.Figure], Callable[[dict[str, go.Figure]], str]]:
+    """The bench results at ``results`` read by their kind (model problems or kernel files): the results
+    file read, its charts, and the page of them given the charts."""
     from kernelopt.report.bench_data import is_file_bench, load_bench, load_file_bench
     from kernelopt.report.bench_page import render_bench
     from kernelopt.report.figures import bench_figures, file_bench_figures
@@ -39,11 +51,9 @@ def write_bench_report(results: str | Path, path: str | Path | None = None) -> P
 
     if is_file_bench(results):
         files = load_file_bench(results)
-        target = Path(path) if path is not None else files.source.parent / BENCH_REPORT
-        return _atomic_write(target, render_file_bench(files, file_bench_figures(files)))
+        return files.source, file_bench_figures(files), lambda figures: render_file_bench(files, figures)
     data = load_bench(results)
-    target = Path(path) if path is not None else data.source.parent / BENCH_REPORT
-    return _atomic_write(target, render_bench(data, bench_figures(data)))
+    return data.source, bench_figures(data), lambda figures: render_bench(data, figures)
 
 
 def default_run_report_path(run_id: int) -> Path:
