@@ -416,3 +416,18 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
     assert len(registers) == len(spills) == 2, built.stderr  # the 16-byte and the one-element loads
     assert max(registers) <= 65536 // (row_softmax_op.THREADS * row_softmax_op.MIN_BLOCKS), built.stderr
     assert max(spills) <= 8, built.stderr
+
+    # The NaN-keeping max costs what fmaxf costs: one instruction. Written as compares and a select it
+    # ran the kernel 2x slower on the H200 (benchmarks/h200-2026-12-04-cluster-softmax, section 6).
+    fmax = device.replace(row_softmax_op.NAN_MAX_BODY, "return fmaxf(a, b);")
+    assert fmax != device
+    counts = []
+    for name, text in (("nan.cu", device), ("fmax.cu", fmax)):
+        (tmp_path / name).write_text(text)
+        ptx = subprocess.run(
+            ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-ptx", name, "-o", "-"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert ptx.returncode == 0, ptx.stderr[-3000:]
+        counts.append(sum(1 for line in ptx.stdout.splitlines() if line.strip().endswith(";")))
+    assert counts[0] == counts[1], counts

@@ -75,9 +75,8 @@ def main() -> None:
     timed("op_call", lambda: stock(x), lambda: torch.ops.kernelopt.row_softmax(x, scale, True, False))
     timed("reference", lambda: stock(x), lambda: op.reference(x, scale, True, False))
     variant_probe(x, stock)
-    nan_max = "return (isnan(a) || a > b) ? a : b;"
     source = op.source_for(torch.float32, torch.float32)
-    nonan = built("nonan", lambda: op._built(source.replace(nan_max, "return fmaxf(a, b);"), arch))
+    nonan = built("nonan", lambda: op._built(source.replace(op.NAN_MAX_BODY, "return fmaxf(a, b);"), arch))
     timed("nonan_run", lambda: stock(x), lambda: nonan.run(x, y, blocks, True, scale, True, False))
     torch_flags = built("torch_flags", lambda: op._built(source))
     timed("torch_flags_run", lambda: stock(x), lambda: torch_flags.run(x, y, blocks, True, scale, True, False))

@@ -35,6 +35,8 @@ ITEMS = 32  # elements per thread, compiled: a block holds THREADS * ITEMS eleme
 MAX_CLUSTER = 8  # the portable cluster size
 MIN_BLOCKS = 2  # blocks an SM holds at once (__launch_bounds__): on the H200 1 let a thread take registers enough to leave one block an SM, 1.2-1.5x slower
 MAX_COLUMNS = THREADS * ITEMS * MAX_CLUSTER  # 131072: wider rows are left to Inductor
+# the NaN-keeping max's body (PTX max.NaN: one instruction, as fmaxf), named for the test that holds it to fmaxf's cost
+NAN_MAX_BODY = 'float r;\n  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));\n  return r;'
 MIN_COLUMNS = 4096  # narrower rows: Inductor's persistent reductions hold them and read them once already
 
 CUDA_SOURCE = (
@@ -55,8 +57,13 @@ template <> __device__ __forceinline__ float from_float<float>(float v) { return
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
 
-// the larger of two floats, NaN where either is one (fmaxf drops a NaN), as torch's amax
-__device__ __forceinline__ float nan_max(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+// the larger of two floats, NaN where either is one (fmaxf drops a NaN), as torch's amax: PTX's max.NaN,
+// one FMNMX.NAN as fmaxf is one FMNMX (sm_80+). Written as (isnan(a) || a > b) ? a : b it compiled to
+// compares and selects interleaved with the row's loads, and the kernel ran 2x slower on the H200 (0.651
+// against 0.327 ms, log-softmax 2048 x 50257 fp32; benchmarks/h200-2026-12-04-cluster-softmax, section 6)
+__device__ __forceinline__ float nan_max(float a, float b) {
+  __NAN_MAX_BODY__
+}
 
 template <int THREADS>
 __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_max) {
@@ -201,6 +208,7 @@ void launch(torch::Tensor x, torch::Tensor y, int64_t clusters, bool vectorized,
 """.replace("__THREADS__", str(THREADS))
     .replace("__ITEMS__", str(ITEMS))
     .replace("__MIN_BLOCKS__", str(MIN_BLOCKS))
+    .replace("__NAN_MAX_BODY__", NAN_MAX_BODY)
 )
 
 # each dtype the kernel reads or writes: its C++ type and its ATen scalar type
