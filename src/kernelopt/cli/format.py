@@ -83,9 +83,13 @@ def floor_lines(report: AnalysisReport) -> list[str]:
     if report.floor_ms is None or report.floor_bytes is None:
         return []
     floor = f"{report.floor_ms:.3f} ms" if report.floor_ms >= 1 else f"{report.floor_ms * 1e3:.3g} us"
-    line = f"traffic floor (inputs, weights and outputs moved once at peak): {floor} for {report.floor_bytes / 1e6:.3g} MB; "
+    moved = "inputs, weights and outputs moved once at peak"
+    if report.reread_bytes:
+        moved += f", and {report.reread_bytes / 1e6:.3g} MB of inputs a second time"
+    line = f"traffic floor ({moved}): {floor} for {report.floor_bytes / 1e6:.3g} MB; "
+    notes = [f"  {reread}" for reread in report.rereads]
     if report.fusion_bound is not None:
-        return [line + f"fusion bound {report.fusion_bound:.2f}x over compiled"]
+        return [line + f"fusion bound {report.fusion_bound:.2f}x over compiled", *notes]
     return [line + "no fusion bound: vendor calls run, and their time is not only traffic"]
 
 

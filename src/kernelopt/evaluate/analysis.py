@@ -28,6 +28,7 @@ from kernelopt.capture.copy_kernels import moves_only
 from kernelopt.capture.kernel_source import second_passes
 from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX, traffic_bytes
 from kernelopt.config import default_of
+from kernelopt.evaluate.forced_rereads import ForcedRereads, traced_rereads
 from kernelopt.measure import Roofline, amdahl_bound, compare
 from kernelopt.measure.attribution import attribute
 from kernelopt.problem import outputs_as_list
@@ -71,7 +72,9 @@ class AnalysisReport:
     amdahl_bound: float
     gpu_busy: float = 1.0  # kernel time over the compiled forward's measured time
     launch_overhead_bound: float = 1.0  # the speedup if the GPU never waited between launches (CUDA graphs' ceiling)
-    floor_bytes: int | None = None  # inputs, weights and outputs, each read or written once
+    floor_bytes: int | None = None  # inputs, weights and outputs, each read or written once, plus reread_bytes
+    reread_bytes: int = 0  # inputs read a second time by any fusion: a statistic wider than the chip (forced_rereads)
+    rereads: list[str] = field(default_factory=list)  # each, in words; or why none could be counted
     floor_ms: float | None = None  # floor_bytes at the peak copy bandwidth
     fusion_bound: float | None = None  # compiled over floor_ms; None where vendor calls run (their work is not traffic)
     moves_ms: float = 0.0  # GPU time of the Triton kernels that only move data (capture.copy_kernels)
@@ -158,6 +161,7 @@ def summarize_analysis(
     rows: list[LaunchReport],
     device_total_us: float,
     floor_bytes: int | None = None,
+    rereads: ForcedRereads | None = None,
 ) -> AnalysisReport:
     """The model-level numbers: speedup over eager, the Amdahl bound of Triton-only work, and how busy
     the GPU is. The compiled forward's time (device events around the whole call) includes the gaps in
@@ -171,6 +175,8 @@ def summarize_analysis(
     # Triton headroom from it is the best that Triton-only work can do.
     compiled_us = compiled.median_ms * 1000.0
     bound = amdahl_bound(max(compiled_us, attributed_us), min(headroom_us, max(compiled_us, attributed_us)))
+    reread_bytes = rereads.bytes if rereads is not None and floor_bytes else 0
+    floor_bytes = floor_bytes + reread_bytes if floor_bytes else floor_bytes
     floor_us = floor_bytes / (peak_gbps * 1e3) if floor_bytes and peak_gbps > 0 else None
     only_generated = bool(rows) and all(r.kind == "triton" for r in rows)
     fusion = max(1.0, compiled_us / floor_us) if floor_us and only_generated else None
@@ -195,6 +201,8 @@ def summarize_analysis(
         gpu_busy=min(1.0, device_total_us / compiled_us) if compiled_us > 0 else 1.0,
         launch_overhead_bound=max(1.0, compiled_us / device_total_us) if device_total_us > 0 else 1.0,
         floor_bytes=floor_bytes,
+        reread_bytes=reread_bytes,
+        rereads=rereads.lines if rereads is not None else [],
         floor_ms=floor_us / 1000.0 if floor_us is not None else None,
         fusion_bound=fusion,
         launches=rows,
@@ -233,6 +241,9 @@ def analyze_artifact(
         attribution = attribute(instrumented_call, LAUNCH_LABEL_PREFIX, iterations=profile_iterations)
     times = {int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()}
     rows = build_launch_reports(artifact.launches, times, peak, {k.name: k.source for _, k in artifact.kernels()})
+    rereads = None
+    if rows and all(r.kind == "triton" for r in rows):  # the floor bounds only a graph of generated kernels
+        rereads = traced_rereads(model, inputs)
     return summarize_analysis(
-        name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us, floor
+        name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us, floor, rereads
     )

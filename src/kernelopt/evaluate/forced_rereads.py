@@ -1,0 +1,330 @@
+"""Inputs a forward must read twice whatever fuses it: a statistic over more than the chip holds.
+
+The traffic floor (:func:`~kernelopt.evaluate.analysis.graph_floor_bytes`) reads every input once. A
+graph whose output needs an input's values *and* a statistic of more of that input than one program (or
+one Hopper cluster, :mod:`kernelopt.capture.row_softmax_op`) can hold must read the input again once the
+statistic is known: a Frobenius normalisation (the sum over the whole tensor), a centring by a column
+mean followed by a row's scale, a group norm whose group spans half a million elements. No fusion removes
+that read, so a floor without it calls such a graph "far above its floor" and sends it to the graph stage
+for nothing (251 s on the Frobenius norm on the H200, 2026-12-04).
+
+How: the model is traced to core ATen (``torch.export``, fake tensors: nothing runs), and for every
+tensor input each node carries, per dimension, the range of the input's flat index that dimension walks
+(an interval ``[lo, hi)`` of strides: a reshape splits or merges them, a permute reorders them) and the
+*span* its elements depend on (reduced dimensions' intervals, merged). An output that reads an input
+elementwise and depends on more than :data:`ON_CHIP` elements of it reads that input twice. An op this
+does not know passes its inputs' spans on and forgets their dimensions: it can miss a reread (the floor
+stays where it was), never invent one.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernelopt.capture.row_softmax_op import MAX_COLUMNS
+
+ON_CHIP = MAX_COLUMNS
+"""Elements of one statistic a kernel can hold on chip while it waits for the statistic: the widest row
+kernelopt's own cluster softmax keeps in registers across a cluster of eight blocks (131072)."""
+
+Interval = tuple[int, int]  # [lo, hi) in an input's flat index, as strides: a dimension of size hi / lo
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What one node's elements hold of one input: each dimension's interval (None: a broadcast or
+    unknown dimension), the merged intervals every element depends on through statistics, and whether
+    the node carries the input's values elementwise."""
+
+    dims: tuple[Interval | None, ...]
+    span: tuple[Interval, ...] = ()
+    direct: bool = True
+
+    def span_elements(self) -> int:
+        return math.prod(hi // lo for lo, hi in self.span)
+
+
+@dataclass(frozen=True)
+class Reread:
+    """One input the forward reads a second time, and why."""
+
+    name: str
+    bytes: int
+    statistic_elements: int
+
+
+@dataclass(frozen=True)
+class ForcedRereads:
+    """A model's forced second reads: their bytes, and one line each (or one line saying why none could
+    be counted: a model ``torch.export`` cannot trace keeps the once-read floor, and says so)."""
+
+    bytes: int
+    lines: list[str]
+
+
+def merged(intervals: Sequence[Interval]) -> tuple[Interval, ...]:
+    """The union of intervals of one mixed-radix index as disjoint intervals (``[1, 8)`` and ``[8, 64)``
+    make ``[1, 64)``: columns and then rows)."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+def placeholder_reach(value: torch.Tensor) -> Reach:
+    """An input's own dimensions: its strides and sizes."""
+    return Reach(tuple((s, s * n) if n > 1 else None for n, s in zip(value.shape, value.stride(), strict=True)))
+
+
+def reshaped(
+    dims: Sequence[Interval | None], old: Sequence[int], new: Sequence[int]
+) -> tuple[Interval | None, ...] | None:
+    """Each dimension's interval after a reshape from ``old`` to ``new``, or None where a new dimension
+    would walk two pieces of the input that are not next to each other (a reshape after a permute)."""
+    pieces = [d for n, d in zip(old, dims, strict=True) if n > 1]
+    if any(d is None for d in pieces):
+        return None
+    runs: list[list[int]] = []  # outermost first; adjacent dims whose intervals touch merge into one run
+    for lo, hi in pieces:  # type: ignore[misc]
+        if runs and runs[-1][0] == hi:
+            runs[-1][0] = lo
+        else:
+            runs.append([lo, hi])
+    out: list[Interval | None] = []
+    for size in reversed(new):  # innermost first: each takes its size off the innermost run left
+        if size == 1:
+            out.append(None)
+            continue
+        if not runs:
+            return None
+        lo, hi = runs[-1]
+        if hi // lo < size or (hi // lo) % size:
+            return None
+        out.append((lo, lo * size))
+        if lo * size == hi:
+            runs.pop()
+        else:
+            runs[-1][0] = lo * size
+    return tuple(reversed(out)) if not runs else None
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    value = node.meta.get("val") if hasattr(node, "meta") else None
+    return tuple(int(n) for n in value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _dims_arg(dims: Any, rank: int) -> list[int]:
+    if dims is None or dims == []:
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return sorted(d % rank for d in dims)
+
+
+REDUCTIONS = {
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "prod",
+    "var",
+    "std",
+    "var_mean",
+    "std_mean",
+    "argmax",
+    "argmin",
+    "max",
+    "min",
+    "any",
+    "all",
+    "logsumexp",
+    "linalg_vector_norm",
+}
+VIEWS = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "alias",
+    "clone",
+    "contiguous",
+    "_to_copy",
+    "to",
+    "detach",
+    "lift_fresh_copy",
+}
+
+
+def _reduced(reach: Reach, shape: tuple[int, ...], dims: list[int], keepdim: bool) -> Reach:
+    gained = [reach.dims[d] for d in dims if reach.dims[d] is not None]
+    kept = tuple(None if d in dims else reach.dims[d] for d in range(len(shape)) if keepdim or d not in dims)
+    return Reach(kept, merged([*reach.span, *gained]), direct=False)  # type: ignore[list-item]
+
+
+def _normalised(reach: Reach, dims: list[int]) -> Reach:
+    """A softmax's or norm's output: the input elementwise, with the statistic over ``dims``."""
+    gained = [reach.dims[d] for d in dims if reach.dims[d] is not None]
+    return Reach(reach.dims, merged([*reach.span, *gained]), direct=reach.direct)  # type: ignore[list-item]
+
+
+def _broadcast(reaches: list[tuple[Reach, tuple[int, ...]]], shape: tuple[int, ...]) -> Reach:
+    dims: list[Interval | None] = [None] * len(shape)
+    for reach, own in reaches:
+        offset = len(shape) - len(own)
+        for i, d in enumerate(reach.dims):
+            if d is not None and dims[offset + i] is None:
+                dims[offset + i] = d
+    span = merged([s for reach, _ in reaches for s in reach.span])
+    return Reach(tuple(dims), span, direct=any(r.direct for r, _ in reaches))
+
+
+def _forgotten(reaches: list[Reach], rank: int) -> Reach:
+    return Reach((None,) * rank, merged([s for r in reaches for s in r.span]), direct=any(r.direct for r in reaches))
+
+
+def node_reach(node: Any, reach_of: dict[Any, Any]) -> Reach | tuple[Reach, ...] | None:
+    """What ``node`` holds of one input, from its arguments' (``reach_of``: only nodes that hold any;
+    an op of several outputs holds a tuple, one per output)."""
+    tensor_args = [a for a in node.args if isinstance(a, torch.fx.Node) and a in reach_of]
+    if not tensor_args:
+        return None
+    if node.target is operator.getitem:
+        held = reach_of[node.args[0]]
+        return held[node.args[1]] if isinstance(held, tuple) else held
+    if any(isinstance(reach_of[a], tuple) for a in tensor_args):
+        return None  # a multi-output op used whole: nothing here reads one
+    value = node.meta.get("val")
+    first = node.args[0]
+    source, first_shape = reach_of.get(first), _shape(first)
+    if source is not None and first_shape is not None:
+        packet = getattr(node.target, "_overloadpacket", None)
+        known = _known(getattr(packet, "__name__", str(node.target)), node, source, first_shape, value, reach_of)
+        if known is not None:
+            return known
+    spans = [reach_of[a] for a in tensor_args]
+    if isinstance(value, (tuple, list)):
+        return tuple(_forgotten(spans, t.dim() if isinstance(t, torch.Tensor) else 0) for t in value)
+    return _forgotten(spans, value.dim()) if isinstance(value, torch.Tensor) else None
+
+
+def _known(
+    op: str, node: Any, source: Reach, first: tuple[int, ...], value: Any, reach_of: dict[Any, Any]
+) -> Reach | tuple[Reach, ...] | None:
+    """The ops whose effect on a reach is known; None for the rest."""
+    op = op.rstrip("_")
+    if op in REDUCTIONS:
+        keepdim = bool(node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False))
+        dims = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+        out = _reduced(source, first, _dims_arg(dims, len(first)), keepdim)
+        return tuple(out for _ in value) if isinstance(value, (tuple, list)) else out
+    if op in ("_softmax", "_log_softmax"):
+        return _normalised(source, [node.args[1] % len(first)])
+    if op == "native_layer_norm":
+        out = _normalised(source, list(range(len(first) - len(node.args[1]), len(first))))
+        stats = Reach((None,) * len(first), out.span, direct=False)
+        return (out, stats, stats)
+    if op == "native_group_norm":  # x, weight, bias, N, C, HxW, groups: a group is C/G channels x HxW
+        batch, groups = first[0], int(node.args[6])
+        grouped = reshaped(source.dims, first, (batch, groups, math.prod(first) // (batch * groups)))
+        if grouped is None:
+            return None
+        out = _normalised(Reach(grouped, source.span, source.direct), [2])
+        stats = Reach((grouped[0], grouped[1]), out.span, direct=False)
+        return (Reach(source.dims, out.span, source.direct), stats, stats)
+    if not isinstance(value, torch.Tensor):
+        return None
+    shape = tuple(int(n) for n in value.shape)
+    if op in VIEWS:
+        dims = source.dims if shape == first else reshaped(source.dims, first, shape)
+        return Reach(dims, source.span, source.direct) if dims is not None else None
+    if op in ("permute", "transpose", "t", "unsqueeze", "squeeze", "expand"):
+        return _rearranged(op, node, source, first, shape)
+    args = [a for a in node.args if isinstance(a, torch.fx.Node) and a in reach_of]
+    shapes = [_shape(a) for a in args]
+    try:
+        broadcast = tuple(torch.broadcast_shapes(*[s for s in shapes if s is not None]))
+    except RuntimeError:  # not elementwise (a matmul, a concatenation)
+        return None
+    if None in shapes or shape != broadcast:
+        return None
+    return _broadcast([(reach_of[a], s) for a, s in zip(args, shapes, strict=True)], shape)  # type: ignore[misc]
+
+
+def _rearranged(op: str, node: Any, source: Reach, old: tuple[int, ...], new: tuple[int, ...]) -> Reach:
+    dims: list[Interval | None] = list(source.dims)
+    if op == "permute":
+        dims = [dims[d % len(old)] for d in node.args[1]]
+    elif op in ("transpose", "t"):
+        a, b = (node.args[1], node.args[2]) if op == "transpose" else (0, 1)
+        if len(dims) > 1:
+            a, b = a % len(dims), b % len(dims)
+            dims[a], dims[b] = dims[b], dims[a]
+    elif op == "unsqueeze":
+        dims.insert(node.args[1] % (len(old) + 1), None)
+    elif op == "squeeze":
+        dims = [d for d, n in zip(dims, old, strict=True) if n > 1] if len(new) < len(old) else dims
+        dims = dims if len(dims) == len(new) else [None] * len(new)
+    elif op == "expand":
+        padding: list[Interval | None] = [None] * (len(new) - len(old))
+        dims = padding + [d if n > 1 else None for d, n in zip(dims, old, strict=True)]
+    return Reach(tuple(dims), source.span, source.direct)
+
+
+def forced_rereads(graph: torch.fx.Graph, inputs: dict[str, torch.Tensor], on_chip: int = ON_CHIP) -> list[Reread]:
+    """The inputs (placeholder name -> its value, fake or real) an output of ``graph`` reads elementwise
+    while depending on a statistic of more than ``on_chip`` of their elements: each read once more."""
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    output = next(n for n in graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    rereads = []
+    for name, value in inputs.items():
+        node = placeholders.get(name)
+        if node is None or not isinstance(value, torch.Tensor) or value.numel() == 0:
+            continue
+        reach_of: dict[Any, Any] = {node: placeholder_reach(value)}
+        for n in graph.nodes:
+            if n.op == "call_function":
+                held = node_reach(n, reach_of)
+                if held is not None:
+                    reach_of[n] = held
+        widest = 0
+        for result in results:
+            held = reach_of.get(result)
+            if isinstance(held, Reach) and held.direct:
+                widest = max(widest, held.span_elements())
+        if widest > on_chip:
+            rereads.append(Reread(name, value.numel() * value.element_size(), widest))
+    return rereads
+
+
+def traced_rereads(model: torch.nn.Module, inputs: Sequence[Any], on_chip: int = ON_CHIP) -> ForcedRereads:
+    """The forced second reads of ``model`` on ``inputs``, traced to core ATen with ``torch.export``
+    (non-strict, on fake copies of the inputs: nothing runs on the device). Parameters and buffers are
+    inputs too (a weight normalised by its own global statistic)."""
+    try:
+        exported = torch.export.export(model, tuple(inputs), strict=False).run_decompositions()
+    except Exception as exc:  # a model export cannot trace: the floor reads every input once, and says so
+        reason = " ".join(str(exc).split())[:160]
+        return ForcedRereads(
+            0, [f"second reads not counted: torch.export could not trace the model ({type(exc).__name__}: {reason})"]
+        )
+    values = {n.name: n.meta.get("val") for n in exported.graph.nodes if n.op == "placeholder"}
+    found = forced_rereads(exported.graph, {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}, on_chip)
+    names = {
+        spec.arg.name: spec.target or spec.arg.name
+        for spec in exported.graph_signature.input_specs
+        if hasattr(spec.arg, "name")
+    }
+    lines = [
+        f"{names.get(r.name, r.name)} read twice ({r.bytes / 1e6:.3g} MB more): its output needs a statistic over "
+        f"{r.statistic_elements:,} of its elements, more than a chip holds ({on_chip:,})"
+        for r in found
+    ]
+    return ForcedRereads(sum(r.bytes for r in found), lines)

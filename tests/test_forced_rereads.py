@@ -1,0 +1,126 @@
+"""The inputs a forward reads twice whatever fuses it (``kernelopt.evaluate.forced_rereads``): traced from
+our example problems at full size on meta tensors, and the floor and fusion bound that count them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import EXAMPLES
+
+from kernelopt.evaluate.forced_rereads import ON_CHIP, merged, reshaped, traced_rereads
+from kernelopt.problem import load_problem
+
+
+def _on_meta(name: str):
+    problem = load_problem(EXAMPLES / f"{name}.py")
+    with torch.device("meta"):
+        model = problem.module.Model(*problem.module.get_init_inputs())
+        inputs = problem.module.get_inputs()
+    return model, inputs
+
+
+@pytest.mark.parametrize(
+    ("name", "statistic"),
+    [
+        ("level1/11_frobenius_normalize", 16 * 64 * 512 * 512),  # the sum over the whole tensor
+        ("level1/22_center_then_scale", 16384 * 8192),  # a column mean, then each row's scale of the centred rows
+        ("level1/16_groupnorm", 8 * 256 * 256),  # a group: 8 channels of 256 x 256
+    ],
+)
+def test_a_statistic_wider_than_the_chip_reads_its_input_twice(name: str, statistic: int) -> None:
+    model, inputs = _on_meta(name)
+    found = traced_rereads(model, inputs)
+    (x,) = inputs
+    assert found.bytes == x.numel() * x.element_size()
+    (line,) = found.lines
+    assert line.startswith(("x read twice", "logits read twice")) and f"{statistic:,} of its elements" in line
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "level1/14_layernorm",  # rows of 4096: held on chip
+        "level1/13_log_softmax_wide",  # 131072: exactly what a cluster holds
+        "level1/24_log_softmax_vocab",
+        "level1/26_token_log_probs",  # logsumexp over 128256
+        "level1/10_row_l2_normalize",
+        "level1/09_mean_outer_dim",  # a statistic alone: its input is not needed again
+        "level1/20_cumsum",
+        "level1/23_transpose_residual",
+        "level1/17_batchnorm_eval",  # running statistics: parameters, not statistics of the input
+        "level3/02_self_attention",  # matmuls: not elementwise, passed on without dimensions
+    ],
+)
+def test_statistics_the_chip_holds_and_other_graphs_read_their_inputs_once(name: str) -> None:
+    model, inputs = _on_meta(name)
+    assert traced_rereads(model, inputs).bytes == 0
+
+
+def test_the_limit_is_the_chip_and_a_wider_row_reads_twice() -> None:
+    softmax = torch.nn.Softmax(dim=-1)
+    assert traced_rereads(softmax, [torch.empty(4, ON_CHIP, device="meta")]).bytes == 0
+    assert traced_rereads(softmax, [torch.empty(4, 2 * ON_CHIP, device="meta")]).bytes == 4 * 2 * ON_CHIP * 4
+    assert traced_rereads(softmax, [torch.empty(4, 2 * ON_CHIP, device="meta")], on_chip=4 * ON_CHIP).bytes == 0
+
+
+def test_a_permuted_statistic_is_followed_to_the_input_s_own_dimensions() -> None:
+    class ColumnsThenRows(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            t = x.t()  # the rows of t are x's columns
+            return t / t.sum(dim=-1, keepdim=True)
+
+    # t's rows span x's first dimension, 300000 elements of stride 8: more than the chip holds
+    assert traced_rereads(ColumnsThenRows(), [torch.empty(300_000, 8, device="meta")]).bytes == 300_000 * 8 * 4
+    assert traced_rereads(ColumnsThenRows(), [torch.empty(8, 300_000, device="meta")]).bytes == 0
+
+
+def test_a_model_export_cannot_trace_keeps_the_once_read_floor_and_says_why() -> None:
+    class DataDependent(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if x.sum() > 0 else x  # a branch on a value
+
+    found = traced_rereads(DataDependent(), [torch.randn(4, 4)])
+    assert found.bytes == 0
+    (line,) = found.lines
+    assert line.startswith("second reads not counted: torch.export could not trace the model")
+
+
+def test_intervals_merge_and_reshapes_split_and_join_them() -> None:
+    assert merged([(8, 64), (1, 8), (128, 256)]) == ((1, 64), (128, 256))
+    rows_cols = ((8192, 16384 * 8192), (1, 8192))
+    assert reshaped(rows_cols, (16384, 8192), (16384 * 8192,)) == ((1, 16384 * 8192),)
+    assert reshaped(rows_cols, (16384, 8192), (16384, 2, 4096)) == ((8192, 16384 * 8192), (4096, 8192), (1, 4096))
+    transposed = ((1, 8192), (8192, 16384 * 8192))  # x.t(): its rows walk x's columns
+    assert reshaped(transposed, (8192, 16384), (8192 * 16384,)) is None  # not one run of x's index
+
+
+def test_the_floor_counts_a_forced_second_read_and_the_fusion_bound_drops_with_it() -> None:
+    from kernelopt.capture import ArgInfo, Launch
+    from kernelopt.cli.format import floor_lines
+    from kernelopt.evaluate.analysis import build_launch_reports, summarize_analysis
+    from kernelopt.evaluate.forced_rereads import ForcedRereads
+    from kernelopt.measure import Timing
+    from kernelopt.search.targets import structure_pays
+
+    def timing(ms: float) -> Timing:
+        return Timing(samples_ms=(ms, ms, ms), device="cuda:0 test", method="cuda-events", l2_flushed=True)
+
+    # A Frobenius norm as Inductor compiles it: 1 GB read for the sum, then read again and written: 1.5 ms
+    # at 2000 GB/s. Its once-read floor (in and out) is 1 ms: 1.5x "above its floor" for nothing.
+    gigabyte = 1_000_000_000
+    launch = Launch(0, 0, "triton", "triton_red_a_0", args=[
+        ArgInfo(0, "in_ptr0", "read", (gigabyte // 4,), (1,), "float32", "cuda:0", 4),
+    ])  # fmt: skip
+    rows = build_launch_reports([launch], {0: 1500.0}, peak_gbps=2000.0)
+    once = summarize_analysis("p", "dev", 2000.0, timing(3.0), timing(1.5), rows, 1500.0, floor_bytes=2 * gigabyte)
+    assert once.fusion_bound == pytest.approx(1.5) and once.reread_bytes == 0
+    assert structure_pays(1.0, once.fusion_bound, 0.0) is not None  # today's graph stage: for nothing
+    rereads = ForcedRereads(gigabyte, ["x read twice (1e+03 MB more): ..."])
+    twice = summarize_analysis(
+        "p", "dev", 2000.0, timing(3.0), timing(1.5), rows, 1500.0, floor_bytes=2 * gigabyte, rereads=rereads
+    )
+    assert twice.floor_bytes == 3 * gigabyte and twice.reread_bytes == gigabyte
+    assert twice.fusion_bound == pytest.approx(1.0)
+    assert structure_pays(1.0, twice.fusion_bound, 0.0) is None
+    first, note = floor_lines(twice)
+    assert "and 1e+03 MB of inputs a second time" in first and note.strip() == rereads.lines[0]
