@@ -230,3 +230,38 @@ def test_a_mode_the_base_stage_timed_is_not_compiled_again_when_nothing_was_expo
     assert modes == ["reduce-overhead"] and stock[MA] is base[MA]  # a failed record is tried again
     report.exported = str(tmp_path / "p.kopt.json")
     assert reused_stock(report) is None
+
+
+def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_computed(monkeypatch) -> None:
+    """The stock modes' processes time kernelopt's export as a user of each mode runs it: where its op fell
+    back to torch there, the record says so and the scoreboard row names it, since the time against that
+    mode is then torch's computation's, not the kernel's."""
+    from kernelopt.capture import row_softmax_op
+    from kernelopt.pipeline import stock_modes
+    from kernelopt.report.scoreboard import problem_notes
+
+    def falling_back(problem, seed, exported, mode, device="cuda"):
+        model = problem.build_model(seed, device)
+
+        def ours(*inputs):
+            row_softmax_op.FALLBACKS["no build for torch.float64"] += 1  # as the op counts a fallback
+            return model(*inputs)
+
+        return ours, None
+
+    monkeypatch.setattr(stock_modes, "optimized_for", falling_back)
+    path = str(EXAMPLES / "level1/10_row_l2_normalize.py")
+    record = stock_modes.time_mode(path, "default", 0, 3, "p.kopt.json", {"batch_size": 4, "dim": 64}, device="cpu")
+    assert record["vs_optimized"]["optimized"] == "kernelopt"
+    (line,) = record["fallbacks"]
+    assert line.endswith("computed by torch, not the kernel: no build for torch.float64") and line[0].isdigit()
+
+    monkeypatch.setattr(stock_modes, "optimized_for", lambda problem, seed, exported, mode, device="cuda": (
+        problem.build_model(seed, device), None))  # fmt: skip
+    quiet = stock_modes.time_mode(path, "default", 0, 3, "p.kopt.json", {"batch_size": 4, "dim": 64}, device="cpu")
+    assert "fallbacks" not in quiet
+
+    row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True,
+                                    "details": {"stock": {MA: record, "default": quiet}}})  # fmt: skip
+    (note,) = problem_notes(row)
+    assert note.startswith(f"under {MA}, kernelopt.row_softmax was computed by torch") and line in note

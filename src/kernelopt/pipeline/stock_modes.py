@@ -9,6 +9,7 @@ max-autotune's caches must not meet another mode's compile.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -42,20 +43,24 @@ def time_mode(
     exported: str | None = None,
     overrides: dict[str, Any] | None = None,
     train: bool = False,
+    device: str = "cuda",
 ) -> dict[str, Any]:
     """Eager against ``torch.compile(mode=...)``, interleaved, in this (fresh) process; then
     that compiled model against kernelopt's (``exported``, under this mode's CUDA graphs where it
     has them: :func:`optimized_for`; or torch.compile's default when nothing was delivered),
     interleaved too, so the scoreboard's ratio against this mode is measured in one process
     rather than read off two processes' medians; under a CUDA-graph mode, also the plain export
-    against it under the mode's graphs (``vs_plain``), the evidence :func:`run_mode_for` reads."""
+    against it under the mode's graphs (``vs_plain``), the evidence :func:`run_mode_for` reads.
+    Calls of kernelopt's own op that torch computed in this process are named (``fallbacks``): the
+    times beside them are torch's computation's, not the kernel's."""
     import torch
 
+    from kernelopt.capture import row_softmax_op
     from kernelopt.measure import compare
 
     problem = load_problem(problem_path, overrides=overrides or None, train=train)
-    model = problem.build_model(seed, "cuda")
-    inputs = problem.make_inputs(seed, "cuda")
+    model = problem.build_model(seed, device)
+    inputs = problem.make_inputs(seed, device)
 
     def run(m: Any) -> Callable[[], Any]:
         def call() -> Any:
@@ -77,12 +82,16 @@ def time_mode(
     }
     if mode in CUDA_GRAPH_MODES:  # what its CUDA-graph trees copy into their own memory before every replay
         out["input_bytes"] = sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor))
+    before = Counter(row_softmax_op.FALLBACKS)
     try:
-        ours, under = optimized_for(problem, seed, exported, mode)
+        ours, under = optimized_for(problem, seed, exported, mode, device)
         vs = compare(run(compiled), run(warmed(ours)), trials=trials, include_host=True)
     except Exception as exc:
         out["vs_optimized_error"] = _one_line(exc)
         return out
+    finally:
+        if fell_back := row_softmax_op.fallbacks_since(before):
+            out["fallbacks"] = fell_back
     out["vs_optimized"] = {
         "speedup": vs.speedup,
         "noise": vs.noise,
@@ -94,11 +103,14 @@ def time_mode(
     }
     if exported and under is not None:  # the run mode's evidence: the export plain against it under graphs
         try:
-            plain = warmed(optimized_for(problem, seed, exported, "default")[0])
+            plain = warmed(optimized_for(problem, seed, exported, "default", device)[0])
             graphed = compare(run(plain), run(ours), trials=trials, include_host=True)
         except Exception as exc:
             out["vs_plain_error"] = _one_line(exc)
             return out
+        finally:
+            if fell_back := row_softmax_op.fallbacks_since(before):
+                out["fallbacks"] = fell_back
         out["vs_plain"] = {"speedup": graphed.speedup, "noise": graphed.noise, "comparison": graphed.to_dict()}
     return out
 

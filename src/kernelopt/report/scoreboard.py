@@ -113,8 +113,9 @@ def markdown_header(meta: dict[str, Any], title: str, unit: str) -> list[str]:
 def problem_notes(outcome: ProblemOutcome) -> list[str]:
     """What a row's numbers alone do not say: the CUDA-graph mode its result runs under, its final
     verification as CUDA-graph replays (launch-bound models), a score read again by a fixed rule, and
-    a run that went on after a time-out killed its worker (its numbers come from more than one worker), and
-    a row that replaced an earlier measurement of the problem (``bench --rerun``)."""
+    a run that went on after a time-out killed its worker (its numbers come from more than one worker), a
+    stock mode's process in which kernelopt's op fell back to torch, and a row that replaced an earlier
+    measurement of the problem (``bench --rerun``)."""
     details = outcome.details
     notes = []
     if details.get("run_mode"):
@@ -133,6 +134,13 @@ def problem_notes(outcome: ProblemOutcome) -> list[str]:
             f"run {details['taken']} had finished when a time-out cut the stock timings short; taken as it"
             f" was (stock modes timed before the cut, kept: {timed})"
         )
+    stock = details.get("stock")
+    for mode, record in stock.items() if isinstance(stock, dict) else ():
+        if isinstance(record, dict) and record.get("fallbacks"):
+            notes.append(
+                f"under {mode}, kernelopt.row_softmax was computed by torch, not its kernel, in that mode's process "
+                f"({'; '.join(record['fallbacks'])}): the time against {mode} is torch's computation's"
+            )
     earlier = details.get("replaced")
     if isinstance(earlier, dict):
         score = earlier.get("best_stock_speedup")
