@@ -14,7 +14,7 @@ from kernelopt.problem import load_problem
 def _on_meta(name: str):
     problem = load_problem(EXAMPLES / f"{name}.py")
     with torch.device("meta"):
-        model = problem.module.Model(*problem.module.get_init_inputs())
+        model = problem.module.Model(*problem.module.get_init_inputs()).eval()  # as build_model gives it
         inputs = problem.module.get_inputs()
     return model, inputs
 
@@ -124,3 +124,13 @@ def test_the_floor_counts_a_forced_second_read_and_the_fusion_bound_drops_with_i
     assert structure_pays(1.0, twice.fusion_bound, 0.0) is None
     first, note = floor_lines(twice)
     assert "and 1e+03 MB of inputs a second time" in first and note.strip() == rereads.lines[0]
+
+
+def test_tracing_runs_nothing_of_the_model_and_changes_none_of_its_state() -> None:
+    """The analysis traces the user's own model object: a training batch norm's running statistics (a
+    statistic over the batch, 300000 rows: its input is read twice) stay as they were."""
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(8), torch.nn.ReLU()).train()
+    x = torch.randn(300_000, 8) * 5 + 3
+    mean, batches = model[0].running_mean.clone(), model[0].num_batches_tracked.clone()
+    assert traced_rereads(model, [x]).bytes == x.numel() * 4
+    assert torch.equal(model[0].running_mean, mean) and torch.equal(model[0].num_batches_tracked, batches)

@@ -162,6 +162,18 @@ VIEWS = {
 }
 
 
+BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional"}
+
+
+def _argument(node: Any, name: str) -> Any:
+    """An argument of ``node`` by its name in the op's schema (positional or keyword), else None."""
+    schema = getattr(node.target, "_schema", None)
+    for i, argument in enumerate(getattr(schema, "arguments", ())):
+        if argument.name == name:
+            return node.args[i] if i < len(node.args) else node.kwargs.get(name)
+    return None
+
+
 def _reduced(reach: Reach, shape: tuple[int, ...], dims: list[int], keepdim: bool) -> Reach:
     gained = [reach.dims[d] for d in dims if reach.dims[d] is not None]
     kept = tuple(None if d in dims else reach.dims[d] for d in range(len(shape)) if keepdim or d not in dims)
@@ -238,6 +250,10 @@ def _known(
         out = _normalised(Reach(grouped, source.span, source.direct), [2])
         stats = Reach((grouped[0], grouped[1]), out.span, direct=False)
         return (Reach(source.dims, out.span, source.direct), stats, stats)
+    if op in BATCH_NORMS and _argument(node, "training") and isinstance(value, (tuple, list)):
+        out = _normalised(source, [d for d in range(len(first)) if d != 1])  # per channel, over the rest
+        stats = Reach((None,) * 1, out.span, direct=False)
+        return (out, *(stats for _ in value[1:]))
     if not isinstance(value, torch.Tensor):
         return None
     shape = tuple(int(n) for n in value.shape)
