@@ -134,3 +134,18 @@ def test_tracing_runs_nothing_of_the_model_and_changes_none_of_its_state() -> No
     mean, batches = model[0].running_mean.clone(), model[0].num_batches_tracked.clone()
     assert traced_rereads(model, [x]).bytes == x.numel() * 4
     assert torch.equal(model[0].running_mean, mean) and torch.equal(model[0].num_batches_tracked, batches)
+
+
+def test_an_expanded_input_and_a_graph_that_cannot_be_read_are_not_fatal(monkeypatch) -> None:
+    from kernelopt.evaluate import forced_rereads
+
+    row = torch.empty(1, 2 * ON_CHIP, device="meta").expand(4, 2 * ON_CHIP)  # a stride of 0: one row's memory
+    found = traced_rereads(torch.nn.Softmax(dim=-1), [row])
+    assert found.lines and all(line.startswith("input read twice") for line in found.lines)
+
+    def unforeseen(graph, inputs, on_chip):
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setattr(forced_rereads, "forced_rereads", unforeseen)
+    (line,) = traced_rereads(torch.nn.Softmax(dim=-1), [row]).lines
+    assert line == "second reads not counted: the traced graph could not be read (IndexError: tuple index out of range)"

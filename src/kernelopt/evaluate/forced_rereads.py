@@ -82,7 +82,9 @@ def merged(intervals: Sequence[Interval]) -> tuple[Interval, ...]:
 
 def placeholder_reach(value: torch.Tensor) -> Reach:
     """An input's own dimensions: its strides and sizes."""
-    return Reach(tuple((s, s * n) if n > 1 else None for n, s in zip(value.shape, value.stride(), strict=True)))
+    return Reach(
+        tuple((s, s * n) if n > 1 and s > 0 else None for n, s in zip(value.shape, value.stride(), strict=True))
+    )  # a stride of 0 (an expanded input) walks nothing of the input's memory
 
 
 def reshaped(
@@ -327,12 +329,15 @@ def traced_rereads(model: torch.nn.Module, inputs: Sequence[Any], on_chip: int =
     try:
         exported = torch.export.export(model, tuple(inputs), strict=False).run_decompositions()
     except Exception as exc:  # a model export cannot trace: the floor reads every input once, and says so
-        reason = " ".join(str(exc).split())[:160]
         return ForcedRereads(
-            0, [f"second reads not counted: torch.export could not trace the model ({type(exc).__name__}: {reason})"]
+            0, [f"second reads not counted: torch.export could not trace the model ({_one_line(exc)})"]
         )
     values = {n.name: n.meta.get("val") for n in exported.graph.nodes if n.op == "placeholder"}
-    found = forced_rereads(exported.graph, {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}, on_chip)
+    tensors = {k: v for k, v in values.items() if isinstance(v, torch.Tensor)}
+    try:
+        found = forced_rereads(exported.graph, tensors, on_chip)
+    except Exception as exc:  # an op of a shape this reading did not foresee: said, not fatal to the analysis
+        return ForcedRereads(0, [f"second reads not counted: the traced graph could not be read ({_one_line(exc)})"])
     names = {
         spec.arg.name: spec.target or spec.arg.name
         for spec in exported.graph_signature.input_specs
@@ -344,3 +349,7 @@ def traced_rereads(model: torch.nn.Module, inputs: Sequence[Any], on_chip: int =
         for r in found
     ]
     return ForcedRereads(sum(r.bytes for r in found), lines)
+
+
+def _one_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
