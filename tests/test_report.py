@@ -568,3 +568,13 @@ def test_a_run_page_shows_the_final_verification_as_cuda_graph_replays(tmp_path:
         "<td>as CUDA-graph replays</td><td>as CUDA-graph replays: 1.070x over the base compile&#x27;s replays "
         "(IQR 1.060-1.080); the base compile&#x27;s own replays ran 2.400x its forward" in page
     )
+
+
+def test_an_analyze_page_counts_an_input_read_twice_in_the_floor(tmp_path: Path) -> None:
+    """The fusion bound's card says when the floor holds an input's second read (forced_rereads)."""
+    from report_runs import _analysis
+
+    twice = _analyze_page(tmp_path, {**_analysis(), "fusion_bound": 1.02, "reread_bytes": 1_073_741_824})
+    assert "compiled over the traffic floor (inputs, weights, outputs moved once; 1.07e+03 MB of inputs twice" in twice
+    once = _analyze_page(tmp_path, {**_analysis(), "fusion_bound": 1.5})
+    assert "compiled over the traffic floor (inputs, weights, outputs moved once)" in once and "twice" not in once

@@ -131,6 +131,7 @@ class Summary:
     amdahl_bound: float | None
     launch_overhead_bound: float | None
     fusion_bound: float | None
+    reread_bytes: int  # of the traffic floor: inputs read a second time (a statistic wider than the chip)
     best_stock_mode: str | None
     best_stock_speedup: float | None
     base_mode: str  # the stock mode the search built on: vs_compile is over it
@@ -355,6 +356,7 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         amdahl_bound=_number(a.get("amdahl_bound", r.get("amdahl_bound"))),
         launch_overhead_bound=_number(a.get("launch_overhead_bound", r.get("launch_overhead_bound"))),
         fusion_bound=_number(a.get("fusion_bound", r.get("fusion_bound"))),
+        reread_bytes=int(_number(a.get("reread_bytes")) or 0),
         best_stock_mode=r.get("best_stock_mode") if isinstance(r.get("best_stock_mode"), str) else None,
         best_stock_speedup=_number(r.get("best_stock_speedup")),
         base_mode=str(r.get("base_mode") or "default"),

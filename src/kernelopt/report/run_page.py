@@ -173,7 +173,12 @@ def _summary(data: RunData) -> str:
         card(
             "fusion bound",
             fmt_ratio(s.fusion_bound, 2) or "—",
-            "compiled over the traffic floor (inputs, weights, outputs moved once)"
+            "compiled over the traffic floor (inputs, weights, outputs moved once"
+            + (
+                f"; {s.reread_bytes / 1e6:.3g} MB of inputs twice: a statistic wider than the chip)"
+                if s.reread_bytes
+                else ")"
+            )
             if s.fusion_bound is not None
             else "only for graphs of generated kernels",
         ),
