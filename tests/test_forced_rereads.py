@@ -149,3 +149,21 @@ def test_an_expanded_input_and_a_graph_that_cannot_be_read_are_not_fatal(monkeyp
     monkeypatch.setattr(forced_rereads, "forced_rereads", unforeseen)
     (line,) = traced_rereads(torch.nn.Softmax(dim=-1), [row]).lines
     assert line == "second reads not counted: the traced graph could not be read (IndexError: tuple index out of range)"
+
+
+class _VectorNorm(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / torch.linalg.vector_norm(x, 2.0, dim=-1, keepdim=True)  # its ord comes before its dim
+
+
+class _VarMean(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)  # two outputs
+        return (x - mean) / var
+
+
+@pytest.mark.parametrize("model", [_VectorNorm(), _VarMean()])
+def test_a_reduction_s_dimensions_are_read_by_its_schema(model: torch.nn.Module) -> None:
+    wide = torch.empty(4, 300_000, device="meta")
+    assert traced_rereads(model, [wide]).bytes == wide.numel() * 4  # a row of 300000: read twice
+    assert traced_rereads(model, [torch.empty(300_000, 4, device="meta")]).bytes == 0  # rows of 4

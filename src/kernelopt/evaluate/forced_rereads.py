@@ -125,6 +125,7 @@ def _shape(node: Any) -> tuple[int, ...] | None:
 
 
 def _dims_arg(dims: Any, rank: int) -> list[int]:
+    """The dimensions a reduction reduces: all of them where it names none."""
     if dims is None or dims == []:
         return list(range(rank))
     dims = [dims] if isinstance(dims, int) else list(dims)
@@ -233,10 +234,9 @@ def _known(
 ) -> Reach | tuple[Reach, ...] | None:
     """The ops whose effect on a reach is known; None for the rest."""
     op = op.rstrip("_")
-    if op in REDUCTIONS:
-        keepdim = bool(node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False))
-        dims = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
-        out = _reduced(source, first, _dims_arg(dims, len(first)), keepdim)
+    dims = _argument(node, "dim")
+    if op in REDUCTIONS and not isinstance(dims, torch.fx.Node):  # by the schema: a norm's ord comes first
+        out = _reduced(source, first, _dims_arg(dims, len(first)), bool(_argument(node, "keepdim")))
         return tuple(out for _ in value) if isinstance(value, (tuple, list)) else out
     if op in ("_softmax", "_log_softmax"):
         return _normalised(source, [node.args[1] % len(first)])
