@@ -490,14 +490,24 @@ def test_a_kernel_file_s_cuda_candidate_is_repaired_in_cuda_for_its_slot(softmax
 
 
 def test_the_planner_plans_triton_on_a_machine_that_cannot_build_cuda(kernel: KernelDef) -> None:
-    """No nvcc here (pip's PyTorch on a GPU machine): the prompt says so, and a CUDA plan becomes a Triton one
-    rather than a candidate that cannot build, a repair that cannot fix it, and their calls."""
+    """No nvcc here (pip's PyTorch on a GPU machine): the prompt says so, and a CUDA plan is sent back to be
+    planned again in Triton (its change too, not only its language), rather than a candidate that cannot
+    build, a repair that cannot fix it, and their calls; a Planner that keeps to CUDA fails as an invalid
+    reply does."""
+    from kernelopt.agents.roles.base import RoleOutputError
+
     why = "no nvcc at /usr/local/cuda/bin/nvcc (PyTorch's CUDA_HOME is /usr/local/cuda): install the CUDA toolkit"
-    client = ScriptedClient([_reply({**PLAN, "language": "cuda"})])
+    triton_plan = {**PLAN, "change": "one Triton program per row, rows held in registers"}
+    client = ScriptedClient([_reply({**PLAN, "language": "cuda", "change": "warp shuffles in CUDA C++"}),
+                             _reply(triton_plan)])  # fmt: skip
     plan = Planner(client).run(Analysis(**ANALYSIS), kernel, cards=[], cuda_unavailable=why).output
-    assert plan.language == "triton" and plan.strategy == "small-grid-latency"
-    assert plan.change.endswith("(planned as CUDA C++, which this machine cannot build: write it in Triton)")
+    assert plan.language == "triton" and plan.change == triton_plan["change"] and len(client.calls) == 2
     assert f"language: triton only. This machine cannot build CUDA C++ ({why})." in client.calls[0]["messages"][0].content
+    repair = client.calls[1]["messages"][-1].content
+    assert f"this machine cannot build CUDA C++ ({why}): give the plan for a Triton kernel" in repair
+    stubborn = ScriptedClient([_reply({**PLAN, "language": "cuda"})] * 3)
+    with pytest.raises(RoleOutputError, match="cannot build CUDA C"):
+        Planner(stubborn).run(Analysis(**ANALYSIS), kernel, cards=[], cuda_unavailable=why)
     able = ScriptedClient([_reply({**PLAN, "language": "cuda"})])
     assert Planner(able).run(Analysis(**ANALYSIS), kernel, cards=[]).output.language == "cuda"
     assert "triton only" not in able.calls[0]["messages"][0].content

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,7 +66,8 @@ class Planner(Role[Plan]):
         ``avoid`` from :mod:`kernelopt.knowledge.memory` for this bottleneck and kind,
         ``recent`` are the plans (or strategy names) of this search's recent rounds,
         oldest first, and ``lessons`` the Judge's latest records for similar kernels.
-        ``cuda_unavailable``: why this machine cannot build CUDA C++ (the plan is then Triton).
+        ``cuda_unavailable``: why this machine cannot build CUDA C++: the plan is then Triton (a CUDA
+        plan is sent back as a repair, and a Planner that keeps to CUDA fails as any invalid reply does).
         """
         assert_no_tensors({"analysis": analysis, "kernel": kernel, "recent": recent, "launch": launch})
         context = {
@@ -85,9 +85,13 @@ class Planner(Role[Plan]):
             "launch": launch_view(launch),
             "cuda_unavailable": cuda_unavailable,
         }
-        result = self.ask(context)
-        plan = result.output
-        if cuda_unavailable and plan.language == "cuda":  # told not to: what it can build here, and said so
-            change = f"{plan.change} (planned as CUDA C++, which this machine cannot build: write it in Triton)"
-            return dataclasses.replace(result, output=plan.model_copy(update={"language": "triton", "change": change}))
-        return result
+
+        def buildable(plan: Plan) -> str | None:  # told not to: asked again, so the whole plan is Triton's
+            if cuda_unavailable and plan.language == "cuda":
+                return (
+                    f"the plan's language is cuda, but this machine cannot build CUDA C++ ({cuda_unavailable}): "
+                    "give the plan for a Triton kernel (language triton), its change written for Triton"
+                )
+            return None
+
+        return self.ask(context, check=buildable)
