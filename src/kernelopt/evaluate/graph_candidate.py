@@ -80,6 +80,7 @@ def evaluate_graph(
                     "model", False, f"the call sequence cannot be stitched in: {exc.outcome.reason}", {"rule": "swap"}
                 )
             )
+        stages.lap("install")  # stitched in and run once: a kernelopt op's first call builds it here (nvcc)
         slow = fell_back(list(installed.get("fallbacks") or []))
         if slow is not None:  # correct but slow, and not what the rewrite asked the op for: name it, time nothing
             return stages.done(slow)

@@ -198,10 +198,9 @@ def verify_together(
         keys.append((r["address"], key))
     try:
         installed = s.runner.set_swaps(keys, graph_keys)
+        # kernelopt's op computed by torch here, as at a candidate's first run: not what was judged
         slow = fell_back(list(installed.get("fallbacks") or []))
-        if (
-            slow is not None
-        ):  # kernelopt's op computed by torch here, as at a candidate's first run: not what was judged
+        if slow is not None:
             return FinalCheck(slow).to_dict()
         verdict = s.model_gate(gates.model_seeds, gates.max_error_ratio)
         check = FinalCheck(verdict)
