@@ -167,3 +167,29 @@ def test_a_reduction_s_dimensions_are_read_by_its_schema(model: torch.nn.Module)
     wide = torch.empty(4, 300_000, device="meta")
     assert traced_rereads(model, [wide]).bytes == wide.numel() * 4  # a row of 300000: read twice
     assert traced_rereads(model, [torch.empty(300_000, 4, device="meta")]).bytes == 0  # rows of 4
+
+
+def test_an_elementwise_overload_of_a_reduction_s_name_is_not_a_reduction() -> None:
+    """``aten.max.other`` (two tensors, elementwise) shares ``max``'s name with the reductions: a graph
+    written by hand, as core ATen may keep it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from kernelopt.evaluate.forced_rereads import forced_rereads
+
+    graph = torch.fx.Graph()
+    with FakeTensorMode():
+        x_value, y_value = torch.empty(4, 2 * ON_CHIP), torch.empty(4, 2 * ON_CHIP)
+        x, y = graph.placeholder("x"), graph.placeholder("y")
+        x.meta["val"], y.meta["val"] = x_value, y_value
+        both = graph.call_function(torch.ops.aten.max.other, (x, y))
+        both.meta["val"] = torch.ops.aten.max.other(x_value, y_value)
+        total = graph.call_function(torch.ops.aten.sum.default, (x,))  # a reduction of all of x
+        total.meta["val"] = torch.ops.aten.sum.default(x_value)
+        scaled = graph.call_function(torch.ops.aten.div.Tensor, (both, total))
+        scaled.meta["val"] = torch.ops.aten.div.Tensor(both.meta["val"], total.meta["val"])
+    graph.output(both)
+    assert forced_rereads(graph, {"x": x_value, "y": y_value}) == []
+    graph.erase_node(next(n for n in graph.nodes if n.op == "output"))
+    graph.output(scaled)  # x elementwise over its own sum: read twice; y only elementwise: once
+    (reread,) = forced_rereads(graph, {"x": x_value, "y": y_value})
+    assert reread.name == "x" and reread.statistic_elements == 4 * 2 * ON_CHIP

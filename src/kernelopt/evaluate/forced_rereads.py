@@ -235,7 +235,8 @@ def _known(
     """The ops whose effect on a reach is known; None for the rest."""
     op = op.rstrip("_")
     dims = _argument(node, "dim")
-    if op in REDUCTIONS and not isinstance(dims, torch.fx.Node):  # by the schema: a norm's ord comes first
+    reduces = isinstance(value, (tuple, list)) or (isinstance(value, torch.Tensor) and value.numel() < math.prod(first))
+    if op in REDUCTIONS and reduces and not isinstance(dims, torch.fx.Node):  # by the schema: a norm's ord first
         out = _reduced(source, first, _dims_arg(dims, len(first)), bool(_argument(node, "keepdim")))
         return tuple(out for _ in value) if isinstance(value, (tuple, list)) else out
     if op in ("_softmax", "_log_softmax"):
