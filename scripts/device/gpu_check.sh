@@ -27,7 +27,7 @@ if [[ $step == all || $step == fixtures ]]; then
   tar czf "$OUT/fixtures.tgz" -C /tmp/fixtures .
 fi
 if [[ $step == all || $step == tests ]]; then  # every GPU test but the optimize, models and LLM ones (their own steps)
-  python3 -m pytest -m gpu -q -p no:cacheprovider tests --ignore tests/test_gpu_optimize.py --ignore tests/test_gpu_llm.py \
+  python3 -m pytest -m gpu -v -p no:cacheprovider tests --ignore tests/test_gpu_optimize.py --ignore tests/test_gpu_llm.py \
     --ignore tests/test_gpu_models.py --ignore tests/test_gpu_kernel_file.py --ignore tests/test_gpu_graph.py \
     --ignore tests/test_gpu_run_mode.py \
     2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40
@@ -52,16 +52,16 @@ if [[ $step == all || $step == verify ]]; then
   done
 fi
 if [[ $step == all || $step == optimize ]]; then
-  timeout ${OPTIMIZE_TIMEOUT:-420} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 \
+  timeout ${OPTIMIZE_TIMEOUT:-420} python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_optimize.py 2>&1 \
     | tee "$OUT/pytest_gpu_optimize.txt" | tail -30
 fi
 if [[ $step == all || $step == models ]]; then  # each example model optimized, then loaded through the backend afresh
-  timeout ${MODELS_TIMEOUT:-1500} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_models.py 2>&1 \
+  timeout ${MODELS_TIMEOUT:-1500} python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_models.py 2>&1 \
     | tee "$OUT/pytest_gpu_models.txt" | tail -30
 fi
 if [[ $step == all || $step == runmode ]]; then  # launch-bound example models delivered under their CUDA-graph mode
   # about 4-5 minutes a model (optimize --stock-modes compiles every stock mode); RUNMODE_K=llama runs one
-  timeout -s INT ${RUNMODE_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_run_mode.py \
+  timeout -s INT ${RUNMODE_TIMEOUT:-600} python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_run_mode.py \
     ${RUNMODE_K:+-k "$RUNMODE_K"} 2>&1 | tee "$OUT/pytest_gpu_run_mode.txt" | tail -30
 fi
 if [[ $step == all || $step == kernels ]]; then  # standalone Triton and Helion kernel files, then the CLI on one
@@ -83,13 +83,13 @@ PY
       && PYTHONPATH=/tmp/helion_site:$PYTHONPATH python3 "$probe" 2>&1 | tail -1 | sed "s|^|$(basename $w): |" | tee -a "$OUT/helion_probe.txt" | grep -q runs \
       && export PYTHONPATH=/tmp/helion_site:$PYTHONPATH && break
   done
-  timeout -s INT ${KERNELS_TIMEOUT:-600} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_kernel_file.py \
+  timeout -s INT ${KERNELS_TIMEOUT:-600} python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_kernel_file.py \
     ${KERNELS_K:+-k "$KERNELS_K"} 2>&1 | tee "$OUT/pytest_gpu_kernel_file.txt" | tail -30
   [[ ${KERNEL_CLI:-1} == 1 ]] && timeout ${KERNEL_CLI_TIMEOUT:-240} $KO optimize examples/kernels/softmax_naive.py --budget 8 --store "$STORE" \
     --export "$OUT/softmax_naive.kopt.py" 2>&1 | tee "$OUT/optimize_softmax_naive.txt" | tail -20
 fi
 if [[ $step == all || $step == graph ]]; then  # graph candidates: judged through optimize, delivered, under CUDA graphs
-  timeout -s INT ${GRAPH_TIMEOUT:-540} python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_graph.py 2>&1 \
+  timeout -s INT ${GRAPH_TIMEOUT:-540} python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_graph.py 2>&1 \
     | tee "$OUT/pytest_gpu_graph.txt" | tail -30
 fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
@@ -114,5 +114,5 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   fi
 fi
 if [[ $step == all || $step == llm ]]; then
-  KERNELOPT_TEST_OUT=$OUT timeout 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20
+  KERNELOPT_TEST_OUT=$OUT timeout 300 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_llm.py 2>&1 | tee "$OUT/pytest_gpu_llm.txt" | tail -20
 fi
