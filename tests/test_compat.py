@@ -336,3 +336,18 @@ def test_post_grad_pass_runs_before_inductors_patterns_and_is_put_back() -> None
     # the options the compile takes: Inductor's, and kernelopt's own compile option
     assert compat.is_compile_option("kernelopt.online_softmax") and compat.is_compile_option("split_reductions")
     assert not compat.is_compile_option("kernelopt.row_split") and not compat.is_compile_option("no_such_option")
+
+
+def test_an_aten_op_s_name_and_argument_names_are_read_from_the_op() -> None:
+    """What :mod:`kernelopt.evaluate.forced_rereads` reads of a traced graph's ops: the overload packet's
+    name and the schema's argument names (a vector norm's ``dim`` comes after its ``ord``)."""
+    import operator
+
+    assert compat.aten_op_name(torch.ops.aten.sum.dim_IntList) == "sum"
+    assert compat.aten_op_name(torch.ops.aten._log_softmax.default) == "_log_softmax"
+    assert compat.aten_op_name(operator.getitem) is None
+    names = compat.op_argument_names(torch.ops.aten.linalg_vector_norm.default)
+    assert names[:4] == ["self", "ord", "dim", "keepdim"]
+    assert compat.op_argument_names(torch.ops.aten.var_mean.correction)[:2] == ["self", "dim"]
+    assert "keepdim" in compat.op_argument_names(torch.ops.aten.var_mean.correction)
+    assert compat.op_argument_names(operator.getitem) == []

@@ -458,3 +458,17 @@ def open_shared_storage(kind: str, handle: Sequence[Any]) -> torch.UntypedStorag
     if kind == "cpu":
         return torch.UntypedStorage._new_shared_filename_cpu(*handle)
     raise ValueError(f"unknown shared storage kind {kind!r}")
+
+
+def aten_op_name(target: Any) -> str | None:
+    """The name of an ATen op overload's packet (``aten.sum.dim_IntList`` -> ``sum``), or None for a target
+    that is no op overload (a Python function such as ``operator.getitem``)."""
+    packet = getattr(target, "_overloadpacket", None)
+    return getattr(packet, "__name__", None) if packet is not None else None
+
+
+def op_argument_names(target: Any) -> list[str]:
+    """An ATen op overload's argument names in its schema's order (positional first, then keyword-only):
+    how a graph node's ``args`` and ``kwargs`` are read by name; [] for a target with no schema."""
+    schema = getattr(target, "_schema", None)
+    return [argument.name for argument in getattr(schema, "arguments", ())]

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from kernelopt.capture import compat
 from kernelopt.capture.row_softmax_op import MAX_COLUMNS
 
 ON_CHIP = MAX_COLUMNS
@@ -170,9 +171,8 @@ BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_n
 
 def _argument(node: Any, name: str) -> Any:
     """An argument of ``node`` by its name in the op's schema (positional or keyword), else None."""
-    schema = getattr(node.target, "_schema", None)
-    for i, argument in enumerate(getattr(schema, "arguments", ())):
-        if argument.name == name:
+    for i, argument in enumerate(compat.op_argument_names(node.target)):
+        if argument == name:
             return node.args[i] if i < len(node.args) else node.kwargs.get(name)
     return None
 
@@ -219,8 +219,7 @@ def node_reach(node: Any, reach_of: dict[Any, Any]) -> Reach | tuple[Reach, ...]
     first = node.args[0]
     source, first_shape = reach_of.get(first), _shape(first)
     if source is not None and first_shape is not None:
-        packet = getattr(node.target, "_overloadpacket", None)
-        known = _known(getattr(packet, "__name__", str(node.target)), node, source, first_shape, value, reach_of)
+        known = _known(compat.aten_op_name(node.target) or "", node, source, first_shape, value, reach_of)
         if known is not None:
             return known
     spans = [reach_of[a] for a in tensor_args]
