@@ -135,6 +135,12 @@ def build_launch_reports(
     return rows
 
 
+def only_generated(rows: Sequence[LaunchReport]) -> bool:
+    """Whether every launch is a generated (Triton) kernel: only then is the forward's time all traffic, and
+    the traffic floor a bound on it."""
+    return bool(rows) and all(r.kind == "triton" for r in rows)
+
+
 def graph_floor_bytes(model: torch.nn.Module, inputs: Sequence[Any], outputs: Sequence[Any]) -> int:
     """Bytes the forward must move at least: every tensor input, parameter and buffer read once and
     every output written once, each distinct piece of memory counted once (a weight tied to two
@@ -178,8 +184,7 @@ def summarize_analysis(
     reread_bytes = rereads.bytes if rereads is not None and floor_bytes else 0
     floor_bytes = floor_bytes + reread_bytes if floor_bytes else floor_bytes
     floor_us = floor_bytes / (peak_gbps * 1e3) if floor_bytes and peak_gbps > 0 else None
-    only_generated = bool(rows) and all(r.kind == "triton" for r in rows)
-    fusion = max(1.0, compiled_us / floor_us) if floor_us and only_generated else None
+    fusion = max(1.0, compiled_us / floor_us) if floor_us and only_generated(rows) else None
     movers = [r for r in rows if r.moves_only]
     return AnalysisReport(
         moves_ms=sum(r.time_us for r in movers) / 1000.0,
@@ -241,9 +246,7 @@ def analyze_artifact(
         attribution = attribute(instrumented_call, LAUNCH_LABEL_PREFIX, iterations=profile_iterations)
     times = {int(lbl.removeprefix(LAUNCH_LABEL_PREFIX)): us for lbl, us in attribution.per_label_us.items()}
     rows = build_launch_reports(artifact.launches, times, peak, {k.name: k.source for _, k in artifact.kernels()})
-    rereads = None
-    if rows and all(r.kind == "triton" for r in rows):  # the floor bounds only a graph of generated kernels
-        rereads = traced_rereads(model, inputs)
+    rereads = traced_rereads(model, inputs) if only_generated(rows) else None  # the floor bounds only those
     return summarize_analysis(
         name, label, peak, comparison.baseline, comparison.candidate, rows, attribution.device_total_us, floor, rereads
     )

@@ -82,36 +82,40 @@ def time_mode(
     }
     if mode in CUDA_GRAPH_MODES:  # what its CUDA-graph trees copy into their own memory before every replay
         out["input_bytes"] = sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor))
+
+    def against_result() -> None:
+        """Into ``out``: the mode's compile against kernelopt's result (``vs_optimized``) and, under a
+        CUDA-graph mode, the plain export against it under the mode's graphs (``vs_plain``); or why not."""
+        try:
+            ours, under = optimized_for(problem, seed, exported, mode, device)
+            vs = compare(run(compiled), run(warmed(ours)), trials=trials, include_host=True)
+        except Exception as exc:
+            out["vs_optimized_error"] = _one_line(exc)
+            return
+        out["vs_optimized"] = {
+            "speedup": vs.speedup,
+            "noise": vs.noise,
+            "mode_ms": vs.baseline.median_ms,
+            "optimized_ms": vs.candidate.median_ms,
+            "optimized": "kernelopt" if exported else "torch.compile",
+            "under": under,  # the CUDA-graph mode kernelopt's kernels ran under too, or None
+            "comparison": vs.to_dict(),
+        }
+        if exported and under is not None:  # the run mode's evidence: the export plain against it under graphs
+            try:
+                plain = warmed(optimized_for(problem, seed, exported, "default", device)[0])
+                graphed = compare(run(plain), run(ours), trials=trials, include_host=True)
+            except Exception as exc:
+                out["vs_plain_error"] = _one_line(exc)
+                return
+            out["vs_plain"] = {"speedup": graphed.speedup, "noise": graphed.noise, "comparison": graphed.to_dict()}
+
     before = Counter(row_softmax_op.FALLBACKS)
     try:
-        ours, under = optimized_for(problem, seed, exported, mode, device)
-        vs = compare(run(compiled), run(warmed(ours)), trials=trials, include_host=True)
-    except Exception as exc:
-        out["vs_optimized_error"] = _one_line(exc)
-        return out
-    finally:
+        against_result()
+    finally:  # one count over every timing of kernelopt's result in this process
         if fell_back := row_softmax_op.fallbacks_since(before):
             out["fallbacks"] = fell_back
-    out["vs_optimized"] = {
-        "speedup": vs.speedup,
-        "noise": vs.noise,
-        "mode_ms": vs.baseline.median_ms,
-        "optimized_ms": vs.candidate.median_ms,
-        "optimized": "kernelopt" if exported else "torch.compile",
-        "under": under,  # the CUDA-graph mode kernelopt's kernels ran under too, or None
-        "comparison": vs.to_dict(),
-    }
-    if exported and under is not None:  # the run mode's evidence: the export plain against it under graphs
-        try:
-            plain = warmed(optimized_for(problem, seed, exported, "default", device)[0])
-            graphed = compare(run(plain), run(ours), trials=trials, include_host=True)
-        except Exception as exc:
-            out["vs_plain_error"] = _one_line(exc)
-            return out
-        finally:
-            if fell_back := row_softmax_op.fallbacks_since(before):
-                out["fallbacks"] = fell_back
-        out["vs_plain"] = {"speedup": graphed.speedup, "noise": graphed.noise, "comparison": graphed.to_dict()}
     return out
 
 
