@@ -9,8 +9,8 @@ import random
 
 import pytest
 import torch
-
 from conftest import EXAMPLES, FIXTURES
+
 from kernelopt.capture import capture, parse_output_code
 from kernelopt.capture.call_sequence import call_source_of, graph_digest
 from kernelopt.capture.graph_swap import GraphCandidate, GraphKernel
@@ -306,3 +306,30 @@ def test_an_option_set_that_wrote_the_same_code_as_one_judged_is_not_judged_agai
     session.evaluate_graph(0, other, None)
     session.evaluate_graph(1, both, None)  # graph 1: not judged under the row split alone yet
     assert judged == [split, split, other, both]
+
+
+def test_warming_for_models_compiles_and_runs_the_model_in_both_timing_processes() -> None:
+    """Before a graph search the candidate's process is calibrated on the model's forward and the reference
+    process captures the model and runs it once (its first forward autotunes), in that order."""
+    from kernelopt.evaluate.session import EvaluationSession
+
+    calls: list[str] = []
+
+    class Process:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def calibrate_on_model(self) -> None:
+            calls.append(f"{self.name}: calibrate")
+
+        def warm_model(self) -> None:
+            calls.append(f"{self.name}: capture")
+
+        def timed_model(self, recorded: bool = False):
+            return lambda: calls.append(f"{self.name}: forward{' recorded' if recorded else ''}") or 0.4
+
+    session = object.__new__(EvaluationSession)
+    session.runner, session.reference = Process("candidate"), Process("reference")
+    session.warm_for_models()
+    assert calls == ["candidate: calibrate", "reference: capture", "reference: forward"]
+

@@ -277,6 +277,16 @@ def graph_variants(
     return out
 
 
+def warm_model_processes(spec: dict[str, Any], peak_gbps: float | None) -> dict[str, Any]:
+    """The processes that time whole models compile and run the model now, before a graph search's clock
+    starts (:meth:`~kernelopt.evaluate.session.EvaluationSession.warm_for_models`); the seconds it took."""
+    s = _session(spec, peak_gbps)
+    stage("warm")
+    started = time.monotonic()
+    s.warm_for_models()
+    return {"seconds": round(time.monotonic() - started, 3)}
+
+
 def evaluate_graph(
     spec: dict[str, Any], graph: int, options: dict[str, Any], settings: dict[str, Any], peak_gbps: float | None
 ) -> dict[str, Any]:

@@ -96,12 +96,38 @@ def search_graphs(
     per_graph = graph_variants(run, copies_first, rereads_first)
     if per_graph is None:
         return []
+    if any(_unjudged(nodes, graph, variants) for graph, variants in enumerate(per_graph)):
+        warm_model_processes(run)
     results = []
     for graph, variants in enumerate(per_graph):
         if not any(v["available"] for v in variants):
             continue
         results.append(_search_graph(run, nodes, graph, variants))
     return results
+
+
+def _unjudged(nodes: NodeStore, graph: int, variants: list[dict[str, Any]]) -> bool:
+    """Whether some compiled variant of graph ``graph`` has no verdict in the store yet (a resumed run
+    whose graph search ended has none left)."""
+    judged = [n.candidate.options for n in nodes.evaluated(graph_target(graph))]
+    return any(v["available"] and v["options"] not in judged for v in variants)
+
+
+def warm_model_processes(run: RunContext) -> None:
+    """The processes that time whole models compile and run the model before the graph search's clock
+    starts: on the H200 that took about 40 s of a fresh worker's first graph candidate (its compile and
+    its screen), which a 20 s search budget then counted as the search's, leaving the other variants
+    unjudged. A failure is said in one line; the first candidate then pays the warm-up itself."""
+    run.emit("stage", {"stage": "graph warm-up"})
+    outcome = run.worker.call(f"{SESSION}:warm_model_processes", asdict(run.spec), run.peak, timeout_s=run.timeout_s)
+    if not outcome.ok:
+        run.emit(
+            "warning",
+            {
+                "message": f"the model-timing processes were not warmed ({outcome.status}: {outcome.reason}); "
+                "the first graph candidate pays their compile"
+            },
+        )
 
 
 def _evaluate(run: RunContext, graph: int, options: dict[str, Any], settings: GateSettings) -> EvaluationResult:
