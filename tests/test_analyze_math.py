@@ -142,10 +142,11 @@ def test_stock_modes_are_timed_each_in_its_own_process_and_the_best_is_named() -
     from kernelopt.report.metrics import speedup_over_default
     from kernelopt.workers import WorkerResult
 
-    calls = []
+    calls, caches = [], []
 
-    def run(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
+    def run(target, path, mode, seed, trials, exported, overrides, train, timeout_s, env):
         calls.append((target, mode, exported))
+        caches.append(env)
         if mode == "max-autotune":
             return WorkerResult("crash", None, "segfault in autotuning", None, 1.0, "")
         ratio = {"max-autotune-no-cudagraphs": 1.05, "reduce-overhead": 0.8}[mode]  # mode's time over the default's
@@ -156,6 +157,10 @@ def test_stock_modes_are_timed_each_in_its_own_process_and_the_best_is_named() -
     stock = time_stock_modes("p.py", modes, run=run)
     assert [c[1] for c in calls] == modes and {c[0] for c in calls} == {"kernelopt.pipeline.stock_modes:time_mode"}
     assert all(c[2] is None for c in calls)  # against the default, not an exported result
+    from kernelopt.pipeline.evaluator import compile_cache_env
+
+    # each mode's process builds into the workers' caches: kernelopt's op is built once, not once a mode
+    assert caches == [compile_cache_env()] * 3 and "KERNELOPT_CUDA_BUILD_DIR" in caches[0]
     assert speedup_over_default(stock["reduce-overhead"]) == pytest.approx(1.25)
     assert speedup_over_default(stock["max-autotune"]) is None  # "crash: segfault in autotuning"
     rows = [LaunchReport(0, 0, "triton", "k", 10.0, 1.0)]

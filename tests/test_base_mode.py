@@ -147,7 +147,7 @@ def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch
     monkeypatch.setattr(bench_problem, "optimize", optimizing(report))
     modes: list[str] = []
 
-    def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
+    def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s, env):
         modes.append(mode)
         value = {"compiled_ms": 1.0, "vs_optimized": {"speedup": 1.39 if mode == "default" else 1.1, "mode_ms": 1.0,
                                                        "optimized": "kernelopt", "comparison": {}}}
@@ -170,7 +170,7 @@ def test_stock_modes_get_the_problem_by_its_resolved_path(monkeypatch, tmp_path)
     (tmp_path / "p.py").write_text("")
     paths = []
 
-    def run(target, path, *args, timeout_s):
+    def run(target, path, *args, timeout_s, env):
         paths.append(path)
         return WorkerResult("ok", {"compiled_ms": 1.0}, "", None, 1.0, "")
 
@@ -222,7 +222,7 @@ def test_a_mode_the_base_stage_timed_is_not_compiled_again_when_nothing_was_expo
     report = OptimizeReport("p", 1, "fake", 2.0, 1.0, 1.0, base_stock=base)
     modes: list[str] = []
 
-    def run(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
+    def run(target, path, mode, seed, trials, exported, overrides, train, timeout_s, env):
         modes.append(mode)
         return WorkerResult("ok", timed(1.1), "", None, 1.0, "")
 

@@ -367,7 +367,7 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     monkeypatch.setattr(bench_problem, "optimize", optimizing(report))
     timed: list[str] = []
 
-    def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s):
+    def run_isolated(target, path, mode, seed, trials, exported, overrides, train, timeout_s, env):
         timed.append(mode)
         if mode == "max-autotune":
             return WorkerResult("timeout", None, "ran past 1800 s", None, 1800.0, "")

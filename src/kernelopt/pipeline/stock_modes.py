@@ -168,7 +168,12 @@ def time_stock_modes(
     process ends (a bench keeps it in the store, so a worker killed later does not lose it).
     ``exported`` is lent to the modes' workers, which may run as another user
     (:func:`~kernelopt.workers.identity.lent_copy`)."""
+    from kernelopt.pipeline.evaluator import compile_cache_env
+
     problem_path = str(Path(problem_path).resolve())
+    # the workers' build caches: a result that calls kernelopt's own op builds it once, not in every mode's
+    # process (each mode's fresh temp folder cost a 50-60 s nvcc build on the H200 and cut a problem's time-out)
+    caches = compile_cache_env()
     with lent_copy(exported, worker_identity()) if exported else nullcontext(None) as readable:
         exported = str(readable) if readable else None  # the mode's worker may be another user
         stock: dict[str, Any] = {}
@@ -188,6 +193,7 @@ def time_stock_modes(
                 overrides or {},
                 train,
                 timeout_s=MODE_TIMEOUT_S,
+                env=caches,
             )
             stock[mode] = timed.value if timed.ok else f"{timed.status}: {timed.reason}"
             if on_timed is not None:
