@@ -62,7 +62,7 @@ def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rewrite as it runs on an sm_90 GPU with the CUDA toolkit, on CPU tensors (the op computes them
     by torch)."""
     monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
-    monkeypatch.setattr(cuda_toolchain, "missing", lambda: None)
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: None)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,9 @@ def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_at_the_compile(h
     from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
     from kernelopt.errors import UnsupportedEnvironment
 
-    monkeypatch.setattr(cuda_toolchain, "missing", lambda: "no ninja (PyTorch's extensions build with it): pip install ninja")
+    no_nvcc = "no nvcc at /opt/cuda/bin/nvcc (PyTorch's CUDA_HOME is /opt/cuda): install the CUDA toolkit there or set CUDA_HOME"
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: no_nvcc)
+
     def softmax(x: torch.Tensor) -> torch.Tensor:  # as the post-grad graph writes it
         e = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))
         return e / e.sum(dim=-1, keepdim=True)
@@ -156,13 +158,17 @@ def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_at_the_compile(h
     with pytest.raises(UnsupportedEnvironment) as refused:
         rewrite_for_cluster_softmax(gm.graph)
     assert str(refused.value) == (
-        "kernelopt.cluster_softmax: kernelopt's row softmax is built with nvcc at its first call, and no ninja "
-        "(PyTorch's extensions build with it): pip install ninja; or leave the option out"
+        f"kernelopt.cluster_softmax: kernelopt's row softmax is built with nvcc at its first call, and {no_nvcc}; "
+        "or leave the option out"
     )
     narrow = make_fx(softmax, tracing_mode="fake")(torch.randn(4, 64))
     assert rewrite_for_cluster_softmax(narrow.graph) == 0  # nothing the op would take: nothing refused
-    with pytest.raises(Exception, match="pip install ninja"):  # through Inductor's compile, as a variant's
+    with pytest.raises(Exception, match="install the CUDA toolkit"):  # through Inductor's compile, as a variant's
         _compiled(Softmax("softmax"), torch.randn(4, 8192))
+    # the op builds with nvcc alone: a machine without ninja (which only load_inline's candidates need) rewrites
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: None)
+    monkeypatch.setattr(cuda_toolchain, "missing", lambda: "no ninja (PyTorch's extensions build with it): pip install ninja")
+    assert rewrite_for_cluster_softmax(make_fx(softmax, tracing_mode="fake")(torch.randn(4, 8192)).graph) == 1
 
 
 def test_without_a_gpu_that_has_clusters_nothing_is_rewritten() -> None:
@@ -390,24 +396,17 @@ C_NAMES = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16", torch.float1
      (torch.float16, torch.float16)],
 )  # fmt: skip
 def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtype_in, dtype_out) -> None:
-    """The op's device code, as built for each dtype pair, through nvcc and ptxas for sm_90 without a GPU
-    (the host part needs torch's CUDA headers and is left out): a build fault shows here, not in a lent
-    GPU's first call. ``__launch_bounds__(THREADS, MIN_BLOCKS)`` keeps a thread within 64 registers;
-    more spilled to local memory than the 8 bytes the float32 one-float-a-load form spills would be a
-    slower kernel (2026-12-04: 64 registers, 8 bytes)."""
+    """The op's whole source, as built for each dtype pair, through nvcc and ptxas for sm_90 without a GPU
+    (it needs no PyTorch header): a build fault shows here, not in a lent GPU's first call.
+    ``__launch_bounds__(THREADS, MIN_BLOCKS)`` keeps a thread within 64 registers; more spilled to local
+    memory than the 8 bytes the float32 one-float-a-load form spills would be a slower kernel (2026-12-04:
+    64 registers, 8 bytes)."""
     import re
     import subprocess
 
-    source = row_softmax_op.source_for(dtype_in, dtype_out)
-    device, _host = source.split("template <typename TI, typename TO, int VEC>\nvoid launch_typed", 1)
-    device = device.replace("#include <torch/extension.h>\n", "").replace("#include <ATen/cuda/CUDAContext.h>\n", "")
-    t_in, t_out = C_NAMES[dtype_in], C_NAMES[dtype_out]
-    for vec in sorted({16 // dtype_in.itemsize, 1}):
-        device += (
-            f"template __global__ void row_softmax_kernel<{t_in}, {t_out}, {row_softmax_op.ITEMS}, {vec}, "
-            f"{row_softmax_op.THREADS}>(const {t_in}* __restrict__, {t_out}* __restrict__, int64_t, int64_t, "
-            "float, bool, bool);\n"
-        )
+    device = row_softmax_op.source_for(dtype_in, dtype_out)
+    assert "#include <torch" not in device and "at::" not in device  # nothing of PyTorch's: seconds of nvcc
+    assert f"launch_vec<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}>" in device
     (tmp_path / "k.cu").write_text(device)
     built = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],

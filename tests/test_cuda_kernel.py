@@ -10,8 +10,8 @@ import types
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, FIXTURES, fake_nvcc
+
 from kernelopt.capture import cuda_kernel
 from kernelopt.capture.cuda_kernel import (
     CUDA_MARKER,
@@ -116,6 +116,7 @@ def test_a_machine_that_cannot_build_cuda_says_what_to_install_before_any_build(
 
     def asked() -> str | None:
         original.cache_clear()
+        cuda_toolchain.nvcc_missing.cache_clear()
         return original()
 
     home = tmp_path / "cuda"
@@ -184,10 +185,15 @@ def test_a_build_for_an_architecture_names_it_to_nvcc_whatever_the_arch_list_say
 def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture(monkeypatch) -> None:
     import torch
 
-    from kernelopt.capture import row_softmax_op
+    from kernelopt.capture import cuda_library, row_softmax_op
 
     asked: list[tuple] = []
-    monkeypatch.setattr(cuda_kernel, "build_cuda_kernel", lambda source, name, arch=None: asked.append((name, arch)))
+
+    def build(source: str, name: str, arch: tuple[int, int]) -> object:
+        asked.append((name, arch, "__nv_bfloat16, float>" in source))
+        return types.SimpleNamespace(kopt_row_softmax=types.SimpleNamespace(), kopt_error_string=types.SimpleNamespace())
+
+    monkeypatch.setattr(cuda_library, "build_library", build)
     row_softmax_op.launcher.cache_clear()
     try:
         row_softmax_op.launcher(torch.bfloat16, torch.float32, (9, 0))
@@ -195,4 +201,4 @@ def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture
         row_softmax_op.launcher(torch.bfloat16, torch.float32, (10, 0))
     finally:
         row_softmax_op.launcher.cache_clear()
-    assert asked == [("kernelopt.row_softmax", (9, 0)), ("kernelopt.row_softmax", (10, 0))]
+    assert asked == [("kernelopt.row_softmax", (9, 0), True), ("kernelopt.row_softmax", (10, 0), True)]

@@ -32,7 +32,7 @@ PAIRS = [(torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch
 
 @pytest.fixture(scope="module")
 def built() -> None:
-    """Every dtype pair the tests use built at once (nvcc runs in subprocesses: about 20 s each, overlapped)."""
+    """Every dtype pair the tests use built at once (nvcc alone, in subprocesses: seconds each, overlapped)."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):

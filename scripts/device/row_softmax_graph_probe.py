@@ -12,8 +12,6 @@ this process (``kernelopt.measure.compare``: L2 flushed, 30 rounds, medians in m
 - ``run``: the built kernel called directly (the probe's earlier reading);
 - ``nonan_run``: the same source with ``fmaxf`` for the NaN-keeping max (with the ``lse`` argument, the
   only change to the kernel since 708d8c7);
-- ``torch_flags_run``: the source built with PyTorch's own architecture flags instead of the op's
-  ``-gencode`` (the other change since then);
 - ``op_call``: ``torch.ops.kernelopt.row_softmax`` (the custom op's Python path, what the graph calls);
 - ``reference``: torch's own computation, what the op falls back to where ``supports`` says no;
 - ``variant``: the model compiled under the option as the graph stage compiles it,
@@ -82,10 +80,8 @@ def main() -> None:
     timed("reference", lambda: stock(x), lambda: op.reference(x, scale, True, False))
     variant_probe(x, stock)
     source = op.source_for(torch.float32, torch.float32)
-    nonan = built("nonan", lambda: op._built(source.replace(op.NAN_MAX_BODY, "return fmaxf(a, b);"), arch))
+    nonan = built("nonan", lambda: op.built(source.replace(op.NAN_MAX_BODY, "return fmaxf(a, b);"), arch))
     timed("nonan_run", lambda: stock(x), lambda: nonan.run(x, y, blocks, True, scale, True, False))
-    torch_flags = built("torch_flags", lambda: op._built(source))
-    timed("torch_flags_run", lambda: stock(x), lambda: torch_flags.run(x, y, blocks, True, scale, True, False))
 
 
 def variant_probe(x: torch.Tensor, stock: Callable[[], Any]) -> None:

@@ -43,7 +43,7 @@ def main() -> None:
     pairs = {(c[2], torch.float32 if c[5] else c[2]) for c in CASES}
     sources = [source(i, o, b) for i, o in pairs for b in MIN_BLOCKS]
     with ThreadPoolExecutor(len(sources)) as pool:  # nvcc runs in subprocesses: the builds overlap
-        list(pool.map(lambda text: op._built(text, torch.cuda.get_device_capability()), sources))
+        list(pool.map(lambda text: op.built(text, torch.cuda.get_device_capability()), sources))
     for rows, cols, dtype, log, scale, out_float in CASES:
         x = torch.randn(rows, cols, device="cuda", dtype=dtype) * 3
 
@@ -63,7 +63,7 @@ def main() -> None:
             y = torch.empty(x.shape, dtype=torch.float32 if out_float else dtype, device="cuda")
             started = time.monotonic()
             try:
-                built = op._built(source(dtype, y.dtype, min_blocks), torch.cuda.get_device_capability())
+                built = op.built(source(dtype, y.dtype, min_blocks), torch.cuda.get_device_capability())
                 built.run(x, y, clusters, vec, scale, log, False)
                 torch.cuda.synchronize()
             except Exception as exc:

@@ -17,7 +17,7 @@ rewrite writes it) over the last dimension of a CUDA tensor on an sm_90 GPU whos
 
 A softmax whose max, sum or exponentials anything else in the graph also reads (a training graph that
 saves them for the backward) is left as it is, as is every other graph. On a machine that cannot build
-the op's CUDA source (no nvcc or ninja: :mod:`~kernelopt.capture.cuda_toolchain`) a graph the rewrite
+the op's CUDA source (no nvcc: :mod:`~kernelopt.capture.cuda_toolchain`) a graph the rewrite
 would change fails to compile, in one line naming what to install. Whether it pays is the
 graph stage's to judge, end to end: on the H200 the kernel ran 1.2-1.3x faster than
 max-autotune-no-cudagraphs for rows of 16384 to 50257, slower at 65536 (``scripts/device/row_softmax_probe.py``).
@@ -167,7 +167,7 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
             or not on_cluster_gpu(value)
         ):
             continue
-        unable = cuda_toolchain.missing()
+        unable = cuda_toolchain.nvcc_missing()
         if unable is not None:  # the op builds its kernel at its first call: refused here, at the compile
             raise UnsupportedEnvironment(
                 f"{CLUSTER_SOFTMAX_OPTION}: kernelopt's row softmax is built with nvcc at its first call, and "

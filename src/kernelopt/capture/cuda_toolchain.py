@@ -1,5 +1,5 @@
-"""Whether this machine can build CUDA C++ as kernelopt does: PyTorch's ``load_inline``, which drives nvcc
-(found through PyTorch's ``CUDA_HOME``) with ninja.
+"""Whether this machine can build CUDA C++ as kernelopt does: PyTorch's ``load_inline`` for candidates,
+which drives nvcc (found through PyTorch's ``CUDA_HOME``) with ninja, and nvcc alone for kernelopt's own op.
 
 A GPU machine with PyTorch from pip has the CUDA runtime but often no toolkit. Every CUDA C++ build
 there fails (an LLM's candidate in a kernel's slot, kernelopt's own row-softmax op), so it is asked
@@ -16,7 +16,27 @@ import shutil
 
 @functools.cache
 def missing() -> str | None:
-    """Why this machine cannot build CUDA C++ (what to install), or None where it can; asked once."""
+    """Why this machine cannot build CUDA C++ candidates (``load_inline``: nvcc and ninja; what to
+    install), or None where it can; asked once."""
+    unable = nvcc_missing()
+    if unable is not None:
+        return unable
+    if ninja_dir() is None:
+        return "no ninja (PyTorch's extensions build with it): pip install ninja"
+    return None
+
+
+def nvcc() -> str:
+    """nvcc's path, as PyTorch finds it (``CUDA_HOME``); where there is none, :func:`nvcc_missing` says so."""
+    from torch.utils import cpp_extension
+
+    return os.path.join(cpp_extension.CUDA_HOME or "", "bin", "nvcc")
+
+
+@functools.cache
+def nvcc_missing() -> str | None:
+    """Why this machine has no nvcc (what kernelopt's own op builds with, :mod:`~kernelopt.capture.cuda_library`),
+    or None where it has; asked once."""
     from torch.utils import cpp_extension
 
     home = cpp_extension.CUDA_HOME
@@ -25,11 +45,8 @@ def missing() -> str | None:
             "PyTorch finds no CUDA toolkit (a CPU build of torch, or CUDA_HOME unset and no nvcc on PATH): "
             "install the CUDA toolkit and set CUDA_HOME"
         )
-    nvcc = os.path.join(home, "bin", "nvcc")
-    if not os.path.isfile(nvcc):
-        return f"no nvcc at {nvcc} (PyTorch's CUDA_HOME is {home}): install the CUDA toolkit there or set CUDA_HOME"
-    if ninja_dir() is None:
-        return "no ninja (PyTorch's extensions build with it): pip install ninja"
+    if not os.path.isfile(nvcc()):
+        return f"no nvcc at {nvcc()} (PyTorch's CUDA_HOME is {home}): install the CUDA toolkit there or set CUDA_HOME"
     return None
 
 

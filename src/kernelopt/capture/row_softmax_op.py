@@ -17,16 +17,17 @@ rows all -inf, come out NaN, as torch's softmax writes them; under ``lse`` a row
 -inf is shifted by it, as torch's logsumexp is. CPU and non-Hopper tensors are computed by
 torch itself (what a CPU test of the rewrite runs).
 
-The CUDA source is built once per machine, source and GPU architecture (``load_inline``, the build
-folder of :func:`~kernelopt.capture.cuda_kernel.build_root`) at the op's first CUDA call, for the
-architecture of the GPU it runs on whatever ``TORCH_CUDA_ARCH_LIST`` says.
+The CUDA source needs no PyTorch header: it is built once per machine, source and GPU architecture by
+nvcc alone into a shared library (:mod:`~kernelopt.capture.cuda_library`, seconds where ``load_inline``
+took 50-60 s a dtype pair on the H200) at the op's first CUDA call, for the architecture of the GPU it
+runs on, and launched through ``ctypes`` on PyTorch's current stream.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from collections import Counter
-from typing import Any
 
 import torch
 
@@ -41,8 +42,8 @@ MIN_COLUMNS = 4096  # narrower rows: Inductor's persistent reductions hold them 
 
 CUDA_SOURCE = (
     r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <cstdint>
+#include <cuda_runtime.h>
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -159,15 +160,15 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
 }
 
 template <typename TI, typename TO, int VEC>
-void launch_typed(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
-                  int64_t chunk, float scale, bool log_out, bool lse) {
+static cudaError_t launch_typed(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                                int64_t chunk, float scale, bool log_out, bool lse, cudaStream_t stream) {
   constexpr int THREADS = __THREADS__;
   auto kernel = row_softmax_kernel<TI, TO, __ITEMS__, VEC, THREADS>;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3((unsigned)(rows * clusters));
   config.blockDim = dim3(THREADS);
   config.dynamicSmemBytes = 0;
-  config.stream = at::cuda::getCurrentCUDAStream();
+  config.stream = stream;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
   attribute[0].val.clusterDim.x = (unsigned)clusters;
@@ -175,48 +176,42 @@ void launch_typed(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
-  cudaError_t err = cudaLaunchKernelEx(&config, kernel, (const TI*)x.data_ptr(), (TO*)y.data_ptr(), cols, chunk,
-                                       scale, log_out, lse);
-  TORCH_CHECK(err == cudaSuccess, "row_softmax launch: ", cudaGetErrorString(err));
+  return cudaLaunchKernelEx(&config, kernel, (const TI*)x, (TO*)y, cols, chunk, scale, log_out, lse);
 }
 
 template <typename TI, typename TO>
-void launch_vec(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int64_t cols, int64_t clusters,
-                bool vectorized, float scale, bool log_out, bool lse) {
+static cudaError_t launch_vec(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                              bool vectorized, float scale, bool log_out, bool lse, cudaStream_t stream) {
   // 16 bytes a load where every row and every block's part start on a 16-byte boundary (on the H200 a
   // bfloat16 input's 32-byte float32 packs out ran slower than single floats)
   constexpr int VEC = 16 / sizeof(TI);
-  const bool aligned = vectorized && cols % VEC == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0 && sizeof(TO) == sizeof(TI);
+  const bool aligned = vectorized && cols % VEC == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0 && sizeof(TO) == sizeof(TI);
   int64_t chunk = (cols + clusters - 1) / clusters;
   if (aligned) {
     chunk = (chunk + VEC - 1) / VEC * VEC;
-    launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out, lse);
-  } else {
-    launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out, lse);
+    return launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, stream);
   }
+  return launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, stream);
 }
 
-void launch(torch::Tensor x, torch::Tensor y, int64_t clusters, bool vectorized, double scale, bool log_out,
-            bool lse) {
-  // one input and output type a build: the op builds what a graph's dtypes ask, each in seconds
-  TORCH_CHECK(x.scalar_type() == __IN_SCALAR__ && y.scalar_type() == __OUT_SCALAR__, "row_softmax: built for ",
-              __IN_SCALAR__, " to ", __OUT_SCALAR__, ", given ", x.scalar_type(), " to ", y.scalar_type());
-  const int64_t cols = x.size(-1);
-  launch_vec<__IN__, __OUT__>(x, y, x.numel() / cols, cols, clusters, vectorized, (float)scale, log_out, lse);
+// The library's entry point, called through ctypes (one input and output type a build, which the caller
+// checks): contiguous rows of x into y on the given stream; the launch's cudaError_t back.
+extern "C" int kopt_row_softmax(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                                int vectorized, float scale, int log_out, int lse, void* stream) {
+  return (int)launch_vec<__IN__, __OUT__>(x, y, rows, cols, clusters, vectorized != 0, scale, log_out != 0,
+                                          lse != 0, (cudaStream_t)stream);
 }
+
+extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
 """.replace("__THREADS__", str(THREADS))
     .replace("__ITEMS__", str(ITEMS))
     .replace("__MIN_BLOCKS__", str(MIN_BLOCKS))
     .replace("__NAN_MAX_BODY__", NAN_MAX_BODY)
 )
 
-# each dtype the kernel reads or writes: its C++ type and its ATen scalar type
-C_TYPES = {
-    torch.float32: ("float", "torch::kFloat"),
-    torch.bfloat16: ("__nv_bfloat16", "torch::kBFloat16"),
-    torch.float16: ("__half", "torch::kHalf"),
-}
+# each dtype the kernel reads or writes: its C++ type
+C_TYPES = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
 DTYPES = tuple(C_TYPES)
 OP_NAME = "torch.ops.kernelopt.row_softmax.default"  # as Inductor's wrapper calls it
 
@@ -332,25 +327,51 @@ def _(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = Fal
 
 
 def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
-    """The CUDA source for one input and output dtype (a build of every pair took a minute of nvcc)."""
-    (c_in, scalar_in), (c_out, scalar_out) = C_TYPES[in_dtype], C_TYPES[out_dtype]
-    return (
-        CUDA_SOURCE.replace("__IN_SCALAR__", scalar_in)
-        .replace("__OUT_SCALAR__", scalar_out)
-        .replace("__IN__", c_in)
-        .replace("__OUT__", c_out)
-    )
+    """The CUDA source for one input and output dtype (each pair builds in seconds; all four in one
+    source would build every pair's kernels each time)."""
+    return CUDA_SOURCE.replace("__IN__", C_TYPES[in_dtype]).replace("__OUT__", C_TYPES[out_dtype])
+
+
+class Library:
+    """One dtype pair's built kernel, launched through its C entry point (``ctypes``: a few microseconds a
+    call, under the custom op's own Python path)."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._launch = library.kopt_row_softmax
+        self._launch.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+        ]  # fmt: skip
+        self._launch.restype = ctypes.c_int
+        self._error = library.kopt_error_string
+        self._error.argtypes = [ctypes.c_int]
+        self._error.restype = ctypes.c_char_p
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, clusters: int, vectorized: bool, scale: float, log: bool,
+            lse: bool) -> None:  # fmt: skip
+        """Launch on the current stream of ``x``'s device (contiguous ``x`` and ``y`` of the pair's dtypes)."""
+        cols = x.shape[-1]
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        error = self._launch(
+            x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
+            int(lse), stream,
+        )  # fmt: skip
+        if error != 0:
+            raise RuntimeError(
+                f"kernelopt.row_softmax launch failed: {self._error(error).decode()} (CUDA error {error})"
+            )
 
 
 @functools.cache
-def launcher(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int]) -> Any:
+def launcher(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int]) -> Library:
     """The built kernel for one dtype pair and GPU architecture, kept: a call then costs no hashing of
     the source (tens of microseconds a call on the host, which a launch-bound graph would pay). Built for
-    ``arch`` whatever ``TORCH_CUDA_ARCH_LIST`` holds: clusters need sm_90 code."""
-    return _built(source_for(in_dtype, out_dtype), arch)
+    ``arch``: clusters need sm_90 code."""
+    return built(source_for(in_dtype, out_dtype), arch)
 
 
-def _built(source: str, arch: tuple[int, int] | None = None) -> Any:
-    from kernelopt.capture.cuda_kernel import CUDA_MARKER, build_cuda_kernel
+def built(source: str, arch: tuple[int, int]) -> Library:
+    """``source`` (the op's, or a variant of it a probe times) built for ``arch`` and loaded."""
+    from kernelopt.capture.cuda_library import build_library
 
-    return build_cuda_kernel(f"{CUDA_MARKER}\n{source}", "kernelopt.row_softmax", arch)
+    return Library(build_library(source, "kernelopt.row_softmax", arch))

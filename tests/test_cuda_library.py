@@ -1,0 +1,82 @@
+"""kernelopt's own CUDA code built by nvcc alone into a shared library (capture/cuda_library)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelopt.capture import cuda_library, cuda_toolchain, row_softmax_op
+from kernelopt.capture.cuda_kernel import CudaBuildError
+
+NAME = "kernelopt.test_library"
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("KERNELOPT_CUDA_BUILD_DIR", str(tmp_path / "builds"))
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: None)
+    return tmp_path / "builds"
+
+
+def test_a_library_is_built_once_per_source_and_architecture_and_whole(builds: Path, monkeypatch) -> None:
+    """The second ask loads the first build; another architecture is another build; nvcc writes a partial
+    file that is moved into place only once it succeeded."""
+    runs: list[list[str]] = []
+    loaded: list[str] = []
+
+    def nvcc(command: list[str], cwd: Path, **_: object) -> subprocess.CompletedProcess[str]:
+        runs.append(command)
+        (Path(cwd) / command[-1]).write_text("ELF")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(cuda_library.subprocess, "run", nvcc)
+    monkeypatch.setattr(cuda_library.ctypes, "CDLL", lambda path: loaded.append(path) or path)
+    monkeypatch.setattr(cuda_toolchain, "nvcc", lambda: "/opt/cuda/bin/nvcc")
+    first = cuda_library.build_library("__global__ void k() {}", NAME, (9, 0))
+    again = cuda_library.build_library("__global__ void k() {}", NAME, (9, 0))
+    other = cuda_library.build_library("__global__ void k() {}", NAME, (10, 0))
+    assert first == again != other and len(runs) == 2
+    assert runs[0][0] == "/opt/cuda/bin/nvcc" and "-gencode=arch=compute_90,code=sm_90" in runs[0]
+    assert {"-shared", "-fPIC", "-O3"} <= set(runs[0]) and "--use_fast_math" not in runs[0]
+    assert Path(first).name == "kernelopt_test_library.so" and Path(first).parent.parent == builds
+    assert not list(Path(first).parent.glob("partial-*"))
+
+
+def test_a_source_that_does_not_compile_says_the_compilers_first_error_and_leaves_no_library(builds, monkeypatch) -> None:
+    def nvcc(command: list[str], cwd: Path, **_: object) -> subprocess.CompletedProcess[str]:
+        (Path(cwd) / command[-1]).write_text("half")
+        return subprocess.CompletedProcess(command, 2, "", 'source.cu(3): error: identifier "x" is undefined\n1 error')
+
+    monkeypatch.setattr(cuda_library.subprocess, "run", nvcc)
+    with pytest.raises(CudaBuildError) as failed:
+        cuda_library.build_library("bad", NAME, (9, 0))
+    assert str(failed.value) == f'{NAME} does not compile: source.cu(3): error: identifier "x" is undefined'
+    folder = cuda_library.library_path("bad", NAME, (9, 0)).parent
+    assert not list(folder.glob("*.so"))
+
+
+def test_a_machine_without_nvcc_says_what_to_install_before_building(builds, monkeypatch) -> None:
+    why = "no nvcc at /opt/cuda/bin/nvcc (PyTorch's CUDA_HOME is /opt/cuda): install the CUDA toolkit there or set CUDA_HOME"
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: why)
+    with pytest.raises(CudaBuildError) as refused:
+        cuda_library.build_library("__global__ void k() {}", NAME, (9, 0))
+    assert str(refused.value) == f"this machine cannot build CUDA C++ ({NAME}): {why}"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit), not a GPU")
+def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(builds, monkeypatch) -> None:
+    """The real build of one dtype pair, loaded: its C entry point takes the arguments as declared and
+    hands back the CUDA runtime's error with its text (here, with no GPU to launch on, an error)."""
+    monkeypatch.setattr(cuda_toolchain, "nvcc", lambda: shutil.which("nvcc"))
+    row_softmax_op.launcher.cache_clear()
+    try:
+        library = row_softmax_op.launcher(torch.bfloat16, torch.float32, (9, 0))
+    finally:
+        row_softmax_op.launcher.cache_clear()
+    error = library._launch(None, None, 1, 4096, 1, 1, 1.0, 0, 0, None)
+    assert error != 0 and library._error(error).decode()  # e.g. "no CUDA-capable device is detected"
+    assert list(builds.glob("lib-*/kernelopt_row_softmax.so"))
