@@ -80,3 +80,21 @@ def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(bui
     error = library._launch(None, None, 1, 4096, 1, 1, 1.0, 0, 0, None)
     assert error != 0 and library._error(error).decode()  # e.g. "no CUDA-capable device is detected"
     assert list(builds.glob("lib-*/kernelopt_row_softmax.so"))
+
+
+@pytest.mark.parametrize(
+    ("nvcc", "ninja", "said"),
+    [
+        (None, "no ninja (PyTorch's extensions build with it): pip install ninja", "the LLM agents plan Triton only"),
+        ("no nvcc at /x/bin/nvcc", "no nvcc at /x/bin/nvcc", "and the kernelopt.cluster_softmax option is refused"),
+    ],
+)
+def test_doctor_says_the_cluster_op_is_refused_only_without_nvcc(monkeypatch, nvcc, ninja, said) -> None:
+    """The op builds with nvcc alone: a machine with nvcc and no ninja loses the candidates' CUDA C++ only."""
+    from kernelopt.api import doctor
+
+    monkeypatch.setattr(cuda_toolchain, "missing", lambda: ninja)
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: nvcc)
+    (line,) = [p for p in doctor.diagnose(None).problems if p.startswith("no CUDA C++ builds")]
+    assert line == f"no CUDA C++ builds ({ninja}): {said}" if nvcc is None else line.endswith(said)
+    assert ("cluster_softmax" in line) == (nvcc is not None)

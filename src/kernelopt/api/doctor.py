@@ -55,10 +55,11 @@ def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
         )
     cuda_builds = cuda_toolchain.missing()
     if cuda_builds is not None:
-        problems.append(
-            f"no CUDA C++ builds ({cuda_builds}): the LLM agents plan Triton only, and the "
-            "kernelopt.cluster_softmax option is refused"
+        # kernelopt's own op needs nvcc alone: without ninja only the candidates' builds are out
+        refused = (
+            "" if cuda_toolchain.nvcc_missing() is None else ", and the kernelopt.cluster_softmax option is refused"
         )
+        problems.append(f"no CUDA C++ builds ({cuda_builds}): the LLM agents plan Triton only{refused}")
     try:
         decision = decide()
         workers = decision.reason
