@@ -380,6 +380,7 @@ def test_the_final_verification_refuses_winners_whose_op_fell_back_in_its_proces
     )
     session = types.SimpleNamespace(
         runner=runner,
+        warm_for_models=lambda: calls.append("warm"),
         model_gate=lambda *a, **k: calls.append("model_gate") or OK,
         end_to_end=lambda *a, **k: calls.append("end_to_end"),
     )
@@ -390,7 +391,7 @@ def test_the_final_verification_refuses_winners_whose_op_fell_back_in_its_proces
     verdict = final.model
     assert (verdict.gate, verdict.passed, verdict.details["rule"]) == ("model", False, "fallback")
     assert not final.faster and final.reason.startswith("kernelopt.row_softmax did not run its kernel in the candidate's process: 1 call")
-    assert calls == ["swaps"]  # neither the model gate nor any timing ran
+    assert calls == ["warm", "swaps"]  # the timing processes hold the model first; then no gate, no timing
 
 
 def test_a_search_screens_a_graph_candidate_and_turns_away_only_a_slower_one(monkeypatch) -> None:

@@ -174,8 +174,9 @@ def verify_together(
     gates = GateSettings(**settings)
     stage("final")
     # the end-to-end readings are checked against a calibration of the candidate's process: a kernel's
-    # evaluation made one, and where none did (graph candidates only, a fresh worker) the model's forward does
-    s.runner.calibrate_on_model()
+    # evaluation made one, and where none did (graph candidates only, a fresh worker) the model's forward
+    # does; the reference process compiles and runs the model here too, not inside the first timing
+    s.warm_for_models()
     graph_keys = []
     for raw in graphs:
         candidate = GraphCandidate.from_dict(raw)
