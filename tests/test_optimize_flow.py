@@ -488,6 +488,18 @@ def graph_run(tmp_path, worker, operators, budget=None):
     return store, report
 
 
+def graph_run_heard(tmp_path, worker, operators):
+    """:func:`graph_run`'s report with the events the run emitted."""
+    events: list = []
+    store = Store(tmp_path / "k.db")
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(operators),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
+    ))
+    return report, events
+
+
 def test_compiling_graph_variants_gets_the_runs_time_out_or_its_shorter_wall_budget(tmp_path) -> None:
     """bench --time-limit 20 gives each target 20 s: the graph stage's compiles stop there too, so a
     stage the bench did not name cannot push a problem past its own time-out."""
@@ -622,14 +634,8 @@ def test_a_winners_compile_that_cannot_be_analyzed_keeps_the_winner_alone(tmp_pa
                 return WorkerResult("crash", None, "worker died (SIGSEGV)", None, 0.1, "")
             return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
 
-    events: list = []
     worker = Unanalyzable()
-    store = Store(tmp_path / "k.db")
-    report = opt._optimize(run_context(
-        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
-        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["launch-config", "graph-variants"]),
-        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
-    ))
+    report, events = graph_run_heard(tmp_path, worker, ["launch-config", "graph-variants"])
     assert worker.analyzed == [{}, {"aggressive_fusion": True}] and "evaluate_candidates" not in worker.calls
     assert report.kernels == [] and report.graphs[0].promoted and report.options == {"aggressive_fusion": True}
     assert report.final_reason.startswith("verified: graph 0's options {'aggressive_fusion': True} (1.100x")
@@ -646,14 +652,8 @@ def test_a_failed_warm_up_of_the_model_timing_processes_is_said_and_the_graph_se
                 return WorkerResult("crash", None, "worker died (SIGSEGV)", None, 0.1, "")
             return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
 
-    events: list = []
     worker = ColdWorker()
-    store = Store(tmp_path / "k.db")
-    report = opt._optimize(run_context(
-        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
-        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["graph-variants"]),
-        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
-    ))
+    report, events = graph_run_heard(tmp_path, worker, ["graph-variants"])
     assert worker.calls.count("warm_model_processes") == 1 and report.graphs[0].promoted  # judged all the same
     warnings = [d["message"] for kind, d in events if kind == "warning"]
     assert "the model-timing processes were not warmed (crash: worker died (SIGSEGV)); the first graph candidate " \
