@@ -578,3 +578,23 @@ def test_an_analyze_page_counts_an_input_read_twice_in_the_floor(tmp_path: Path)
     assert "compiled over the traffic floor (inputs, weights, outputs moved once; 1.07e+03 MB of inputs twice" in twice
     once = _analyze_page(tmp_path, {**_analysis(), "fusion_bound": 1.5})
     assert "compiled over the traffic floor (inputs, weights, outputs moved once)" in once and "twice" not in once
+
+
+def test_a_bench_report_reads_its_results_file_once_of_either_kind(tmp_path: Path, monkeypatch) -> None:
+    """Which kind of bench the results are (model problems or kernel files) is read from the document the
+    report then renders, not from a second parse of a file that can be megabytes."""
+    from kernelopt.report.results_folder import FILE_SUITE
+    from kernelopt.report.write import bench_view
+
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "results.json").write_text(json.dumps({"meta": {"input": FILE_SUITE, "suite": "k"}, "outcomes": []}))
+    reads: list[str] = []
+    read_text = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self.name) or read_text(self, *a, **k))
+    source, figures, _ = bench_view(H200_SUITE)
+    assert reads == ["results.json"] and source == H200_SUITE / "results.json" and figures
+    reads.clear()
+    source, _, render = bench_view(files)
+    assert reads == ["results.json"] and source == files / "results.json"
+    assert "kernel" in render({}).lower()

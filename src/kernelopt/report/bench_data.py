@@ -57,21 +57,28 @@ ProblemBenchData = BenchData[ProblemOutcome]  # a bench of model problems
 FileBenchData = BenchData[FileOutcome]  # a kernel-file bench's: one row per file, its own summary
 
 
-def is_file_bench(path: str | Path) -> bool:
-    """Whether the results at ``path`` are a kernel-file bench's (``meta.input``), read without judging the rest."""
-    try:
-        meta = json.loads(results_file(path).read_text()).get("meta")
-    except (OSError, ValueError, AttributeError):
-        return False
+def _of_files(document: Any) -> bool:
+    meta = document.get("meta") if isinstance(document, dict) else None
     return isinstance(meta, dict) and meta.get("input") == FILE_SUITE
 
 
-def load_file_bench(path: str | Path) -> FileBenchData:
-    """A kernel-file bench's results at ``path``: each row through :meth:`FileOutcome.from_dict` and the summary
-    recomputed, as :func:`load_bench` does for problems; anything else is a one-line error."""
+def load_any_bench(path: str | Path) -> ProblemBenchData | FileBenchData:
+    """The bench results at ``path`` of either kind (model problems or kernel files), the file read once."""
     source = results_file(path)
     try:
         document = json.loads(source.read_text())
+    except (OSError, ValueError):
+        return load_bench(source)  # says what is wrong with it, in one line
+    return load_file_bench(source, document) if _of_files(document) else load_bench(source, document)
+
+
+def load_file_bench(path: str | Path, document: Any = None) -> FileBenchData:
+    """A kernel-file bench's results at ``path`` (``document``: its JSON, where already read): each row through
+    :meth:`FileOutcome.from_dict` and the summary recomputed, as :func:`load_bench` does for problems; anything
+    else is a one-line error."""
+    source = results_file(path)
+    try:
+        document = json.loads(source.read_text()) if document is None else document
         meta = document["meta"]
         if not isinstance(meta, dict) or meta.get("input") != FILE_SUITE:
             raise ValueError("not the results of a bench of kernel files")
@@ -84,11 +91,12 @@ def load_file_bench(path: str | Path) -> FileBenchData:
     return FileBenchData(source, meta, outcomes, summarize_files(outcomes, meta.get("skipped") or []))
 
 
-def load_bench(path: str | Path) -> ProblemBenchData:
-    """The bench results at ``path`` (a results folder or its results.json); a malformed file is a one-line error."""
+def load_bench(path: str | Path, document: Any = None) -> ProblemBenchData:
+    """The bench results at ``path`` (a results folder or its results.json; ``document``: its JSON, where
+    already read); a malformed file is a one-line error."""
     source = results_file(path)
     try:
-        document = json.loads(source.read_text())
+        document = json.loads(source.read_text()) if document is None else document
         meta = document["meta"]
         if isinstance(meta, dict) and meta.get("input") == FILE_SUITE:
             raise KerneloptError(

@@ -13,12 +13,14 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kernelopt.store import Store
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
+
+    from kernelopt.report.bench_data import FileBenchData, ProblemBenchData
 
 BENCH_REPORT = "report.html"  # beside results.json in a bench's results folder
 
@@ -44,16 +46,18 @@ def write_bench_report(results: str | Path, path: str | Path | None = None) -> P
 def bench_view(results: str | Path) -> tuple[Path, dict[str, go.Figure], Callable[[dict[str, go.Figure]], str]]:
     """The bench results at ``results`` read by their kind (model problems or kernel files): the results
     file read, its charts, and the page of them given the charts."""
-    from kernelopt.report.bench_data import is_file_bench, load_bench, load_file_bench
+    from kernelopt.report.bench_data import load_any_bench
     from kernelopt.report.bench_page import render_bench
     from kernelopt.report.figures import bench_figures, file_bench_figures
     from kernelopt.report.file_bench_page import render_file_bench
+    from kernelopt.report.results_folder import FILE_SUITE
 
-    if is_file_bench(results):
-        files = load_file_bench(results)
+    data = load_any_bench(results)
+    if data.meta.get("input") == FILE_SUITE:
+        files = cast("FileBenchData", data)
         return files.source, file_bench_figures(files), lambda figures: render_file_bench(files, figures)
-    data = load_bench(results)
-    return data.source, bench_figures(data), lambda figures: render_bench(data, figures)
+    problems = cast("ProblemBenchData", data)
+    return problems.source, bench_figures(problems), lambda figures: render_bench(problems, figures)
 
 
 def default_run_report_path(run_id: int) -> Path:
