@@ -98,3 +98,35 @@ def test_doctor_says_the_cluster_op_is_refused_only_without_nvcc(monkeypatch, nv
     (line,) = [p for p in doctor.diagnose(None).problems if p.startswith("no CUDA C++ builds")]
     assert line == f"no CUDA C++ builds ({ninja}): {said}" if nvcc is None else line.endswith(said)
     assert ("cluster_softmax" in line) == (nvcc is not None)
+
+
+def test_the_op_hands_its_launch_the_rows_flags_and_stream_and_names_a_failed_launch(monkeypatch) -> None:
+    """What crosses into the library: both tensors' addresses, rows and columns of a 3-d input, the flags
+    as ints, the current stream of the input's device with that device current; a CUDA error comes back as
+    a one-line error with the runtime's own text."""
+    import contextlib
+    import types
+
+    launches: list[tuple] = []
+    current: list[object] = []
+
+    class Entry:
+        def __init__(self, answer: int) -> None:
+            self.answer = answer
+
+        def __call__(self, *args: object) -> object:
+            launches.append(args)
+            return self.answer
+
+    library = types.SimpleNamespace(kopt_row_softmax=Entry(0), kopt_error_string=lambda error: b"too many resources requested for launch")
+    monkeypatch.setattr(torch.cuda, "device", lambda device: current.append(device) or contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=0xBEEF))
+    op = row_softmax_op.Library(library)  # type: ignore[arg-type]
+    x, y = torch.zeros(2, 3, 4096), torch.zeros(2, 3, 4096)
+    op.run(x, y, 2, True, 0.5, True, False)
+    assert launches == [(x.data_ptr(), y.data_ptr(), 6, 4096, 2, 1, 0.5, 1, 0, 0xBEEF)] and current == [x.device]
+    library.kopt_row_softmax.answer = 7
+    failing = row_softmax_op.Library(library)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError) as failed:
+        failing.run(x, y, 2, False, 1.0, False, False)
+    assert str(failed.value) == "kernelopt.row_softmax launch failed: too many resources requested for launch (CUDA error 7)"

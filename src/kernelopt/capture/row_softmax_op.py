@@ -349,13 +349,14 @@ class Library:
 
     def run(self, x: torch.Tensor, y: torch.Tensor, clusters: int, vectorized: bool, scale: float, log: bool,
             lse: bool) -> None:  # fmt: skip
-        """Launch on the current stream of ``x``'s device (contiguous ``x`` and ``y`` of the pair's dtypes)."""
+        """Launch on the current stream of ``x``'s device (contiguous ``x`` and ``y`` of the pair's dtypes),
+        that device current: the library's CUDA runtime launches on the current device's context."""
         cols = x.shape[-1]
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        error = self._launch(
-            x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
-            int(lse), stream,
-        )  # fmt: skip
+        with torch.cuda.device(x.device):
+            error = self._launch(
+                x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
+                int(lse), torch.cuda.current_stream(x.device).cuda_stream,
+            )  # fmt: skip
         if error != 0:
             raise RuntimeError(
                 f"kernelopt.row_softmax launch failed: {self._error(error).decode()} (CUDA error {error})"
