@@ -130,3 +130,28 @@ def test_the_op_hands_its_launch_the_rows_flags_and_stream_and_names_a_failed_la
     with pytest.raises(RuntimeError) as failed:
         failing.run(x, y, 2, False, 1.0, False, False)
     assert str(failed.value) == "kernelopt.row_softmax launch failed: too many resources requested for launch (CUDA error 7)"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit), not a GPU")
+def test_the_bulk_copy_probe_s_kernel_builds_for_sm_90_from_the_op_s_helpers(tmp_path) -> None:
+    """scripts/device/row_softmax_bulk_probe.py takes the op's helpers from its source and adds a kernel
+    of its own: a change to the op that breaks it shows here, not in a lent GPU's first call."""
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "scripts" / "device" / "row_softmax_bulk_probe.py"
+    spec = importlib.util.spec_from_file_location("row_softmax_bulk_probe", path)
+    assert spec is not None and spec.loader is not None
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    source = probe.bulk_source(torch.bfloat16, torch.float32)
+    assert "block_reduce" in probe.HELPERS and "cp.async.bulk" in source
+    (tmp_path / "bulk.cu").write_text(source)
+    built = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "bulk.cu", "-o", "bulk.o", "-Xptxas", "-v"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    import re
+
+    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", built.stderr)]
+    assert spills == [0, 0], built.stderr  # its 256- and 512-thread kernels, no local memory
