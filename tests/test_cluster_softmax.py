@@ -92,6 +92,37 @@ def test_each_softmax_form_becomes_one_call_that_takes_in_its_scale_and_casts(
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize(
+    ("form", "dtype", "arguments"),
+    [
+        ("temperature", torch.float32, "(arg0_1, 1.4285714285714286, True, False, False, True)"),
+        ("logsumexp", torch.bfloat16, "(arg0_1, 1.0, True, True, True, True)"),
+    ],
+)
+def test_the_bulk_option_asks_the_op_for_its_shared_memory_form(
+    hopper: None, form: str, dtype: torch.dtype, arguments: str
+) -> None:
+    """``kernelopt.cluster_softmax_bulk``: the same rewrite, the op's last argument asking for each block's
+    part in shared memory; the values are torch's (the op computes CPU tensors by torch)."""
+    from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
+
+    x = (torch.randn(4, 8192) * 3).to(dtype)
+    artifact = _compiled(Softmax(form), x, {CLUSTER_SOFTMAX_BULK_OPTION: True})
+    (graph,) = artifact.graphs
+    assert graph.source_code.count(CALL) == 1 and CALL + arguments.lstrip("(") in graph.source_code, graph.source_code
+    torch.testing.assert_close(artifact.compiled(x), Softmax(form)(x))
+
+
+def test_the_shared_memory_form_takes_the_fewest_blocks_whose_parts_leave_an_sm_two() -> None:
+    """A block's part of the row at most BULK_PART_BYTES (112 KB: two blocks an SM), as the row is stored."""
+    assert row_softmax_op.bulk_blocks(16384, 4) == 1  # 64 KB: no cluster at all
+    assert row_softmax_op.bulk_blocks(50257, 4) == 2  # 196 KB in two parts of 98 KB
+    assert row_softmax_op.bulk_blocks(128256, 2) == 4  # token log-probs from bf16: four parts of 63 KB
+    assert row_softmax_op.bulk_blocks(131072, 4) == 8 and row_softmax_op.bulk_blocks(262144, 4) is None
+    wide = torch.empty(2, 262144)
+    assert row_softmax_op.blocks_for(wide, True) is None and row_softmax_op.blocks_for(wide.bfloat16(), True) == 8
+
+
 def test_the_joint_graph_form_of_a_temperature_is_taken_in_whole(hopper: None) -> None:
     """torch 2.11 leaves ``log_softmax(x / 0.7)`` as ``(x*1 - max(x*1)) * c`` minus its log-sum: the
     online-softmax rewrite writes it as ``y - max(y)``, ``y = (x*1)*c``, and the op must take the input
@@ -407,17 +438,24 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
     device = row_softmax_op.source_for(dtype_in, dtype_out)
     assert "#include <torch" not in device and "at::" not in device  # nothing of PyTorch's: seconds of nvcc
     assert f"launch_vec<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}>" in device
+    assert f"row_softmax_bulk<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, THREADS>" in device
     (tmp_path / "k.cu").write_text(device)
     built = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
-    registers = [int(n) for n in re.findall(r"Used (\d+) registers", built.stderr)]
-    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", built.stderr)]
-    assert len(registers) == len(spills) == 2, built.stderr  # the 16-byte and the one-element loads
-    assert max(registers) <= 65536 // (row_softmax_op.THREADS * row_softmax_op.MIN_BLOCKS), built.stderr
-    assert max(spills) <= 8, built.stderr
+    kernels = re.findall(
+        r"entry function '_Z\d+(row_softmax_\w+?)I.*?(\d+) bytes spill stores.*?Used (\d+) registers", built.stderr, re.S
+    )
+    held = [(int(spills), int(registers)) for name, spills, registers in kernels if name == "row_softmax_kernel"]
+    bulk = [(int(spills), int(registers)) for name, spills, registers in kernels if name == "row_softmax_bulk"]
+    assert len(held) == 2 and len(bulk) == 2, built.stderr  # 16-byte and one-element loads; 256 and 512 threads
+    assert max(r for _, r in held) <= 65536 // (row_softmax_op.THREADS * row_softmax_op.MIN_BLOCKS), built.stderr
+    assert max(s for s, _ in held) <= 8, built.stderr
+    # the shared-memory form keeps nothing of the row in registers: no spills, and registers for four
+    # 512-thread blocks an SM (its shared memory, not its registers, bounds the blocks an SM holds)
+    assert all(s == 0 and r <= 32 for s, r in bulk), built.stderr
 
     # The NaN-keeping max costs what fmaxf costs: one instruction. Written as compares and a select it
     # ran the kernel 2x slower on the H200 (benchmarks/h200-2026-12-04-cluster-softmax, section 6).

@@ -191,7 +191,8 @@ def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture
 
     def build(source: str, name: str, arch: tuple[int, int]) -> object:
         asked.append((name, arch, "__nv_bfloat16, float>" in source))
-        return types.SimpleNamespace(kopt_row_softmax=types.SimpleNamespace(), kopt_error_string=types.SimpleNamespace())
+        entry = types.SimpleNamespace
+        return entry(kopt_row_softmax=entry(), kopt_row_softmax_bulk=entry(), kopt_error_string=entry())
 
     monkeypatch.setattr(cuda_library, "build_library", build)
     row_softmax_op.launcher.cache_clear()

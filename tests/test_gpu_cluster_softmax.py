@@ -14,11 +14,10 @@ import torch
 from conftest import EXAMPLES
 
 from kernelopt.capture import compat, row_softmax_op
-from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
+from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
 
 pytestmark = pytest.mark.gpu
 
-OPTION = {CLUSTER_SOFTMAX_OPTION: True}
 
 
 @pytest.fixture(autouse=True)
@@ -54,9 +53,13 @@ def built() -> None:
         ((4, 20000), torch.float32, False, 0),  # four rows: fewer clusters than the GPU holds
         ((64, 16384), torch.float32, False, 1),  # a storage offset: rows off 16 bytes, one float a load
         ((64, 32001), torch.bfloat16, False, 1),  # 16-bit, odd width, off 16 bytes
+        ((1024, 128256), torch.bfloat16, True, 0),  # token log-probs: four parts in either form
     ],
 )
-def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_float, offset) -> None:
+@pytest.mark.parametrize("bulk", [False, True], ids=["registers", "shared"])
+def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_float, offset, bulk) -> None:
+    """Both forms of the op (each block's part of the row in registers, or in shared memory by one bulk
+    copy, its head and tail by plain loads where the part is not 16-byte aligned) against float64."""
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
     torch.manual_seed(0)
@@ -67,12 +70,12 @@ def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_f
     x[1, ...] = float("-inf")
     x[2, ..., 5] = float("inf")
     x[3, ..., 7] = float("nan")
-    assert row_softmax_op.supports(x, out_float)
+    assert row_softmax_op.supports(x, out_float, bulk)
     row_softmax_op._warn_fallback.cache_clear()
     for log, lse, scale in ((True, False, 1 / 0.7), (False, False, 1.0), (True, True, 1 / 0.7)):
         with warnings.catch_warnings():
             warnings.filterwarnings("error", message="kernelopt.row_softmax computed by torch")  # the kernel ran
-            got = torch.ops.kernelopt.row_softmax(x, scale, log, out_float, lse)
+            got = torch.ops.kernelopt.row_softmax(x, scale, log, out_float, lse, bulk)
         y = x.double() * scale  # float64: what the kernel's float32 is held to
         if lse:  # logits less their logsumexp: a row's infinite max is its logsumexp
             want = y - torch.logsumexp(y, dim=-1, keepdim=True)
@@ -85,7 +88,8 @@ def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_f
         assert torch.isnan(got[2]).all() != lse  # +inf in the row: -inf where finite under lse
 
 
-def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates() -> None:
+@pytest.mark.parametrize("option", [CLUSTER_SOFTMAX_OPTION, CLUSTER_SOFTMAX_BULK_OPTION])
+def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates(option: str) -> None:
     """Log-softmax over 50257 with a temperature, compiled as max-autotune-no-cudagraphs compiles it
     (its best stock mode), regenerated under the option: the graph's softmax kernel gives way to the op,
     and the candidate goes through the gates (a screen that finds it slower stops before the model gate)."""
@@ -95,13 +99,13 @@ def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates() -> N
 
     options = compat.mode_options("max-autotune-no-cudagraphs")
     spec = asdict(ProblemSpec(str(EXAMPLES / "level1/24_log_softmax_vocab.py"), {}, options=options))
-    ((variant,),) = worker_targets.graph_variants(spec, [OPTION], None)
+    ((variant,),) = worker_targets.graph_variants(spec, [{option: True}], None)
     print("variant", variant)
     assert variant["available"], variant["reason"]
     assert variant["rereads"] == 0 < variant["compiled"]["rereads"]
 
     settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10))
-    result = worker_targets.evaluate_graph(spec, 0, OPTION, settings, None)
+    result = worker_targets.evaluate_graph(spec, 0, {option: True}, settings, None)
     gates = {v["gate"]: v for v in result["verdicts"]}
     print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"), result.get("timings"))
     assert gates["static"]["passed"], gates["static"]

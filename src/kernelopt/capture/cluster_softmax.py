@@ -34,6 +34,8 @@ from kernelopt.capture.online_softmax import erase_orphans, is_call, is_inf_test
 from kernelopt.errors import UnsupportedEnvironment
 
 CLUSTER_SOFTMAX_OPTION = "kernelopt.cluster_softmax"  # a compile option of kernelopt's own: True
+# the same rewrite with the op's shared-memory form (each block's part copied in by one bulk copy)
+CLUSTER_SOFTMAX_BULK_OPTION = "kernelopt.cluster_softmax_bulk"
 
 _aten = torch.ops.aten
 _cast = torch.ops.prims.convert_element_type.default
@@ -146,9 +148,15 @@ def _scaled(y: Any, readers: set[torch.fx.Node]) -> tuple[Any, float, set[torch.
     return x, scale, readers
 
 
-def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
+def rewrite_for_cluster_softmax_bulk(graph: torch.fx.Graph) -> int:
+    """:func:`rewrite_for_cluster_softmax` calling the op's shared-memory form."""
+    return rewrite_for_cluster_softmax(graph, bulk=True)
+
+
+def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> int:
     """Replace every softmax and log-softmax of ``graph`` (a post-grad ATen graph) that
-    ``torch.ops.kernelopt.row_softmax`` computes with a call of it; how many were replaced."""
+    ``torch.ops.kernelopt.row_softmax`` computes with a call of it (``bulk``: its shared-memory form);
+    how many were replaced."""
     rewrite_for_online_softmax(graph)  # a joint-graph scaled softmax, written back as y - max(y)
     count = 0
     for exp in list(graph.nodes):
@@ -169,8 +177,9 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
             continue
         unable = cuda_toolchain.nvcc_missing()
         if unable is not None:  # the op builds its kernel at its first call: refused here, at the compile
+            option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
             raise UnsupportedEnvironment(
-                f"{CLUSTER_SOFTMAX_OPTION}: kernelopt's row softmax is built with nvcc at its first call, and "
+                f"{option}: kernelopt's row softmax is built with nvcc at its first call, and "
                 f"{unable}; or leave the option out"
             )
         x, scale, readers = _scaled(y, parts.readers)
@@ -186,7 +195,9 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph) -> int:
         elif _value(x) is None or _value(x).dtype != torch.float32:
             continue
         with graph.inserting_before(out):
-            arguments = (source, scale, log, out_float, True) if lse else (source, scale, log, out_float)
+            arguments: tuple[Any, ...] = (source, scale, log, out_float)
+            if lse or bulk:
+                arguments += (lse,) + ((True,) if bulk else ())
             call = graph.call_function(torch.ops.kernelopt.row_softmax.default, arguments)
         call.meta.update({k: v for k, v in out.meta.items() if k in ("stack_trace", "nn_module_stack", "val")})
         out.replace_all_uses_with(call)

@@ -39,6 +39,11 @@ MAX_COLUMNS = THREADS * ITEMS * MAX_CLUSTER  # 131072: wider rows are left to In
 # the NaN-keeping max's body (PTX max.NaN: one instruction, as fmaxf), named for the test that holds it to fmaxf's cost
 NAN_MAX_BODY = 'float r;\n  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));\n  return r;'
 MIN_COLUMNS = 4096  # narrower rows: Inductor's persistent reductions hold them and read them once already
+# The shared-memory form (``bulk``): a block's part of the row at most this many bytes, so an SM holds two
+# blocks or more (227 KB of shared memory a block, 228 an SM), and this many threads a block. Chosen, not
+# measured: scripts/device/row_softmax_bulk_probe.py times every cluster size and block width.
+BULK_PART_BYTES = 112 * 1024
+BULK_THREADS = 512
 
 CUDA_SOURCE = (
     r"""
@@ -203,6 +208,128 @@ extern "C" int kopt_row_softmax(const void* x, void* y, int64_t rows, int64_t co
                                           lse != 0, (cudaStream_t)stream);
 }
 
+// The same softmax with each block's part of the row in shared memory: one thread copies the part's
+// 16-byte-aligned middle by one bulk (TMA) copy, the few elements around it go by plain loads, every thread
+// waits on an mbarrier, and the max, the sum and the output are computed from shared memory: no load
+// instruction an element, few registers, as many blocks an SM as shared memory holds.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <typename TI, typename TO, int THREADS>
+__global__ void __launch_bounds__(THREADS) row_softmax_bulk(
+    const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
+    bool lse) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ float scratch[32];
+  __shared__ float part[2];
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  const unsigned blocks = cluster.num_blocks();
+  const int64_t row = blockIdx.x / blocks;
+  const int64_t start = min((int64_t)rank * chunk, cols);
+  const int n = (int)(min(start + chunk, cols) - start);
+  const TI* src = x + row * cols + start;
+  TO* yr = y + row * cols + start;
+
+  // the part's 16-byte-aligned middle goes by one bulk copy; the elements before and after it by loads
+  const unsigned long long g0 = reinterpret_cast<unsigned long long>(src);
+  const unsigned long long gend = g0 + (unsigned long long)n * sizeof(TI);
+  const unsigned long long a0 = min((g0 + 15ull) & ~15ull, gend);
+  const unsigned long long a1 = max(gend & ~15ull, a0);
+  const int head = (int)((a0 - g0) / sizeof(TI));
+  const int tail = (int)((a1 - g0) / sizeof(TI));
+  const unsigned bytes = (unsigned)(a1 - a0);
+  TI* buf = reinterpret_cast<TI*>(smem_raw + ((16u - (unsigned)(a0 - g0)) & 15u));  // buf + head: 16-aligned
+  const unsigned barrier = smem_addr(&bar);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+    for (unsigned done = 0; done < bytes; done += 32768u) {
+      const unsigned size = min(32768u, bytes - done);
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+          ::"r"(smem_addr(buf + head) + done), "l"(a0 + done), "r"(size), "r"(barrier) : "memory");
+    }
+  }
+  for (int i = threadIdx.x; i < head; i += THREADS) buf[i] = src[i];
+  for (int i = tail + threadIdx.x; i < n; i += THREADS) buf[i] = src[i];
+  asm volatile(
+      "{\n"
+      ".reg .pred ready;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], 0;\n"
+      "@!ready bra WAIT;\n"
+      "}\n" ::"r"(barrier) : "memory");
+  __syncthreads();  // the loads of the head and tail are in shared memory too
+
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < n; i += THREADS) m = nan_max(m, as_float<TI>(buf[i]) * scale);
+  m = block_reduce<THREADS>(m, scratch, true);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < n; i += THREADS) {
+    const float v = as_float<TI>(buf[i]) * scale;
+    s += v == -INFINITY ? 0.0f : expf(v - m);  // NaN stays NaN
+  }
+  s = block_reduce<THREADS>(s, scratch, false);
+  if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
+  cluster.sync();
+  float M = -INFINITY;
+  for (unsigned r = 0; r < blocks; ++r) M = nan_max(M, cluster.map_shared_rank(part, r)[0]);
+  float S = 0.0f;
+  for (unsigned r = 0; r < blocks; ++r) {
+    const float* p = cluster.map_shared_rank(part, r);
+    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
+  }
+  cluster.sync();  // every block has read the others' parts: each may now exit
+  const float shift = lse && isinf(M) ? M : M + logf(S), inv = 1.0f / S;
+  for (int i = threadIdx.x; i < n; i += THREADS) {
+    const float e = as_float<TI>(buf[i]) * scale;
+    yr[i] = from_float<TO>(log_out ? e - shift : expf(e - M) * inv);
+  }
+}
+
+
+template <int THREADS>
+static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters, float scale,
+                               bool log_out, bool lse, cudaStream_t stream, int* active) {
+  auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS>;
+  const int64_t chunk = (cols + clusters - 1) / clusters;
+  const size_t smem = (size_t)chunk * sizeof(__IN__) + 16;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((unsigned)(rows * clusters));
+  config.blockDim = dim3(THREADS);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = (unsigned)clusters;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config);
+  return cudaLaunchKernelEx(&config, kernel, (const __IN__*)x, (__OUT__*)y, cols, chunk, scale, log_out, lse);
+}
+
+// Each block's part in shared memory by one bulk copy (256 or 512 threads a block); with active != NULL,
+// how many clusters of this shape the GPU holds at once is written there and nothing is launched.
+extern "C" int kopt_row_softmax_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                                     int threads, float scale, int log_out, int lse, void* stream, int* active) {
+  if (threads == 256)
+    return (int)launch_bulk<256>(x, y, rows, cols, clusters, scale, log_out != 0, lse != 0, (cudaStream_t)stream,
+                                 active);
+  return (int)launch_bulk<512>(x, y, rows, cols, clusters, scale, log_out != 0, lse != 0, (cudaStream_t)stream,
+                               active);
+}
+
 extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
 """.replace("__THREADS__", str(THREADS))
     .replace("__ITEMS__", str(ITEMS))
@@ -228,13 +355,30 @@ def cluster_blocks(columns: int) -> int | None:
     return None
 
 
-def supports(x: torch.Tensor, out_float: bool) -> bool:
+def bulk_blocks(columns: int, itemsize: int) -> int | None:
+    """The blocks of a cluster for rows of ``columns`` in the shared-memory form: the fewest whose parts
+    (``itemsize`` bytes an element, as the row is stored) fit :data:`BULK_PART_BYTES` each; None where no
+    cluster holds it."""
+    blocks = 1
+    while blocks <= MAX_CLUSTER:
+        if -(-columns // blocks) * itemsize + 16 <= BULK_PART_BYTES:
+            return blocks
+        blocks *= 2
+    return None
+
+
+def blocks_for(x: torch.Tensor, bulk: bool) -> int | None:
+    """The blocks of a cluster the op launches for ``x``'s rows, in its register or shared-memory form."""
+    return bulk_blocks(x.shape[-1], x.element_size()) if bulk else cluster_blocks(x.shape[-1])
+
+
+def supports(x: torch.Tensor, out_float: bool, bulk: bool = False) -> bool:
     """Whether the CUDA kernel computes this input (else the op falls back to torch's own softmax):
     a Hopper or later GPU, a dtype it is compiled for, a row it holds."""
-    return x.device.type == "cuda" and unsupported(x, out_float) is None
+    return x.device.type == "cuda" and unsupported(x, out_float, bulk) is None
 
 
-def unsupported(x: torch.Tensor, out_float: bool) -> str | None:
+def unsupported(x: torch.Tensor, out_float: bool, bulk: bool = False) -> str | None:
     """Why the CUDA kernel would not compute this input of a CUDA device, else None."""
     if x.dtype not in DTYPES:
         return f"no build for {x.dtype}"
@@ -244,8 +388,9 @@ def unsupported(x: torch.Tensor, out_float: bool) -> str | None:
         return "a float32 input asked for a float32 upcast"  # nothing to upcast: the rewrite never asks
     if not has_clusters(x.device.index):
         return f"no thread-block clusters on a GPU of compute capability {_capability(x.device.index)}"
-    if cluster_blocks(x.shape[-1]) is None:
-        return f"rows of {x.shape[-1]} elements, wider than a cluster holds ({MAX_COLUMNS})"
+    if blocks_for(x, bulk) is None:
+        held = MAX_CLUSTER * (BULK_PART_BYTES - 16) // x.element_size() if bulk else MAX_COLUMNS
+        return f"rows of {x.shape[-1]} elements, wider than a cluster holds ({held})"
     return None
 
 
@@ -303,26 +448,32 @@ def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bo
 
 
 @torch.library.custom_op("kernelopt::row_softmax", mutates_args=())
-def row_softmax(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False) -> torch.Tensor:
+def row_softmax(
+    x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False, bulk: bool = False
+) -> torch.Tensor:
     """Softmax (or log-softmax, ``log``; or ``y - logsumexp(y)``, ``log`` and ``lse``) of
-    ``y = x * scale`` over the last dimension, one read of each row."""
+    ``y = x * scale`` over the last dimension, one read of each row; ``bulk``: each block's part of the row
+    held in shared memory, copied there by one bulk copy, instead of in registers."""
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, scale, log, out_float, lse)
-    reason = unsupported(x, out_float)
+    reason = unsupported(x, out_float, bulk)
     if reason is not None:
         _fell_back(reason)
         return reference(x, scale, log, out_float, lse)
-    blocks = cluster_blocks(x.shape[-1])
+    blocks = blocks_for(x, bulk)
     assert blocks is not None
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
     kernel = launcher(x.dtype, y.dtype, _capability(x.device.index))
-    kernel.run(x, y, blocks, True, float(scale), bool(log), bool(log and lse))
+    if bulk:
+        kernel.run_bulk(x, y, blocks, BULK_THREADS, float(scale), bool(log), bool(log and lse))
+    else:
+        kernel.run(x, y, blocks, True, float(scale), bool(log), bool(log and lse))
     return y
 
 
 @row_softmax.register_fake
-def _(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False) -> torch.Tensor:
+def _(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False, bulk: bool = False) -> torch.Tensor:
     return torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
 
 
@@ -343,6 +494,12 @@ class Library:
             ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
         ]  # fmt: skip
         self._launch.restype = ctypes.c_int
+        self._bulk = library.kopt_row_softmax_bulk
+        self._bulk.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+            ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+        ]  # fmt: skip
+        self._bulk.restype = ctypes.c_int
         self._error = library.kopt_error_string
         self._error.argtypes = [ctypes.c_int]
         self._error.restype = ctypes.c_char_p
@@ -357,6 +514,29 @@ class Library:
                 x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
                 int(lse), torch.cuda.current_stream(x.device).cuda_stream,
             )  # fmt: skip
+        self._check(error)
+
+    def run_bulk(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
+                 lse: bool) -> None:  # fmt: skip
+        """The shared-memory form, as :meth:`run` launches the register form (``threads``: 256 or 512)."""
+        self._check(self._bulk_call(x, y, clusters, threads, scale, log, lse, None))
+
+    def active_clusters(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int) -> int:
+        """How many clusters of the shared-memory form's shape for ``x`` the GPU holds at once."""
+        active = ctypes.c_int(0)
+        self._check(self._bulk_call(x, y, clusters, threads, 1.0, False, False, active))
+        return active.value
+
+    def _bulk_call(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
+                   lse: bool, active: ctypes.c_int | None) -> int:  # fmt: skip
+        cols = x.shape[-1]
+        with torch.cuda.device(x.device):
+            return int(self._bulk(
+                x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, threads, scale, int(log), int(lse),
+                torch.cuda.current_stream(x.device).cuda_stream, ctypes.byref(active) if active is not None else None,
+            ))  # fmt: skip
+
+    def _check(self, error: int) -> None:
         if error != 0:
             raise RuntimeError(
                 f"kernelopt.row_softmax launch failed: {self._error(error).decode()} (CUDA error {error})"

@@ -43,9 +43,10 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("shape_padding", False),
     ("comprehensive_padding", False),
     # kernelopt's own: a scaled softmax or logsumexp given back to Inductor's online softmax; a wide
-    # softmax computed by kernelopt's kernel that keeps its rows on chip
+    # softmax computed by kernelopt's kernel that keeps its rows on chip (in registers, in shared memory)
     ("kernelopt.online_softmax", True),
     ("kernelopt.cluster_softmax", True),
+    ("kernelopt.cluster_softmax_bulk", True),
 )
 # Knobs that only mean something together with another.
 REQUIRES = {
