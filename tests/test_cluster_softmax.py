@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import torch
 
-from kernelopt.capture import cluster_softmax, compat, cuda_toolchain, row_softmax_op
+from kernelopt.capture import cluster_softmax, compat, cuda_toolchain, row_softmax_kernel, row_softmax_op
 from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
 
 OPTION = {CLUSTER_SOFTMAX_OPTION: True}
@@ -321,7 +321,7 @@ def test_the_token_log_probs_problem_is_one_call_of_the_op(hopper: None) -> None
 
 
 def test_a_row_is_split_among_the_fewest_blocks_that_hold_it() -> None:
-    per_block = row_softmax_op.THREADS * row_softmax_op.ITEMS
+    per_block = row_softmax_kernel.THREADS * row_softmax_kernel.ITEMS
     assert row_softmax_op.cluster_blocks(per_block) == 1
     assert row_softmax_op.cluster_blocks(per_block + 1) == 2
     assert row_softmax_op.cluster_blocks(50257) == 4
@@ -435,7 +435,7 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
     import re
     import subprocess
 
-    device = row_softmax_op.source_for(dtype_in, dtype_out)
+    device = row_softmax_kernel.source_for(dtype_in, dtype_out)
     assert "#include <torch" not in device and "at::" not in device  # nothing of PyTorch's: seconds of nvcc
     assert f"launch_vec<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}>" in device
     assert f"row_softmax_bulk<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, THREADS>" in device
@@ -451,7 +451,7 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
     held = [(int(spills), int(registers)) for name, spills, registers in kernels if name == "row_softmax_kernel"]
     bulk = [(int(spills), int(registers)) for name, spills, registers in kernels if name == "row_softmax_bulk"]
     assert len(held) == 2 and len(bulk) == 2, built.stderr  # 16-byte and one-element loads; 256 and 512 threads
-    assert max(r for _, r in held) <= 65536 // (row_softmax_op.THREADS * row_softmax_op.MIN_BLOCKS), built.stderr
+    assert max(r for _, r in held) <= 65536 // (row_softmax_kernel.THREADS * row_softmax_kernel.MIN_BLOCKS), built.stderr
     assert max(s for s, _ in held) <= 8, built.stderr
     # the shared-memory form keeps nothing of the row in registers: no spills, and registers for four
     # 512-thread blocks an SM (its shared memory, not its registers, bounds the blocks an SM holds)
@@ -459,7 +459,7 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
 
     # The NaN-keeping max costs what fmaxf costs: one instruction. Written as compares and a select it
     # ran the kernel 2x slower on the H200 (benchmarks/h200-2026-12-04-cluster-softmax, section 6).
-    fmax = device.replace(row_softmax_op.NAN_MAX_BODY, "return fmaxf(a, b);")
+    fmax = device.replace(row_softmax_kernel.NAN_MAX_BODY, "return fmaxf(a, b);")
     assert fmax != device
     counts = []
     for name, text in (("nan.cu", device), ("fmax.cu", fmax)):

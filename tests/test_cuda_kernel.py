@@ -185,7 +185,7 @@ def test_a_build_for_an_architecture_names_it_to_nvcc_whatever_the_arch_list_say
 def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture(monkeypatch) -> None:
     import torch
 
-    from kernelopt.capture import cuda_library, row_softmax_op
+    from kernelopt.capture import cuda_library, row_softmax_kernel
 
     asked: list[tuple] = []
 
@@ -195,11 +195,11 @@ def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture
         return entry(kopt_row_softmax=entry(), kopt_row_softmax_bulk=entry(), kopt_error_string=entry())
 
     monkeypatch.setattr(cuda_library, "build_library", build)
-    row_softmax_op.launcher.cache_clear()
+    row_softmax_kernel.launcher.cache_clear()
     try:
-        row_softmax_op.launcher(torch.bfloat16, torch.float32, (9, 0))
-        row_softmax_op.launcher(torch.bfloat16, torch.float32, (9, 0))  # kept
-        row_softmax_op.launcher(torch.bfloat16, torch.float32, (10, 0))
+        row_softmax_kernel.launcher(torch.bfloat16, torch.float32, (9, 0))
+        row_softmax_kernel.launcher(torch.bfloat16, torch.float32, (9, 0))  # kept
+        row_softmax_kernel.launcher(torch.bfloat16, torch.float32, (10, 0))
     finally:
-        row_softmax_op.launcher.cache_clear()
+        row_softmax_kernel.launcher.cache_clear()
     assert asked == [("kernelopt.row_softmax", (9, 0), True), ("kernelopt.row_softmax", (10, 0), True)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelopt.capture import cuda_library, cuda_toolchain, row_softmax_op
+from kernelopt.capture import cuda_library, cuda_toolchain, row_softmax_kernel
 from kernelopt.capture.cuda_kernel import CudaBuildError
 
 NAME = "kernelopt.test_library"
@@ -72,11 +72,11 @@ def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(bui
     """The real build of one dtype pair, loaded: its C entry point takes the arguments as declared and
     hands back the CUDA runtime's error with its text (here, with no GPU to launch on, an error)."""
     monkeypatch.setattr(cuda_toolchain, "nvcc", lambda: shutil.which("nvcc"))
-    row_softmax_op.launcher.cache_clear()
+    row_softmax_kernel.launcher.cache_clear()
     try:
-        library = row_softmax_op.launcher(torch.bfloat16, torch.float32, (9, 0))
+        library = row_softmax_kernel.launcher(torch.bfloat16, torch.float32, (9, 0))
     finally:
-        row_softmax_op.launcher.cache_clear()
+        row_softmax_kernel.launcher.cache_clear()
     error = library._launch(None, None, 1, 4096, 1, 1, 1.0, 0, 0, None)
     assert error != 0 and library._error(error).decode()  # e.g. "no CUDA-capable device is detected"
     assert list(builds.glob("lib-*/kernelopt_row_softmax.so"))
@@ -124,7 +124,7 @@ def test_the_op_hands_its_launch_the_rows_flags_and_stream_and_names_a_failed_la
     )  # fmt: skip
     monkeypatch.setattr(torch.cuda, "device", lambda device: current.append(device) or contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=0xBEEF))
-    op = row_softmax_op.Library(library)  # type: ignore[arg-type]
+    op = row_softmax_kernel.Library(library)  # type: ignore[arg-type]
     x, y = torch.zeros(2, 3, 4096), torch.zeros(2, 3, 4096)
     op.run(x, y, 2, True, 0.5, True, False)
     assert launches == [(x.data_ptr(), y.data_ptr(), 6, 4096, 2, 1, 0.5, 1, 0, 0xBEEF)] and current == [x.device]
@@ -132,7 +132,7 @@ def test_the_op_hands_its_launch_the_rows_flags_and_stream_and_names_a_failed_la
     op.run_bulk(x, y, 4, 256, 2.0, False, True)  # the shared-memory form: block width, no active-count pointer
     assert launches == [(x.data_ptr(), y.data_ptr(), 6, 4096, 4, 256, 2.0, 0, 1, 0xBEEF, None)]
     library.kopt_row_softmax.answer = 7
-    failing = row_softmax_op.Library(library)  # type: ignore[arg-type]
+    failing = row_softmax_kernel.Library(library)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError) as failed:
         failing.run(x, y, 2, False, 1.0, False, False)
     assert str(failed.value) == "kernelopt.row_softmax launch failed: too many resources requested for launch (CUDA error 7)"

@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import EXAMPLES
 
-from kernelopt.capture import compat, row_softmax_op
+from kernelopt.capture import compat, row_softmax_kernel, row_softmax_op
 from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
 
 pytestmark = pytest.mark.gpu
@@ -38,7 +38,7 @@ def built() -> None:
         return
     with ThreadPoolExecutor(len(PAIRS)) as pool:
         arch = torch.cuda.get_device_capability()
-        list(pool.map(lambda pair: row_softmax_op.launcher(*pair, arch), PAIRS))
+        list(pool.map(lambda pair: row_softmax_kernel.launcher(*pair, arch), PAIRS))
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from kernelopt.capture import row_softmax_kernel as kernel
 from kernelopt.capture import row_softmax_op as op
 from kernelopt.measure import compare
 
@@ -49,7 +50,7 @@ def main() -> None:
     for rows, cols, dtype, log, scale, out_float, lse in CASES:
         out_dtype = torch.float32 if out_float else dtype
         started = time.monotonic()
-        library = op.launcher(dtype, out_dtype, arch)
+        library = kernel.launcher(dtype, out_dtype, arch)
         print(
             json.dumps({"cols": cols, "dtype": str(dtype), "built_s": round(time.monotonic() - started, 1)}), flush=True
         )
@@ -84,7 +85,7 @@ def main() -> None:
                 "clusters": clusters,
                 "threads": threads,
             }
-            row["chosen"] = kind == "registers" or (clusters == chosen and threads == op.BULK_THREADS)
+            row["chosen"] = kind == "registers" or (clusters == chosen and threads == kernel.BULK_THREADS)
 
             def call(kind: str = kind, clusters: int = clusters, threads: int = threads) -> None:
                 if kind == "registers":

@@ -37,6 +37,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from kernelopt.capture import compat
+from kernelopt.capture import row_softmax_kernel as kernel
 from kernelopt.capture import row_softmax_op as op
 from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
 from kernelopt.measure import compare
@@ -63,7 +64,7 @@ def built(label: str, make: Callable[[], Any]) -> Any:
 
 def main() -> None:
     arch = torch.cuda.get_device_capability()
-    head = built("head", lambda: op.launcher(torch.float32, torch.float32, arch))
+    head = built("head", lambda: kernel.launcher(torch.float32, torch.float32, arch))
     x = torch.randn(ROWS, COLUMNS, device="cuda") * 3
     scale = 1 / TEMPERATURE
 
@@ -79,8 +80,8 @@ def main() -> None:
     timed("op_call", lambda: stock(x), lambda: torch.ops.kernelopt.row_softmax(x, scale, True, False))
     timed("reference", lambda: stock(x), lambda: op.reference(x, scale, True, False))
     variant_probe(x, stock)
-    source = op.source_for(torch.float32, torch.float32)
-    nonan = built("nonan", lambda: op.built(source.replace(op.NAN_MAX_BODY, "return fmaxf(a, b);"), arch))
+    source = kernel.source_for(torch.float32, torch.float32)
+    nonan = built("nonan", lambda: kernel.built(source.replace(kernel.NAN_MAX_BODY, "return fmaxf(a, b);"), arch))
     timed("nonan_run", lambda: stock(x), lambda: nonan.run(x, y, blocks, True, scale, True, False))
 
 

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from kernelopt.capture import row_softmax_kernel as kernel
 from kernelopt.capture import row_softmax_op as op
 from kernelopt.measure import compare
 
@@ -24,8 +25,8 @@ MIN_BLOCKS = (1, 2, 3)
 
 
 def source(in_dtype: torch.dtype, out_dtype: torch.dtype, min_blocks: int) -> str:
-    built = f"__launch_bounds__(THREADS, {op.MIN_BLOCKS})"
-    return op.source_for(in_dtype, out_dtype).replace(built, f"__launch_bounds__(THREADS, {min_blocks})")
+    built = f"__launch_bounds__(THREADS, {kernel.MIN_BLOCKS})"
+    return kernel.source_for(in_dtype, out_dtype).replace(built, f"__launch_bounds__(THREADS, {min_blocks})")
 
 
 CASES = [  # rows, columns, dtype, log, scale, out_float
@@ -43,7 +44,7 @@ def main() -> None:
     pairs = {(c[2], torch.float32 if c[5] else c[2]) for c in CASES}
     sources = [source(i, o, b) for i, o in pairs for b in MIN_BLOCKS]
     with ThreadPoolExecutor(len(sources)) as pool:  # nvcc runs in subprocesses: the builds overlap
-        list(pool.map(lambda text: op.built(text, torch.cuda.get_device_capability()), sources))
+        list(pool.map(lambda text: kernel.built(text, torch.cuda.get_device_capability()), sources))
     for rows, cols, dtype, log, scale, out_float in CASES:
         x = torch.randn(rows, cols, device="cuda", dtype=dtype) * 3
 
@@ -56,14 +57,14 @@ def main() -> None:
         compiled()
         exact = op.reference(x.double(), scale, log, True)
         chosen = op.cluster_blocks(cols)
-        shapes = [(chosen, True, b) for b in MIN_BLOCKS] + [(chosen, False, op.MIN_BLOCKS)]
+        shapes = [(chosen, True, b) for b in MIN_BLOCKS] + [(chosen, False, kernel.MIN_BLOCKS)]
         for clusters, vec, min_blocks in shapes:
             row = {"rows": rows, "cols": cols, "dtype": str(dtype), "log": log, "clusters": clusters, "vec": vec}
-            row.update(min_blocks=min_blocks, chosen=clusters == chosen and vec and min_blocks == op.MIN_BLOCKS)
+            row.update(min_blocks=min_blocks, chosen=clusters == chosen and vec and min_blocks == kernel.MIN_BLOCKS)
             y = torch.empty(x.shape, dtype=torch.float32 if out_float else dtype, device="cuda")
             started = time.monotonic()
             try:
-                built = op.built(source(dtype, y.dtype, min_blocks), torch.cuda.get_device_capability())
+                built = kernel.built(source(dtype, y.dtype, min_blocks), torch.cuda.get_device_capability())
                 built.run(x, y, clusters, vec, scale, log, False)
                 torch.cuda.synchronize()
             except Exception as exc:

@@ -1,0 +1,409 @@
+"""The CUDA source of kernelopt's row softmax (:mod:`~kernelopt.capture.row_softmax_op`), and its build
+and launch.
+
+Two kernels, one row a cluster (sm_90: Hopper's thread-block clusters, co-scheduled by the hardware):
+each block of the cluster takes its part of the row, in registers (``kopt_row_softmax``: 512 threads x 32
+elements, 16-byte loads where rows are aligned) or in shared memory (``kopt_row_softmax_bulk``: one bulk
+TMA copy of the part's aligned middle, the elements around it by plain loads, an mbarrier); the blocks
+exchange their partial max and sum through distributed shared memory at one cluster barrier and write
+their part of the output. One read of the row, one write.
+
+The source needs no PyTorch header: it is built once per machine, source and GPU architecture by nvcc
+alone into a shared library (:mod:`~kernelopt.capture.cuda_library`, seconds where ``load_inline`` took
+50-60 s a dtype pair on the H200) at the op's first CUDA call, for the architecture of the GPU it runs
+on, and launched through ``ctypes`` on PyTorch's current stream.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import torch
+
+THREADS = 512  # per block: two blocks per SM keep reads in flight while the other one reduces or writes
+ITEMS = 32  # elements per thread, compiled: a block holds THREADS * ITEMS elements of a row
+MAX_CLUSTER = 8  # the portable cluster size
+MIN_BLOCKS = 2  # blocks an SM holds at once (__launch_bounds__): on the H200 1 let a thread take registers enough to leave one block an SM, 1.2-1.5x slower
+# the NaN-keeping max's body (PTX max.NaN: one instruction, as fmaxf), named for the test that holds it to fmaxf's cost
+NAN_MAX_BODY = 'float r;\n  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));\n  return r;'
+# the shared-memory form's threads a block: chosen, not measured (scripts/device/row_softmax_bulk_probe.py
+# times 256 and 512)
+BULK_THREADS = 512
+
+CUDA_SOURCE = (
+    r"""
+#include <cstdint>
+#include <cuda_runtime.h>
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+namespace cg = cooperative_groups;
+
+template <typename T> __device__ __forceinline__ float as_float(T v);
+template <> __device__ __forceinline__ float as_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float as_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <> __device__ __forceinline__ float as_float<__half>(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
+
+// the larger of two floats, NaN where either is one (fmaxf drops a NaN), as torch's amax: PTX's max.NaN,
+// one FMNMX.NAN as fmaxf is one FMNMX (sm_80+). Written as (isnan(a) || a > b) ? a : b it compiled to
+// compares and selects interleaved with the row's loads, and the kernel ran 2x slower on the H200 (0.651
+// against 0.327 ms, log-softmax 2048 x 50257 fp32; benchmarks/h200-2026-12-04-cluster-softmax, section 6)
+__device__ __forceinline__ float nan_max(float a, float b) {
+  __NAN_MAX_BODY__
+}
+
+template <int THREADS>
+__device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_max) {
+  #pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    float other = __shfl_xor_sync(0xffffffff, v, offset);
+    v = is_max ? nan_max(v, other) : v + other;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < THREADS / 32 ? scratch[lane] : (is_max ? -INFINITY : 0.0f);
+    #pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      float other = __shfl_xor_sync(0xffffffff, v, offset);
+      v = is_max ? nan_max(v, other) : v + other;
+    }
+    if (lane == 0) scratch[0] = v;
+  }
+  __syncthreads();
+  v = scratch[0];
+  __syncthreads();  // scratch is reused by the next reduction
+  return v;
+}
+
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
+
+template <typename TI, typename TO, int ITEMS, int VEC, int THREADS>
+__global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
+    const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
+    bool lse) {
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  const unsigned blocks = cluster.num_blocks();
+  const int64_t row = blockIdx.x / blocks;
+  const int64_t start = rank * chunk;
+  const int64_t end = min(start + chunk, cols);
+  const TI* xr = x + row * cols;
+  TO* yr = y + row * cols;
+  __shared__ float scratch[32];
+  __shared__ float part[2];  // this block's max and its sum of exp(v - max), read by the cluster
+
+  // element j of pack k of this thread: column start + (k * THREADS + thread) * VEC + j; with VEC > 1 the
+  // row and chunk are multiples of VEC, so a pack is all in the row or all past its end
+  constexpr int PACKS = ITEMS / VEC;
+  float v[ITEMS];
+  float m = -INFINITY;
+  #pragma unroll
+  for (int k = 0; k < PACKS; ++k) {
+    const int64_t i = start + ((int64_t)k * THREADS + threadIdx.x) * VEC;
+    if (i < end) {
+      const Pack<TI, VEC> p = *reinterpret_cast<const Pack<TI, VEC>*>(xr + i);
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) v[k * VEC + j] = as_float<TI>(p.v[j]) * scale;
+    } else {
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) v[k * VEC + j] = -INFINITY;
+    }
+  }
+  #pragma unroll
+  for (int k = 0; k < ITEMS; ++k) m = nan_max(m, v[k]);
+  m = block_reduce<THREADS>(m, scratch, true);
+  float s = 0.0f;
+  #pragma unroll
+  for (int k = 0; k < ITEMS; ++k) s += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);  // NaN stays NaN
+  s = block_reduce<THREADS>(s, scratch, false);
+  if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
+  cluster.sync();
+  float M = -INFINITY;
+  for (unsigned r = 0; r < blocks; ++r) M = nan_max(M, cluster.map_shared_rank(part, r)[0]);
+  float S = 0.0f;
+  for (unsigned r = 0; r < blocks; ++r) {
+    const float* p = cluster.map_shared_rank(part, r);
+    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
+  }
+  cluster.sync();  // every block has read the others' parts: each may now exit
+  // x - logsumexp(x) (lse) takes an infinite max as the logsumexp itself, as torch's logsumexp does
+  const float shift = lse && isinf(M) ? M : M + logf(S), inv = 1.0f / S;
+  #pragma unroll
+  for (int k = 0; k < PACKS; ++k) {
+    const int64_t i = start + ((int64_t)k * THREADS + threadIdx.x) * VEC;
+    if (i < end) {
+      Pack<TO, VEC> p;
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float e = v[k * VEC + j];
+        p.v[j] = from_float<TO>(log_out ? e - shift : expf(e - M) * inv);
+      }
+      *reinterpret_cast<Pack<TO, VEC>*>(yr + i) = p;
+    }
+  }
+}
+
+template <typename TI, typename TO, int VEC>
+static cudaError_t launch_typed(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                                int64_t chunk, float scale, bool log_out, bool lse, cudaStream_t stream) {
+  constexpr int THREADS = __THREADS__;
+  auto kernel = row_softmax_kernel<TI, TO, __ITEMS__, VEC, THREADS>;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((unsigned)(rows * clusters));
+  config.blockDim = dim3(THREADS);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = (unsigned)clusters;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, (const TI*)x, (TO*)y, cols, chunk, scale, log_out, lse);
+}
+
+template <typename TI, typename TO>
+static cudaError_t launch_vec(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                              bool vectorized, float scale, bool log_out, bool lse, cudaStream_t stream) {
+  // 16 bytes a load where every row and every block's part start on a 16-byte boundary (on the H200 a
+  // bfloat16 input's 32-byte float32 packs out ran slower than single floats)
+  constexpr int VEC = 16 / sizeof(TI);
+  const bool aligned = vectorized && cols % VEC == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0 && sizeof(TO) == sizeof(TI);
+  int64_t chunk = (cols + clusters - 1) / clusters;
+  if (aligned) {
+    chunk = (chunk + VEC - 1) / VEC * VEC;
+    return launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, stream);
+  }
+  return launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, stream);
+}
+
+// The library's entry point, called through ctypes (one input and output type a build, which the caller
+// checks): contiguous rows of x into y on the given stream; the launch's cudaError_t back.
+extern "C" int kopt_row_softmax(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                                int vectorized, float scale, int log_out, int lse, void* stream) {
+  return (int)launch_vec<__IN__, __OUT__>(x, y, rows, cols, clusters, vectorized != 0, scale, log_out != 0,
+                                          lse != 0, (cudaStream_t)stream);
+}
+
+// The same softmax with each block's part of the row in shared memory: one thread copies the part's
+// 16-byte-aligned middle by one bulk (TMA) copy, the few elements around it go by plain loads, every thread
+// waits on an mbarrier, and the max, the sum and the output are computed from shared memory: no load
+// instruction an element, few registers, as many blocks an SM as shared memory holds.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <typename TI, typename TO, int THREADS>
+__global__ void __launch_bounds__(THREADS) row_softmax_bulk(
+    const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
+    bool lse) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ float scratch[32];
+  __shared__ float part[2];
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  const unsigned blocks = cluster.num_blocks();
+  const int64_t row = blockIdx.x / blocks;
+  const int64_t start = min((int64_t)rank * chunk, cols);
+  const int n = (int)(min(start + chunk, cols) - start);
+  const TI* src = x + row * cols + start;
+  TO* yr = y + row * cols + start;
+
+  // the part's 16-byte-aligned middle goes by one bulk copy; the elements before and after it by loads
+  const unsigned long long g0 = reinterpret_cast<unsigned long long>(src);
+  const unsigned long long gend = g0 + (unsigned long long)n * sizeof(TI);
+  const unsigned long long a0 = min((g0 + 15ull) & ~15ull, gend);
+  const unsigned long long a1 = max(gend & ~15ull, a0);
+  const int head = (int)((a0 - g0) / sizeof(TI));
+  const int tail = (int)((a1 - g0) / sizeof(TI));
+  const unsigned bytes = (unsigned)(a1 - a0);
+  TI* buf = reinterpret_cast<TI*>(smem_raw + ((16u - (unsigned)(a0 - g0)) & 15u));  // buf + head: 16-aligned
+  const unsigned barrier = smem_addr(&bar);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+    for (unsigned done = 0; done < bytes; done += 32768u) {
+      const unsigned size = min(32768u, bytes - done);
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+          ::"r"(smem_addr(buf + head) + done), "l"(a0 + done), "r"(size), "r"(barrier) : "memory");
+    }
+  }
+  for (int i = threadIdx.x; i < head; i += THREADS) buf[i] = src[i];
+  for (int i = tail + threadIdx.x; i < n; i += THREADS) buf[i] = src[i];
+  asm volatile(
+      "{\n"
+      ".reg .pred ready;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], 0;\n"
+      "@!ready bra WAIT;\n"
+      "}\n" ::"r"(barrier) : "memory");
+  __syncthreads();  // the loads of the head and tail are in shared memory too
+
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < n; i += THREADS) m = nan_max(m, as_float<TI>(buf[i]) * scale);
+  m = block_reduce<THREADS>(m, scratch, true);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < n; i += THREADS) {
+    const float v = as_float<TI>(buf[i]) * scale;
+    s += v == -INFINITY ? 0.0f : expf(v - m);  // NaN stays NaN
+  }
+  s = block_reduce<THREADS>(s, scratch, false);
+  if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
+  cluster.sync();
+  float M = -INFINITY;
+  for (unsigned r = 0; r < blocks; ++r) M = nan_max(M, cluster.map_shared_rank(part, r)[0]);
+  float S = 0.0f;
+  for (unsigned r = 0; r < blocks; ++r) {
+    const float* p = cluster.map_shared_rank(part, r);
+    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
+  }
+  cluster.sync();  // every block has read the others' parts: each may now exit
+  const float shift = lse && isinf(M) ? M : M + logf(S), inv = 1.0f / S;
+  for (int i = threadIdx.x; i < n; i += THREADS) {
+    const float e = as_float<TI>(buf[i]) * scale;
+    yr[i] = from_float<TO>(log_out ? e - shift : expf(e - M) * inv);
+  }
+}
+
+
+template <int THREADS>
+static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters, float scale,
+                               bool log_out, bool lse, cudaStream_t stream, int* active) {
+  auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS>;
+  const int64_t chunk = (cols + clusters - 1) / clusters;
+  const size_t smem = (size_t)chunk * sizeof(__IN__) + 16;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((unsigned)(rows * clusters));
+  config.blockDim = dim3(THREADS);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = (unsigned)clusters;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config);
+  return cudaLaunchKernelEx(&config, kernel, (const __IN__*)x, (__OUT__*)y, cols, chunk, scale, log_out, lse);
+}
+
+// Each block's part in shared memory by one bulk copy (256 or 512 threads a block); with active != NULL,
+// how many clusters of this shape the GPU holds at once is written there and nothing is launched.
+extern "C" int kopt_row_softmax_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                                     int threads, float scale, int log_out, int lse, void* stream, int* active) {
+  if (threads == 256)
+    return (int)launch_bulk<256>(x, y, rows, cols, clusters, scale, log_out != 0, lse != 0, (cudaStream_t)stream,
+                                 active);
+  return (int)launch_bulk<512>(x, y, rows, cols, clusters, scale, log_out != 0, lse != 0, (cudaStream_t)stream,
+                               active);
+}
+
+extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
+""".replace("__THREADS__", str(THREADS))
+    .replace("__ITEMS__", str(ITEMS))
+    .replace("__MIN_BLOCKS__", str(MIN_BLOCKS))
+    .replace("__NAN_MAX_BODY__", NAN_MAX_BODY)
+)
+
+# each dtype the kernel reads or writes: its C++ type
+C_TYPES = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
+DTYPES = tuple(C_TYPES)
+
+
+def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
+    """The CUDA source for one input and output dtype (each pair builds in seconds; all four in one
+    source would build every pair's kernels each time)."""
+    return CUDA_SOURCE.replace("__IN__", C_TYPES[in_dtype]).replace("__OUT__", C_TYPES[out_dtype])
+
+
+class Library:
+    """One dtype pair's built kernel, launched through its C entry point (``ctypes``: a few microseconds a
+    call, under the custom op's own Python path)."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._launch = library.kopt_row_softmax
+        self._launch.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+        ]  # fmt: skip
+        self._launch.restype = ctypes.c_int
+        self._bulk = library.kopt_row_softmax_bulk
+        self._bulk.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+            ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+        ]  # fmt: skip
+        self._bulk.restype = ctypes.c_int
+        self._error = library.kopt_error_string
+        self._error.argtypes = [ctypes.c_int]
+        self._error.restype = ctypes.c_char_p
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, clusters: int, vectorized: bool, scale: float, log: bool,
+            lse: bool) -> None:  # fmt: skip
+        """Launch on the current stream of ``x``'s device (contiguous ``x`` and ``y`` of the pair's dtypes),
+        that device current: the library's CUDA runtime launches on the current device's context."""
+        cols = x.shape[-1]
+        with torch.cuda.device(x.device):
+            error = self._launch(
+                x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
+                int(lse), torch.cuda.current_stream(x.device).cuda_stream,
+            )  # fmt: skip
+        self._check(error)
+
+    def run_bulk(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
+                 lse: bool) -> None:  # fmt: skip
+        """The shared-memory form, as :meth:`run` launches the register form (``threads``: 256 or 512)."""
+        self._check(self._bulk_call(x, y, clusters, threads, scale, log, lse, None))
+
+    def active_clusters(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int) -> int:
+        """How many clusters of the shared-memory form's shape for ``x`` the GPU holds at once."""
+        active = ctypes.c_int(0)
+        self._check(self._bulk_call(x, y, clusters, threads, 1.0, False, False, active))
+        return active.value
+
+    def _bulk_call(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
+                   lse: bool, active: ctypes.c_int | None) -> int:  # fmt: skip
+        cols = x.shape[-1]
+        with torch.cuda.device(x.device):
+            return int(self._bulk(
+                x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, threads, scale, int(log), int(lse),
+                torch.cuda.current_stream(x.device).cuda_stream, ctypes.byref(active) if active is not None else None,
+            ))  # fmt: skip
+
+    def _check(self, error: int) -> None:
+        if error != 0:
+            raise RuntimeError(
+                f"kernelopt.row_softmax launch failed: {self._error(error).decode()} (CUDA error {error})"
+            )
+
+
+@functools.cache
+def launcher(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int]) -> Library:
+    """The built kernel for one dtype pair and GPU architecture, kept: a call then costs no hashing of
+    the source (tens of microseconds a call on the host, which a launch-bound graph would pay). Built for
+    ``arch``: clusters need sm_90 code."""
+    return built(source_for(in_dtype, out_dtype), arch)
+
+
+def built(source: str, arch: tuple[int, int]) -> Library:
+    """``source`` (the op's, or a variant of it a probe times) built for ``arch`` and loaded."""
+    from kernelopt.capture.cuda_library import build_library
+
+    return Library(build_library(source, "kernelopt.row_softmax", arch))
