@@ -82,6 +82,27 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_m
   return v;
 }
 
+// The row's max M and what the output needs of its sum S = sum(exp(v - M)), from each block's max m and
+// sum s (exp(v - m) over its part), exchanged through distributed shared memory; x - logsumexp(x) (lse)
+// takes an infinite max as the logsumexp itself, as torch's logsumexp does.
+struct RowStats { float M, shift, inv; };
+
+__device__ __forceinline__ RowStats cluster_stats(cg::cluster_group& cluster, float* part, float m, float s,
+                                                  bool lse) {
+  const unsigned blocks = cluster.num_blocks();
+  if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
+  cluster.sync();
+  float M = -INFINITY;
+  for (unsigned r = 0; r < blocks; ++r) M = nan_max(M, cluster.map_shared_rank(part, r)[0]);
+  float S = 0.0f;
+  for (unsigned r = 0; r < blocks; ++r) {
+    const float* p = cluster.map_shared_rank(part, r);
+    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
+  }
+  cluster.sync();  // every block has read the others' parts: each may now exit
+  return {M, lse && isinf(M) ? M : M + logf(S), 1.0f / S};
+}
+
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
 
 template <typename TI, typename TO, int ITEMS, int VEC, int THREADS>
@@ -123,18 +144,8 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
   #pragma unroll
   for (int k = 0; k < ITEMS; ++k) s += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);  // NaN stays NaN
   s = block_reduce<THREADS>(s, scratch, false);
-  if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
-  cluster.sync();
-  float M = -INFINITY;
-  for (unsigned r = 0; r < blocks; ++r) M = nan_max(M, cluster.map_shared_rank(part, r)[0]);
-  float S = 0.0f;
-  for (unsigned r = 0; r < blocks; ++r) {
-    const float* p = cluster.map_shared_rank(part, r);
-    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
-  }
-  cluster.sync();  // every block has read the others' parts: each may now exit
-  // x - logsumexp(x) (lse) takes an infinite max as the logsumexp itself, as torch's logsumexp does
-  const float shift = lse && isinf(M) ? M : M + logf(S), inv = 1.0f / S;
+  const RowStats stats = cluster_stats(cluster, part, m, s, lse);
+  const float M = stats.M, shift = stats.shift, inv = stats.inv;
   #pragma unroll
   for (int k = 0; k < PACKS; ++k) {
     const int64_t i = start + ((int64_t)k * THREADS + threadIdx.x) * VEC;
@@ -263,17 +274,8 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
     s += v == -INFINITY ? 0.0f : expf(v - m);  // NaN stays NaN
   }
   s = block_reduce<THREADS>(s, scratch, false);
-  if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
-  cluster.sync();
-  float M = -INFINITY;
-  for (unsigned r = 0; r < blocks; ++r) M = nan_max(M, cluster.map_shared_rank(part, r)[0]);
-  float S = 0.0f;
-  for (unsigned r = 0; r < blocks; ++r) {
-    const float* p = cluster.map_shared_rank(part, r);
-    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
-  }
-  cluster.sync();  // every block has read the others' parts: each may now exit
-  const float shift = lse && isinf(M) ? M : M + logf(S), inv = 1.0f / S;
+  const RowStats stats = cluster_stats(cluster, part, m, s, lse);
+  const float M = stats.M, shift = stats.shift, inv = stats.inv;
   for (int i = threadIdx.x; i < n; i += THREADS) {
     const float e = as_float<TI>(buf[i]) * scale;
     yr[i] = from_float<TO>(log_out ? e - shift : expf(e - M) * inv);
