@@ -161,24 +161,34 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
   }
 }
 
+// rows x clusters blocks of `threads`, one row a cluster of `clusters` blocks, on `stream` (used in place:
+// the config points at the struct's own attribute)
+struct ClusterLaunch {
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute attribute[1];
+  ClusterLaunch(int64_t rows, int64_t clusters, int threads, size_t smem, cudaStream_t stream) {
+    config.gridDim = dim3((unsigned)(rows * clusters));
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = (unsigned)clusters;
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 template <typename TI, typename TO, int VEC>
 static cudaError_t launch_typed(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
                                 int64_t chunk, float scale, bool log_out, bool lse, cudaStream_t stream) {
   constexpr int THREADS = __THREADS__;
   auto kernel = row_softmax_kernel<TI, TO, __ITEMS__, VEC, THREADS>;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((unsigned)(rows * clusters));
-  config.blockDim = dim3(THREADS);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = (unsigned)clusters;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, (const TI*)x, (TO*)y, cols, chunk, scale, log_out, lse);
+  const ClusterLaunch launch(rows, clusters, THREADS, 0, stream);
+  return cudaLaunchKernelEx(&launch.config, kernel, (const TI*)x, (TO*)y, cols, chunk, scale, log_out, lse);
 }
 
 template <typename TI, typename TO>
@@ -291,20 +301,10 @@ static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t col
   const size_t smem = (size_t)chunk * sizeof(__IN__) + 16;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((unsigned)(rows * clusters));
-  config.blockDim = dim3(THREADS);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = (unsigned)clusters;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config);
-  return cudaLaunchKernelEx(&config, kernel, (const __IN__*)x, (__OUT__*)y, cols, chunk, scale, log_out, lse);
+  const ClusterLaunch launch(rows, clusters, THREADS, smem, stream);
+  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &launch.config);
+  return cudaLaunchKernelEx(&launch.config, kernel, (const __IN__*)x, (__OUT__*)y, cols, chunk, scale, log_out,
+                            lse);
 }
 
 // Each block's part in shared memory by one bulk copy (256 or 512 threads a block); with active != NULL,
