@@ -53,8 +53,9 @@ ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} 
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
 # softmax (kernelopt.capture.online_softmax): a looped one reads its rows once less. A wide softmax
 # handed to kernelopt's own kernel, which holds each row on chip across a Hopper cluster, in registers
-# or in shared memory (kernelopt.capture.cluster_softmax): read once. Where a one-graph model has none, the compile stops
-# after the rewrite finds nothing (compile_passes.stop_where_unchanged) and the variant says so.
+# or in shared memory (kernelopt.capture.cluster_softmax): read once. Where a one-graph model has none,
+# the compile stops after the rewrite finds nothing (compile_passes.stop_where_unchanged) and the
+# variant says so.
 REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {ONLINE_SOFTMAX_OPTION: True},
     {CLUSTER_SOFTMAX_OPTION: True},
