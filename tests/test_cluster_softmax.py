@@ -106,11 +106,17 @@ def test_the_bulk_option_asks_the_op_for_its_shared_memory_form(
     part in shared memory; the values are torch's (the op computes CPU tensors by torch)."""
     from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
 
+    from kernelopt.capture.call_sequence import call_source_of
+    from kernelopt.verify.static_wrapper import check_static_wrapper
+
     x = (torch.randn(4, 8192) * 3).to(dtype)
     artifact = _compiled(Softmax(form), x, {CLUSTER_SOFTMAX_BULK_OPTION: True})
     (graph,) = artifact.graphs
     assert graph.source_code.count(CALL) == 1 and CALL + arguments.lstrip("(") in graph.source_code, graph.source_code
     torch.testing.assert_close(artifact.compiled(x), Softmax(form)(x))
+    (original,) = _compiled(Softmax(form), x, {}).graphs  # gate 1 reads the six-argument call as the others
+    verdict = check_static_wrapper(call_source_of(graph.source_code), original_source=original.source_code)
+    assert verdict.passed, verdict.details.get("violations")
 
 
 def test_the_shared_memory_form_takes_the_fewest_blocks_whose_parts_leave_an_sm_two() -> None:

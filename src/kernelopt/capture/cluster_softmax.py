@@ -15,6 +15,10 @@ rewrite writes it) over the last dimension of a CUDA tensor on an sm_90 GPU whos
 - a bfloat16 or float16 input's cast to float32, and the output's cast back, so the op reads the
   16-bit row and computes in float32 as the graph did.
 
+``kernelopt.cluster_softmax_bulk`` makes the same rewrite with the op's shared-memory form (each block's
+part of the row copied into shared memory by one bulk copy), a graph variant and a knob of its own, so
+the graph stage judges both forms end to end.
+
 A softmax whose max, sum or exponentials anything else in the graph also reads (a training graph that
 saves them for the backward) is left as it is, as is every other graph. On a machine that cannot build
 the op's CUDA source (no nvcc: :mod:`~kernelopt.capture.cuda_toolchain`) a graph the rewrite
