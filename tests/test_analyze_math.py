@@ -157,10 +157,12 @@ def test_stock_modes_are_timed_each_in_its_own_process_and_the_best_is_named() -
     stock = time_stock_modes("p.py", modes, run=run)
     assert [c[1] for c in calls] == modes and {c[0] for c in calls} == {"kernelopt.pipeline.stock_modes:time_mode"}
     assert all(c[2] is None for c in calls)  # against the default, not an exported result
-    from kernelopt.pipeline.evaluator import compile_cache_env
+    from kernelopt.pipeline.evaluator import compile_cache_env, stock_cache_env
 
-    # each mode's process builds into the workers' caches: kernelopt's op is built once, not once a mode
-    assert caches == [compile_cache_env()] * 3 and "KERNELOPT_CUDA_BUILD_DIR" in caches[0]
+    # each mode's process builds into the workers' caches: kernelopt's op is built once, not once a mode;
+    # and the modes share one Inductor cache, which a candidate's worker is not handed
+    assert caches == [stock_cache_env()] * 3 and "KERNELOPT_CUDA_BUILD_DIR" in caches[0]
+    assert caches[0]["TORCHINDUCTOR_CACHE_DIR"] and "TORCHINDUCTOR_CACHE_DIR" not in compile_cache_env()
     assert speedup_over_default(stock["reduce-overhead"]) == pytest.approx(1.25)
     assert speedup_over_default(stock["max-autotune"]) is None  # "crash: segfault in autotuning"
     rows = [LaunchReport(0, 0, "triton", "k", 10.0, 1.0)]

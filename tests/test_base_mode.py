@@ -232,7 +232,7 @@ def test_a_mode_the_base_stage_timed_is_not_compiled_again_when_nothing_was_expo
     assert reused_stock(report) is None
 
 
-def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_computed(monkeypatch) -> None:
+def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_computed(monkeypatch, tmp_path) -> None:
     """The stock modes' processes time kernelopt's export as a user of each mode runs it: where its op fell
     back to torch there, the record says so and the scoreboard row names it, since the time against that
     mode is then torch's computation's, not the kernel's."""
@@ -250,6 +250,7 @@ def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_compute
         return ours, None
 
     monkeypatch.setattr(stock_modes, "optimized_for", falling_back)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # a fresh one: the first compile is no hit
     path = str(EXAMPLES / "level1/10_row_l2_normalize.py")
     record = stock_modes.time_mode(path, "default", 0, 3, "p.kopt.json", {"batch_size": 4, "dim": 64}, device="cpu")
     assert record["vs_optimized"]["optimized"] == "kernelopt"
@@ -260,6 +261,9 @@ def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_compute
         problem.build_model(seed, device), None))  # fmt: skip
     quiet = stock_modes.time_mode(path, "default", 0, 3, "p.kopt.json", {"batch_size": 4, "dim": 64}, device="cpu")
     assert "fallbacks" not in quiet
+    # the mode's compile was timed, and the second process-like compile of the same graph came from the cache
+    assert record["compile"]["cache_hits"] == 0 and record["compile"]["s"] > 0
+    assert quiet["compile"]["cache_hits"] >= 1
 
     row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True,
                                     "details": {"stock": {MA: record, "default": quiet}}})  # fmt: skip

@@ -112,6 +112,22 @@ def test_recompile_counter_moves_on_new_shapes() -> None:
     assert compat.recompile_count() == before + 1
 
 
+def test_a_compile_taken_from_inductor_s_on_disk_cache_is_counted(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stock modes' processes share an Inductor cache (pipeline.evaluator.stock_cache_env) and record
+    whether their compile came from it: the count must move on a hit and stay on a miss."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+
+    def compiled() -> None:
+        compat.reset_dynamo()
+        torch.compile(lambda x: (x * 3).sin() + 1, dynamic=False)(torch.randn(8))
+
+    before = compat.compile_cache_hits()
+    compiled()
+    assert compat.compile_cache_hits() == before  # a fresh cache folder: compiled, not found
+    compiled()
+    assert compat.compile_cache_hits() > before  # the same graph again, after Dynamo forgot it: from disk
+
+
 def test_fresh_compile_disables_caches() -> None:
     import torch._inductor.config as cfg
 

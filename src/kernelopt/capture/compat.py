@@ -288,6 +288,16 @@ def has_inductor_option(name: str) -> bool:
     return True
 
 
+def compile_cache_hits() -> int:
+    """How many graphs this process's compiles so far took from Inductor's on-disk caches (its FX graph
+    cache, or AOTAutograd's cache, which holds the FX graph cache's entries) instead of compiling them."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"].get("fxgraph_cache_hit", 0)) + int(
+        counters["aot_autograd"].get("autograd_cache_hit", 0)
+    )
+
+
 def reset_dynamo() -> None:
     torch._dynamo.reset()
 

@@ -195,3 +195,18 @@ def compile_cache_env(config: Settings | None = None) -> dict[str, str]:
         "KERNELOPT_CUDA_BUILD_DIR": str(worker_cache(config.cache / "cuda", identity)),
         "KERNELOPT_COMPILE_WORKERS": str(config.compile_workers),
     }
+
+
+def stock_cache_env(config: Settings | None = None) -> dict[str, str]:
+    """:func:`compile_cache_env` plus an Inductor cache (its FX graph cache, max-autotune's choices and
+    coordinate descent's configs) for the processes that time stock ``torch.compile`` modes. Each mode
+    runs in a fresh process whose temp folder is its own, so without it every process compiled and
+    autotuned from scratch (max-autotune's process 20-30 s a problem on the H200), and each could pick
+    other autotuned configs. Only those processes get it: a candidate's worker compiles with Inductor's
+    caches off (:func:`~kernelopt.capture.compat.fresh_compile`), and is not told where the baselines'
+    compiled code lives."""
+    config = config or load_settings()
+    return {
+        **compile_cache_env(config),
+        "TORCHINDUCTOR_CACHE_DIR": str(worker_cache(config.cache / "inductor-stock", worker_identity())),
+    }

@@ -9,6 +9,7 @@ max-autotune's caches must not meet another mode's compile.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -55,7 +56,7 @@ def time_mode(
     times beside them are torch's computation's, not the kernel's."""
     import torch
 
-    from kernelopt.capture import row_softmax_op
+    from kernelopt.capture import compat, row_softmax_op
     from kernelopt.measure import compare
 
     problem = load_problem(problem_path, overrides=overrides or None, train=train)
@@ -73,12 +74,16 @@ def time_mode(
         run(m)()
         return m
 
+    hits, started = compat.compile_cache_hits(), time.perf_counter()
     compiled = warmed(torch.compile(model, mode=mode))
+    # what the mode's first call cost, and whether Inductor's cache (stock_cache_env) held its compile
+    compile_record = {"s": time.perf_counter() - started, "cache_hits": compat.compile_cache_hits() - hits}
     cmp = compare(run(model), run(compiled), trials=trials, include_host=True)
     out: dict[str, Any] = {
         "eager_ms": cmp.baseline.median_ms,
         "compiled_ms": cmp.candidate.median_ms,
         "comparison": cmp.to_dict(),
+        "compile": compile_record,
     }
     if mode in CUDA_GRAPH_MODES:  # what its CUDA-graph trees copy into their own memory before every replay
         out["input_bytes"] = sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor))
@@ -168,12 +173,13 @@ def time_stock_modes(
     process ends (a bench keeps it in the store, so a worker killed later does not lose it).
     ``exported`` is lent to the modes' workers, which may run as another user
     (:func:`~kernelopt.workers.identity.lent_copy`)."""
-    from kernelopt.pipeline.evaluator import compile_cache_env
+    from kernelopt.pipeline.evaluator import stock_cache_env
 
     problem_path = str(Path(problem_path).resolve())
     # the workers' build caches: a result that calls kernelopt's own op builds it once, not in every mode's
-    # process (each mode's fresh temp folder cost a 50-60 s nvcc build on the H200 and cut a problem's time-out)
-    caches = compile_cache_env()
+    # process (each mode's fresh temp folder cost a 50-60 s nvcc build on the H200 and cut a problem's time-out);
+    # and one Inductor cache, so a mode compiled once (the base-mode stage's) is not compiled and autotuned again
+    caches = stock_cache_env()
     with lent_copy(exported, worker_identity()) if exported else nullcontext(None) as readable:
         exported = str(readable) if readable else None  # the mode's worker may be another user
         stock: dict[str, Any] = {}
