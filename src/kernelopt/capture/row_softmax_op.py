@@ -70,18 +70,25 @@ def supports(x: torch.Tensor, out_float: bool, bulk: bool = False) -> bool:
 
 def unsupported(x: torch.Tensor, out_float: bool, bulk: bool = False) -> str | None:
     """Why the CUDA kernel would not compute this input of a CUDA device, else None."""
+    return _planned(x, out_float, bulk)[1]
+
+
+def _planned(x: torch.Tensor, out_float: bool, bulk: bool) -> tuple[int, None] | tuple[None, str]:
+    """The blocks of a cluster the kernel launches for this input of a CUDA device, or why it would not
+    compute it (one pass of the checks a call makes)."""
     if x.dtype not in DTYPES:
-        return f"no build for {x.dtype}"
+        return None, f"no build for {x.dtype}"
     if x.dim() == 0 or x.numel() == 0:
-        return "an empty or zero-dimensional tensor"
+        return None, "an empty or zero-dimensional tensor"
     if out_float and x.dtype == torch.float32:
-        return "a float32 input asked for a float32 upcast"  # nothing to upcast: the rewrite never asks
+        return None, "a float32 input asked for a float32 upcast"  # nothing to upcast: the rewrite never asks
     if not has_clusters(x.device.index):
-        return f"no thread-block clusters on a GPU of compute capability {_capability(x.device.index)}"
-    if blocks_for(x, bulk) is None:
+        return None, f"no thread-block clusters on a GPU of compute capability {_capability(x.device.index)}"
+    blocks = blocks_for(x, bulk)
+    if blocks is None:
         held = MAX_CLUSTER * (BULK_PART_BYTES - 16) // x.element_size() if bulk else MAX_COLUMNS
-        return f"rows of {x.shape[-1]} elements, wider than a cluster holds ({held})"
-    return None
+        return None, f"rows of {x.shape[-1]} elements, wider than a cluster holds ({held})"
+    return blocks, None
 
 
 FALLBACKS: Counter[str] = Counter()  # CUDA calls torch computed in this process, by reason (fallbacks_since)
@@ -146,12 +153,10 @@ def row_softmax(
     held in shared memory, copied there by one bulk copy, instead of in registers."""
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, scale, log, out_float, lse)
-    reason = unsupported(x, out_float, bulk)
-    if reason is not None:
-        _fell_back(reason)
+    blocks, reason = _planned(x, out_float, bulk)
+    if blocks is None:
+        _fell_back(str(reason))
         return reference(x, scale, log, out_float, lse)
-    blocks = blocks_for(x, bulk)
-    assert blocks is not None
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
     kernel = launcher(x.dtype, y.dtype, _capability(x.device.index))
