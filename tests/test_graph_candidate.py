@@ -233,7 +233,7 @@ def test_a_pointwise_concatenation_drops_the_concatenated_buffer_and_the_gates_p
     assert "# alias" in original and "# alias" not in candidate.call_source  # the inputs' views into the cat buffer
     assert candidate.buffers == original.count("empty_strided_cpu(") - 1
     assert captured_shape(artifact.graphs[0]) == {  # the compiled graph counted as its variants are
-        "kernels": len(artifact.graphs[0].kernels), "copies": 0, "rereads": 0, "buffers": candidate.buffers + 1}  # fmt: skip
+        "kernels": len(artifact.graphs[0].kernels), "copies": 0, "rereads": 0, "serial": 0, "buffers": candidate.buffers + 1}  # fmt: skip
     assert gates["static"] and gates["correctness"] and gates["model"], gates
 
 

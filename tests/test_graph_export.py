@@ -199,6 +199,37 @@ def test_variants_that_drop_copies_and_kernels_are_proposed_first() -> None:
     assert [c.options for c in again] == [{"b": 1}, {"a": 1}] and again[0].note.endswith("b=1")
 
 
+def test_a_variant_that_reduces_a_whole_large_tensor_on_a_few_programs_is_counted_and_proposed_last() -> None:
+    """``split_reductions=False`` writes a norm over a whole tensor as one program (the 1 GiB Frobenius norm
+    on the H200: 0.03x, and its one evaluation took the graph search 251 s): fewer kernels and buffers, so
+    it was proposed first. Counted by its kernels' extents, it now goes after every other variant."""
+    from kernelopt.capture.kernel_source import serial_reduction
+
+    rows = (FIXTURES / "inductor" / "10_row_l2_normalize.kernel.py").read_text()
+    assert not serial_reduction(rows)  # 32768 outputs: as many programs as the GPU holds
+    whole = rows.replace("xnumel = 32768", "xnumel = 1").replace("r0_numel = 65535", "r0_numel = 268435456")
+    assert serial_reduction(whole)
+    assert not serial_reduction(whole.replace("r0_numel = 268435456", "r0_numel = 65536"))  # small enough for one
+    cooperative = whole.replace("@triton_heuristics.reduction(", "@triton_heuristics.cooperative_reduction(")
+    assert not serial_reduction(cooperative)  # split across programs that meet at a barrier
+    hinted = (whole.replace("    xnumel = 1\n", "").replace("    r0_numel = 268435456\n", "")
+              .replace("size_hints={'x': 32768, 'r0_': 65536}", "size_hints={'x': 1, 'r0_': 268435456}"))
+    assert "xnumel = 1\n" not in hinted and serial_reduction(hinted)  # dynamic shapes: the extents are hints
+    graph = dataclasses.replace(GRAPH, kernels=(GraphKernel("ko1_red", "triton", whole), GraphKernel("ko1_rows", "triton", rows)))
+    assert graph.serial == 1  # the one over the whole tensor; the row-wise one is not
+
+    target = graph_target(0)
+    root = node(1, Candidate(target, "root", options={}), None)
+    facts = {"graph_variants": [
+        {"options": {"split_reductions": False}, "available": True, "kernels": 1, "copies": 0, "serial": 1, "buffers": 1},
+        {"options": {"combo_kernels": True}, "available": True, "kernels": 2, "copies": 1, "serial": 0, "buffers": 2},
+    ]}
+    ctx = SearchContext(target=target, nodes=[root], rng=random.Random(0), facts=facts)
+    first, last = GraphVariantOperator().propose(root, ctx, 2)
+    assert first.options == {"combo_kernels": True} and last.options == {"split_reductions": False}
+    assert last.note.endswith(": 1 kernel, no copy, 1 large reduction on few programs, 1 buffer")
+
+
 def test_a_graph_candidate_counts_the_kernels_that_only_move_data() -> None:
     """The H100/H200 capture of conv + batch norm + ReLU copies the input and the weight to
     channels-last before cuDNN: two of its three kernels are copies; C++ kernels are not read."""
@@ -241,7 +272,7 @@ def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> N
     assert [row[1]["available"] for row in rows] == [True, True, False, False]  # 40 s, 80 s: then no more
     assert rows[2][0]["reason"] == rows[3][1]["reason"] == "not compiled: the 60 s for compiling graph variants ran out"
     assert rows[0][1] == {"options": sets[0], "available": True, "reason": None, "kernels": 1, "copies": 0,
-                          "rereads": 0, "buffers": 0, "compiled": None}  # the variant's counts stand alone, the graph's unread
+                          "rereads": 0, "serial": 0, "buffers": 0, "compiled": None}  # the variant's counts stand alone, the graph's unread
     root = node(1, Candidate(graph_target(1), "root", options={}), None)
     ctx = SearchContext(target=graph_target(1), nodes=[root], rng=random.Random(0), facts={"graph_variants": rows[0][1:]})
     (proposed,) = GraphVariantOperator().propose(root, ctx, 1)

@@ -158,7 +158,7 @@ def test_a_looped_two_pass_kernel_counts_as_a_second_pass_and_a_row_split_as_non
 
     graph = CapturedGraph(index=0, cache_key="k", source_code=LOG_SOFTMAX, placeholders=[], module=None,
                           output_code=parse_output_code(LOG_SOFTMAX))
-    assert captured_shape(graph) == {"kernels": 1, "copies": 0, "rereads": 0, "buffers": 3}
+    assert captured_shape(graph) == {"kernels": 1, "copies": 0, "rereads": 0, "serial": 0, "buffers": 3}
 
 
 def test_a_session_compiles_a_row_split_under_its_hooks_and_pins_the_config_inductor_chose(monkeypatch) -> None:

@@ -43,7 +43,7 @@ from kernelopt.capture.call_sequence import (
     wrapper_facts,
 )
 from kernelopt.capture.copy_kernels import moves_only
-from kernelopt.capture.kernel_source import renamed, second_passes
+from kernelopt.capture.kernel_source import renamed, second_passes, serial_reduction
 from kernelopt.capture.output_code import cpp_argtypes, source_hash
 from kernelopt.capture.swap import SwapError, build_kernel
 
@@ -103,6 +103,11 @@ class GraphCandidate:
     def rereads(self) -> int:
         """Its Triton kernels' passes over their rows after the first (:func:`rereads`)."""
         return rereads(self.kernels)
+
+    @property
+    def serial(self) -> int:
+        """Its Triton kernels that reduce a large tensor on a few programs (:func:`serial_reductions`)."""
+        return serial_reductions(self.kernels)
 
     def digest(self) -> str:
         """The candidate's identity: its call and every kernel's source."""
@@ -207,6 +212,12 @@ def rereads(kernels: Sequence[Any]) -> int:
     return sum(second_passes(k.source) for k in kernels if k.language == "triton")
 
 
+def serial_reductions(kernels: Sequence[Any]) -> int:
+    """The Triton kernels among ``kernels`` that reduce a large tensor on a few programs
+    (:func:`~kernelopt.capture.kernel_source.serial_reduction`)."""
+    return sum(serial_reduction(k.source) for k in kernels if k.language == "triton")
+
+
 def allocations(call_source: str) -> int:
     """How many buffers a ``call`` allocates (``empty_strided_*``)."""
     return sum(
@@ -227,6 +238,7 @@ def captured_shape(graph: CapturedGraph) -> dict[str, int]:
         "kernels": len(kernels),
         "copies": len(copy_kernel_names(kernels)),
         "rereads": rereads(kernels),
+        "serial": serial_reductions(kernels),
         "buffers": allocations(call),
     }
 

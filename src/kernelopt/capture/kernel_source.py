@@ -11,6 +11,8 @@ import ast
 import re
 from typing import Any
 
+from kernelopt.capture.output_code import size_hints
+
 
 def heuristic_decorator(source: str, name: str) -> ast.Call:
     tree = ast.parse(source)
@@ -88,3 +90,31 @@ def second_passes(source: str) -> int:
     looped softmax or norm: statistics, then the output): each one a read of the rows from memory
     that a split of the row across programs holding it (:mod:`~kernelopt.capture.row_split`) saves."""
     return max(0, len(_ROW_LOOP.findall(source)) - 1)
+
+
+_EXTENT = re.compile(r"^\s+(x|r0_)numel = (\d+)$", re.MULTILINE)
+# A looped reduction into at most this many values runs on at most as many programs (one an output at
+# least), so a few SMs of the GPU's hundred and more read all its elements...
+SERIAL_MAX_OUTPUTS = 16
+# ...which costs more than the split Inductor would have made once it reduces this many elements (16 MB of
+# float32: a few hundred microseconds at one SM's bandwidth, against a few at the whole GPU's).
+SERIAL_MIN_ELEMENTS = 1 << 22
+
+
+def serial_reduction(source: str) -> bool:
+    """Whether an Inductor Triton kernel is a looped reduction of at least :data:`SERIAL_MIN_ELEMENTS`
+    elements into at most :data:`SERIAL_MAX_OUTPUTS` values: the whole tensor read by a few programs.
+    ``split_reductions=False`` writes one for a norm over a whole tensor (the 1 GiB Frobenius norm on the
+    H200: one program, 0.03x, its gates 100 s and more). Its cooperative form, which splits the reduction
+    across programs, is not one. Extents as the kernel states them, else its size hints."""
+    if "@triton_heuristics.reduction(" not in source:
+        return False
+    extents = size_hints(source)
+    extents.update({axis: int(n) for axis, n in _EXTENT.findall(source)})
+    outputs, elements = extents.get("x"), extents.get("r0_")
+    return (
+        outputs is not None
+        and elements is not None
+        and outputs <= SERIAL_MAX_OUTPUTS
+        and (outputs * elements >= SERIAL_MIN_ELEMENTS)
+    )

@@ -246,8 +246,9 @@ def graph_variants(
     """Per option set, per graph: whether Inductor wrote that graph otherwise under it
     (``{"options", "available", "reason"}``, and where it did ``"kernels"``, ``"copies"``: how many of
     them only move data, ``"rereads"``: its kernels' passes over their rows after the first,
-    ``"buffers"``: how many its call allocates, and ``"compiled"``: the same four for the graph as
-    compiled); the candidates stay in the session.
+    ``"serial"``: its reductions of a large tensor on a few programs, ``"buffers"``: how many its call
+    allocates, and ``"compiled"``: the same five for the graph as compiled); the candidates stay in the
+    session.
 
     A real model can take a minute a compile: once ``budget_s`` seconds have gone on compiling, the
     option sets left are not compiled and say so (the first one always is)."""
@@ -269,6 +270,7 @@ def graph_variants(
                     "kernels": len(made.kernels),
                     "copies": len(made.copy_kernels),
                     "rereads": made.rereads,
+                    "serial": made.serial,
                     "buffers": made.buffers,
                 }
                 row.append(

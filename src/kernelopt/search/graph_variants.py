@@ -90,10 +90,11 @@ class GraphVariantOperator:
     "copies", "buffers"}``); from a passed candidate, its options plus one more of those sets (a greedy walk, as
     the compiler-knob search takes: the worker compiles a combination when it is evaluated).
 
-    The most promising first, as the budget may not reach them all: fewest kernels that only move
-    data (a layout copy dropped is a round trip through memory saved), then fewest buffers the call
-    allocates (an intermediate tensor not written), then fewest kernels, then the order of
-    :data:`GRAPH_OPTIONS`."""
+    The most promising first, as the budget may not reach them all (:func:`promise`): none that
+    reduces a large tensor on a few programs, then fewest kernels that only move data (a layout copy
+    dropped is a round trip through memory saved), then fewest second passes over rows, then fewest
+    buffers the call allocates (an intermediate tensor not written), then fewest kernels, then the order
+    of :data:`GRAPH_OPTIONS`."""
 
     name = "graph-variants"
 
@@ -116,11 +117,14 @@ class GraphVariantOperator:
         return out
 
 
-def promise(variant: dict[str, Any]) -> tuple[int, int, int, int]:
-    """The sort key of a compiled variant: its copy kernels, its passes over rows after the first,
-    the buffers its call allocates, its kernels (a record made before the worker counted them sorts by
-    its place in the list alone). Each is a round trip through memory the variant keeps."""
+def promise(variant: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """The sort key of a compiled variant: its reductions of a large tensor on a few programs (each far
+    slower than the split it replaced: such a variant goes last), its copy kernels, its passes over rows
+    after the first, the buffers its call allocates, its kernels (a record made before the worker counted
+    them sorts by its place in the list alone). Each of the last four is a round trip through memory the
+    variant keeps."""
     return (
+        int(variant.get("serial") or 0),
         int(variant.get("copies") or 0),
         int(variant.get("rereads") or 0),
         int(variant.get("buffers") or 0),
@@ -153,6 +157,9 @@ def _counts(shape: dict[str, Any], short: bool = False) -> str:
     if shape.get("rereads"):
         rereads = int(shape["rereads"])
         counted += f", {rereads} second pass{'' if rereads == 1 else 'es'} over rows"
+    if shape.get("serial"):
+        serial = int(shape["serial"])
+        counted += f", {serial} large reduction{'' if serial == 1 else 's'} on few programs"
     if "buffers" in shape:
         buffers = int(shape["buffers"])
         counted += f", {buffers} buffer{'' if buffers == 1 else 's'}"
