@@ -62,6 +62,7 @@ def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rewrite as it runs on an sm_90 GPU with the CUDA toolkit, on CPU tensors (the op computes them
     by torch)."""
     monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
+    monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))
     monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: None)
 
 
@@ -186,6 +187,7 @@ def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_at_the_compile(h
 
     no_nvcc = "no nvcc at /opt/cuda/bin/nvcc (PyTorch's CUDA_HOME is /opt/cuda): install the CUDA toolkit there or set CUDA_HOME"
     monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: no_nvcc)
+    monkeypatch.setattr(row_softmax_kernel, "prebuilt", lambda i, o, arch: False)  # and no build in place
 
     def softmax(x: torch.Tensor) -> torch.Tensor:  # as the post-grad graph writes it
         e = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))
@@ -196,8 +198,13 @@ def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_at_the_compile(h
         rewrite_for_cluster_softmax(gm.graph)
     assert str(refused.value) == (
         f"kernelopt.cluster_softmax: kernelopt's row softmax is built with nvcc at its first call, and {no_nvcc}; "
+        "or build it where nvcc is (kernelopt build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR; "
         "or leave the option out"
     )
+    # a build of that dtype pair for this GPU already in place (kernelopt build-op, elsewhere): rewritten
+    monkeypatch.setattr(row_softmax_kernel, "prebuilt", lambda i, o, arch: (i, o, arch) == (torch.float32, torch.float32, (9, 0)))
+    assert rewrite_for_cluster_softmax(make_fx(softmax, tracing_mode="fake")(torch.randn(4, 8192)).graph) == 1
+    monkeypatch.setattr(row_softmax_kernel, "prebuilt", lambda i, o, arch: False)
     narrow = make_fx(softmax, tracing_mode="fake")(torch.randn(4, 64))
     assert rewrite_for_cluster_softmax(narrow.graph) == 0  # nothing the op would take: nothing refused
     with pytest.raises(Exception, match="install the CUDA toolkit"):  # through Inductor's compile, as a variant's
@@ -255,7 +262,7 @@ def test_the_op_computes_what_torch_does_on_every_row_and_checks_as_an_op() -> N
 def test_a_cuda_input_the_kernel_does_not_take_is_named_with_its_reason(monkeypatch) -> None:
     """On a CUDA tensor torch's computation is a slow path the rewrite never asks for: the op says why,
     once per reason, instead of falling back in silence."""
-    monkeypatch.setattr(row_softmax_op, "_capability", lambda device: (9, 0))
+    monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))
     meta = torch.empty(4, 50257, device="meta")  # a tensor of no data: only its dtype and shape are read
     assert row_softmax_op.unsupported(meta, False) is None
     assert row_softmax_op.unsupported(meta.to(torch.float64), False) == "no build for torch.float64"
@@ -264,7 +271,7 @@ def test_a_cuda_input_the_kernel_does_not_take_is_named_with_its_reason(monkeypa
         "rows of 262144 elements, wider than a cluster holds (131072)"
     )
     assert row_softmax_op.unsupported(torch.empty(0, 8192, device="meta"), False) == "an empty or zero-dimensional tensor"
-    monkeypatch.setattr(row_softmax_op, "_capability", lambda device: (8, 0))
+    monkeypatch.setattr(row_softmax_op, "capability", lambda device: (8, 0))
     assert row_softmax_op.unsupported(meta, False) == "no thread-block clusters on a GPU of compute capability (8, 0)"
     row_softmax_op._warn_fallback.cache_clear()
     with pytest.warns(UserWarning, match="computed by torch on a CUDA tensor, not by its kernel: no thread-block"):

@@ -67,6 +67,46 @@ def test_a_machine_without_nvcc_says_what_to_install_before_building(builds, mon
     assert str(refused.value) == f"this machine cannot build CUDA C++ ({NAME}): {why}"
 
 
+def test_a_build_already_in_place_loads_on_a_machine_without_nvcc(builds, monkeypatch) -> None:
+    """A build made where nvcc is (``kernelopt build-op``) into the folder a machine without the toolkit
+    reads is loaded there as it is; anything else still needs nvcc and says so."""
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: "no nvcc here")
+    monkeypatch.setattr(cuda_library.subprocess, "run", lambda *a, **k: pytest.fail("nothing to build"))
+    monkeypatch.setattr(cuda_library.ctypes, "CDLL", lambda path: path)
+    library = cuda_library.library_path("__global__ void k() {}", NAME, (9, 0))
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"ELF")
+    assert cuda_library.build_library("__global__ void k() {}", NAME, (9, 0)) == str(library)
+    with pytest.raises(CudaBuildError, match="no nvcc here"):
+        cuda_library.build_library("__global__ void k() {}", NAME, (10, 0))  # no build for that GPU
+
+
+def test_build_op_builds_every_dtype_pair_the_op_launches(builds, monkeypatch) -> None:
+    """``kernelopt build-op --arch 9.0`` (a Docker stage with the toolkit, say): the five builds the op can
+    ask for, where a machine without nvcc finds them; a wrong architecture is one line."""
+    from typer.testing import CliRunner
+
+    from kernelopt.cli.main import app
+
+    def nvcc(command: list[str], cwd: Path, **_: object) -> subprocess.CompletedProcess[str]:
+        (Path(cwd) / command[-1]).write_text("ELF")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(cuda_library.subprocess, "run", nvcc)
+    monkeypatch.setattr(cuda_toolchain, "nvcc", lambda: "/opt/cuda/bin/nvcc")
+    result = CliRunner().invoke(app, ["build-op", "--arch", "9.0"])
+    assert result.exit_code == 0, result.output
+    built = sorted(builds.glob("lib-*/kernelopt_row_softmax.so"))
+    assert len(built) == len(row_softmax_kernel.PAIRS) == 5 and all(str(b) in result.output for b in built)
+    pairs = [(torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.float16, torch.float16)]
+    assert all(row_softmax_kernel.prebuilt(i, o, (9, 0)) for i, o in pairs)
+    assert not row_softmax_kernel.prebuilt(torch.float32, torch.float32, (10, 0))
+    wrong = CliRunner().invoke(app, ["build-op", "--arch", "sm90"])
+    assert wrong.exit_code == 2 and "--arch 'sm90': give MAJOR.MINOR, e.g. --arch 9.0" in wrong.output
+    old = CliRunner().invoke(app, ["build-op", "--arch", "8.0"])
+    assert old.exit_code == 2 and "sm_80 has no thread-block clusters" in old.output
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit), not a GPU")
 def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(builds, monkeypatch) -> None:
     """The real build of one dtype pair, loaded: its C entry point takes the arguments as declared and
@@ -86,7 +126,8 @@ def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(bui
     ("nvcc", "ninja", "said"),
     [
         (None, "no ninja (PyTorch's extensions build with it): pip install ninja", "the LLM agents plan Triton only"),
-        ("no nvcc at /x/bin/nvcc", "no nvcc at /x/bin/nvcc", "and the kernelopt.cluster_softmax options are refused"),
+        ("no nvcc at /x/bin/nvcc", "no nvcc at /x/bin/nvcc", "and the kernelopt.cluster_softmax options are refused "
+         "unless the op was built for this GPU where nvcc is (kernelopt build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR"),
     ],
 )
 def test_doctor_says_the_cluster_op_is_refused_only_without_nvcc(monkeypatch, nvcc, ninja, said) -> None:

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kernelopt.capture import cuda_toolchain, row_softmax_op
+from kernelopt.capture import cuda_toolchain, row_softmax_kernel, row_softmax_op
 from kernelopt.capture.online_softmax import erase_orphans, is_call, is_inf_test, rewrite_for_online_softmax
 from kernelopt.errors import UnsupportedEnvironment
 
@@ -157,6 +157,20 @@ def rewrite_for_cluster_softmax_bulk(graph: torch.fx.Graph) -> int:
     return rewrite_for_cluster_softmax(graph, bulk=True)
 
 
+def _check_buildable(in_dtype: torch.dtype, out_dtype: torch.dtype, device: torch.device, bulk: bool) -> None:
+    """The op builds its kernel at its first call, with nvcc: where this machine has none and no build
+    of that dtype pair for this GPU is in place (``kernelopt build-op``), the rewrite is refused here, at
+    the compile, in one line, rather than a call failing later."""
+    unable = cuda_toolchain.nvcc_missing()
+    if unable is None or row_softmax_kernel.prebuilt(in_dtype, out_dtype, row_softmax_op.capability(device.index)):
+        return
+    option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
+    raise UnsupportedEnvironment(
+        f"{option}: kernelopt's row softmax is built with nvcc at its first call, and {unable}; or build it "
+        "where nvcc is (kernelopt build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR; or leave the option out"
+    )
+
+
 def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> int:
     """Replace every softmax and log-softmax of ``graph`` (a post-grad ATen graph) that
     ``torch.ops.kernelopt.row_softmax`` computes with a call of it (``bulk``: its shared-memory form);
@@ -179,13 +193,6 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
             or not on_cluster_gpu(value)
         ):
             continue
-        unable = cuda_toolchain.nvcc_missing()
-        if unable is not None:  # the op builds its kernel at its first call: refused here, at the compile
-            option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
-            raise UnsupportedEnvironment(
-                f"{option}: kernelopt's row softmax is built with nvcc at its first call, and "
-                f"{unable}; or leave the option out"
-            )
         x, scale, readers = _scaled(y, parts.readers)
         out: Any = inner[-1]
         source, out_float = x, False
@@ -198,6 +205,8 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
                     out, out_float = back, False
         elif _value(x) is None or _value(x).dtype != torch.float32:
             continue
+        in_dtype = _value(source).dtype
+        _check_buildable(in_dtype, torch.float32 if out_float else in_dtype, value.device, bulk)
         with graph.inserting_before(out):
             arguments: tuple[Any, ...] = (source, scale, log, out_float)
             if lse or bulk:

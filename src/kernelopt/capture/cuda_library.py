@@ -47,16 +47,27 @@ def library_path(source: str, name: str, arch: tuple[int, int]) -> Path:
 
 
 def build_library(source: str, name: str, arch: tuple[int, int]) -> ctypes.CDLL:
-    """The library ``source`` builds to for ``arch``, built now unless a build of it is already there."""
+    """The library ``source`` builds to for ``arch``, loaded; built now unless a build of it is already
+    there (:func:`ensure_built`)."""
+    return ctypes.CDLL(str(ensure_built(source, name, arch)))
+
+
+def ensure_built(source: str, name: str, arch: tuple[int, int]) -> Path:
+    """Where the library ``source`` builds to for ``arch`` is, built now unless it is already there. A
+    build already in place needs no nvcc: one made on a machine with the CUDA toolkit (``kernelopt
+    build-op``) into the folder a machine without one reads (``KERNELOPT_CUDA_BUILD_DIR``) is loaded there
+    as it is (the library is moved into place whole, so one that exists is complete)."""
+    library = library_path(source, name, arch)
+    if library.exists():
+        return library
     unable = cuda_toolchain.nvcc_missing()
     if unable is not None:
         raise CudaBuildError(f"this machine cannot build CUDA C++ ({name}): {unable}")
-    library = library_path(source, name, arch)
     library.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(library.parent / "build.lock")):
         if not library.exists():
             _compile(source, library, arch, name)
-    return ctypes.CDLL(str(library))
+    return library
 
 
 def _compile(source: str, library: Path, arch: tuple[int, int], name: str) -> None:

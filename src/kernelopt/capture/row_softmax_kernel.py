@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from pathlib import Path
 
 import torch
 
@@ -328,6 +329,10 @@ extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString(
 # each dtype the kernel reads or writes: its C++ type
 C_TYPES = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
 DTYPES = tuple(C_TYPES)
+# every input and output dtype pair the op launches (one build each): a dtype to itself, and a lower
+# precision's to float32 (the op's ``out_float``)
+PAIRS = tuple((d, d) for d in DTYPES) + tuple((d, torch.float32) for d in DTYPES if d != torch.float32)
+LIBRARY = "kernelopt.row_softmax"  # the builds' name in the build folder
 
 
 def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
@@ -408,4 +413,20 @@ def built(source: str, arch: tuple[int, int]) -> Library:
     """``source`` (the op's, or a variant of it a probe times) built for ``arch`` and loaded."""
     from kernelopt.capture.cuda_library import build_library
 
-    return Library(build_library(source, "kernelopt.row_softmax", arch))
+    return Library(build_library(source, LIBRARY, arch))
+
+
+def prebuilt(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int]) -> bool:
+    """Whether the op's build for this dtype pair and ``arch`` is already in the build folder, so that a
+    machine without nvcc can run the op (:func:`build_all` made it on one with nvcc)."""
+    from kernelopt.capture.cuda_library import library_path
+
+    return library_path(source_for(in_dtype, out_dtype), LIBRARY, arch).is_file()
+
+
+def build_all(arch: tuple[int, int]) -> list[Path]:
+    """The op built for every dtype pair it launches (:data:`PAIRS`) and ``arch``, into the build folder
+    (``KERNELOPT_CUDA_BUILD_DIR``): ``kernelopt build-op``, for a machine that has no CUDA toolkit to build it."""
+    from kernelopt.capture.cuda_library import ensure_built
+
+    return [ensure_built(source_for(i, o), LIBRARY, arch) for i, o in PAIRS]

@@ -83,7 +83,7 @@ def _planned(x: torch.Tensor, out_float: bool, bulk: bool) -> tuple[int, None] |
     if out_float and x.dtype == torch.float32:
         return None, "a float32 input asked for a float32 upcast"  # nothing to upcast: the rewrite never asks
     if not has_clusters(x.device.index):
-        return None, f"no thread-block clusters on a GPU of compute capability {_capability(x.device.index)}"
+        return None, f"no thread-block clusters on a GPU of compute capability {capability(x.device.index)}"
     blocks = blocks_for(x, bulk)
     if blocks is None:
         held = MAX_CLUSTER * (BULK_PART_BYTES - 16) // x.element_size() if bulk else MAX_COLUMNS
@@ -123,14 +123,14 @@ def _warn_fallback(reason: str) -> None:
 
 
 @functools.cache
-def _capability(device: int | None) -> tuple[int, int]:
+def capability(device: int | None) -> tuple[int, int]:
     """The GPU's compute capability, asked once per device: every call of the op asks."""
     return torch.cuda.get_device_capability(device)
 
 
 def has_clusters(device: int | None) -> bool:
     """Whether the GPU has thread-block clusters (sm_90+)."""
-    return _capability(device) >= (9, 0)
+    return capability(device) >= (9, 0)
 
 
 def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False) -> torch.Tensor:
@@ -159,7 +159,7 @@ def row_softmax(
         return reference(x, scale, log, out_float, lse)
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
-    kernel = launcher(x.dtype, y.dtype, _capability(x.device.index))
+    kernel = launcher(x.dtype, y.dtype, capability(x.device.index))
     if bulk:
         kernel.run_bulk(x, y, blocks, BULK_THREADS, float(scale), bool(log), bool(log and lse))
     else:

@@ -380,6 +380,42 @@ def doctor(
         print_doctor(diagnose(db, remeasure=remeasure), out)
 
 
+@app.command("build-op")
+@user_errors
+def build_op(
+    arch: str | None = typer.Option(
+        None, help="GPU architecture as MAJOR.MINOR (9.0: H100, H200); default: this machine's GPU's."
+    ),
+) -> None:
+    """Build kernelopt's row-softmax op (every dtype pair) into KERNELOPT_CUDA_BUILD_DIR, for a machine without
+    nvcc that runs a result using it (the kernelopt.cluster_softmax options)."""
+    import torch
+
+    from kernelopt.capture import row_softmax_kernel
+    from kernelopt.capture.cuda_kernel import CudaBuildError, build_root
+
+    if arch is None:
+        if not torch.cuda.is_available():
+            raise KerneloptError("no GPU here to read the architecture from: pass --arch, e.g. --arch 9.0")
+        target = torch.cuda.get_device_capability()
+    else:
+        major, dot, minor = arch.partition(".")
+        if not (major.isdigit() and dot and minor.isdigit()):
+            raise KerneloptError(f"--arch {arch!r}: give MAJOR.MINOR, e.g. --arch 9.0")
+        target = (int(major), int(minor))
+    if target < (9, 0):
+        raise KerneloptError(
+            f"sm_{target[0]}{target[1]} has no thread-block clusters, which the op needs: build for 9.0 or later"
+        )
+    try:
+        libraries = row_softmax_kernel.build_all(target)
+    except CudaBuildError as exc:
+        raise KerneloptError(str(exc)) from None
+    out.print(f"kernelopt.row_softmax for sm_{target[0]}{target[1]}, {len(libraries)} dtype pairs, in {build_root()}:")
+    for library in libraries:
+        out.print(f"  {library}", markup=False, highlight=False)
+
+
 @app.command("config")
 @user_errors
 def config_command(
