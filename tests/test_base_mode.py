@@ -268,4 +268,4 @@ def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_compute
     row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True,
                                     "details": {"stock": {MA: record, "default": quiet}}})  # fmt: skip
     (note,) = problem_notes(row)
-    assert note.startswith(f"under {MA}, kernelopt.row_softmax was computed by torch") and line in note
+    assert note.startswith(f"under {MA}, kernelopt's own op was computed by torch") and line in note

@@ -450,8 +450,8 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
 
     device = row_softmax_kernel.source_for(dtype_in, dtype_out)
     assert "#include <torch" not in device and "at::" not in device  # nothing of PyTorch's: seconds of nvcc
-    assert f"launch_vec<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}>" in device
-    assert f"row_softmax_bulk<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, THREADS>" in device
+    assert f"launch_vec<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, false>" in device
+    assert f"row_softmax_bulk<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, THREADS, NORM>" in device
     (tmp_path / "k.cu").write_text(device)
     built = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
@@ -463,7 +463,8 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
     )
     held = [(int(spills), int(registers)) for name, spills, registers in kernels if name == "row_softmax_kernel"]
     bulk = [(int(spills), int(registers)) for name, spills, registers in kernels if name == "row_softmax_bulk"]
-    assert len(held) == 2 and len(bulk) == 2, built.stderr  # 16-byte and one-element loads; 256 and 512 threads
+    # 16-byte and one-element loads; 256 and 512 threads; each as a softmax and as an L2 norm (NORM)
+    assert len(held) == 4 and len(bulk) == 4, built.stderr
     assert max(r for _, r in held) <= 65536 // (row_softmax_kernel.THREADS * row_softmax_kernel.MIN_BLOCKS), built.stderr
     assert max(s for s, _ in held) <= 8, built.stderr
     # the shared-memory form keeps nothing of the row in registers: no spills, and registers for four

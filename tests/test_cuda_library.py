@@ -117,7 +117,7 @@ def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(bui
         library = row_softmax_kernel.launcher(torch.bfloat16, torch.float32, (9, 0))
     finally:
         row_softmax_kernel.launcher.cache_clear()
-    error = library._launch(None, None, 1, 4096, 1, 1, 1.0, 0, 0, None)
+    error = library._launch(None, None, 1, 4096, 1, 1, 1.0, 0, 0, 0, 0.0, None)
     assert error != 0 and library._error(error).decode()  # e.g. "no CUDA-capable device is detected"
     assert list(builds.glob("lib-*/kernelopt_row_softmax.so"))
 
@@ -168,10 +168,14 @@ def test_the_op_hands_its_launch_the_rows_flags_and_stream_and_names_a_failed_la
     op = row_softmax_kernel.Library(library)  # type: ignore[arg-type]
     x, y = torch.zeros(2, 3, 4096), torch.zeros(2, 3, 4096)
     op.run(x, y, 2, True, 0.5, True, False)
-    assert launches == [(x.data_ptr(), y.data_ptr(), 6, 4096, 2, 1, 0.5, 1, 0, 0xBEEF)] and current == [x.device]
+    assert launches == [(x.data_ptr(), y.data_ptr(), 6, 4096, 2, 1, 0.5, 1, 0, 0, 0.0, 0xBEEF)] and current == [x.device]
     launches.clear()
     op.run_bulk(x, y, 4, 256, 2.0, False, True)  # the shared-memory form: block width, no active-count pointer
-    assert launches == [(x.data_ptr(), y.data_ptr(), 6, 4096, 4, 256, 2.0, 0, 1, 0xBEEF, None)]
+    assert launches == [(x.data_ptr(), y.data_ptr(), 6, 4096, 4, 256, 2.0, 0, 1, 0, 0.0, 0xBEEF, None)]
+    launches.clear()
+    op.run(x, y, 2, True, 1.0, False, False, norm=True, eps=1e-12)  # the L2-normalisation build, its eps
+    op.run_bulk(x, y, 2, 512, 1.0, False, False, norm=True, eps=0.0)
+    assert [call[7:11] for call in launches] == [(0, 0, 1, 1e-12), (0, 0, 1, 0.0)]
     library.kopt_row_softmax.answer = 7
     failing = row_softmax_kernel.Library(library)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError) as failed:

@@ -2,7 +2,9 @@
 hands a graph's wide softmax to it (``kernelopt.capture.cluster_softmax``): the CUDA kernel against
 float64 on every dtype pair and row width it takes, rows holding infinities and NaN as torch writes
 them, and log-softmax over a 50257-wide vocabulary with a temperature regenerated under the option,
-through the gates. Speed is printed, not asserted (``benchmarks/`` holds speed)."""
+through the gates; the same kernel built as a row's L2 normalisation (``kernelopt.row_l2_normalize``,
+``kernelopt.capture.cluster_norm``), and row-L2 over 65535 regenerated under its option. Speed is
+printed, not asserted (``benchmarks/`` holds speed)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import torch
 from conftest import EXAMPLES
 
 from kernelopt.capture import compat, row_softmax_kernel, row_softmax_op
+from kernelopt.capture.cluster_norm import CLUSTER_NORM_BULK_OPTION, CLUSTER_NORM_OPTION
 from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
 
 pytestmark = pytest.mark.gpu
@@ -88,6 +91,46 @@ def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_f
         assert torch.isnan(got[2]).all() != lse  # +inf in the row: -inf where finite under lse
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype", "offset"),
+    [
+        ((256, 65535), torch.float32, 0),  # the suite's row-L2 width: rows not 16-byte aligned
+        ((64, 16384), torch.float32, 0),
+        ((4, 512, 8192), torch.float32, 0),  # three dimensions, one block a row
+        ((64, 131072), torch.float32, 0),  # the widest
+        ((64, 32001), torch.bfloat16, 1),  # 16-bit, odd width, off 16 bytes
+    ],
+)
+@pytest.mark.parametrize("bulk", [False, True], ids=["registers", "shared"])
+def test_the_kernel_computes_the_l2_normalisation_of_every_row(built, shape, dtype, offset, bulk) -> None:
+    """The same kernel built as ``kernelopt.row_l2_normalize`` (the blocks exchange sums of squares), in both
+    forms, against float64: a zero row is NaN without eps and zero with it, NaN and inf as torch writes them."""
+    import torch.nn.functional as F
+
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("thread-block clusters need sm_90")
+    torch.manual_seed(0)
+    numel = torch.Size(shape).numel()
+    x = (torch.randn(numel + offset, device="cuda") * 4).to(dtype)[offset:].view(shape)
+    x[0, ...] = 0.0
+    x[1, ..., 5] = float("inf")
+    x[2, ..., 7] = float("nan")
+    assert row_softmax_op.supports(x, False, bulk)
+    row_softmax_op._warn_fallback.cache_clear()
+    for eps in (0.0, 1e-12):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="kernelopt.row_l2_normalize computed by torch")  # the kernel ran
+            got = torch.ops.kernelopt.row_l2_normalize(x, eps, bulk)
+        y = x.double()
+        want = y / torch.linalg.vector_norm(y, dim=-1, keepdim=True).clamp_min(eps)
+        assert got.dtype == dtype
+        tolerance = 1e-5 if dtype == torch.float32 else 1e-2
+        torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance, equal_nan=True)
+        assert torch.isnan(got[0]).all() if eps == 0 else (got[0] == 0).all()
+        assert torch.isnan(got[2]).all()
+        torch.testing.assert_close(got[3:].float(), F.normalize(x[3:].float(), dim=-1).to(dtype).float())
+
+
 @pytest.mark.parametrize("option", [CLUSTER_SOFTMAX_OPTION, CLUSTER_SOFTMAX_BULK_OPTION])
 def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates(option: str) -> None:
     """Log-softmax over 50257 with a temperature, compiled as max-autotune-no-cudagraphs compiles it
@@ -99,6 +142,33 @@ def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates(option
 
     options = compat.mode_options("max-autotune-no-cudagraphs")
     spec = asdict(ProblemSpec(str(EXAMPLES / "level1/24_log_softmax_vocab.py"), {}, options=options))
+    ((variant,),) = worker_targets.graph_variants(spec, [{option: True}], None)
+    print("variant", variant)
+    assert variant["available"], variant["reason"]
+    assert variant["rereads"] == 0 < variant["compiled"]["rereads"]
+
+    settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10))
+    result = worker_targets.evaluate_graph(spec, 0, {option: True}, settings, None)
+    gates = {v["gate"]: v for v in result["verdicts"]}
+    print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"), result.get("timings"))
+    assert gates["static"]["passed"], gates["static"]
+    assert "model" in gates, gates["performance"]  # screened out as slower: the op lost to Inductor here
+    assert gates["model"]["passed"], gates["model"]
+
+
+@pytest.mark.parametrize("option", [CLUSTER_NORM_OPTION, CLUSTER_NORM_BULK_OPTION])
+def test_row_l2_is_one_call_of_the_norm_op_and_passes_the_gates(option: str) -> None:
+    """Row-L2 over 65535 columns (1024 rows: the suite's width, a test's memory), compiled as
+    max-autotune-no-cudagraphs compiles it, regenerated under the norm option: the looped two-pass kernel
+    gives way to the op's one read, through the gates (a screen that finds it slower stops before the
+    model gate)."""
+    from kernelopt.evaluate import worker_targets
+    from kernelopt.evaluate.gate_settings import GateSettings
+    from kernelopt.evaluate.session import ProblemSpec
+
+    options = compat.mode_options("max-autotune-no-cudagraphs")
+    path = str(EXAMPLES / "level1/10_row_l2_normalize.py")
+    spec = asdict(ProblemSpec(path, {"batch_size": 1024}, options=options))
     ((variant,),) = worker_targets.graph_variants(spec, [{option: True}], None)
     print("variant", variant)
     assert variant["available"], variant["reason"]

@@ -360,7 +360,7 @@ def test_a_graph_candidate_whose_op_never_ran_its_kernel_is_named_and_not_timed(
     failed = result["verdicts"][-1]
     assert failed["gate"] == "model" and failed["details"]["rule"] == "fallback"
     assert failed["reason"] == (
-        "kernelopt.row_softmax did not run its kernel in the candidate's process: 1 call(s) computed by torch, "
+        "kernelopt's own op did not run its kernel in the candidate's process: 1 call(s) computed by torch, "
         "not the kernel: no build for torch.float64"
     )
     assert not any(c.startswith("end_to_end") or c.startswith("model_gate") for c in fell.calls)
@@ -390,7 +390,7 @@ def test_the_final_verification_refuses_winners_whose_op_fell_back_in_its_proces
     final = FinalCheck.from_dict(worker_targets.verify_together({}, [replacement], settings, None))
     verdict = final.model
     assert (verdict.gate, verdict.passed, verdict.details["rule"]) == ("model", False, "fallback")
-    assert not final.faster and final.reason.startswith("kernelopt.row_softmax did not run its kernel in the candidate's process: 1 call")
+    assert not final.faster and final.reason.startswith("kernelopt's own op did not run its kernel in the candidate's process: 1 call")
     assert calls == ["warm", "swaps"]  # the timing processes hold the model first; then no gate, no timing
 
 

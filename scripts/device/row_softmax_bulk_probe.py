@@ -19,7 +19,8 @@ One JSON line per case and shape as it is measured: the largest error against fl
 stock compile's beside it), the clusters the GPU holds at once for the shape, and the kernel timed
 interleaved with ``torch.compile(mode="max-autotune-no-cudagraphs")`` of the same function in this
 process (``kernelopt.measure.compare``: L2 flushed, 30 rounds; medians in ms); the op's own choice of
-shape is marked ``chosen``. Needs an sm_90 GPU and nvcc.
+shape is marked ``chosen``. The last case is the op's other build, a row's L2 normalisation
+(``kernelopt.row_l2_normalize``), against the compiled ``x / torch.norm(x)``. Needs an sm_90 GPU and nvcc.
 """
 
 from __future__ import annotations
@@ -35,19 +36,20 @@ from kernelopt.measure import compare
 
 MAX_SMEM = 227 * 1024  # bytes of shared memory one block of an sm_90 GPU may have
 THREADS = (256, 512)
-CASES = [  # rows, columns, dtype, log, scale, out_float, lse
-    (2048, 50257, torch.float32, True, 1 / 0.7, False, False),  # the suite's log-softmax over a vocabulary
-    (1024, 128256, torch.bfloat16, True, 1.0, True, True),  # the suite's token log-probs
-    (4096, 65536, torch.float32, False, 1.0, False, False),  # the suite's softmax-wide
-    (4096, 16384, torch.float32, False, 1.0, False, False),
-    (4096, 32000, torch.bfloat16, True, 1.0, True, False),
-    (2048, 131072, torch.float32, True, 1.0, False, False),  # the suite's log-softmax-wide
+CASES = [  # rows, columns, dtype, log, scale, out_float, lse, norm (the op's L2-normalisation build)
+    (2048, 50257, torch.float32, True, 1 / 0.7, False, False, False),  # the suite's log-softmax over a vocabulary
+    (1024, 128256, torch.bfloat16, True, 1.0, True, True, False),  # the suite's token log-probs
+    (4096, 65536, torch.float32, False, 1.0, False, False, False),  # the suite's softmax-wide
+    (4096, 16384, torch.float32, False, 1.0, False, False, False),
+    (4096, 32000, torch.bfloat16, True, 1.0, True, False, False),
+    (2048, 131072, torch.float32, True, 1.0, False, False, False),  # the suite's log-softmax-wide
+    (8192, 65535, torch.float32, False, 1.0, False, False, True),  # the suite's row-L2 width (x / ||x||)
 ]
 
 
 def main() -> None:
     arch = torch.cuda.get_device_capability()
-    for rows, cols, dtype, log, scale, out_float, lse in CASES:
+    for rows, cols, dtype, log, scale, out_float, lse, norm in CASES:
         out_dtype = torch.float32 if out_float else dtype
         started = time.monotonic()
         library = kernel.launcher(dtype, out_dtype, arch)
@@ -57,8 +59,15 @@ def main() -> None:
         x = torch.randn(rows, cols, device="cuda", dtype=dtype) * 3
 
         def stock(
-            x: torch.Tensor = x, log: bool = log, scale: float = scale, out_float: bool = out_float, lse: bool = lse
+            x: torch.Tensor = x,
+            log: bool = log,
+            scale: float = scale,
+            out_float: bool = out_float,
+            lse: bool = lse,
+            norm: bool = norm,
         ) -> torch.Tensor:
+            if norm:
+                return x / torch.norm(x, p=2, dim=-1, keepdim=True)
             y = x.float() * scale
             if lse:
                 out = y - torch.logsumexp(y, dim=-1, keepdim=True)
@@ -68,7 +77,10 @@ def main() -> None:
 
         compiled = torch.compile(stock, mode="max-autotune-no-cudagraphs")
         compiled()
-        exact = op.reference(x.double(), scale, log, True, lse)
+        if norm:
+            exact = x.double() / torch.linalg.vector_norm(x.double(), dim=-1, keepdim=True)
+        else:
+            exact = op.reference(x.double(), scale, log, True, lse)
         stock_err = (compiled().double() - exact).abs().max().item()
         y = torch.empty(x.shape, dtype=out_dtype, device="cuda")
         held, chosen = op.cluster_blocks(cols), op.blocks_for(x, True)
@@ -81,6 +93,7 @@ def main() -> None:
                 "rows": rows,
                 "cols": cols,
                 "dtype": str(dtype),
+                "op": "l2_normalize" if norm else "log_softmax" if log else "softmax",
                 "kind": kind,
                 "clusters": clusters,
                 "threads": threads,
@@ -89,9 +102,9 @@ def main() -> None:
 
             def call(kind: str = kind, clusters: int = clusters, threads: int = threads) -> None:
                 if kind == "registers":
-                    library.run(x, y, clusters, True, scale, log, lse)
+                    library.run(x, y, clusters, True, scale, log, lse, norm=norm)
                 else:
-                    library.run_bulk(x, y, clusters, threads, scale, log, lse)
+                    library.run_bulk(x, y, clusters, threads, scale, log, lse, norm=norm)
 
             try:
                 if kind == "bulk":

@@ -46,7 +46,8 @@ _cast = torch.ops.prims.convert_element_type.default
 LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
-def _value(node: Any) -> Any:
+def node_value(node: Any) -> Any:
+    """A node's fake tensor (``meta['val']``), None for anything else."""
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
@@ -58,11 +59,13 @@ def on_cluster_gpu(value: Any) -> bool:
     return row_softmax_op.has_clusters(device.index)  # the op's own rule, its capability asked once
 
 
-def _last_dim(dims: Any, ndim: int) -> bool:
+def last_dim(dims: Any, ndim: int) -> bool:
+    """Whether a reduction's ``dims`` are the last dimension alone."""
     return isinstance(dims, (list, tuple)) and len(dims) == 1 and dims[0] in (-1, ndim - 1)
 
 
-def _only_users(node: torch.fx.Node, *users: Any) -> bool:
+def only_users(node: torch.fx.Node, *users: Any) -> bool:
+    """Whether nothing but ``users`` reads ``node``."""
     return set(node.users) <= set(users)
 
 
@@ -85,12 +88,12 @@ def _softmax_parts(exp: torch.fx.Node) -> _Parts | None:
     if not is_call(sub, _aten.sub.Tensor) or len(sub.args) != 2 or sub.kwargs.get("alpha", 1) != 1:
         return None
     y, amax = sub.args
-    value = _value(y)
+    value = node_value(y)
     if not is_call(amax, _aten.amax.default) or amax.args[0] is not y or value is None:
         return None
     dims = amax.args[1] if len(amax.args) > 1 else amax.kwargs.get("dim")
     keepdim = amax.args[2] if len(amax.args) > 2 else amax.kwargs.get("keepdim", False)
-    if not keepdim or not _last_dim(dims, value.dim()):
+    if not keepdim or not last_dim(dims, value.dim()):
         return None
     sums = [u for u in exp.users if is_call(u, _aten.sum.dim_IntList)]
     if len(sums) != 1:
@@ -98,20 +101,20 @@ def _softmax_parts(exp: torch.fx.Node) -> _Parts | None:
     total: Any = sums[0]
     total_dims = total.args[1] if len(total.args) > 1 else None
     total_keep = total.args[2] if len(total.args) > 2 else total.kwargs.get("keepdim", False)
-    if total.args[0] is not exp or not _last_dim(total_dims, value.dim()) or not total_keep:
+    if total.args[0] is not exp or not last_dim(total_dims, value.dim()) or not total_keep:
         return None
     if total.kwargs.get("dtype") is not None:
         return None
     user: Any = next(iter(total.users)) if len(total.users) == 1 else None
-    if is_call(user, _aten.div.Tensor) and user.args == (exp, total) and _only_users(exp, total, user):
-        if _only_users(amax, sub) and _only_users(sub, exp):
+    if is_call(user, _aten.div.Tensor) and user.args == (exp, total) and only_users(exp, total, user):
+        if only_users(amax, sub) and only_users(sub, exp):
             return _Parts(y, False, False, [amax, sub, exp, total, user], {amax, sub})
         return None
-    if not is_call(user, _aten.log.default) or len(user.users) != 1 or not _only_users(exp, total):
+    if not is_call(user, _aten.log.default) or len(user.users) != 1 or not only_users(exp, total):
         return None
     out: Any = next(iter(user.users))
     if is_call(out, _aten.sub.Tensor) and out.args == (sub, user) and out.kwargs.get("alpha", 1) == 1:
-        if _only_users(amax, sub) and _only_users(sub, exp, out):
+        if only_users(amax, sub) and only_users(sub, exp, out):
             return _Parts(y, True, False, [amax, sub, exp, total, user, out], {amax, sub})
         return None
     return _lse_parts(y, amax, sub, exp, total, user)
@@ -126,12 +129,12 @@ def _lse_parts(y: Any, amax: Any, sub: Any, exp: Any, total: Any, log: Any) -> _
     if not is_call(where, _aten.where.self) or len(where.args) != 3 or where.args[1:] != (amax, add):
         return None
     test: Any = where.args[0]
-    if not is_inf_test(test, amax) or not _only_users(test, where) or not _only_users(test.args[0], test):
+    if not is_inf_test(test, amax) or not only_users(test, where) or not only_users(test.args[0], test):
         return None
     out: Any = next(iter(where.users)) if len(where.users) == 1 else None
     if not is_call(out, _aten.sub.Tensor) or out.args != (y, where) or out.kwargs.get("alpha", 1) != 1:
         return None
-    if not _only_users(amax, sub, test.args[0], add, where) or not _only_users(sub, exp):
+    if not only_users(amax, sub, test.args[0], add, where) or not only_users(sub, exp):
         return None
     inner = [amax, test.args[0], test, sub, exp, total, log, add, where, out]
     return _Parts(y, True, True, inner, {amax, sub, out})
@@ -143,7 +146,7 @@ def _scaled(y: Any, readers: set[torch.fx.Node]) -> tuple[Any, float, set[torch.
     nothing but the next (``readers`` for ``y``): the op takes the scale in, so no kernel writes
     ``x * c`` out."""
     x, scale = y, 1.0
-    while is_call(x, _aten.mul.Tensor, _aten.div.Tensor) and len(x.args) == 2 and _only_users(x, *readers):
+    while is_call(x, _aten.mul.Tensor, _aten.div.Tensor) and len(x.args) == 2 and only_users(x, *readers):
         base, c = x.args
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 or not isinstance(base, torch.fx.Node):
             break
@@ -157,14 +160,13 @@ def rewrite_for_cluster_softmax_bulk(graph: torch.fx.Graph) -> int:
     return rewrite_for_cluster_softmax(graph, bulk=True)
 
 
-def _check_buildable(in_dtype: torch.dtype, out_dtype: torch.dtype, device: torch.device, bulk: bool) -> None:
+def check_buildable(in_dtype: torch.dtype, out_dtype: torch.dtype, device: torch.device, option: str) -> None:
     """The op builds its kernel at its first call, with nvcc: where this machine has none and no build
-    of that dtype pair for this GPU is in place (``kernelopt build-op``), the rewrite is refused here, at
-    the compile, in one line, rather than a call failing later."""
+    of that dtype pair for this GPU is in place (``kernelopt build-op``), the rewrite of ``option`` is
+    refused here, at the compile, in one line, rather than a call failing later."""
     unable = cuda_toolchain.nvcc_missing()
     if unable is None or row_softmax_kernel.prebuilt(in_dtype, out_dtype, row_softmax_op.capability(device.index)):
         return
-    option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
     raise UnsupportedEnvironment(
         f"{option}: kernelopt's row softmax is built with nvcc at its first call, and {unable}; or build it "
         "where nvcc is (kernelopt build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR; or leave the option out"
@@ -184,7 +186,7 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
         if parts is None:
             continue
         y, log, lse, inner = parts.y, parts.log, parts.lse, parts.inner
-        value = _value(y)
+        value = node_value(y)
         columns = value.shape[-1] if value.dim() else 0
         if (
             value.dtype != torch.float32
@@ -196,17 +198,18 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
         x, scale, readers = _scaled(y, parts.readers)
         out: Any = inner[-1]
         source, out_float = x, False
-        if is_call(x, _cast) and _only_users(x, *readers) and _value(x.args[0]) is not None:
-            low = _value(x.args[0]).dtype
+        if is_call(x, _cast) and only_users(x, *readers) and node_value(x.args[0]) is not None:
+            low = node_value(x.args[0]).dtype
             if low in LOW_PRECISION:
                 source, out_float = x.args[0], True
                 back: Any = next(iter(out.users)) if len(out.users) == 1 else None
                 if is_call(back, _cast) and back.args[1] == low:
                     out, out_float = back, False
-        elif _value(x) is None or _value(x).dtype != torch.float32:
+        elif node_value(x) is None or node_value(x).dtype != torch.float32:
             continue
-        in_dtype = _value(source).dtype
-        _check_buildable(in_dtype, torch.float32 if out_float else in_dtype, value.device, bulk)
+        in_dtype = node_value(source).dtype
+        option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
+        check_buildable(in_dtype, torch.float32 if out_float else in_dtype, value.device, option)
         with graph.inserting_before(out):
             arguments: tuple[Any, ...] = (source, scale, log, out_float)
             if lse or bulk:

@@ -1,7 +1,9 @@
 """The CUDA source of kernelopt's row softmax (:mod:`~kernelopt.capture.row_softmax_op`), and its build
 and launch.
 
-Two kernels, one row a cluster (sm_90: Hopper's thread-block clusters, co-scheduled by the hardware):
+Two kernels, one row a cluster (sm_90: Hopper's thread-block clusters, co-scheduled by the hardware), each
+also built as a row's L2 normalisation (``NORM``: ``x / max(||x||, eps)``, the sum of squares exchanged
+instead of the max and the sum of exponentials):
 each block of the cluster takes its part of the row, in registers (``kopt_row_softmax``: 512 threads x 32
 elements, 16-byte loads where rows are aligned) or in shared memory (``kopt_row_softmax_bulk``: one bulk
 TMA copy of the part's aligned middle, the elements around it by plain loads, an mbarrier); the blocks
@@ -85,8 +87,9 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_m
 
 // The row's max M and what the output needs of its sum S = sum(exp(v - M)), from each block's max m and
 // sum s (exp(v - m) over its part), exchanged through distributed shared memory; x - logsumexp(x) (lse)
-// takes an infinite max as the logsumexp itself, as torch's logsumexp does.
-struct RowStats { float M, shift, inv; };
+// takes an infinite max as the logsumexp itself, as torch's logsumexp does. With m = 0 in every block
+// (an L2 norm's sum of squares) S is the sum of the blocks' s, each times exp(0) = 1: exact.
+struct RowStats { float M, S, shift, inv; };
 
 __device__ __forceinline__ RowStats cluster_stats(cg::cluster_group& cluster, float* part, float m, float s,
                                                   bool lse) {
@@ -101,15 +104,15 @@ __device__ __forceinline__ RowStats cluster_stats(cg::cluster_group& cluster, fl
     S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
   }
   cluster.sync();  // every block has read the others' parts: each may now exit
-  return {M, lse && isinf(M) ? M : M + logf(S), 1.0f / S};
+  return {M, S, lse && isinf(M) ? M : M + logf(S), 1.0f / S};
 }
 
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
 
-template <typename TI, typename TO, int ITEMS, int VEC, int THREADS>
+template <typename TI, typename TO, int ITEMS, int VEC, int THREADS, bool NORM>
 __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
     const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
-    bool lse) {
+    bool lse, float eps) {
   cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
   const unsigned blocks = cluster.num_blocks();
@@ -135,18 +138,25 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
       for (int j = 0; j < VEC; ++j) v[k * VEC + j] = as_float<TI>(p.v[j]) * scale;
     } else {
       #pragma unroll
-      for (int j = 0; j < VEC; ++j) v[k * VEC + j] = -INFINITY;
+      for (int j = 0; j < VEC; ++j) v[k * VEC + j] = NORM ? 0.0f : -INFINITY;  // adds nothing to either sum
     }
   }
-  #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) m = nan_max(m, v[k]);
-  m = block_reduce<THREADS>(m, scratch, true);
   float s = 0.0f;
-  #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) s += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);  // NaN stays NaN
+  if constexpr (NORM) {
+    m = 0.0f;
+    #pragma unroll
+    for (int k = 0; k < ITEMS; ++k) s += v[k] * v[k];
+  } else {
+    #pragma unroll
+    for (int k = 0; k < ITEMS; ++k) m = nan_max(m, v[k]);
+    m = block_reduce<THREADS>(m, scratch, true);
+    #pragma unroll
+    for (int k = 0; k < ITEMS; ++k) s += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);  // NaN stays NaN
+  }
   s = block_reduce<THREADS>(s, scratch, false);
   const RowStats stats = cluster_stats(cluster, part, m, s, lse);
   const float M = stats.M, shift = stats.shift, inv = stats.inv;
+  const float norm = nan_max(sqrtf(stats.S), eps);  // NORM: x / max(||x||, eps), NaN kept as torch keeps it
   #pragma unroll
   for (int k = 0; k < PACKS; ++k) {
     const int64_t i = start + ((int64_t)k * THREADS + threadIdx.x) * VEC;
@@ -155,7 +165,7 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
       #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const float e = v[k * VEC + j];
-        p.v[j] = from_float<TO>(log_out ? e - shift : expf(e - M) * inv);
+        p.v[j] = from_float<TO>(NORM ? e / norm : log_out ? e - shift : expf(e - M) * inv);
       }
       *reinterpret_cast<Pack<TO, VEC>*>(yr + i) = p;
     }
@@ -183,18 +193,18 @@ struct ClusterLaunch {
   ClusterLaunch& operator=(const ClusterLaunch&) = delete;
 };
 
-template <typename TI, typename TO, int VEC>
+template <typename TI, typename TO, int VEC, bool NORM>
 static cudaError_t launch_typed(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
-                                int64_t chunk, float scale, bool log_out, bool lse, cudaStream_t stream) {
+                                int64_t chunk, float scale, bool log_out, bool lse, float eps, cudaStream_t stream) {
   constexpr int THREADS = __THREADS__;
-  auto kernel = row_softmax_kernel<TI, TO, __ITEMS__, VEC, THREADS>;
+  auto kernel = row_softmax_kernel<TI, TO, __ITEMS__, VEC, THREADS, NORM>;
   const ClusterLaunch launch(rows, clusters, THREADS, 0, stream);
-  return cudaLaunchKernelEx(&launch.config, kernel, (const TI*)x, (TO*)y, cols, chunk, scale, log_out, lse);
+  return cudaLaunchKernelEx(&launch.config, kernel, (const TI*)x, (TO*)y, cols, chunk, scale, log_out, lse, eps);
 }
 
-template <typename TI, typename TO>
+template <typename TI, typename TO, bool NORM>
 static cudaError_t launch_vec(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
-                              bool vectorized, float scale, bool log_out, bool lse, cudaStream_t stream) {
+                              bool vectorized, float scale, bool log_out, bool lse, float eps, cudaStream_t stream) {
   // 16 bytes a load where every row and every block's part start on a 16-byte boundary (on the H200 a
   // bfloat16 input's 32-byte float32 packs out ran slower than single floats)
   constexpr int VEC = 16 / sizeof(TI);
@@ -203,17 +213,22 @@ static cudaError_t launch_vec(const void* x, void* y, int64_t rows, int64_t cols
   int64_t chunk = (cols + clusters - 1) / clusters;
   if (aligned) {
     chunk = (chunk + VEC - 1) / VEC * VEC;
-    return launch_typed<TI, TO, VEC>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, stream);
+    return launch_typed<TI, TO, VEC, NORM>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, eps, stream);
   }
-  return launch_typed<TI, TO, 1>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, stream);
+  return launch_typed<TI, TO, 1, NORM>(x, y, rows, cols, clusters, chunk, scale, log_out, lse, eps, stream);
 }
 
 // The library's entry point, called through ctypes (one input and output type a build, which the caller
-// checks): contiguous rows of x into y on the given stream; the launch's cudaError_t back.
+// checks): contiguous rows of x into y on the given stream (norm: each row's L2 normalisation, eps the
+// least norm divided by); the launch's cudaError_t back.
 extern "C" int kopt_row_softmax(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
-                                int vectorized, float scale, int log_out, int lse, void* stream) {
-  return (int)launch_vec<__IN__, __OUT__>(x, y, rows, cols, clusters, vectorized != 0, scale, log_out != 0,
-                                          lse != 0, (cudaStream_t)stream);
+                                int vectorized, float scale, int log_out, int lse, int norm, float eps,
+                                void* stream) {
+  if (norm)
+    return (int)launch_vec<__IN__, __OUT__, true>(x, y, rows, cols, clusters, vectorized != 0, scale, false, false,
+                                                  eps, (cudaStream_t)stream);
+  return (int)launch_vec<__IN__, __OUT__, false>(x, y, rows, cols, clusters, vectorized != 0, scale, log_out != 0,
+                                                 lse != 0, 0.0f, (cudaStream_t)stream);
 }
 
 // The same softmax with each block's part of the row in shared memory: one thread copies the part's
@@ -224,10 +239,10 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-template <typename TI, typename TO, int THREADS>
+template <typename TI, typename TO, int THREADS, bool NORM>
 __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
     const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
-    bool lse) {
+    bool lse, float eps) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(8) unsigned long long bar;
   __shared__ float scratch[32];
@@ -276,28 +291,36 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
       "}\n" ::"r"(barrier) : "memory");
   __syncthreads();  // the loads of the head and tail are in shared memory too
 
-  float m = -INFINITY;
-  for (int i = threadIdx.x; i < n; i += THREADS) m = nan_max(m, as_float<TI>(buf[i]) * scale);
-  m = block_reduce<THREADS>(m, scratch, true);
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < n; i += THREADS) {
-    const float v = as_float<TI>(buf[i]) * scale;
-    s += v == -INFINITY ? 0.0f : expf(v - m);  // NaN stays NaN
+  float m = 0.0f, s = 0.0f;
+  if constexpr (NORM) {
+    for (int i = threadIdx.x; i < n; i += THREADS) {
+      const float v = as_float<TI>(buf[i]) * scale;
+      s += v * v;
+    }
+  } else {
+    m = -INFINITY;
+    for (int i = threadIdx.x; i < n; i += THREADS) m = nan_max(m, as_float<TI>(buf[i]) * scale);
+    m = block_reduce<THREADS>(m, scratch, true);
+    for (int i = threadIdx.x; i < n; i += THREADS) {
+      const float v = as_float<TI>(buf[i]) * scale;
+      s += v == -INFINITY ? 0.0f : expf(v - m);  // NaN stays NaN
+    }
   }
   s = block_reduce<THREADS>(s, scratch, false);
   const RowStats stats = cluster_stats(cluster, part, m, s, lse);
   const float M = stats.M, shift = stats.shift, inv = stats.inv;
+  const float norm = nan_max(sqrtf(stats.S), eps);
   for (int i = threadIdx.x; i < n; i += THREADS) {
     const float e = as_float<TI>(buf[i]) * scale;
-    yr[i] = from_float<TO>(log_out ? e - shift : expf(e - M) * inv);
+    yr[i] = from_float<TO>(NORM ? e / norm : log_out ? e - shift : expf(e - M) * inv);
   }
 }
 
 
-template <int THREADS>
+template <int THREADS, bool NORM>
 static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters, float scale,
-                               bool log_out, bool lse, cudaStream_t stream, int* active) {
-  auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS>;
+                               bool log_out, bool lse, float eps, cudaStream_t stream, int* active) {
+  auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS, NORM>;
   const int64_t chunk = (cols + clusters - 1) / clusters;
   const size_t smem = (size_t)chunk * sizeof(__IN__) + 16;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -305,18 +328,29 @@ static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t col
   const ClusterLaunch launch(rows, clusters, THREADS, smem, stream);
   if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &launch.config);
   return cudaLaunchKernelEx(&launch.config, kernel, (const __IN__*)x, (__OUT__*)y, cols, chunk, scale, log_out,
-                            lse);
+                            lse, eps);
+}
+
+template <int THREADS>
+static cudaError_t launch_bulk_mode(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
+                                    float scale, int log_out, int lse, int norm, float eps, cudaStream_t stream,
+                                    int* active) {
+  if (norm)
+    return launch_bulk<THREADS, true>(x, y, rows, cols, clusters, scale, false, false, eps, stream, active);
+  return launch_bulk<THREADS, false>(x, y, rows, cols, clusters, scale, log_out != 0, lse != 0, 0.0f, stream,
+                                     active);
 }
 
 // Each block's part in shared memory by one bulk copy (256 or 512 threads a block); with active != NULL,
 // how many clusters of this shape the GPU holds at once is written there and nothing is launched.
 extern "C" int kopt_row_softmax_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
-                                     int threads, float scale, int log_out, int lse, void* stream, int* active) {
+                                     int threads, float scale, int log_out, int lse, int norm, float eps,
+                                     void* stream, int* active) {
   if (threads == 256)
-    return (int)launch_bulk<256>(x, y, rows, cols, clusters, scale, log_out != 0, lse != 0, (cudaStream_t)stream,
-                                 active);
-  return (int)launch_bulk<512>(x, y, rows, cols, clusters, scale, log_out != 0, lse != 0, (cudaStream_t)stream,
-                               active);
+    return (int)launch_bulk_mode<256>(x, y, rows, cols, clusters, scale, log_out, lse, norm, eps,
+                                      (cudaStream_t)stream, active);
+  return (int)launch_bulk_mode<512>(x, y, rows, cols, clusters, scale, log_out, lse, norm, eps,
+                                    (cudaStream_t)stream, active);
 }
 
 extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
@@ -349,13 +383,14 @@ class Library:
         self._launch = library.kopt_row_softmax
         self._launch.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-            ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+            ctypes.c_int, ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_void_p,
         ]  # fmt: skip
         self._launch.restype = ctypes.c_int
         self._bulk = library.kopt_row_softmax_bulk
         self._bulk.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
-            ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+            ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_int),
         ]  # fmt: skip
         self._bulk.restype = ctypes.c_int
         self._error = library.kopt_error_string
@@ -363,35 +398,37 @@ class Library:
         self._error.restype = ctypes.c_char_p
 
     def run(self, x: torch.Tensor, y: torch.Tensor, clusters: int, vectorized: bool, scale: float, log: bool,
-            lse: bool) -> None:  # fmt: skip
+            lse: bool, norm: bool = False, eps: float = 0.0) -> None:  # fmt: skip
         """Launch on the current stream of ``x``'s device (contiguous ``x`` and ``y`` of the pair's dtypes),
-        that device current: the library's CUDA runtime launches on the current device's context."""
+        that device current: the library's CUDA runtime launches on the current device's context. ``norm``:
+        each row's L2 normalisation, ``x / max(||x||, eps)``, instead of its softmax."""
         cols = x.shape[-1]
         with torch.cuda.device(x.device):
             error = self._launch(
                 x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
-                int(lse), torch.cuda.current_stream(x.device).cuda_stream,
+                int(lse), int(norm), eps, torch.cuda.current_stream(x.device).cuda_stream,
             )  # fmt: skip
         self._check(error)
 
     def run_bulk(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
-                 lse: bool) -> None:  # fmt: skip
+                 lse: bool, norm: bool = False, eps: float = 0.0) -> None:  # fmt: skip
         """The shared-memory form, as :meth:`run` launches the register form (``threads``: 256 or 512)."""
-        self._check(self._bulk_call(x, y, clusters, threads, scale, log, lse, None))
+        self._check(self._bulk_call(x, y, clusters, threads, scale, log, lse, norm, eps, None))
 
     def active_clusters(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int) -> int:
         """How many clusters of the shared-memory form's shape for ``x`` the GPU holds at once."""
         active = ctypes.c_int(0)
-        self._check(self._bulk_call(x, y, clusters, threads, 1.0, False, False, active))
+        self._check(self._bulk_call(x, y, clusters, threads, 1.0, False, False, False, 0.0, active))
         return active.value
 
     def _bulk_call(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
-                   lse: bool, active: ctypes.c_int | None) -> int:  # fmt: skip
+                   lse: bool, norm: bool, eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
         cols = x.shape[-1]
         with torch.cuda.device(x.device):
             return int(self._bulk(
                 x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, threads, scale, int(log), int(lse),
-                torch.cuda.current_stream(x.device).cuda_stream, ctypes.byref(active) if active is not None else None,
+                int(norm), eps, torch.cuda.current_stream(x.device).cuda_stream,
+                ctypes.byref(active) if active is not None else None,
             ))  # fmt: skip
 
     def _check(self, error: int) -> None:

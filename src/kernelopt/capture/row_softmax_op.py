@@ -20,6 +20,11 @@ torch itself (what a CPU test of the rewrite runs).
 The kernels, their build and their launch: :mod:`~kernelopt.capture.row_softmax_kernel`. ``bulk`` asks
 for the form that holds each block's part in shared memory (copied there by one bulk copy) instead of
 registers.
+
+``torch.ops.kernelopt.row_l2_normalize`` is the same kernel's other build: each row divided by its L2
+norm (at least ``eps``: ``F.normalize``'s clamp), the blocks exchanging their sums of squares, so a row
+that Inductor reads twice (its norm, then the division) is read once
+(:mod:`~kernelopt.capture.cluster_norm`). Its output has the input's dtype, computed in float32.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ MIN_COLUMNS = 4096  # narrower rows: Inductor's persistent reductions hold them 
 # scripts/device/row_softmax_bulk_probe.py times every cluster size and block width.
 BULK_PART_BYTES = 112 * 1024
 OP_NAME = "torch.ops.kernelopt.row_softmax.default"  # as Inductor's wrapper calls it
+NORM_OP_NAME = "torch.ops.kernelopt.row_l2_normalize.default"
 
 
 CLUSTER_SIZES = tuple(2**k for k in range(MAX_CLUSTER.bit_length()) if 2**k <= MAX_CLUSTER)  # 1, 2, 4, 8
@@ -103,23 +109,24 @@ def fallbacks_since(before: Counter[str]) -> list[str]:
 def fallback_verdict(lines: list[str]) -> str:
     """A gate's reason for a candidate whose op was computed by torch (``lines``: :func:`fallbacks_since`):
     correct, but not what the rewrite asked the op for, so it is refused before any timing."""
-    return "kernelopt.row_softmax did not run its kernel in the candidate's process: " + "; ".join(lines)
+    return "kernelopt's own op did not run its kernel in the candidate's process: " + "; ".join(lines)
 
 
-def _fell_back(reason: str) -> None:
-    FALLBACKS[reason] += 1
-    _warn_fallback(reason)
+def _fell_back(reason: str, op: str = "kernelopt.row_softmax") -> None:
+    """Count a CUDA call torch computed (the row softmax's by its reason alone, the other op's reason named
+    with the op) and say so once per reason."""
+    key = reason if op == "kernelopt.row_softmax" else f"{op}: {reason}"
+    FALLBACKS[key] += 1
+    _warn_fallback(reason, op)
 
 
 @functools.cache
-def _warn_fallback(reason: str) -> None:
+def _warn_fallback(reason: str, op: str = "kernelopt.row_softmax") -> None:
     """Said once per reason: a CUDA call that torch computes instead runs several times slower (the rewrite
     asks for the op only where the kernel takes it, so this is a fault to see, not a path to take)."""
     import warnings
 
-    warnings.warn(
-        f"kernelopt.row_softmax computed by torch on a CUDA tensor, not by its kernel: {reason}", stacklevel=3
-    )
+    warnings.warn(f"{op} computed by torch on a CUDA tensor, not by its kernel: {reason}", stacklevel=3)
 
 
 @functools.cache
@@ -170,3 +177,35 @@ def row_softmax(
 @row_softmax.register_fake
 def _(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False, bulk: bool = False) -> torch.Tensor:
     return torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
+
+
+def norm_reference(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """What :func:`row_l2_normalize` computes, by torch: ``x / max(sqrt(sum(x**2)), eps)`` over the last
+    dimension in float32 (the clamp keeps a NaN norm, as ``clamp_min`` does), in ``x``'s dtype."""
+    y = x.float()
+    return (y / (y * y).sum(dim=-1, keepdim=True).sqrt().clamp_min(eps)).to(x.dtype)
+
+
+@torch.library.custom_op("kernelopt::row_l2_normalize", mutates_args=())
+def row_l2_normalize(x: torch.Tensor, eps: float, bulk: bool = False) -> torch.Tensor:
+    """Each row of ``x`` (the last dimension) divided by its L2 norm, at least ``eps``, one read of each row;
+    ``bulk``: the shared-memory form, as :func:`row_softmax` takes it."""
+    if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
+        return norm_reference(x, eps)
+    blocks, reason = _planned(x, False, bulk)
+    if blocks is None:
+        _fell_back(str(reason), "kernelopt.row_l2_normalize")
+        return norm_reference(x, eps)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    kernel = launcher(x.dtype, x.dtype, capability(x.device.index))
+    if bulk:
+        kernel.run_bulk(x, y, blocks, BULK_THREADS, 1.0, False, False, norm=True, eps=float(eps))
+    else:
+        kernel.run(x, y, blocks, True, 1.0, False, False, norm=True, eps=float(eps))
+    return y
+
+
+@row_l2_normalize.register_fake
+def _(x: torch.Tensor, eps: float, bulk: bool = False) -> torch.Tensor:
+    return torch.empty_like(x)

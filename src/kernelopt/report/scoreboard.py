@@ -138,7 +138,7 @@ def problem_notes(outcome: ProblemOutcome) -> list[str]:
     for mode, record in stock.items() if isinstance(stock, dict) else ():
         if isinstance(record, dict) and record.get("fallbacks"):
             notes.append(
-                f"under {mode}, kernelopt.row_softmax was computed by torch, not its kernel, in that mode's process "
+                f"under {mode}, kernelopt's own op was computed by torch, not its kernel, in that mode's process "
                 f"({'; '.join(record['fallbacks'])}): the time against {mode} is torch's computation's"
             )
     earlier = details.get("replaced")

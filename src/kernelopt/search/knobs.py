@@ -47,6 +47,8 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("kernelopt.online_softmax", True),
     ("kernelopt.cluster_softmax", True),
     ("kernelopt.cluster_softmax_bulk", True),
+    ("kernelopt.cluster_norm", True),  # a wide row's L2 normalisation by the same kernel
+    ("kernelopt.cluster_norm_bulk", True),
 )
 # Knobs that only mean something together with another.
 REQUIRES = {

@@ -113,8 +113,8 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rere
     or kernels that pass over their rows more than once taking one (a softmax's statistics Inductor
     did not compute in one loop: :mod:`kernelopt.capture.online_softmax` gives them back to its online
     softmax; a second read: a split of each row across programs that keep it in registers removes it,
-    :mod:`kernelopt.capture.row_split`, as does kernelopt's own softmax across a Hopper cluster,
-    :mod:`kernelopt.capture.cluster_softmax`)."""
+    :mod:`kernelopt.capture.row_split`, as does kernelopt's own softmax or L2 norm across a Hopper cluster,
+    :mod:`kernelopt.capture.cluster_softmax`, :mod:`kernelopt.capture.cluster_norm`)."""
     fused = _beyond_fusion(amdahl, fusion)
     if fused is not None:
         return f"{fused}, headroom only other fusion can buy"
@@ -127,7 +127,7 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rere
         return (
             f"kernels that read their rows twice take {100 * rereads_share:.0f}% of the compiled forward's time: no "
             "launch config removes the second read; a softmax's statistics in one loop (Inductor's online softmax), "
-            "a row split across programs or a softmax held on chip across a cluster can"
+            "a row split across programs or a softmax or norm held on chip across a cluster can"
         )
     return None
 

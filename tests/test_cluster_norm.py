@@ -1,0 +1,191 @@
+"""The cluster-norm compile option (kernelopt.capture.cluster_norm) and its op,
+``torch.ops.kernelopt.row_l2_normalize`` (kernelopt.capture.row_softmax_op). CPU: which row L2
+normalisations the rewrite hands to the op, with what eps, the values (the op computes by torch off a
+Hopper GPU), gate 1 on the call sequence Inductor writes around it. The CUDA kernel itself is the GPU
+test's (tests/test_gpu_cluster_softmax.py)."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelopt.capture import cluster_softmax, compat, cuda_toolchain, row_softmax_kernel, row_softmax_op
+from kernelopt.capture.cluster_norm import CLUSTER_NORM_BULK_OPTION, CLUSTER_NORM_OPTION, rewrite_for_cluster_norm
+
+OPTION = {CLUSTER_NORM_OPTION: True}
+CALL = "torch.ops.kernelopt.row_l2_normalize.default("
+
+
+class Norm(torch.nn.Module):
+    def __init__(self, form: str) -> None:
+        super().__init__()
+        self.form = form
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        if self.form == "norm":  # the suite's row-L2
+            return x / torch.norm(x, p=2, dim=1, keepdim=True)
+        if self.form == "vector_norm":
+            return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        if self.form == "normalize":  # the norm clamped to 1e-12 and expanded
+            return F.normalize(x, dim=-1)
+        if self.form == "rsqrt":
+            return x * torch.rsqrt((x * x).sum(-1, keepdim=True))
+        if self.form == "sqrt":
+            return x / (x * x).sum(-1, keepdim=True).sqrt()
+        if self.form == "first_dim":
+            return x / torch.norm(x, p=2, dim=0, keepdim=True)
+        if self.form == "kept":  # the norm itself is an output too
+            norm = torch.norm(x, p=2, dim=-1, keepdim=True)
+            return x / norm, norm
+        if self.form == "other":  # another tensor's norm
+            return x / torch.norm(x + 1, p=2, dim=-1, keepdim=True)
+        if self.form == "cube":
+            return x / (x**3).sum(-1, keepdim=True).sqrt()
+        raise AssertionError(self.form)
+
+
+def _compiled(model: torch.nn.Module, x: torch.Tensor, options: dict | None = None):
+    from kernelopt.capture import capture
+
+    with compat.fresh_compile():  # a cached compile of the same graph runs no pass
+        return capture(model, [x], OPTION if options is None else options)
+
+
+@pytest.fixture
+def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite as it runs on an sm_90 GPU with the CUDA toolkit, on CPU tensors (the op computes them
+    by torch)."""
+    monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
+    monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: None)
+    from kernelopt.capture import cluster_norm
+
+    monkeypatch.setattr(cluster_norm, "on_cluster_gpu", lambda value: True)
+
+
+@pytest.mark.parametrize(
+    ("form", "arguments"),
+    [
+        ("norm", "(arg0_1, 0.0)"),
+        ("vector_norm", "(arg0_1, 0.0)"),
+        ("normalize", "(arg0_1, 1e-12)"),  # F.normalize's eps
+        ("rsqrt", "(arg0_1, 0.0)"),
+        ("sqrt", "(arg0_1, 0.0)"),
+    ],
+)
+def test_each_row_normalisation_becomes_one_call_of_the_op(hopper: None, form: str, arguments: str) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 8192) * 3
+    artifact = _compiled(Norm(form), x)
+    (graph,) = artifact.graphs
+    assert graph.source_code.count(CALL) == 1 and CALL + arguments.lstrip("(") in graph.source_code, graph.source_code
+    assert "sqrt" not in graph.source_code and "pow" not in graph.source_code  # no norm kernel is left
+    torch.testing.assert_close(artifact.compiled(x), Norm(form)(x))
+
+
+@pytest.mark.parametrize(
+    ("form", "shape", "dtype"),
+    [
+        ("first_dim", (8192, 4), torch.float32),  # not over the row
+        ("kept", (4, 8192), torch.float32),  # its norm read by something else
+        ("other", (4, 8192), torch.float32),  # the norm of another tensor
+        ("cube", (4, 8192), torch.float32),  # not a sum of squares
+        ("norm", (4, 64), torch.float32),  # one program holds the row already
+        ("norm", (2, 262144), torch.float32),  # wider than a cluster holds
+        ("norm", (4, 8192), torch.bfloat16),  # the rewrite takes float32 rows only
+    ],
+)
+def test_normalisations_the_kernel_does_not_compute_are_left_to_inductor(
+    hopper: None, form: str, shape: tuple[int, int], dtype: torch.dtype
+) -> None:
+    x = torch.randn(*shape).to(dtype)
+    artifact = _compiled(Norm(form), x)
+    assert all(CALL not in g.source_code for g in artifact.graphs)
+
+
+def test_the_bulk_option_asks_for_the_shared_memory_form_and_gate_1_takes_the_call(hopper: None) -> None:
+    """``kernelopt.cluster_norm_bulk``: the op's last argument asks for each block's part in shared memory;
+    gate 1 reads the call sequence around the op, and refuses it doctored."""
+    from kernelopt.capture.call_sequence import call_source_of
+    from kernelopt.verify.static_wrapper import check_static_wrapper
+
+    x = torch.randn(4, 8192)
+    (graph,) = _compiled(Norm("normalize"), x, {CLUSTER_NORM_BULK_OPTION: True}).graphs
+    assert CALL + "arg0_1, 1e-12, True)" in graph.source_code, graph.source_code
+    (original,) = _compiled(Norm("normalize"), x, {}).graphs
+    honest = call_source_of(graph.source_code)
+    verdict = check_static_wrapper(honest, original_source=original.source_code)
+    assert verdict.passed, verdict.details.get("violations")
+    for cheat in (
+        honest.replace("row_l2_normalize.default(", "row_l2_normalize_cached.default("),  # not an op of ours
+        honest.replace("    return (", "    buf99 = torch.ops.kernelopt.row_l2_normalize.default(arg0_1, 0.0) * 2\n    return ("),
+    ):
+        refused = check_static_wrapper(cheat, original_source=original.source_code)
+        assert not refused.passed and refused.details["rule"] == "torch_op", refused.reason
+
+
+def test_the_op_computes_what_torch_does_on_every_row_and_checks_as_an_op() -> None:
+    """``x / max(||x||, eps)`` in float32, in the input's dtype: a zero row is NaN without eps and zero with
+    it, a NaN stays NaN (the clamp keeps it, as torch's clamp_min does), an infinite element makes its row
+    zero and itself NaN."""
+    x = torch.randn(5, 5000) * 4
+    x[1, :] = 0.0
+    x[2, 7] = float("nan")
+    x[3, 5] = float("inf")
+    got = torch.ops.kernelopt.row_l2_normalize(x, 0.0)
+    torch.testing.assert_close(got, x / torch.norm(x, p=2, dim=-1, keepdim=True), equal_nan=True)
+    assert got[1].isnan().all() and got[2].isnan().all() and got[3, 5].isnan() and (got[3, :5] == 0).all()
+    clamped = torch.ops.kernelopt.row_l2_normalize(x, 1e-12)
+    torch.testing.assert_close(clamped, F.normalize(x, dim=-1), equal_nan=True)
+    assert (clamped[1] == 0).all() and clamped[2].isnan().all()
+    low = x.to(torch.bfloat16)
+    assert torch.ops.kernelopt.row_l2_normalize(low, 0.0).dtype == torch.bfloat16
+    torch.library.opcheck(row_softmax_op.row_l2_normalize, (torch.randn(3, 64), 0.0))
+    torch.library.opcheck(row_softmax_op.row_l2_normalize, (torch.randn(3, 64), 1e-12, True))
+
+
+def test_a_cuda_input_the_kernel_does_not_take_is_counted_under_the_op_s_name(monkeypatch) -> None:
+    """The norm's fallbacks are told apart from the softmax's: counted and said with the op's name."""
+    row_softmax_op._warn_fallback.cache_clear()
+    before = Counter(row_softmax_op.FALLBACKS)
+    with pytest.warns(UserWarning, match="kernelopt.row_l2_normalize computed by torch on a CUDA tensor, not by its kernel"):
+        row_softmax_op._fell_back("no build for torch.float64", "kernelopt.row_l2_normalize")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row_softmax_op._fell_back("no build for torch.float64")
+    assert sorted(row_softmax_op.fallbacks_since(before)) == [
+        "1 call(s) computed by torch, not the kernel: kernelopt.row_l2_normalize: no build for torch.float64",
+        "1 call(s) computed by torch, not the kernel: no build for torch.float64",
+    ]
+
+
+def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_naming_its_option(hopper: None, monkeypatch) -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kernelopt.errors import UnsupportedEnvironment
+
+    def norm(x: torch.Tensor) -> torch.Tensor:  # as the post-grad graph writes torch.norm's
+        return x / x.pow(2).sum(-1, keepdim=True).pow(0.5)
+
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: "no nvcc here")
+    monkeypatch.setattr(row_softmax_kernel, "prebuilt", lambda i, o, arch: False)
+    traced = make_fx(norm, tracing_mode="fake")(torch.randn(4, 8192))
+    with pytest.raises(UnsupportedEnvironment, match=r"^kernelopt\.cluster_norm: kernelopt's row softmax is built"):
+        rewrite_for_cluster_norm(traced.graph)
+    monkeypatch.setattr(row_softmax_kernel, "prebuilt", lambda i, o, arch: (i, o) == (torch.float32, torch.float32))
+    assert rewrite_for_cluster_norm(make_fx(norm, tracing_mode="fake")(torch.randn(4, 8192)).graph) == 1
+
+
+def test_the_options_are_compile_options_graph_variants_where_rows_are_reread_and_knobs() -> None:
+    from kernelopt.capture.compile_passes import OWN_OPS
+    from kernelopt.search.graph_variants import option_sets
+    from kernelopt.search.knobs import KNOBS
+
+    for option in (CLUSTER_NORM_OPTION, CLUSTER_NORM_BULK_OPTION):
+        assert compat.is_compile_option(option) and (option, True) in KNOBS
+        assert {option: True} in option_sets(copies_first=False, rereads_first=True)[:7]
+    assert row_softmax_op.NORM_OP_NAME in OWN_OPS
