@@ -106,3 +106,23 @@ def compiled_and_eager_step(step, x, linear, rewrite):
     ref = step(x)
     ref.backward()
     return got, grad, ref, linear.weight.grad, seen
+
+
+@pytest.fixture
+def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernelopt's cluster rewrites (``kernelopt.cluster_softmax``, ``kernelopt.cluster_norm``) as they run on
+    an sm_90 GPU with the CUDA toolkit, on CPU tensors (the op computes them by torch)."""
+    from kernelopt.capture import cluster_softmax, cuda_toolchain, row_softmax_op
+
+    monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
+    monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: None)
+
+
+def captured_under(model, x, options: dict):
+    """``model`` on ``x`` captured under compile ``options``, the compile fresh (a cached compile of the same
+    graph runs no post-grad pass)."""
+    from kernelopt.capture import capture, compat
+
+    with compat.fresh_compile():
+        return capture(model, [x], options)

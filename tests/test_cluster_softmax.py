@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 import torch
+from conftest import captured_under
 
 from kernelopt.capture import cluster_softmax, compat, cuda_toolchain, row_softmax_kernel, row_softmax_op
 from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
@@ -51,19 +52,7 @@ class Softmax(torch.nn.Module):
 
 
 def _compiled(model: torch.nn.Module, x: torch.Tensor, options: dict | None = None):
-    from kernelopt.capture import capture
-
-    with compat.fresh_compile():  # a cached compile of the same graph runs no pass
-        return capture(model, [x], OPTION if options is None else options)
-
-
-@pytest.fixture
-def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rewrite as it runs on an sm_90 GPU with the CUDA toolkit, on CPU tensors (the op computes them
-    by torch)."""
-    monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
-    monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))
-    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: None)
+    return captured_under(model, x, OPTION if options is None else options)
 
 
 @pytest.mark.parametrize(

@@ -131,17 +131,16 @@ def test_the_kernel_computes_the_l2_normalisation_of_every_row(built, shape, dty
         torch.testing.assert_close(got[3:].float(), F.normalize(x[3:].float(), dim=-1).to(dtype).float())
 
 
-@pytest.mark.parametrize("option", [CLUSTER_SOFTMAX_OPTION, CLUSTER_SOFTMAX_BULK_OPTION])
-def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates(option: str) -> None:
-    """Log-softmax over 50257 with a temperature, compiled as max-autotune-no-cudagraphs compiles it
-    (its best stock mode), regenerated under the option: the graph's softmax kernel gives way to the op,
-    and the candidate goes through the gates (a screen that finds it slower stops before the model gate)."""
+def _regenerated_through_the_gates(problem: str, overrides: dict, option: str) -> None:
+    """``problem`` compiled as max-autotune-no-cudagraphs compiles it (its best stock mode), regenerated
+    under ``option``: the graph's looped kernel gives way to the op (no second pass over the rows), and the
+    candidate goes through the gates (a screen that finds it slower stops before the model gate)."""
     from kernelopt.evaluate import worker_targets
     from kernelopt.evaluate.gate_settings import GateSettings
     from kernelopt.evaluate.session import ProblemSpec
 
     options = compat.mode_options("max-autotune-no-cudagraphs")
-    spec = asdict(ProblemSpec(str(EXAMPLES / "level1/24_log_softmax_vocab.py"), {}, options=options))
+    spec = asdict(ProblemSpec(str(EXAMPLES / problem), overrides, options=options))
     ((variant,),) = worker_targets.graph_variants(spec, [{option: True}], None)
     print("variant", variant)
     assert variant["available"], variant["reason"]
@@ -154,30 +153,16 @@ def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates(option
     assert gates["static"]["passed"], gates["static"]
     assert "model" in gates, gates["performance"]  # screened out as slower: the op lost to Inductor here
     assert gates["model"]["passed"], gates["model"]
+
+
+@pytest.mark.parametrize("option", [CLUSTER_SOFTMAX_OPTION, CLUSTER_SOFTMAX_BULK_OPTION])
+def test_the_vocab_log_softmax_is_one_call_of_the_op_and_passes_the_gates(option: str) -> None:
+    """Log-softmax over 50257 with a temperature under the cluster softmax, in either of the op's forms."""
+    _regenerated_through_the_gates("level1/24_log_softmax_vocab.py", {}, option)
 
 
 @pytest.mark.parametrize("option", [CLUSTER_NORM_OPTION, CLUSTER_NORM_BULK_OPTION])
 def test_row_l2_is_one_call_of_the_norm_op_and_passes_the_gates(option: str) -> None:
-    """Row-L2 over 65535 columns (1024 rows: the suite's width, a test's memory), compiled as
-    max-autotune-no-cudagraphs compiles it, regenerated under the norm option: the looped two-pass kernel
-    gives way to the op's one read, through the gates (a screen that finds it slower stops before the
-    model gate)."""
-    from kernelopt.evaluate import worker_targets
-    from kernelopt.evaluate.gate_settings import GateSettings
-    from kernelopt.evaluate.session import ProblemSpec
-
-    options = compat.mode_options("max-autotune-no-cudagraphs")
-    path = str(EXAMPLES / "level1/10_row_l2_normalize.py")
-    spec = asdict(ProblemSpec(path, {"batch_size": 1024}, options=options))
-    ((variant,),) = worker_targets.graph_variants(spec, [{option: True}], None)
-    print("variant", variant)
-    assert variant["available"], variant["reason"]
-    assert variant["rereads"] == 0 < variant["compiled"]["rereads"]
-
-    settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10))
-    result = worker_targets.evaluate_graph(spec, 0, {option: True}, settings, None)
-    gates = {v["gate"]: v for v in result["verdicts"]}
-    print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"), result.get("timings"))
-    assert gates["static"]["passed"], gates["static"]
-    assert "model" in gates, gates["performance"]  # screened out as slower: the op lost to Inductor here
-    assert gates["model"]["passed"], gates["model"]
+    """Row-L2 over 65535 columns (1024 rows: the suite's width, a test's memory) under the cluster norm,
+    in either of the op's forms."""
+    _regenerated_through_the_gates("level1/10_row_l2_normalize.py", {"batch_size": 1024}, option)

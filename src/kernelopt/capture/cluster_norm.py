@@ -28,9 +28,15 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kernelopt.capture import row_softmax_op
-from kernelopt.capture.cluster_softmax import check_buildable, last_dim, node_value, on_cluster_gpu, only_users
-from kernelopt.capture.online_softmax import erase_orphans, is_call
+from kernelopt.capture.cluster_softmax import (
+    check_buildable,
+    last_dim,
+    node_value,
+    only_users,
+    replace_with_call,
+    takes_rows,
+)
+from kernelopt.capture.online_softmax import is_call
 
 CLUSTER_NORM_OPTION = "kernelopt.cluster_norm"  # a compile option of kernelopt's own: True
 CLUSTER_NORM_BULK_OPTION = "kernelopt.cluster_norm_bulk"  # the same with the op's shared-memory form
@@ -107,24 +113,12 @@ def rewrite_for_cluster_norm(graph: torch.fx.Graph, bulk: bool = False) -> int:
         if parts is None:
             continue
         value = node_value(parts.x)
-        columns = value.shape[-1] if value is not None and value.dim() else 0
-        if (
-            value is None
-            or value.dtype != torch.float32
-            or not all(isinstance(s, int) for s in value.shape)
-            or not row_softmax_op.MIN_COLUMNS <= columns <= row_softmax_op.MAX_COLUMNS
-            or not on_cluster_gpu(value)
-        ):
+        if not takes_rows(value):
             continue
-        check_buildable(
-            value.dtype, value.dtype, value.device, CLUSTER_NORM_BULK_OPTION if bulk else CLUSTER_NORM_OPTION
-        )
-        with graph.inserting_before(out):
-            arguments: tuple[Any, ...] = (parts.x, parts.eps) + ((True,) if bulk else ())
-            call = graph.call_function(torch.ops.kernelopt.row_l2_normalize.default, arguments)
-        call.meta.update({k: v for k, v in out.meta.items() if k in ("stack_trace", "nn_module_stack", "val")})
-        out.replace_all_uses_with(call)
-        erase_orphans(graph, out)
+        option = CLUSTER_NORM_BULK_OPTION if bulk else CLUSTER_NORM_OPTION
+        check_buildable(value.dtype, value.dtype, value.device, option)
+        arguments = (parts.x, parts.eps) + ((True,) if bulk else ())
+        replace_with_call(graph, out, torch.ops.kernelopt.row_l2_normalize.default, arguments)
         count += 1
     if count:
         graph.lint()

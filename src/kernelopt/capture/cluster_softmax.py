@@ -21,8 +21,8 @@ the graph stage judges both forms end to end.
 
 A softmax whose max, sum or exponentials anything else in the graph also reads (a training graph that
 saves them for the backward) is left as it is, as is every other graph. On a machine that cannot build
-the op's CUDA source (no nvcc: :mod:`~kernelopt.capture.cuda_toolchain`) a graph the rewrite
-would change fails to compile, in one line naming what to install. Whether it pays is the
+the op's CUDA source (no nvcc: :mod:`~kernelopt.capture.cuda_toolchain`, and no build of it in place from
+``kernelopt build-op``) a graph the rewrite would change fails to compile, in one line naming what to do. Whether it pays is the
 graph stage's to judge, end to end: on the H200 the kernel ran 1.2-1.3x faster than
 max-autotune-no-cudagraphs for rows of 16384 to 50257, slower at 65536 (``scripts/device/row_softmax_probe.py``).
 """
@@ -57,6 +57,25 @@ def on_cluster_gpu(value: Any) -> bool:
     if device is None or device.type != "cuda" or not torch.cuda.is_available():
         return False
     return row_softmax_op.has_clusters(device.index)  # the op's own rule, its capability asked once
+
+
+def takes_rows(value: Any) -> bool:
+    """Whether the op's kernel takes rows of ``value`` (a node's fake tensor) as the rewrites hand them to it:
+    float32, a static shape, 4096 to 131072 wide, on a GPU with clusters."""
+    if value is None or value.dtype != torch.float32 or not all(isinstance(s, int) for s in value.shape):
+        return False
+    columns = value.shape[-1] if value.dim() else 0
+    return row_softmax_op.MIN_COLUMNS <= columns <= row_softmax_op.MAX_COLUMNS and on_cluster_gpu(value)
+
+
+def replace_with_call(graph: torch.fx.Graph, out: torch.fx.Node, op: Any, arguments: tuple[Any, ...]) -> None:
+    """``out`` replaced by a call of ``op`` on ``arguments`` (its metadata kept for Inductor and the
+    stack traces), and what only ``out`` read erased."""
+    with graph.inserting_before(out):
+        call = graph.call_function(op, arguments)
+    call.meta.update({k: v for k, v in out.meta.items() if k in ("stack_trace", "nn_module_stack", "val")})
+    out.replace_all_uses_with(call)
+    erase_orphans(graph, out)
 
 
 def last_dim(dims: Any, ndim: int) -> bool:
@@ -187,13 +206,7 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
             continue
         y, log, lse, inner = parts.y, parts.log, parts.lse, parts.inner
         value = node_value(y)
-        columns = value.shape[-1] if value.dim() else 0
-        if (
-            value.dtype != torch.float32
-            or not all(isinstance(s, int) for s in value.shape)
-            or not row_softmax_op.MIN_COLUMNS <= columns <= row_softmax_op.MAX_COLUMNS
-            or not on_cluster_gpu(value)
-        ):
+        if not takes_rows(value):
             continue
         x, scale, readers = _scaled(y, parts.readers)
         out: Any = inner[-1]
@@ -210,14 +223,10 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
         in_dtype = node_value(source).dtype
         option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
         check_buildable(in_dtype, torch.float32 if out_float else in_dtype, value.device, option)
-        with graph.inserting_before(out):
-            arguments: tuple[Any, ...] = (source, scale, log, out_float)
-            if lse or bulk:
-                arguments += (lse,) + ((True,) if bulk else ())
-            call = graph.call_function(torch.ops.kernelopt.row_softmax.default, arguments)
-        call.meta.update({k: v for k, v in out.meta.items() if k in ("stack_trace", "nn_module_stack", "val")})
-        out.replace_all_uses_with(call)
-        erase_orphans(graph, out)
+        arguments: tuple[Any, ...] = (source, scale, log, out_float)
+        if lse or bulk:
+            arguments += (lse,) + ((True,) if bulk else ())
+        replace_with_call(graph, out, torch.ops.kernelopt.row_softmax.default, arguments)
         count += 1
     if count:
         graph.lint()
