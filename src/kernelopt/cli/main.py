@@ -388,7 +388,7 @@ def build_op(
     ),
 ) -> None:
     """Build kernelopt's row-softmax op (every dtype pair) into KERNELOPT_CUDA_BUILD_DIR, for a machine without
-    nvcc that runs a result using it (the kernelopt.cluster_softmax options)."""
+    nvcc that runs a result using it (the kernelopt.cluster_softmax and kernelopt.cluster_norm options)."""
     import torch
 
     from kernelopt.capture import row_softmax_kernel
