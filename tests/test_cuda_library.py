@@ -126,8 +126,9 @@ def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(bui
     ("nvcc", "ninja", "said"),
     [
         (None, "no ninja (PyTorch's extensions build with it): pip install ninja", "the LLM agents plan Triton only"),
-        ("no nvcc at /x/bin/nvcc", "no nvcc at /x/bin/nvcc", "and the kernelopt.cluster_softmax options are refused "
-         "unless the op was built for this GPU where nvcc is (kernelopt build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR"),
+        ("no nvcc at /x/bin/nvcc", "no nvcc at /x/bin/nvcc", "and the kernelopt.cluster_softmax and cluster_norm options "
+         "are refused unless the op was built for this GPU where nvcc is (kernelopt build-op) into this machine's "
+         "KERNELOPT_CUDA_BUILD_DIR"),
     ],
 )
 def test_doctor_says_the_cluster_op_is_refused_only_without_nvcc(monkeypatch, nvcc, ninja, said) -> None:
