@@ -126,3 +126,42 @@ def captured_under(model, x, options: dict):
 
     with compat.fresh_compile():
         return capture(model, [x], options)
+
+
+def graph_variant_judged(path: Path, source: str, options: dict):
+    """The problem ``source`` (written to ``path``) captured, regenerated under compile ``options`` as a
+    graph candidate, and judged as the graph stage judges one on the CPU: gate 1 on its call sequence, then
+    its own candidate process against the float64 reference through the model gate. ``(candidate,
+    result)``; the candidate is None where the options changed nothing."""
+    from dataclasses import asdict
+
+    from kernelopt.capture import capture, compat
+    from kernelopt.capture.artifact import separate_code
+    from kernelopt.capture.graph_swap import from_variant
+    from kernelopt.evaluate.gate_settings import GateSettings
+    from kernelopt.evaluate.graph_candidate import evaluate_graph
+    from kernelopt.evaluate.remote import ReferenceRunner, RemoteRunner
+    from kernelopt.evaluate.restitched import RestitchedModel
+    from kernelopt.evaluate.session import ProblemSpec
+    from kernelopt.problem import load_problem
+
+    path.write_text(source)
+    problem = load_problem(path)
+    cpu = torch.device("cpu")
+    model, inputs = problem.build_model(0, cpu), problem.make_inputs(0, cpu)
+    with compat.fresh_compile():
+        artifact = capture(model, inputs, {})
+        variant = capture(separate_code(model, "graph_variant"), inputs, options, reset=False)
+    candidate = from_variant(artifact.graphs[0], variant.graphs[0], "ko0", "test", options)
+    if candidate is None:
+        return None, None
+    spec = asdict(ProblemSpec(str(path), {}, 0, {}))
+    runner = RemoteRunner(device="cpu", spec=spec, timeout_s=300)
+    reference = ReferenceRunner(device="cpu", spec=spec, timeout_s=300)
+    restitched = RestitchedModel(problem, model, artifact, inputs, cpu, runner, reference)
+    try:
+        settings = GateSettings((0,), (0, 1), trials=10, margin=0.0)
+        return candidate, evaluate_graph(restitched, artifact.graphs[0].source_code, candidate, settings)
+    finally:
+        runner.close()
+        reference.close()

@@ -381,37 +381,10 @@ def test_the_variant_passes_the_gates_in_a_candidate_process_of_its_own(hopper: 
     """The graph candidate the option writes, judged as the graph stage judges it: gate 1 on its call
     sequence, then the candidate's own process (which names the op, registered on import) against the
     float64 reference through the model gate."""
-    from dataclasses import asdict
+    from conftest import graph_variant_judged
 
-    from kernelopt.capture import capture
-    from kernelopt.capture.artifact import separate_code
-    from kernelopt.capture.graph_swap import from_variant
-    from kernelopt.evaluate.gate_settings import GateSettings
-    from kernelopt.evaluate.graph_candidate import evaluate_graph
-    from kernelopt.evaluate.remote import ReferenceRunner, RemoteRunner
-    from kernelopt.evaluate.restitched import RestitchedModel
-    from kernelopt.evaluate.session import ProblemSpec
-    from kernelopt.problem import load_problem
-
-    path = worker_tmp / "temperature.py"
-    path.write_text(TEMPERATURE_PROBLEM)
-    problem = load_problem(path)
-    model, inputs = problem.build_model(0, torch.device("cpu")), problem.make_inputs(0, torch.device("cpu"))
-    with compat.fresh_compile():
-        artifact = capture(model, inputs, {})
-        variant = capture(separate_code(model, "graph_cluster"), inputs, OPTION, reset=False)
-    candidate = from_variant(artifact.graphs[0], variant.graphs[0], "ko0", "test", OPTION)
+    candidate, result = graph_variant_judged(worker_tmp / "temperature.py", TEMPERATURE_PROBLEM, OPTION)
     assert candidate is not None and CALL in candidate.call_source and not candidate.kernels
-    spec = asdict(ProblemSpec(str(path), {}, 0, {}))
-    runner = RemoteRunner(device="cpu", spec=spec, timeout_s=300)
-    reference = ReferenceRunner(device="cpu", spec=spec, timeout_s=300)
-    restitched = RestitchedModel(problem, model, artifact, inputs, torch.device("cpu"), runner, reference)
-    try:
-        settings = GateSettings((0,), (0, 1), trials=10, margin=0.0)
-        result = evaluate_graph(restitched, artifact.graphs[0].source_code, candidate, settings)
-    finally:
-        runner.close()
-        reference.close()
     gates = {v["gate"]: v["passed"] for v in result["verdicts"]}
     assert gates["static"] and gates["correctness"] and gates["model"], result["verdicts"]
     # the first run that stitches it in (where a GPU builds the op: about a minute of nvcc on a fresh H200)

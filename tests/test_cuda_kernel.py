@@ -190,7 +190,7 @@ def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture
     asked: list[tuple] = []
 
     def build(source: str, name: str, arch: tuple[int, int]) -> object:
-        asked.append((name, arch, "__nv_bfloat16, float>" in source))
+        asked.append((name, arch, "launch_vec<__nv_bfloat16, float, " in source))
         entry = types.SimpleNamespace
         return entry(kopt_row_softmax=entry(), kopt_row_softmax_bulk=entry(), kopt_error_string=entry())
 
