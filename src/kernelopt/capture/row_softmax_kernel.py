@@ -30,7 +30,7 @@ MAX_CLUSTER = 8  # the portable cluster size
 MIN_BLOCKS = 2  # blocks an SM holds at once (__launch_bounds__): on the H200 1 let a thread take registers enough to leave one block an SM, 1.2-1.5x slower
 # the NaN-keeping max's body (PTX max.NaN: one instruction, as fmaxf), named for the test that holds it to fmaxf's cost
 NAN_MAX_BODY = 'float r;\n  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));\n  return r;'
-# the shared-memory form's threads a block: on an H100 (benchmarks/h100-2026-12-05-bulk-probe) 256 ran as fast
+# the shared-memory form's threads a block: on an H100 (benchmarks/h100-2026-12-05-cluster) 256 ran as fast
 # as 512 or up to 4 % faster at every shape but the 65535-wide norm's (equal) with the op's cluster sizes
 BULK_THREADS = 256
 
