@@ -289,9 +289,9 @@ def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewh
     from kernelopt.search.graph_variants import FUSION_OPTIONS, LAYOUT_OPTIONS, REREAD_OPTIONS, option_sets
 
     rows = [dict(o) for o in REREAD_OPTIONS]
-    assert rows[:5] == [
-        {"kernelopt.online_softmax": True}, {"kernelopt.cluster_softmax": True}, {"kernelopt.cluster_softmax_bulk": True},
-        {"kernelopt.cluster_norm": True}, {"kernelopt.cluster_norm_bulk": True},
+    assert rows[:5] == [  # the op's shared-memory form before its register form: faster at every width on an H100
+        {"kernelopt.online_softmax": True}, {"kernelopt.cluster_softmax_bulk": True}, {"kernelopt.cluster_softmax": True},
+        {"kernelopt.cluster_norm_bulk": True}, {"kernelopt.cluster_norm": True},
     ]  # fmt: skip
     assert len(rows) == 7 and all(set(o) == {"kernelopt.row_split"} for o in rows[5:])
     assert option_sets(False) == [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS] + rows

@@ -60,10 +60,12 @@ ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} 
 # variant says so.
 REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {ONLINE_SOFTMAX_OPTION: True},
+    # the op's shared-memory form first: on an H100 it beat the register form at every width, 1.3-1.8x
+    # over max-autotune-no-cudagraphs in isolation (benchmarks/h100-2026-12-05-cluster)
+    {CLUSTER_SOFTMAX_BULK_OPTION: True},
     {CLUSTER_SOFTMAX_OPTION: True},
-    {CLUSTER_SOFTMAX_BULK_OPTION: True},  # the op's shared-memory form (not yet run on a GPU)
-    {CLUSTER_NORM_OPTION: True},  # a row's L2 normalisation by the same kernel (not yet run on a GPU)
-    {CLUSTER_NORM_BULK_OPTION: True},
+    {CLUSTER_NORM_BULK_OPTION: True},  # a row's L2 normalisation by the same kernel
+    {CLUSTER_NORM_OPTION: True},
     *ROW_SPLIT_OPTIONS,
 )
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS
