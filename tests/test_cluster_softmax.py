@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -243,9 +244,43 @@ def test_the_op_computes_what_torch_does_on_every_row_and_checks_as_an_op() -> N
     low = x.to(torch.bfloat16)
     assert torch.ops.kernelopt.row_softmax(low, 1.0, True, True).dtype == torch.float32
     assert torch.ops.kernelopt.row_softmax(low, 1.0, True, False).dtype == torch.bfloat16
-    torch.library.opcheck(row_softmax_op.row_softmax, (torch.randn(3, 64), 0.5, True, False))
-    torch.library.opcheck(row_softmax_op.row_softmax, (torch.randn(3, 64), 0.5, True, False, True))
+    torch.library.opcheck(torch.ops.kernelopt.row_softmax.default, (torch.randn(3, 64), 0.5, True, False))
+    torch.library.opcheck(torch.ops.kernelopt.row_softmax.default, (torch.randn(3, 64), 0.5, True, False, True))
     assert not row_softmax_op.supports(x, False)  # CPU tensors: torch computes them
+
+
+def test_the_ops_refuse_an_input_autograd_would_differentiate_through_them() -> None:
+    x = torch.randn(3, 64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="kernelopt.row_softmax has no backward: call it under torch.no_grad"):
+        torch.ops.kernelopt.row_softmax(x, 0.5, True, False)
+    with pytest.raises(RuntimeError, match="kernelopt.row_l2_normalize has no backward"):
+        torch.ops.kernelopt.row_l2_normalize(x, 0.0)
+    with torch.no_grad():  # a compiled graph's forward runs so: computed, nothing to differentiate
+        assert not torch.ops.kernelopt.row_softmax(x, 0.5, True, False).requires_grad
+
+
+def test_a_launch_makes_its_tensor_s_device_current_only_where_it_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    entered: list[int] = []
+
+    class Guard:
+        def __init__(self, device: int) -> None:
+            self.device = device
+
+        def __enter__(self) -> None:
+            entered.append(self.device)
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", Guard)
+    monkeypatch.setattr(compat, "raw_stream", lambda device: 1000 + device)
+    on_device_1 = SimpleNamespace(device=SimpleNamespace(index=1))
+    on_device_0 = SimpleNamespace(device=SimpleNamespace(index=0))
+    assert row_softmax_kernel._on_device(on_device_0, lambda stream: stream) == 1000  # type: ignore[arg-type]
+    assert entered == []  # already current: no guard on the launch's host path
+    assert row_softmax_kernel._on_device(on_device_1, lambda stream: stream) == 1001  # type: ignore[arg-type]
+    assert entered == [1]  # another device's tensor: launched on its own device and stream
 
 
 def test_a_cuda_input_the_kernel_does_not_take_is_named_with_its_reason(monkeypatch) -> None:

@@ -367,3 +367,14 @@ def test_an_aten_op_s_name_and_argument_names_are_read_from_the_op() -> None:
     assert compat.op_argument_names(torch.ops.aten.var_mean.correction)[:2] == ["self", "dim"]
     assert "keepdim" in compat.op_argument_names(torch.ops.aten.var_mean.correction)
     assert compat.op_argument_names(operator.getitem) == []
+
+
+def test_raw_stream_reads_the_current_stream_handle_as_inductor_does() -> None:
+    if torch.cuda.is_available():
+        assert compat.raw_stream(0) == torch.cuda.current_stream(0).cuda_stream
+    else:  # a CPU build has no CUDA bindings: the name compat calls must still be Inductor's own
+        import inspect
+
+        import torch._dynamo.device_interface as device_interface
+
+        assert "_cuda_getCurrentRawStream" in inspect.getsource(device_interface)

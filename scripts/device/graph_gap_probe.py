@@ -35,6 +35,7 @@ from kernelopt.capture import compat
 from kernelopt.capture import row_softmax_op as op
 from kernelopt.capture.cluster_norm import rewrite_for_cluster_norm_bulk
 from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax_bulk
+from kernelopt.capture.row_softmax_kernel import launcher
 from kernelopt.measure.clocks import CudaEventBackend
 
 ROOT = Path(__file__).resolve().parents[2] / "examples" / "problems" / "level1"
@@ -135,12 +136,35 @@ def probe(path: Path, backend: CudaEventBackend) -> None:
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12), flush=True)
 
 
+def host_parts(x: torch.Tensor) -> None:
+    """The host microseconds of each piece of the op's call path, one line (``x``: a CUDA input)."""
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    kernel = launcher(x.dtype, out.dtype, op.capability(x.device.index))
+    blocks = op.blocks_for(x, True)
+
+    def guard() -> None:
+        with torch.cuda.device(x.device):
+            pass
+
+    parts = {
+        "dispatcher_op": lambda: torch.ops.kernelopt.row_softmax.default(x, 1.0, True, True, True, True),
+        "python_impl": lambda: op.row_softmax(x, 1.0, True, True, True, True),
+        "launch_only": lambda: kernel.run_bulk(x, out, blocks, op.BULK_THREADS, 1.0, True, True),
+        "empty": lambda: torch.empty(x.shape, dtype=torch.float32, device=x.device),
+        "device_guard": guard,
+        "current_stream": lambda: torch.cuda.current_stream(x.device).cuda_stream,
+        "raw_stream": lambda: compat.raw_stream(x.device.index),
+    }
+    print(json.dumps({"host_us": {name: host_only(fn) for name, fn in parts.items()}}), flush=True)
+
+
 def main() -> None:
     paths = [Path(p) for p in sys.argv[1:]] or [ROOT / name for name in DEFAULT]
     backend = CudaEventBackend(torch.device("cuda"), flush_l2=True, cuda_graph=False)
     print(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}), flush=True)
     for path in paths:
         probe(path, backend)
+    host_parts(torch.randn(1024, 128256, device="cuda").to(torch.bfloat16))
 
 
 if __name__ == "__main__":

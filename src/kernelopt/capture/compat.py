@@ -298,6 +298,13 @@ def compile_cache_hits() -> int:
     )
 
 
+def raw_stream(device: int) -> int:
+    """The handle of device ``device``'s current CUDA stream, as Inductor's wrapper reads it for its kernels:
+    ``torch.cuda.current_stream(device).cuda_stream`` builds a Stream object at every call, a cost on the
+    host path of each launch of kernelopt's own op."""
+    return int(torch._C._cuda_getCurrentRawStream(device))
+
+
 def reset_dynamo() -> None:
     torch._dynamo.reset()
 

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+from kernelopt.capture import compat
 
 THREADS = 512  # per block: two blocks per SM keep reads in flight while the other one reduces or writes
 ITEMS = 32  # elements per thread, compiled: a block holds THREADS * ITEMS elements of a row
@@ -317,14 +320,25 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
 }
 
 
+constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory a kernel remembers
+
 template <int THREADS, bool NORM>
 static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters, float scale,
                                bool log_out, bool lse, float eps, cudaStream_t stream, int* active) {
   auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS, NORM>;
   const int64_t chunk = (cols + clusters - 1) / clusters;
   const size_t smem = (size_t)chunk * sizeof(__IN__) + 16;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  // the shared memory this kernel may ask for, raised once per device and size: asked at every launch it
+  // was a runtime call on each launch's host path, and one inside every CUDA-graph capture of it
+  static int allowed[MAX_DEVICES] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
+  if (device >= MAX_DEVICES || allowed[device] < (int)smem) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess) return err;
+    if (device < MAX_DEVICES) allowed[device] = (int)smem;
+  }
   const ClusterLaunch launch(rows, clusters, THREADS, smem, stream);
   if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &launch.config);
   return cudaLaunchKernelEx(&launch.config, kernel, (const __IN__*)x, (__OUT__*)y, cols, chunk, scale, log_out,
@@ -399,16 +413,14 @@ class Library:
 
     def run(self, x: torch.Tensor, y: torch.Tensor, clusters: int, vectorized: bool, scale: float, log: bool,
             lse: bool, norm: bool = False, eps: float = 0.0) -> None:  # fmt: skip
-        """Launch on the current stream of ``x``'s device (contiguous ``x`` and ``y`` of the pair's dtypes),
-        that device current: the library's CUDA runtime launches on the current device's context. ``norm``:
-        each row's L2 normalisation, ``x / max(||x||, eps)``, instead of its softmax."""
+        """Launch on the current stream of ``x``'s device (contiguous ``x`` and ``y`` of the pair's dtypes):
+        the library's CUDA runtime launches on the current device's context. ``norm``: each row's L2
+        normalisation, ``x / max(||x||, eps)``, instead of its softmax."""
         cols = x.shape[-1]
-        with torch.cuda.device(x.device):
-            error = self._launch(
-                x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
-                int(lse), int(norm), eps, torch.cuda.current_stream(x.device).cuda_stream,
-            )  # fmt: skip
-        self._check(error)
+        self._check(_on_device(x, lambda stream: self._launch(
+            x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, int(vectorized), scale, int(log),
+            int(lse), int(norm), eps, stream,
+        )))  # fmt: skip
 
     def run_bulk(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
                  lse: bool, norm: bool = False, eps: float = 0.0) -> None:  # fmt: skip
@@ -424,18 +436,28 @@ class Library:
     def _bulk_call(self, x: torch.Tensor, y: torch.Tensor, clusters: int, threads: int, scale: float, log: bool,
                    lse: bool, norm: bool, eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
         cols = x.shape[-1]
-        with torch.cuda.device(x.device):
-            return int(self._bulk(
-                x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, threads, scale, int(log), int(lse),
-                int(norm), eps, torch.cuda.current_stream(x.device).cuda_stream,
-                ctypes.byref(active) if active is not None else None,
-            ))  # fmt: skip
+        return _on_device(x, lambda stream: int(self._bulk(
+            x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, threads, scale, int(log), int(lse),
+            int(norm), eps, stream, ctypes.byref(active) if active is not None else None,
+        )))  # fmt: skip
 
     def _check(self, error: int) -> None:
         if error != 0:
             raise RuntimeError(
                 f"kernelopt.row_softmax launch failed: {self._error(error).decode()} (CUDA error {error})"
             )
+
+
+def _on_device(x: torch.Tensor, launch: Callable[[int], int]) -> int:
+    """``launch`` given the handle of the current stream of ``x``'s device, that device current: made
+    current only where it is not, since a device guard and a Stream object at every call were a large part
+    of the op's host time (a launch-bound graph pays it at each call)."""
+    device = x.device.index
+    assert device is not None, "a CUDA tensor's device has an index"
+    if torch.cuda.current_device() == device:
+        return launch(compat.raw_stream(device))
+    with torch.cuda.device(device):
+        return launch(compat.raw_stream(device))
 
 
 @functools.cache

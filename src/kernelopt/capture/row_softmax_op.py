@@ -129,6 +129,15 @@ def _warn_fallback(reason: str, op: str = "kernelopt.row_softmax") -> None:
     warnings.warn(f"{op} computed by torch on a CUDA tensor, not by its kernel: {reason}", stacklevel=3)
 
 
+def _forward_only(x: torch.Tensor, op: str) -> None:
+    """Refuse an input autograd would differentiate through the op: neither op has a backward (the rewrites
+    put them in compiled graphs, whose forward runs with grad mode off)."""
+    if x.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError(
+            f"{op} has no backward: call it under torch.no_grad() or on a tensor that does not require grad"
+        )
+
+
 @functools.cache
 def capability(device: int | None) -> tuple[int, int]:
     """The GPU's compute capability, asked once per device: every call of the op asks."""
@@ -151,13 +160,13 @@ def reference(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bo
     return out if out_float else out.to(x.dtype)
 
 
-@torch.library.custom_op("kernelopt::row_softmax", mutates_args=())
 def row_softmax(
     x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False, bulk: bool = False
 ) -> torch.Tensor:
     """Softmax (or log-softmax, ``log``; or ``y - logsumexp(y)``, ``log`` and ``lse``) of
     ``y = x * scale`` over the last dimension, one read of each row; ``bulk``: each block's part of the row
     held in shared memory, copied there by one bulk copy, instead of in registers."""
+    _forward_only(x, "kernelopt.row_softmax")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, scale, log, out_float, lse)
     blocks, reason = _planned(x, out_float, bulk)
@@ -174,8 +183,9 @@ def row_softmax(
     return y
 
 
-@row_softmax.register_fake
-def _(x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False, bulk: bool = False) -> torch.Tensor:
+def _row_softmax_fake(
+    x: torch.Tensor, scale: float, log: bool, out_float: bool, lse: bool = False, bulk: bool = False
+) -> torch.Tensor:
     return torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
 
 
@@ -186,10 +196,10 @@ def norm_reference(x: torch.Tensor, eps: float) -> torch.Tensor:
     return (y / (y * y).sum(dim=-1, keepdim=True).sqrt().clamp_min(eps)).to(x.dtype)
 
 
-@torch.library.custom_op("kernelopt::row_l2_normalize", mutates_args=())
 def row_l2_normalize(x: torch.Tensor, eps: float, bulk: bool = False) -> torch.Tensor:
     """Each row of ``x`` (the last dimension) divided by its L2 norm, at least ``eps``, one read of each row;
     ``bulk``: the shared-memory form, as :func:`row_softmax` takes it."""
+    _forward_only(x, "kernelopt.row_l2_normalize")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return norm_reference(x, eps)
     blocks, reason = _planned(x, False, bulk)
@@ -206,6 +216,17 @@ def row_l2_normalize(x: torch.Tensor, eps: float, bulk: bool = False) -> torch.T
     return y
 
 
-@row_l2_normalize.register_fake
-def _(x: torch.Tensor, eps: float, bulk: bool = False) -> torch.Tensor:
+def _row_l2_normalize_fake(x: torch.Tensor, eps: float, bulk: bool = False) -> torch.Tensor:
     return torch.empty_like(x)
+
+
+# The two ops registered with the dispatcher directly (``define`` and ``impl``), not by
+# ``torch.library.custom_op``, whose Python wrappers on the autograd and backend keys cost several
+# microseconds more a call (pytorch/pytorch#139500): the op's whole host path counts where a forward's
+# launches are not hidden behind the GPU's work. Neither op has a backward (:func:`_forward_only`).
+_LIBRARY = torch.library.Library("kernelopt", "FRAGMENT")
+for _function, _fake in ((row_softmax, _row_softmax_fake), (row_l2_normalize, _row_l2_normalize_fake)):
+    _LIBRARY.define(_function.__name__ + torch.library.infer_schema(_function, mutates_args=()))
+    for _key in ("CPU", "CUDA"):
+        _LIBRARY.impl(_function.__name__, _function, _key)
+    torch.library.register_fake(f"kernelopt::{_function.__name__}", _fake, lib=_LIBRARY)
