@@ -146,7 +146,6 @@ def test_the_op_hands_its_launch_the_rows_flags_and_stream_and_names_a_failed_la
     """What crosses into the library: both tensors' addresses, rows and columns of a 3-d input, the flags
     as ints, the current stream of the input's device with that device current; a CUDA error comes back as
     a one-line error with the runtime's own text."""
-    import contextlib
     import types
 
     launches: list[tuple] = []
@@ -164,8 +163,8 @@ def test_the_op_hands_its_launch_the_rows_flags_and_stream_and_names_a_failed_la
         kopt_row_softmax=Entry(0), kopt_row_softmax_bulk=Entry(0),
         kopt_error_string=lambda error: b"too many resources requested for launch",
     )  # fmt: skip
-    monkeypatch.setattr(torch.cuda, "device", lambda device: current.append(device) or contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: types.SimpleNamespace(cuda_stream=0xBEEF))
+    # the device made current and its stream read (row_softmax_kernel._on_device, tested on its own)
+    monkeypatch.setattr(row_softmax_kernel, "_on_device", lambda x, launch: current.append(x.device) or launch(0xBEEF))
     op = row_softmax_kernel.Library(library)  # type: ignore[arg-type]
     x, y = torch.zeros(2, 3, 4096), torch.zeros(2, 3, 4096)
     op.run(x, y, 2, True, 0.5, True, False)
