@@ -391,7 +391,7 @@ def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
 
 class Library:
     """One dtype pair's built kernel, launched through its C entry point (``ctypes``: a few microseconds a
-    call, under the custom op's own Python path)."""
+    call, under the op's own Python path)."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._launch = library.kopt_row_softmax
