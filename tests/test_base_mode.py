@@ -244,7 +244,7 @@ def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_compute
         model = problem.build_model(seed, device)
 
         def ours(*inputs):
-            row_softmax_op.FALLBACKS["no build for torch.float64"] += 1  # as the op counts a fallback
+            row_softmax_op.FALLBACKS["kernelopt.row_softmax: no build for torch.float64"] += 1  # as the op counts a fallback
             return model(*inputs)
 
         return ours, None
@@ -255,7 +255,7 @@ def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_compute
     record = stock_modes.time_mode(path, "default", 0, 3, "p.kopt.json", {"batch_size": 4, "dim": 64}, device="cpu")
     assert record["vs_optimized"]["optimized"] == "kernelopt"
     (line,) = record["fallbacks"]
-    assert line.endswith("computed by torch, not the kernel: no build for torch.float64") and line[0].isdigit()
+    assert line.endswith("computed by torch, not the kernel: kernelopt.row_softmax: no build for torch.float64") and line[0].isdigit()
 
     monkeypatch.setattr(stock_modes, "optimized_for", lambda problem, seed, exported, mode, device="cuda": (
         problem.build_model(seed, device), None))  # fmt: skip

@@ -145,7 +145,7 @@ def test_a_cuda_input_the_kernel_does_not_take_is_counted_under_the_op_s_name(mo
         row_softmax_op._fell_back("no build for torch.float64")
     assert sorted(row_softmax_op.fallbacks_since(before)) == [
         "1 call(s) computed by torch, not the kernel: kernelopt.row_l2_normalize: no build for torch.float64",
-        "1 call(s) computed by torch, not the kernel: no build for torch.float64",
+        "1 call(s) computed by torch, not the kernel: kernelopt.row_softmax: no build for torch.float64",
     ]
 
 

@@ -113,10 +113,8 @@ def fallback_verdict(lines: list[str]) -> str:
 
 
 def _fell_back(reason: str, op: str = "kernelopt.row_softmax") -> None:
-    """Count a CUDA call torch computed (the row softmax's by its reason alone, the other op's reason named
-    with the op) and say so once per reason."""
-    key = reason if op == "kernelopt.row_softmax" else f"{op}: {reason}"
-    FALLBACKS[key] += 1
+    """Count a CUDA call torch computed, by the op's name and its reason, and say so once per reason."""
+    FALLBACKS[f"{op}: {reason}"] += 1
     _warn_fallback(reason, op)
 
 
