@@ -129,7 +129,7 @@ def test_a_whole_model_candidate_whose_op_torch_computed_is_named_and_not_timed(
     assert failed["gate"] == "model" and failed["details"]["rule"] == "fallback" and not result["passed"]
     assert failed["reason"] == (
         "kernelopt's own op did not run its kernel in the candidate's process: 1 call(s) computed by torch, "
-        "not the kernel: no build for torch.float64"
+        "not the kernel: kernelopt.row_softmax: no build for torch.float64"
     )
 
 
