@@ -19,7 +19,6 @@ call with nothing queued (no flush: the host's own cost), and a profiler table o
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 import sys
@@ -37,6 +36,7 @@ from kernelopt.capture.cluster_norm import rewrite_for_cluster_norm_bulk
 from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax_bulk
 from kernelopt.capture.row_softmax_kernel import launcher
 from kernelopt.measure.clocks import CudaEventBackend
+from kernelopt.problem.loader import load_problem
 
 ROOT = Path(__file__).resolve().parents[2] / "examples" / "problems" / "level1"
 DEFAULT = ["26_token_log_probs.py", "24_log_softmax_vocab.py", "10_row_l2_normalize.py"]
@@ -44,13 +44,9 @@ ROUNDS = 40
 
 
 def load(path: Path) -> tuple[torch.nn.Module, list[Any]]:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    model = module.Model(*module.get_init_inputs()).cuda().eval()
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-    return model, inputs
+    """The problem's model and inputs on the GPU, as kernelopt loads them (seeded, eval mode)."""
+    problem = load_problem(path)
+    return problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
 
 
 def quartiles(values: list[float]) -> dict[str, float]:
