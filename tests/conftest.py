@@ -112,7 +112,8 @@ def compiled_and_eager_step(step, x, linear, rewrite):
 def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
     """kernelopt's cluster rewrites (``kernelopt.cluster_softmax``, ``kernelopt.cluster_norm``) as they run on
     an sm_90 GPU with the CUDA toolkit, on CPU tensors (the op computes them by torch)."""
-    from kernelopt.capture import cluster_softmax, cuda_toolchain, row_softmax_op
+    from kernelopt.capture import cuda_toolchain
+    from kernelopt.capture.rewrites import cluster_softmax, row_softmax_op
 
     monkeypatch.setattr(cluster_softmax, "on_cluster_gpu", lambda value: True)
     monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))

@@ -124,9 +124,9 @@ def test_the_users_mode_and_options_reach_inductor_on_top_of_the_exports(tmp_pat
     seen: list[dict] = []
     real = compat.compile_fx_with_inner_hook
 
-    def spy(gm, inputs, hook, options):
+    def spy(gm, inputs, hook, options, rewrites=()):
         seen.append(dict(options))
-        return real(gm, inputs, hook, options)
+        return real(gm, inputs, hook, options, rewrites)
 
     monkeypatch.setattr(compat, "compile_fx_with_inner_hook", spy)
     torch.manual_seed(0)

@@ -8,15 +8,15 @@ the default's speedup honest when the run's own timing is against another mode.
 from __future__ import annotations
 
 import pytest
-
 from conftest import EXAMPLES
 from fake_optimize import optimizing
+
 from kernelopt.config import load_settings
 from kernelopt.pipeline import bench_problem
 from kernelopt.pipeline import optimize as opt
-from kernelopt.report.metrics import ProblemOutcome, choose_best_stock
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.pipeline.stock_modes import choose_base_mode
+from kernelopt.report.metrics import ProblemOutcome, choose_best_stock
 from kernelopt.store import Store
 
 MA = "max-autotune-no-cudagraphs"
@@ -107,8 +107,9 @@ def test_the_run_captures_what_the_base_mode_compiles_and_exports_it(monkeypatch
                           write_report=False, sizes={"batch_size": 8, "dim": 512})
     assert seen["base"] == MA and seen["spec"].options == mode_options(MA) and seen["spec"].options
     assert report.base_mode == MA and report.options == mode_options(MA) and "1.300x faster" in report.base_mode_reason
-    from kernelopt.cli.format import print_optimize  # the summary names the mode its numbers are over
     from rich.console import Console
+
+    from kernelopt.cli.format import print_optimize  # the summary names the mode its numbers are over
 
     console = Console(record=True, width=200)
     print_optimize(report, console)
@@ -201,8 +202,8 @@ def test_the_scoreboard_names_the_mode_each_search_was_built_on() -> None:
     from rich.console import Console
 
     from kernelopt.cli.bench_cmd import _problem_row
-    from kernelopt.report.scoreboard import markdown_report
     from kernelopt.report.metrics import summarize
+    from kernelopt.report.scoreboard import markdown_report
 
     row = ProblemOutcome.from_dict({"name": "p", "path": "p.py", "status": "ok", "correct": True, "compiled_ms": 1.0,
                                     "optimized_ms": 0.8, "compile_speedup": 1.3, "base_mode": MA})
@@ -236,7 +237,7 @@ def test_a_stock_mode_s_process_names_calls_of_kernelopt_s_op_that_torch_compute
     """The stock modes' processes time kernelopt's export as a user of each mode runs it: where its op fell
     back to torch there, the record says so and the scoreboard row names it, since the time against that
     mode is then torch's computation's, not the kernel's."""
-    from kernelopt.capture import row_softmax_op
+    from kernelopt.capture.rewrites import row_softmax_op
     from kernelopt.pipeline import stock_modes
     from kernelopt.report.scoreboard import problem_notes
 

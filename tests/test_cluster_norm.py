@@ -1,5 +1,5 @@
-"""The cluster-norm compile option (kernelopt.capture.cluster_norm) and its op,
-``torch.ops.kernelopt.row_l2_normalize`` (kernelopt.capture.row_softmax_op). CPU: which row L2
+"""The cluster-norm compile option (kernelopt.capture.rewrites.cluster_norm) and its op,
+``torch.ops.kernelopt.row_l2_normalize`` (kernelopt.capture.rewrites.row_softmax_op). CPU: which row L2
 normalisations the rewrite hands to the op, with what eps, the values (the op computes by torch off a
 Hopper GPU), gate 1 on the call sequence Inductor writes around it. The CUDA kernel itself is the GPU
 test's (tests/test_gpu_cluster_softmax.py)."""
@@ -14,8 +14,13 @@ import torch
 import torch.nn.functional as F
 from conftest import captured_under
 
-from kernelopt.capture import compat, cuda_toolchain, row_softmax_kernel, row_softmax_op
-from kernelopt.capture.cluster_norm import CLUSTER_NORM_BULK_OPTION, CLUSTER_NORM_OPTION, rewrite_for_cluster_norm
+from kernelopt.capture import compat, cuda_toolchain
+from kernelopt.capture.rewrites import row_softmax_kernel, row_softmax_op
+from kernelopt.capture.rewrites.cluster_norm import (
+    CLUSTER_NORM_BULK_OPTION,
+    CLUSTER_NORM_OPTION,
+    rewrite_for_cluster_norm,
+)
 
 OPTION = {CLUSTER_NORM_OPTION: True}
 CALL = "torch.ops.kernelopt.row_l2_normalize.default("
@@ -167,12 +172,12 @@ def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_naming_its_optio
 
 
 def test_the_options_are_compile_options_graph_variants_where_rows_are_reread_and_knobs() -> None:
-    from kernelopt.capture.compile_passes import OWN_OPS
+    from kernelopt.capture.rewrites.passes import OWN_OPS, is_compile_option
     from kernelopt.search.graph_variants import option_sets
     from kernelopt.search.knobs import KNOBS
 
     for option in (CLUSTER_NORM_OPTION, CLUSTER_NORM_BULK_OPTION):
-        assert compat.is_compile_option(option) and (option, True) in KNOBS
+        assert is_compile_option(option) and (option, True) in KNOBS
         assert {option: True} in option_sets(copies_first=False, rereads_first=True)[:7]
     assert row_softmax_op.NORM_OP_NAME in OWN_OPS
 

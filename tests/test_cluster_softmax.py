@@ -1,5 +1,5 @@
-"""The cluster-softmax compile option (kernelopt.capture.cluster_softmax) and its op
-(kernelopt.capture.row_softmax_op). CPU: which softmaxes the rewrite hands to the op, with what scale
+"""The cluster-softmax compile option (kernelopt.capture.rewrites.cluster_softmax) and its op
+(kernelopt.capture.rewrites.row_softmax_op). CPU: which softmaxes the rewrite hands to the op, with what scale
 and casts, the values (the op computes by torch off a Hopper GPU), a training step, gate 1 on the call
 sequence Inductor writes around the op. The CUDA kernel itself is the GPU test's."""
 
@@ -13,8 +13,9 @@ import pytest
 import torch
 from conftest import captured_under
 
-from kernelopt.capture import cluster_softmax, compat, cuda_toolchain, row_softmax_kernel, row_softmax_op
-from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
+from kernelopt.capture import compat, cuda_toolchain
+from kernelopt.capture.rewrites import cluster_softmax, row_softmax_kernel, row_softmax_op
+from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_OPTION
 
 OPTION = {CLUSTER_SOFTMAX_OPTION: True}
 CALL = "torch.ops.kernelopt.row_softmax.default("
@@ -95,9 +96,8 @@ def test_the_bulk_option_asks_the_op_for_its_shared_memory_form(
 ) -> None:
     """``kernelopt.cluster_softmax_bulk``: the same rewrite, the op's last argument asking for each block's
     part in shared memory; the values are torch's (the op computes CPU tensors by torch)."""
-    from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
-
     from kernelopt.capture.call_sequence import call_source_of
+    from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
     from kernelopt.verify.static_wrapper import check_static_wrapper
 
     x = (torch.randn(4, 8192) * 3).to(dtype)
@@ -127,7 +127,7 @@ def test_the_joint_graph_form_of_a_temperature_is_taken_in_whole(hopper: None) -
     the variant at 1.006x)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+    from kernelopt.capture.rewrites.cluster_softmax import rewrite_for_cluster_softmax
 
     def joint_graph_form(x: torch.Tensor) -> torch.Tensor:
         x1 = x * 1
@@ -172,7 +172,7 @@ def test_a_machine_that_cannot_build_the_op_refuses_the_rewrite_at_the_compile(h
     and no candidate process is spent on it); a graph with nothing to rewrite compiles as it is."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+    from kernelopt.capture.rewrites.cluster_softmax import rewrite_for_cluster_softmax
     from kernelopt.errors import UnsupportedEnvironment
 
     no_nvcc = "no nvcc at /opt/cuda/bin/nvcc (PyTorch's CUDA_HOME is /opt/cuda): install the CUDA toolkit there or set CUDA_HOME"
@@ -216,7 +216,7 @@ def test_a_training_step_keeps_its_values_and_gradients(hopper: None) -> None:
     partitioner): the rewrite leaves such a softmax alone, and the loss and gradients stay eager's."""
     from conftest import compiled_and_eager_step
 
-    from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+    from kernelopt.capture.rewrites.cluster_softmax import rewrite_for_cluster_softmax
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(16, 8192)
@@ -386,9 +386,10 @@ def test_gate_1_takes_the_call_sequence_around_the_op_and_no_other_op_of_kernelo
 
 
 def test_the_option_is_a_compile_option_and_a_graph_variant_where_rows_are_reread() -> None:
+    from kernelopt.capture.rewrites.passes import is_compile_option
     from kernelopt.search.graph_variants import option_sets
 
-    assert compat.is_compile_option(CLUSTER_SOFTMAX_OPTION)
+    assert is_compile_option(CLUSTER_SOFTMAX_OPTION)
     first = option_sets(copies_first=False, rereads_first=True)
     assert OPTION in first[:3]
     assert OPTION in option_sets(copies_first=False)

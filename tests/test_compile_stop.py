@@ -1,5 +1,5 @@
 """A graph variant under kernelopt's own compile options whose rewrites find nothing to change stops
-before Inductor's code generation (``kernelopt.capture.compile_passes.stop_where_unchanged``): the
+before Inductor's code generation (``kernelopt.capture.compile_stop.stop_where_unchanged``): the
 variant would be the graph as compiled, and under max-autotune its compile costs tens of seconds. CPU:
 which compiles stop, what the variant then says, and that the stop leaves nothing behind."""
 
@@ -12,9 +12,9 @@ import torch
 from conftest import EXAMPLES
 
 from kernelopt.capture import capture, compat
-from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_OPTION
-from kernelopt.capture.compile_passes import NothingRewritten, rewritten_nothing, stop_where_unchanged
-from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
+from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_OPTION
+from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
+from kernelopt.capture.compile_stop import NothingRewritten, rewritten_nothing, stop_where_unchanged
 from kernelopt.evaluate.session import EvaluationSession, ProblemSpec
 
 

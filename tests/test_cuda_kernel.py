@@ -185,7 +185,7 @@ def test_a_build_for_an_architecture_names_it_to_nvcc_whatever_the_arch_list_say
 def test_the_row_softmax_op_builds_each_dtype_pair_for_its_device_s_architecture(monkeypatch) -> None:
     import torch
 
-    from kernelopt.capture import cuda_library, row_softmax_kernel
+    from kernelopt.capture.rewrites import cuda_library, row_softmax_kernel
 
     asked: list[tuple] = []
 

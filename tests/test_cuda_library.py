@@ -1,4 +1,4 @@
-"""kernelopt's own CUDA code built by nvcc alone into a shared library (capture/cuda_library)."""
+"""kernelopt's own CUDA code built by nvcc alone into a shared library (capture/rewrites/cuda_library)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelopt.capture import cuda_library, cuda_toolchain, row_softmax_kernel
+from kernelopt.capture import cuda_toolchain
 from kernelopt.capture.cuda_kernel import CudaBuildError
+from kernelopt.capture.rewrites import cuda_library, row_softmax_kernel
 
 NAME = "kernelopt.test_library"
 

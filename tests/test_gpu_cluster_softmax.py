@@ -1,9 +1,9 @@
-"""GPU test of kernelopt's row softmax (``kernelopt.capture.row_softmax_op``) and the compile option that
-hands a graph's wide softmax to it (``kernelopt.capture.cluster_softmax``): the CUDA kernel against
+"""GPU test of kernelopt's row softmax (``kernelopt.capture.rewrites.row_softmax_op``) and the compile option that
+hands a graph's wide softmax to it (``kernelopt.capture.rewrites.cluster_softmax``): the CUDA kernel against
 float64 on every dtype pair and row width it takes, rows holding infinities and NaN as torch writes
 them, and log-softmax over a 50257-wide vocabulary with a temperature regenerated under the option,
 through the gates; the same kernel built as a row's L2 normalisation (``kernelopt.row_l2_normalize``,
-``kernelopt.capture.cluster_norm``), and row-L2 over 65535 regenerated under its option. Speed is
+``kernelopt.capture.rewrites.cluster_norm``), and row-L2 over 65535 regenerated under its option. Speed is
 printed, not asserted (``benchmarks/`` holds speed)."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import pytest
 import torch
 from conftest import EXAMPLES
 
-from kernelopt.capture import compat, row_softmax_kernel, row_softmax_op
-from kernelopt.capture.cluster_norm import CLUSTER_NORM_BULK_OPTION, CLUSTER_NORM_OPTION
-from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
+from kernelopt.capture import compat
+from kernelopt.capture.rewrites import row_softmax_kernel, row_softmax_op
+from kernelopt.capture.rewrites.cluster_norm import CLUSTER_NORM_BULK_OPTION, CLUSTER_NORM_OPTION
+from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
 
 pytestmark = pytest.mark.gpu
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import EXAMPLES
+
 from kernelopt.deliver.export import graph_candidates, load, read_export
 from kernelopt.pipeline.optimize import optimize
 from kernelopt.search.graph_variants import graph_target
@@ -168,7 +168,7 @@ def test_a_one_graph_winner_becomes_the_compile_its_kernels_are_searched_on(tmp_
     online-softmax winner (1.24x on the H200 at 2048 rows) is re-checked in full and becomes the compile
     the kernel search runs on; the export is that compile with the winner's options, no call swapped,
     and it computes what the model does."""
-    from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
+    from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
     from kernelopt.pipeline.graph_stage import PROMOTED
 
     store = Store(tmp_path / "k.db")

@@ -1,4 +1,4 @@
-"""GPU test of the online-softmax graph option (``kernelopt.capture.online_softmax``): log-softmax over
+"""GPU test of the online-softmax graph option (``kernelopt.capture.rewrites.online_softmax``): log-softmax over
 a 50257-wide vocabulary with a temperature, compiled as max-autotune-no-cudagraphs compiles it (the
 problem's best stock mode on the H200), regenerated with the rewrite among Inductor's passes: the
 online softmax reads each row twice instead of three times, and the candidate goes through the gates;
@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES
 
 from kernelopt.capture import compat
-from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
+from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
 
 pytestmark = pytest.mark.gpu
 
@@ -73,7 +73,7 @@ def test_the_vocab_log_softmax_is_read_once_less_and_passes_the_gates() -> None:
 
 def test_a_softmax_without_a_scale_compiles_as_it_was() -> None:
     """Where no graph holds a scaled softmax the option changes nothing: the one graph's compile stops
-    before code generation (``compile_passes.stop_where_unchanged``) and there is no candidate."""
+    before code generation (``compile_stop.stop_where_unchanged``) and there is no candidate."""
     from kernelopt.evaluate import worker_targets
     from kernelopt.evaluate.session import ProblemSpec
 

@@ -207,7 +207,7 @@ def {NAME}(args):
 def test_lent_tensors_keep_their_layout_and_empty_ones_travel_too() -> None:
     import pickle
 
-    from kernelopt.workers.shared_tensors import open_args, share_args
+    from kernelopt.evaluate.shared_tensors import open_args, share_args
 
     base = torch.zeros(4, 6)
     view = base[:, 1:5]

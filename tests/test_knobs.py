@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 import types
+from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES
+
+from kernelopt.evaluate.knob_candidate import evaluate_options
+from kernelopt.evaluate.session import GateSettings, ProblemSpec
 from kernelopt.search.candidate import MODEL_TARGET, Candidate
 from kernelopt.search.knobs import KNOBS, CompilerKnobOperator
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext
-from kernelopt.evaluate.knob_candidate import evaluate_options
-from kernelopt.evaluate.session import GateSettings, ProblemSpec
 
 
 def node(i: int, options: dict) -> Node:
@@ -46,9 +46,8 @@ def test_greedy_walk_adds_one_knob_and_skips_tried_and_dependent_ones() -> None:
 def test_every_one_setting_graph_variant_is_a_knob_of_the_whole_model_search() -> None:
     """The kernel search runs on a knob winner's compile, not on a graph winner's: the structural choices
     of the graph stage must be in the knob space for options x kernels to cover them."""
-    from kernelopt.search.graph_variants import GRAPH_OPTIONS
-
     from kernelopt.evaluate.session import OWN_OPTIONS
+    from kernelopt.search.graph_variants import GRAPH_OPTIONS
 
     knobs = set(KNOBS)
     single = [next(iter(o.items())) for o in GRAPH_OPTIONS if len(o) == 1]
@@ -106,7 +105,7 @@ def test_a_search_screens_a_whole_model_candidate_and_turns_away_only_a_slower_o
 def test_a_whole_model_candidate_whose_op_torch_computed_is_named_and_not_timed(monkeypatch) -> None:
     """As for a graph candidate: the variant's capture counts kernelopt's op computed by torch instead of
     its kernel (here a stand-in capture that records one), and the model gate refuses it before timing."""
-    from kernelopt.capture import row_softmax_op
+    from kernelopt.capture.rewrites import row_softmax_op
     from kernelopt.evaluate import knob_candidate
 
     real_capture = knob_candidate.capture
@@ -141,11 +140,12 @@ def _passed_model():
 
 def test_knob_search_inside_optimize_on_cpu(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """optimize with compiler-knobs: kernels searched by the scripted worker, knobs in real worker processes."""
+    from test_optimize_flow import ScriptedWorker, run_context
+
     from kernelopt.pipeline import knob_stage
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
-    from test_optimize_flow import ScriptedWorker, run_context
 
     monkeypatch.setattr(knob_stage, "EVAL_DEVICE", "cpu")
     monkeypatch.setattr(knob_stage, "KNOB_EVALUATIONS", 2)
@@ -203,12 +203,13 @@ def test_kernels_are_searched_on_the_compile_the_winning_options_make(
     kernel search runs on that capture's kernels, and the result over the base is the final verification's
     timing against the base mode's compile in one process; where that compile failed, the product of the
     two interleaved speedups, said as such. A resumed run reads the choice back instead of searching again."""
+    from test_optimize_flow import ScriptedWorker, run_context
+
     from kernelopt.pipeline import knob_stage
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
     from kernelopt.workers import WorkerResult
-    from test_optimize_flow import ScriptedWorker, run_context
 
     class Recording(ScriptedWorker):
         def __init__(self) -> None:
@@ -319,12 +320,13 @@ def test_a_graph_winner_is_searched_on_the_knob_winners_compile_and_the_options_
     """Knobs and the graph stage on a model of one graph: the graph variants are compiled and judged on the
     knob winner's compile, a graph winner is promoted on top of it, the kernels are searched on both, and
     the final verification times all of it against the base mode's compile in one process."""
+    from test_optimize_flow import GraphWorker, run_context
+
     from kernelopt.pipeline import knob_stage
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
     from kernelopt.workers import WorkerResult
-    from test_optimize_flow import GraphWorker, run_context
 
     def run_isolated(target, spec, options, settings, device, timeout_s, env=None):
         gain = 1.25 if options == {"coordinate_descent_tuning": True} else 1.0

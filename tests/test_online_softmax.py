@@ -1,4 +1,4 @@
-"""The online-softmax rewrite (kernelopt.capture.online_softmax): the graph option that gives a
+"""The online-softmax rewrite (kernelopt.capture.rewrites.online_softmax): the graph option that gives a
 temperature- or scale-softmax and a logsumexp back to Inductor's online softmax. CPU: the rewrite's
 graphs and values (Inductor only writes the online kernel for Triton, so the kernel itself is the GPU
 test's)."""
@@ -9,7 +9,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from kernelopt.capture import compat
-from kernelopt.capture.online_softmax import rewrite_for_online_softmax
+from kernelopt.capture.rewrites.online_softmax import rewrite_for_online_softmax
 
 aten = torch.ops.aten
 
@@ -298,8 +298,9 @@ def test_a_capture_with_the_option_runs_the_rewrite_and_keeps_the_option(monkeyp
     """``kernelopt.online_softmax`` is a compile option of kernelopt's own: every compile of kernelopt's
     (capture, the export's rebuild, the backend) runs the rewrite where the options hold it, and Inductor
     never sees the name; a compile without it runs none."""
-    from kernelopt.capture import capture, compile_passes
-    from kernelopt.capture import online_softmax as module
+    from kernelopt.capture import capture
+    from kernelopt.capture.rewrites import online_softmax as module
+    from kernelopt.capture.rewrites import passes
 
     calls: list[int] = []
 
@@ -308,7 +309,7 @@ def test_a_capture_with_the_option_runs_the_rewrite_and_keeps_the_option(monkeyp
         return calls[-1]
 
     counted.__module__ = module.__name__  # its cache identity: the module's source
-    monkeypatch.setitem(compile_passes.COMPILE_PASSES, module.ONLINE_SOFTMAX_OPTION, counted)
+    monkeypatch.setitem(passes.COMPILE_PASSES, module.ONLINE_SOFTMAX_OPTION, counted)
 
     class Temperature(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -333,8 +334,9 @@ def test_the_token_log_probs_problem_is_rewritten_where_its_logits_are_upcast(mo
     vocabulary) at its small sizes: its logsumexp is found through the cast, and the values stay."""
     from conftest import EXAMPLES
 
-    from kernelopt.capture import capture, compile_passes
-    from kernelopt.capture import online_softmax as module
+    from kernelopt.capture import capture
+    from kernelopt.capture.rewrites import online_softmax as module
+    from kernelopt.capture.rewrites import passes
     from kernelopt.problem import load_problem
 
     problem = load_problem(EXAMPLES / "level1/26_token_log_probs.py").small()
@@ -346,7 +348,7 @@ def test_the_token_log_probs_problem_is_rewritten_where_its_logits_are_upcast(mo
         return calls[-1]
 
     counted.__module__ = module.__name__
-    monkeypatch.setitem(compile_passes.COMPILE_PASSES, module.ONLINE_SOFTMAX_OPTION, counted)
+    monkeypatch.setitem(passes.COMPILE_PASSES, module.ONLINE_SOFTMAX_OPTION, counted)
     with compat.fresh_compile():  # a cached compile of the same graph (an earlier test's) runs no pass
         artifact = capture(model, inputs, {module.ONLINE_SOFTMAX_OPTION: True})
     assert calls and set(calls) == {1}

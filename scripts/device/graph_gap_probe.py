@@ -31,10 +31,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from kernelopt.capture import compat
-from kernelopt.capture import row_softmax_op as op
-from kernelopt.capture.cluster_norm import rewrite_for_cluster_norm_bulk
-from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax_bulk
-from kernelopt.capture.row_softmax_kernel import launcher
+from kernelopt.capture.rewrites import row_softmax_op as op
+from kernelopt.capture.rewrites.cluster_norm import rewrite_for_cluster_norm_bulk
+from kernelopt.capture.rewrites.cluster_softmax import rewrite_for_cluster_softmax_bulk
+from kernelopt.capture.rewrites.row_softmax_kernel import launcher
 from kernelopt.measure.clocks import CudaEventBackend
 from kernelopt.problem.loader import load_problem
 

@@ -17,7 +17,7 @@ import sys
 import torch
 
 from kernelopt.workers.identity import worker_identity
-from kernelopt.workers.shared_tensors import share
+from kernelopt.evaluate.shared_tensors import share
 
 CHILD = r"""
 import pickle, sys, torch

@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from kernelopt.capture import row_softmax_kernel as kernel
-from kernelopt.capture import row_softmax_op as op
+from kernelopt.capture.rewrites import row_softmax_kernel as kernel
+from kernelopt.capture.rewrites import row_softmax_op as op
 from kernelopt.measure import compare
 
 MAX_SMEM = 227 * 1024  # bytes of shared memory one block of an sm_90 GPU may have

@@ -37,9 +37,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from kernelopt.capture import compat
-from kernelopt.capture import row_softmax_kernel as kernel
-from kernelopt.capture import row_softmax_op as op
-from kernelopt.capture.cluster_softmax import rewrite_for_cluster_softmax
+from kernelopt.capture.rewrites import row_softmax_kernel as kernel
+from kernelopt.capture.rewrites import row_softmax_op as op
+from kernelopt.capture.rewrites.cluster_softmax import rewrite_for_cluster_softmax
 from kernelopt.measure import compare
 
 ROWS, COLUMNS, TEMPERATURE = 2048, 50257, 0.7

@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from kernelopt.capture import row_softmax_kernel as kernel
-from kernelopt.capture import row_softmax_op as op
+from kernelopt.capture.rewrites import row_softmax_kernel as kernel
+from kernelopt.capture.rewrites import row_softmax_op as op
 from kernelopt.measure import compare
 
 # the kernel as the op builds it, and with __launch_bounds__ asking for other numbers of blocks an SM holds

@@ -20,6 +20,7 @@ import torch
 from kernelopt.capture import compat
 from kernelopt.capture.output_code import KernelDef, OutputCode, parse_output_code
 from kernelopt.capture.recorder import Launch, LaunchSink, install_proxies
+from kernelopt.capture.rewrites.passes import compile_with_options
 
 
 @dataclass
@@ -96,7 +97,7 @@ def capture(
             raw_graphs.append((compiled, names if first[0] else []))
             first[0] = False
 
-        return compat.compile_fx_with_inner_hook(gm, example_inputs, keep, options)
+        return compile_with_options(gm, example_inputs, keep, options)
 
     compiled = torch.compile(model, backend=backend, dynamic=False)
     with compat.fresh_compile(), torch.no_grad():

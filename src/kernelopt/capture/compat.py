@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from kernelopt.capture.compile_stop import check_rewritten, rewritten_nothing
 from kernelopt.errors import UnsupportedEnvironment
 
 MIN_TORCH = (2, 9)
@@ -41,17 +42,12 @@ def compile_fx_with_inner_hook(
     example_inputs: list[Any],
     on_graph: Callable[[Any], None],
     config_patches: dict[str, Any] | None = None,
+    rewrites: Sequence[Callable[[torch.fx.Graph], Any]] = (),
 ) -> Any:
-    """Compile ``gm`` with Inductor, handing each ``CompiledFxGraph`` to ``on_graph``. kernelopt's own
-    compile options among ``config_patches`` (:data:`~kernelopt.capture.compile_passes.COMPILE_PASSES`:
-    a graph rewrite each) run as a post-grad pass; every compile of kernelopt's (capture, export, backend)
-    comes through here, so a result verified under one is rebuilt under it."""
+    """Compile ``gm`` with Inductor under its own ``config_patches``, handing each ``CompiledFxGraph`` to
+    ``on_graph``; ``rewrites`` (kernelopt's compile options, resolved by
+    :func:`~kernelopt.capture.rewrites.passes.compile_with_options`) run as a post-grad pass."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-
-    from kernelopt.capture.compile_passes import COMPILE_PASSES
-
-    patches = {k: v for k, v in (config_patches or {}).items() if k not in COMPILE_PASSES}
-    rewrites = [COMPILE_PASSES[k] for k, v in (config_patches or {}).items() if k in COMPILE_PASSES and v]
 
     def inner(*args: Any, **kwargs: Any) -> Any:
         compiled = compile_fx_inner(*args, **kwargs)
@@ -59,7 +55,7 @@ def compile_fx_with_inner_hook(
         return compiled
 
     with post_grad_pass(*rewrites) if rewrites else contextlib.nullcontext():
-        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=patches)
+        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=dict(config_patches or {}))
 
 
 def placeholder_sources(gm: torch.fx.GraphModule) -> list[str]:
@@ -135,11 +131,9 @@ def inductor_cache_dir() -> str:
 def stopped_compile_dirs() -> Iterator[list[str]]:
     """The temporary cache folders Inductor keeps ("on error, temporary cache dir kept at ...", logged as
     it re-raises) when kernelopt stops a compile in this context on purpose
-    (:class:`~kernelopt.capture.compile_passes.NothingRewritten`), collected for the caller to remove and
+    (:class:`~kernelopt.capture.compile_stop.NothingRewritten`), collected for the caller to remove and
     their warning held back; a compile that fails otherwise is logged as Inductor logs it."""
     import logging
-
-    from kernelopt.capture.compile_passes import rewritten_nothing
 
     logger = logging.getLogger("torch._inductor.utils")
     kept: list[str] = []
@@ -229,7 +223,7 @@ def row_split_compile(chunk: int) -> Iterator[None]:
 def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]:
     """``rewrites`` run in turn on every graph's post-grad ATen graph before Inductor's own pattern
     passes (its ``post_grad_custom_pre_pass``), in this context only; each returns how many changes it
-    made (a :func:`~kernelopt.capture.compile_passes.stop_where_unchanged` compile stops where none
+    made (a :func:`~kernelopt.capture.compile_stop.stop_where_unchanged` compile stops where none
     did). Their cache identity is the source of the modules that define them. A training graph's
     backward, which Inductor compiles at the first backward call, compiles without them."""
     import hashlib
@@ -246,8 +240,6 @@ def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]
         )
     sources = "".join(inspect.getsource(sys.modules[r.__module__]) for r in rewrites)
     identity = hashlib.sha256(sources.encode()).hexdigest()
-
-    from kernelopt.capture.compile_passes import check_rewritten
 
     class KerneloptPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
@@ -266,14 +258,6 @@ def post_grad_pass(*rewrites: Callable[[torch.fx.Graph], Any]) -> Iterator[None]
 def compile_modes() -> list[str]:
     """The ``torch.compile`` modes this torch knows (torch's own table)."""
     return list(torch._inductor.list_mode_options())
-
-
-def is_compile_option(name: str) -> bool:
-    """Whether :func:`compile_fx_with_inner_hook` takes ``name``: an option of this torch's Inductor, or
-    one of kernelopt's own compile options (a post-grad rewrite it runs itself)."""
-    from kernelopt.capture.compile_passes import COMPILE_PASSES
-
-    return name in COMPILE_PASSES or has_inductor_option(name)
 
 
 def has_inductor_option(name: str) -> bool:

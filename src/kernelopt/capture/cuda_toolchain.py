@@ -35,7 +35,7 @@ def nvcc() -> str:
 
 @functools.cache
 def nvcc_missing() -> str | None:
-    """Why this machine has no nvcc (what kernelopt's own op builds with, :mod:`~kernelopt.capture.cuda_library`),
+    """Why this machine has no nvcc (what kernelopt's own op builds with, :mod:`~kernelopt.capture.rewrites.cuda_library`),
     or None where it has; asked once."""
     from torch.utils import cpp_extension
 

@@ -28,10 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelopt.capture import (
-    compat,
-    row_softmax_op,  # noqa: F401  (registers the op a candidate's call may name)
-)
+from kernelopt.capture import compat
 from kernelopt.capture.artifact import Artifact, CapturedGraph
 from kernelopt.capture.call_sequence import (
     Partition,
@@ -45,6 +42,7 @@ from kernelopt.capture.call_sequence import (
 from kernelopt.capture.copy_kernels import moves_only
 from kernelopt.capture.kernel_source import renamed, second_passes, serial_reduction
 from kernelopt.capture.output_code import cpp_argtypes, source_hash
+from kernelopt.capture.rewrites import row_softmax_op  # noqa: F401  (registers the op a candidate's call may name)
 from kernelopt.capture.swap import SwapError, build_kernel
 
 

@@ -391,8 +391,8 @@ def build_op(
     nvcc that runs a result using it (the kernelopt.cluster_softmax and kernelopt.cluster_norm options)."""
     import torch
 
-    from kernelopt.capture import row_softmax_kernel
     from kernelopt.capture.cuda_kernel import CudaBuildError, build_root
+    from kernelopt.capture.rewrites import row_softmax_kernel
 
     if arch is None:
         if not torch.cuda.is_available():

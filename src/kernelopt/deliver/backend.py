@@ -35,6 +35,7 @@ from kernelopt.capture import compat
 from kernelopt.capture.call_sequence import folded_digest, graph_digest, is_partitioned
 from kernelopt.capture.graph_swap import GraphCandidate, build_graph_kernels, swap_call
 from kernelopt.capture.output_code import OutputCode, parse_output_code
+from kernelopt.capture.rewrites.passes import compile_with_options
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.deliver.export import (
     Replacement,
@@ -136,11 +137,11 @@ class KerneloptBackend:
         graphs: the replacements are installed before the graph's first call, so its recording holds them."""
         settings = self.compile_options(mode, options)
         if not self.replacements and not self.graphs:
-            return compat.compile_fx_with_inner_hook(gm, example_inputs, lambda _cg: None, settings)
+            return compile_with_options(gm, example_inputs, lambda _cg: None, settings)
         graphs: list[Any] = []
         # Inductor's caches would hand back a compiled graph without running the hook that sees its module.
         with compat.fresh_compile():
-            compiled = compat.compile_fx_with_inner_hook(gm, example_inputs, graphs.append, settings)
+            compiled = compile_with_options(gm, example_inputs, graphs.append, settings)
         for cg in graphs:
             self._swap_into(cg)
         self.report.graphs += len(graphs)

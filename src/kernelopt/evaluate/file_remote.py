@@ -20,7 +20,7 @@ import torch
 from kernelopt.errors import ProblemError
 from kernelopt.evaluate.remote import RemoteRunner
 from kernelopt.evaluate.runner_file import ORIGINAL
-from kernelopt.workers.shared_tensors import share, share_args
+from kernelopt.evaluate.shared_tensors import share, share_args
 
 FILE_MODULE = "kernelopt.evaluate.runner_file"
 

@@ -2,7 +2,7 @@
 
 The traffic floor (:func:`~kernelopt.evaluate.analysis.graph_floor_bytes`) reads every input once. A
 graph whose output needs an input's values *and* a statistic of more of that input than one program (or
-one Hopper cluster, :mod:`kernelopt.capture.row_softmax_op`) can hold must read the input again once the
+one Hopper cluster, :mod:`kernelopt.capture.rewrites.row_softmax_op`) can hold must read the input again once the
 statistic is known: a Frobenius normalisation (the sum over the whole tensor), a centring by a column
 mean followed by a row's scale, a group norm whose group spans half a million elements. No fusion removes
 that read, so a floor without it calls such a graph "far above its floor" and sends it to the graph stage
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
-from kernelopt.capture.row_softmax_op import MAX_COLUMNS
+from kernelopt.capture.rewrites.row_softmax_op import MAX_COLUMNS
 
 ON_CHIP = MAX_COLUMNS
 """Elements of one statistic a kernel can hold on chip while it waits for the statistic: the widest row

@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
-from kernelopt.capture import capture, compat, row_softmax_op
+from kernelopt.capture import capture, compat
 from kernelopt.capture.artifact import separate_code
+from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.evaluate.graph_candidate import GRAPH_SCREEN_MIN_SPEEDUP
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, stage
 from kernelopt.evaluate.steps import fell_back, screened_out

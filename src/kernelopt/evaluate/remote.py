@@ -26,10 +26,10 @@ from typing import Any
 import torch
 
 from kernelopt.evaluate.runner import DEFAULT_BACKEND, ORIGINAL
+from kernelopt.evaluate.shared_tensors import share, share_args
 from kernelopt.workers.identity import check_cuda_lending, worker_identity
 from kernelopt.workers.isolated import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
-from kernelopt.workers.shared_tensors import share, share_args
 
 MODULE = "kernelopt.evaluate.runner"
 ROLE_ENV = {"KERNELOPT_ROLE": "runner"}

@@ -4,7 +4,7 @@ Issue 11's rule: the judge and the accused never share a process. A candidate is
 Python that runs at import and at compile time, so it can patch anything in the
 process that loads it. This module is all that process runs (as the target of a
 :class:`~kernelopt.workers.PersistentWorker`): it builds candidates, launches them
-on buffers the judge lent it (:mod:`kernelopt.workers.shared_tensors`), times
+on buffers the judge lent it (:mod:`kernelopt.evaluate.shared_tensors`), times
 one call at a time with its own events, runs the re-stitched model and copies
 its outputs into the judge's buffers. It imports no gate, tolerance, margin or
 comparison (``tests/test_judge_split.py`` checks the process's module table),
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from kernelopt.workers.shared_tensors import SharedTensor, open_args
+from kernelopt.evaluate.shared_tensors import SharedTensor, open_args
 
 DEFAULT_BACKEND = "kernelopt.evaluate.runner:TRITON"
 ORIGINAL = "original"  # the digest that names the captured model's own kernel (calibration only)

@@ -3,7 +3,7 @@
 The kernel-file counterpart of :mod:`kernelopt.evaluate.runner` (the same rule: the
 judge and the accused never share a process). A candidate file is loaded here from
 a private temporary file (Triton reads a kernel's source back through ``inspect``),
-its ``launch`` runs on inputs the judge lent (:mod:`kernelopt.workers.shared_tensors`)
+its ``launch`` runs on inputs the judge lent (:mod:`kernelopt.evaluate.shared_tensors`)
 and what it returns is copied into the judge's output buffers; a timed call is one
 call with its own events and an L2 flush, a reading the judge checks against its own
 clock. A CUDA C++ candidate is built here and runs inside a fresh import of the original
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from kernelopt.workers.shared_tensors import SharedTensor, open_args
+from kernelopt.evaluate.shared_tensors import SharedTensor, open_args
 
 ORIGINAL = "original"
 

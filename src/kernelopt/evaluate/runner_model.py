@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-from kernelopt.capture import capture, row_softmax_op
+from kernelopt.capture import capture
 from kernelopt.capture.graph_swap import GraphCandidate, GraphSwap, check_graphs_live, restore_graph, swap_graph
+from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.capture.swap import KernelAddress, Swap, check_swaps_live, restore, swap_kernel
 from kernelopt.measure.graph_replay import RecordedForward
 from kernelopt.problem import load_problem, outputs_as_list

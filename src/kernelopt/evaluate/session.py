@@ -27,10 +27,11 @@ import torch
 
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
-from kernelopt.capture.compile_passes import rewritten_nothing, stop_where_unchanged
+from kernelopt.capture.compile_stop import rewritten_nothing, stop_where_unchanged
 from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
 from kernelopt.capture.kernel_source import as_launched
 from kernelopt.capture.output_code import source_hash
+from kernelopt.capture.rewrites.passes import is_compile_option
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
@@ -200,7 +201,7 @@ class EvaluationSession:
         them compiles under :func:`~kernelopt.capture.compat.row_split_compile`; kernelopt's own compile
         options (``kernelopt.online_softmax``) go with Inductor's to the compile."""
         inductor = {k: v for k, v in options.items() if k not in OWN_OPTIONS}
-        unknown = [name for name in inductor if not compat.is_compile_option(name)]
+        unknown = [name for name in inductor if not is_compile_option(name)]
         if unknown:
             return f"this torch has no option {unknown[0]}"
         chunk = options.get(ROW_SPLIT_OPTION)

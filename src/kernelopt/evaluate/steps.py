@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kernelopt.capture import row_softmax_op
+from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.verify.verdict import Verdict
 
@@ -85,7 +85,7 @@ def memcheck_failure(memcheck: Any, where: str) -> Verdict:
 
 def fell_back(lines: list[str]) -> Verdict | None:
     """The model failure of a candidate whose kernelopt op was computed by torch in its process (``lines``:
-    :func:`~kernelopt.capture.row_softmax_op.fallbacks_since`), refused before any timing; None where none was."""
+    :func:`~kernelopt.capture.rewrites.row_softmax_op.fallbacks_since`), refused before any timing; None where none was."""
     if not lines:
         return None
     reason = row_softmax_op.fallback_verdict(lines)

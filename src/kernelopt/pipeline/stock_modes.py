@@ -56,7 +56,8 @@ def time_mode(
     times beside them are torch's computation's, not the kernel's."""
     import torch
 
-    from kernelopt.capture import compat, row_softmax_op
+    from kernelopt.capture import compat
+    from kernelopt.capture.rewrites import row_softmax_op
     from kernelopt.measure import compare
 
     problem = load_problem(problem_path, overrides=overrides or None, train=train)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelopt.capture.cluster_norm import CLUSTER_NORM_BULK_OPTION, CLUSTER_NORM_OPTION
-from kernelopt.capture.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
 from kernelopt.capture.graph_swap import describe_options
-from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION
+from kernelopt.capture.rewrites.cluster_norm import CLUSTER_NORM_BULK_OPTION, CLUSTER_NORM_OPTION
+from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
+from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
 from kernelopt.capture.row_split import CHUNKS, ROW_SPLIT_OPTION
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
@@ -52,11 +52,11 @@ LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
 # reduction that wide, Inductor writes the graph as compiled, for the price of a compile.
 ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS)
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
-# softmax (kernelopt.capture.online_softmax): a looped one reads its rows once less. A wide softmax
+# softmax (kernelopt.capture.rewrites.online_softmax): a looped one reads its rows once less. A wide softmax
 # handed to kernelopt's own kernel, which holds each row on chip across a Hopper cluster, in registers
-# or in shared memory (kernelopt.capture.cluster_softmax): read once; a wide row's L2 normalisation by the
-# same kernel (kernelopt.capture.cluster_norm). Where a one-graph model has none,
-# the compile stops after the rewrite finds nothing (compile_passes.stop_where_unchanged) and the
+# or in shared memory (kernelopt.capture.rewrites.cluster_softmax): read once; a wide row's L2 normalisation by the
+# same kernel (kernelopt.capture.rewrites.cluster_norm). Where a one-graph model has none,
+# the compile stops after the rewrite finds nothing (compile_stop.stop_where_unchanged) and the
 # variant says so.
 REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {ONLINE_SOFTMAX_OPTION: True},

@@ -111,10 +111,10 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rere
     near their rooflines (intermediate tensors' round trips: fusion), kernels that only move
     data taking a share of the compiled forward's time (layout copies: another layout removes them),
     or kernels that pass over their rows more than once taking one (a softmax's statistics Inductor
-    did not compute in one loop: :mod:`kernelopt.capture.online_softmax` gives them back to its online
+    did not compute in one loop: :mod:`kernelopt.capture.rewrites.online_softmax` gives them back to its online
     softmax; a second read: a split of each row across programs that keep it in registers removes it,
     :mod:`kernelopt.capture.row_split`, as does kernelopt's own softmax or L2 norm across a Hopper cluster,
-    :mod:`kernelopt.capture.cluster_softmax`, :mod:`kernelopt.capture.cluster_norm`)."""
+    :mod:`kernelopt.capture.rewrites.cluster_softmax`, :mod:`kernelopt.capture.rewrites.cluster_norm`)."""
     fused = _beyond_fusion(amdahl, fusion)
     if fused is not None:
         return f"{fused}, headroom only other fusion can buy"

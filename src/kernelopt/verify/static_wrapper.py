@@ -21,7 +21,7 @@ of, with names it can account for:
   ``reinterpret_tensor`` views or tuples of these; ``torch.ops.aten.OP.OVERLOAD(...)`` of an ATen
   fallback the original already calls (attention, sort, scatter: what Inductor leaves to ATen), its
   result assigned to a local and its outputs taken as ``bufM = bufN[i]``; one of kernelopt's own ops
-  that its compile options put in a graph (:data:`~kernelopt.capture.compile_passes.OWN_OPS`:
+  that its compile options put in a graph (:data:`~kernelopt.capture.rewrites.passes.OWN_OPS`:
   ``torch.ops.kernelopt.row_softmax.default``, a softmax that reads its row once), called so;
 * ``return`` of as many locals as the original returns.
 
@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kernelopt.capture.call_sequence import WrapperFacts, fallback_name, wrapper_facts
-from kernelopt.capture.compile_passes import OWN_OPS
+from kernelopt.capture.rewrites.passes import OWN_OPS
 from kernelopt.verify.static_findings import Finding, findings_verdict
 from kernelopt.verify.static_rules import MAX_SOURCE_CHARS
 from kernelopt.verify.verdict import Verdict

@@ -1,4 +1,4 @@
-"""The CUDA source of kernelopt's row softmax (:mod:`~kernelopt.capture.row_softmax_op`), and its build
+"""The CUDA source of kernelopt's row softmax (:mod:`~kernelopt.capture.rewrites.row_softmax_op`), and its build
 and launch.
 
 Two kernels, one row a cluster (sm_90: Hopper's thread-block clusters, co-scheduled by the hardware), each
@@ -11,7 +11,7 @@ exchange their partial max and sum through distributed shared memory at one clus
 their part of the output. One read of the row, one write.
 
 The source needs no PyTorch header: it is built once per machine, source and GPU architecture by nvcc
-alone into a shared library (:mod:`~kernelopt.capture.cuda_library`, seconds where ``load_inline`` took
+alone into a shared library (:mod:`~kernelopt.capture.rewrites.cuda_library`, seconds where ``load_inline`` took
 50-60 s a dtype pair on the H200) at the op's first CUDA call, for the architecture of the GPU it runs
 on, and launched through ``ctypes`` on PyTorch's current stream.
 """
@@ -470,7 +470,7 @@ def launcher(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int
 
 def built(source: str, arch: tuple[int, int]) -> Library:
     """``source`` (the op's, or a variant of it a probe times) built for ``arch`` and loaded."""
-    from kernelopt.capture.cuda_library import build_library
+    from kernelopt.capture.rewrites.cuda_library import build_library
 
     return Library(build_library(source, LIBRARY, arch))
 
@@ -478,7 +478,7 @@ def built(source: str, arch: tuple[int, int]) -> Library:
 def prebuilt(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int]) -> bool:
     """Whether the op's build for this dtype pair and ``arch`` is already in the build folder, so that a
     machine without nvcc can run the op (:func:`build_all` made it on one with nvcc)."""
-    from kernelopt.capture.cuda_library import library_path
+    from kernelopt.capture.rewrites.cuda_library import library_path
 
     return library_path(source_for(in_dtype, out_dtype), LIBRARY, arch).is_file()
 
@@ -486,6 +486,6 @@ def prebuilt(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int
 def build_all(arch: tuple[int, int]) -> list[Path]:
     """The op built for every dtype pair it launches (:data:`PAIRS`) and ``arch``, into the build folder
     (``KERNELOPT_CUDA_BUILD_DIR``): ``kernelopt build-op``, for a machine that has no CUDA toolkit to build it."""
-    from kernelopt.capture.cuda_library import ensure_built
+    from kernelopt.capture.rewrites.cuda_library import ensure_built
 
     return [ensure_built(source_for(i, o), LIBRARY, arch) for i, o in PAIRS]

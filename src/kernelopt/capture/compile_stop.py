@@ -1,40 +1,15 @@
-"""kernelopt's own compile options: each a post-grad rewrite that
-:func:`~kernelopt.capture.compat.compile_fx_with_inner_hook` runs where the options hold it (True)."""
+"""A compile under kernelopt's own compile options stopped on purpose where their rewrites change
+nothing (a graph variant that would compile the graph as it already is). The mechanism only: the
+rewrites themselves live in :mod:`kernelopt.capture.rewrites`, and :func:`~kernelopt.capture.compat.post_grad_pass`
+calls :func:`check_rewritten` after them."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
 
 import torch
-
-from kernelopt.capture.cluster_norm import (
-    CLUSTER_NORM_BULK_OPTION,
-    CLUSTER_NORM_OPTION,
-    rewrite_for_cluster_norm,
-    rewrite_for_cluster_norm_bulk,
-)
-from kernelopt.capture.cluster_softmax import (
-    CLUSTER_SOFTMAX_BULK_OPTION,
-    CLUSTER_SOFTMAX_OPTION,
-    rewrite_for_cluster_softmax,
-    rewrite_for_cluster_softmax_bulk,
-)
-from kernelopt.capture.online_softmax import ONLINE_SOFTMAX_OPTION, rewrite_for_online_softmax
-from kernelopt.capture.row_softmax_op import NORM_OP_NAME as ROW_NORM_OP
-from kernelopt.capture.row_softmax_op import OP_NAME as ROW_SOFTMAX_OP
-
-COMPILE_PASSES: dict[str, Callable[[torch.fx.Graph], int]] = {  # each returns how many changes it made
-    ONLINE_SOFTMAX_OPTION: rewrite_for_online_softmax,
-    CLUSTER_SOFTMAX_OPTION: rewrite_for_cluster_softmax,
-    CLUSTER_SOFTMAX_BULK_OPTION: rewrite_for_cluster_softmax_bulk,
-    CLUSTER_NORM_OPTION: rewrite_for_cluster_norm,
-    CLUSTER_NORM_BULK_OPTION: rewrite_for_cluster_norm_bulk,
-}
-# The ops of kernelopt's own those rewrites put in a graph, as Inductor's wrapper calls them: what gate 1
-# accepts in a graph candidate's call sequence besides the original's own calls.
-OWN_OPS = frozenset({ROW_SOFTMAX_OP, ROW_NORM_OP})
 
 
 class NothingRewritten(Exception):

@@ -3,7 +3,7 @@
 Inductor writes a softmax over rows too wide for one program's registers as a looped reduction that
 reads each row twice (its online max and sum, then the output): log-softmax over a 50257-wide
 vocabulary, a 16384-wide softmax. ``torch.ops.kernelopt.row_softmax``
-(:mod:`kernelopt.capture.row_softmax_op`) reads it once, the row split across the thread blocks of a
+(:mod:`kernelopt.capture.rewrites.row_softmax_op`) reads it once, the row split across the thread blocks of a
 Hopper cluster. This post-grad rewrite, run where the compile options hold ``kernelopt.cluster_softmax``
 (a graph variant of the graph stage, a knob, an export verified under it), replaces each softmax,
 log-softmax and ``y - logsumexp(y)`` (token log-probabilities; torch's logsumexp as the online-softmax
@@ -11,7 +11,7 @@ rewrite writes it) over the last dimension of a CUDA tensor on an sm_90 GPU whos
 131072 wide with one call of that op, taking in with it:
 
 - a positive number the row is scaled by first (``x / T``, ``x * c``; the joint-graph form of a scaled
-  softmax is first written back by :func:`~kernelopt.capture.online_softmax.rewrite_for_online_softmax`);
+  softmax is first written back by :func:`~kernelopt.capture.rewrites.online_softmax.rewrite_for_online_softmax`);
 - a bfloat16 or float16 input's cast to float32, and the output's cast back, so the op reads the
   16-bit row and computes in float32 as the graph did.
 
@@ -33,8 +33,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kernelopt.capture import cuda_toolchain, row_softmax_kernel, row_softmax_op
-from kernelopt.capture.online_softmax import erase_orphans, is_call, is_inf_test, rewrite_for_online_softmax
+from kernelopt.capture import cuda_toolchain
+from kernelopt.capture.rewrites import row_softmax_kernel, row_softmax_op
+from kernelopt.capture.rewrites.online_softmax import erase_orphans, is_call, is_inf_test, rewrite_for_online_softmax
 from kernelopt.errors import UnsupportedEnvironment
 
 CLUSTER_SOFTMAX_OPTION = "kernelopt.cluster_softmax"  # a compile option of kernelopt's own: True

@@ -3,7 +3,7 @@
 ``x / ||x||`` over rows too wide for one program's registers (embeddings normalised for a cosine
 similarity, the suite's row-L2 over 65535 columns) is written by Inductor as a looped reduction that
 reads each row twice: its sum of squares, then the division. ``torch.ops.kernelopt.row_l2_normalize``
-(:mod:`kernelopt.capture.row_softmax_op`, the row softmax's kernel built for a norm) reads it once, the
+(:mod:`kernelopt.capture.rewrites.row_softmax_op`, the row softmax's kernel built for a norm) reads it once, the
 row split across the thread blocks of a Hopper cluster that exchange their sums of squares. This
 post-grad rewrite, run where the compile options hold ``kernelopt.cluster_norm`` (a graph variant of the
 graph stage, a knob, an export verified under it; ``kernelopt.cluster_norm_bulk`` for the op's
@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kernelopt.capture.cluster_softmax import (
+from kernelopt.capture.rewrites.cluster_softmax import (
     check_buildable,
     last_dim,
     node_value,
@@ -36,7 +36,7 @@ from kernelopt.capture.cluster_softmax import (
     replace_with_call,
     takes_rows,
 )
-from kernelopt.capture.online_softmax import is_call
+from kernelopt.capture.rewrites.online_softmax import is_call
 
 CLUSTER_NORM_OPTION = "kernelopt.cluster_norm"  # a compile option of kernelopt's own: True
 CLUSTER_NORM_BULK_OPTION = "kernelopt.cluster_norm_bulk"  # the same with the op's shared-memory form

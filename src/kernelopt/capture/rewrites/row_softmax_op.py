@@ -17,14 +17,14 @@ rows all -inf, come out NaN, as torch's softmax writes them; under ``lse`` a row
 -inf is shifted by it, as torch's logsumexp is. CPU and non-Hopper tensors are computed by
 torch itself (what a CPU test of the rewrite runs).
 
-The kernels, their build and their launch: :mod:`~kernelopt.capture.row_softmax_kernel`. ``bulk`` asks
+The kernels, their build and their launch: :mod:`~kernelopt.capture.rewrites.row_softmax_kernel`. ``bulk`` asks
 for the form that holds each block's part in shared memory (copied there by one bulk copy) instead of
 registers.
 
 ``torch.ops.kernelopt.row_l2_normalize`` is the same kernel's other build: each row divided by its L2
 norm (at least ``eps``: ``F.normalize``'s clamp), the blocks exchanging their sums of squares, so a row
 that Inductor reads twice (its norm, then the division) is read once
-(:mod:`~kernelopt.capture.cluster_norm`). Its output has the input's dtype, computed in float32.
+(:mod:`~kernelopt.capture.rewrites.cluster_norm`). Its output has the input's dtype, computed in float32.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections import Counter
 
 import torch
 
-from kernelopt.capture.row_softmax_kernel import BULK_THREADS, DTYPES, ITEMS, MAX_CLUSTER, THREADS, launcher
+from kernelopt.capture.rewrites.row_softmax_kernel import BULK_THREADS, DTYPES, ITEMS, MAX_CLUSTER, THREADS, launcher
 
 MAX_COLUMNS = THREADS * ITEMS * MAX_CLUSTER  # 131072: wider rows are left to Inductor
 MIN_COLUMNS = 4096  # narrower rows: Inductor's persistent reductions hold them and read them once already
