@@ -875,3 +875,26 @@ def test_with_an_llm_every_problem_gets_the_relays_access_and_the_results_record
     meta = json.loads((tmp_path / "out" / "results.json").read_text())["meta"]
     assert meta["llm"] == "openai:gpt-4o" and meta["extra_options"] == {"flag": 7}
     assert "the-token" not in json.dumps(meta) and "127.0.0.1:9" not in json.dumps(meta)
+
+
+def test_a_row_measured_on_another_gpu_is_refused_and_benches_of_two_gpus_do_not_merge(tmp_path: Path) -> None:
+    """One scoreboard, one GPU: a suite resumed on another kind of GPU stops at its first new row, which is
+    not written (the earlier rows stay as they were); shards run on two kinds of GPU do not merge."""
+    from kernelopt.pipeline.bench import merge_results
+
+    other = {**FAST, "details": {"device": "Fake GPU 80GB"}}
+    suite = _suite(tmp_path / "suite", {"01_a": FAST, "02_b": other, "03_c": FAST})
+    first = _bench(suite, tmp_path / "out", problems=["01_a"])
+    assert [o.details["device"] for o in first.outcomes] == ["Fake GPU 141GB"]
+    with pytest.raises(KerneloptError, match=r"^level1/02_b ran on Fake GPU 80GB, but .*results.json holds rows "
+                       r"measured on Fake GPU 141GB \(level1/01_a\); one scoreboard is one GPU's"):
+        _bench(suite, tmp_path / "out", resume=True)
+    kept = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [o["name"] for o in kept["outcomes"]] == ["level1/01_a"] and kept["meta"]["device"] == "Fake GPU 141GB"
+    assert _calls(suite) == ["01_a.py", "02_b.py"]  # 03_c never started: the bench stopped at the refusal
+
+    _bench(suite, tmp_path / "s1", problems=["01_a", "03_c"])
+    _bench(suite, tmp_path / "s2", problems=["02_b"])
+    with pytest.raises(KerneloptError, match=r"measured on different GPUs \(Fake GPU 141GB; Fake GPU 80GB\)"):
+        merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
+    assert len(merge_results([tmp_path / "s1", tmp_path / "out"], tmp_path / "all").outcomes) == 2

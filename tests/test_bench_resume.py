@@ -8,7 +8,7 @@ import pytest
 
 from kernelopt.errors import KerneloptError
 from kernelopt.report.file_scoreboard import FileOutcome
-from kernelopt.pipeline.bench_resume import carried_rows, ordered, replace_row, rerun_names
+from kernelopt.pipeline.bench_resume import carried_rows, check_one_device, ordered, replace_row, rerun_names
 from kernelopt.report.metrics import ProblemOutcome
 
 
@@ -60,3 +60,21 @@ def test_a_replaced_rows_delivery_goes_unless_the_new_row_delivers_the_same_file
 def test_rows_keep_the_suite_order_and_those_of_other_selections_come_last() -> None:
     rows = {n: _row(n) for n in ("z_other", "b", "a")}
     assert [r.name for r in ordered(rows, ["a", "b"])] == ["a", "b", "z_other"]
+
+
+def test_a_row_of_another_device_is_refused_and_rows_without_one_take_no_side() -> None:
+    def on(name: str, device: str | None, status: str = "ok") -> ProblemOutcome:
+        row = _row(name, status)
+        if device is not None:
+            row.details["device"] = device
+        return row
+
+    kept = [on("a", None, "load_error"), on("b", "H200"), on("c", None, "timeout")]
+    check_one_device(kept, on("d", "H200"), Path("/r/results.json"))
+    check_one_device(kept, on("e", None, "crash"), Path("/r/results.json"))  # a worker that died first
+    check_one_device([on("a", None, "load_error")], on("f", "H100"), Path("/r/results.json"))
+    with pytest.raises(KerneloptError, match=r"^g ran on H100, but /r/results.json holds rows measured on H200 \(b\)"):
+        check_one_device(kept, on("g", "H100"), Path("/r/results.json"))
+    file_row = FileOutcome("k", "k.py", "triton", "ok", "", details={"device": "H200"})
+    with pytest.raises(KerneloptError, match="one scoreboard is one GPU's"):
+        check_one_device([file_row], on("h", "H100"), Path("/r/results.json"))

@@ -60,6 +60,7 @@ from kernelopt.pipeline.bench_results import (
 )
 from kernelopt.pipeline.bench_resume import (
     carried_rows,
+    check_one_device,
     check_rerun,
     matches,
     ordered,
@@ -260,6 +261,7 @@ def run_bench(
         if stop.is_set():
             return  # cut short: not an outcome, so a resumed bench runs it again
         with lock:
+            check_one_device(outcomes.values(), outcome, out_dir / RESULTS_JSON)
             if entry.name in earlier:  # a rerun: the earlier outcome is recorded as replaced, not lost
                 old = earlier.pop(entry.name)
                 files = ([old.details.get("exported")], [outcome.details.get("exported")])

@@ -200,6 +200,7 @@ def run_file_bench(
         _emit(on_event, FileBenchEvent("start", name, index, len(entries)))
         file_options = {**worker_options, "name": name, **({"sizes": applied[path]} if applied.get(path) else {})}
         outcome = _bench_one(name, path, kind, target, file_options, timeout_s, extra_path)
+        resume_rows.check_one_device(outcomes.values(), outcome, out_dir / RESULTS_JSON)
         if name in earlier:  # a rerun: the earlier row is recorded as replaced, not lost
             old = earlier.pop(name)
             reading = {"delivered": old.delivered, "speedup": old.speedup}

@@ -102,8 +102,8 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path, write_
     (with its HTML report, unless ``write_report`` is False).
 
     A problem found in several keeps its ``ok`` outcome over a failed one, else the last
-    one given. Raises :class:`KerneloptError` for a missing results file, a different suite or
-    different ``--size`` overrides.
+    one given. Raises :class:`KerneloptError` for a missing results file, a different suite,
+    different ``--size`` overrides or rows measured on different GPUs.
     """
     if not result_dirs:
         raise KerneloptError("nothing to merge: name at least one results directory")
@@ -122,6 +122,12 @@ def merge_results(result_dirs: Sequence[str | Path], out_dir: str | Path, write_
     if len(sizes) > 1:  # one scoreboard, one problem size: numbers at other sizes do not add up
         raise KerneloptError(
             f"these results were made at different sizes ({'; '.join(sorted(sizes))}); merge benches run with the same --size"
+        )
+    devices = {o.details["device"] for d in documents for o in d["outcomes"] if o.details.get("device")}
+    if len(devices) > 1:  # one scoreboard, one GPU: a geomean over two GPUs' speedups says nothing of either
+        raise KerneloptError(
+            f"these results were measured on different GPUs ({'; '.join(sorted(devices))}); merge benches run on "
+            "one GPU model"
         )
     outcomes: dict[str, ProblemOutcome] = {}
     for document in documents:

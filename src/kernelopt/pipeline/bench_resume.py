@@ -10,7 +10,7 @@ lost. Rows of problems outside this selection keep their place, last.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -49,6 +49,23 @@ def previous_results(
         raise KerneloptError(f"{path} holds results for the {what} {suite}, not {root}; choose another --out")
     previous["meta"]["suite"] = str(root)
     return previous
+
+
+def check_one_device(kept: Iterable[Row], new: Row, results: Path) -> None:
+    """One scoreboard, one GPU: a new row measured on another device than a row the folder already holds
+    (a suite resumed on another machine, or lanes on GPUs of two kinds) is refused in one line before it
+    is written, since a geomean over two GPUs' speedups says nothing of either. Rows without a device
+    (a file that did not load, a worker that died first) take no side."""
+    device = new.details.get("device")
+    if not device:
+        return
+    other = next((row for row in kept if row.details.get("device") not in (None, device)), None)
+    if other is not None:
+        raise KerneloptError(
+            f"{new.name} ran on {device}, but {results} holds rows measured on {other.details['device']} "
+            f"({other.name}); one scoreboard is one GPU's: run this bench there, or choose another --out "
+            "(the new row is not written)"
+        )
 
 
 def resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | None) -> dict[str, Any]:
