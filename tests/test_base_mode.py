@@ -199,7 +199,6 @@ def test_a_summary_names_the_modes_that_were_not_timed() -> None:
 
 
 def test_the_scoreboard_names_the_mode_each_search_was_built_on() -> None:
-    from rich.console import Console
 
     from kernelopt.cli.bench_cmd import _problem_row
     from kernelopt.report.metrics import summarize

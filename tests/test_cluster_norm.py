@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from conftest import captured_under
 
-from kernelopt.capture import compat, cuda_toolchain
+from kernelopt.capture import cuda_toolchain
 from kernelopt.capture.rewrites import row_softmax_kernel, row_softmax_op
 from kernelopt.capture.rewrites.cluster_norm import (
     CLUSTER_NORM_BULK_OPTION,
