@@ -51,6 +51,8 @@ class Norm(torch.nn.Module):
             return x / torch.norm(x + 1, p=2, dim=-1, keepdim=True)
         if self.form == "cube":
             return x / (x**3).sum(-1, keepdim=True).sqrt()
+        if self.form == "mixed":  # a bf16 x divided by its norm rounded to float16
+            return x / torch.norm(x.float(), p=2, dim=-1, keepdim=True).half()
         raise AssertionError(self.form)
 
 
@@ -78,6 +80,27 @@ def test_each_row_normalisation_becomes_one_call_of_the_op(hopper: None, form: s
     torch.testing.assert_close(artifact.compiled(x), Norm(form)(x))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("form", "arguments"), [("norm", "(arg0_1, 0.0)"), ("normalize", "(arg0_1, 1e-12)")])
+def test_a_16_bit_normalisation_is_one_call_on_its_own_rows_and_at_least_as_close(
+    hopper: None, dtype: torch.dtype, form: str, arguments: str
+) -> None:
+    """In bf16 or fp16 Inductor's decompositions sum the squares of ``x`` cast to float32 and cast the root
+    back: the op takes ``x`` itself (no float32 copy of it is written) and rounds once, so its rows are at
+    least as close to the float64 ones as torch's."""
+    torch.manual_seed(0)
+    x = (torch.randn(4, 8192) * 3).to(dtype)
+    artifact = _compiled(Norm(form), x)
+    (graph,) = artifact.graphs
+    assert graph.source_code.count(CALL) == 1 and CALL + arguments.lstrip("(") in graph.source_code, graph.source_code
+    assert "sqrt" not in graph.source_code and "pow" not in graph.source_code
+    got, torch_own = artifact.compiled(x), Norm(form)(x)
+    assert got.dtype == dtype
+    exact = Norm(form)(x.double())
+    assert (got.double() - exact).abs().max() <= (torch_own.double() - exact).abs().max()
+    torch.testing.assert_close(got, torch_own)
+
+
 @pytest.mark.parametrize(
     ("form", "shape", "dtype"),
     [
@@ -87,7 +110,7 @@ def test_each_row_normalisation_becomes_one_call_of_the_op(hopper: None, form: s
         ("cube", (4, 8192), torch.float32),  # not a sum of squares
         ("norm", (4, 64), torch.float32),  # one program holds the row already
         ("norm", (2, 262144), torch.float32),  # wider than a cluster holds
-        ("norm", (4, 8192), torch.bfloat16),  # the rewrite takes float32 rows only
+        ("mixed", (4, 8192), torch.bfloat16),  # its norm rounded to another dtype than its own
     ],
 )
 def test_normalisations_the_kernel_does_not_compute_are_left_to_inductor(
@@ -201,13 +224,16 @@ def get_init_inputs():
 """
 
 
-def test_the_variant_passes_the_gates_in_a_candidate_process_of_its_own(hopper: None, worker_tmp) -> None:
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_variant_passes_the_gates_in_a_candidate_process_of_its_own(hopper: None, worker_tmp, dtype: str) -> None:
     """The graph candidate the option writes, judged as the graph stage judges it: gate 1 on its call
     sequence (the op's call and Inductor's kernel for what follows it), then the candidate's own process
-    (which names the op, registered on import) against the float64 reference through the model gate."""
+    (which names the op, registered on import) against the float64 reference through the model gate; in
+    bf16 too, where the op takes the rows without their float32 copy."""
     from conftest import graph_variant_judged
 
-    candidate, result = graph_variant_judged(worker_tmp / "normalize.py", NORM_PROBLEM, OPTION)
+    source = NORM_PROBLEM.replace("torch.randn(4, 8192)", f"torch.randn(4, 8192, dtype=torch.{dtype})")
+    candidate, result = graph_variant_judged(worker_tmp / "normalize.py", source, OPTION)
     assert candidate is not None and CALL + "arg0_1, 1e-12)" in candidate.call_source, candidate
     gates = {v["gate"]: v["passed"] for v in result["verdicts"]}
     assert gates["static"] and gates["correctness"] and gates["model"], result["verdicts"]

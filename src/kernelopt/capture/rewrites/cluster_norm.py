@@ -7,19 +7,24 @@ reads each row twice: its sum of squares, then the division. ``torch.ops.kernelo
 row split across the thread blocks of a Hopper cluster that exchange their sums of squares. This
 post-grad rewrite, run where the compile options hold ``kernelopt.cluster_norm`` (a graph variant of the
 graph stage, a knob, an export verified under it; ``kernelopt.cluster_norm_bulk`` for the op's
-shared-memory form), replaces each of these over the last dimension of a float32 CUDA tensor on an sm_90
-GPU whose rows are 4096 to 131072 wide with one call of the op:
+shared-memory form), replaces each of these over the last dimension of a CUDA tensor on an sm_90 GPU whose
+rows are 4096 to 131072 wide with one call of the op:
 
 - ``x / sqrt(sum(x * x))`` as ``torch.norm(x, 2, -1, keepdim=True)`` and ``torch.linalg.vector_norm``
   decompose (``pow(x, 2)``, ``pow(s, 0.5)``), or with ``sqrt``;
 - ``F.normalize(x, dim=-1)``: the norm clamped to at least ``eps`` and expanded, taken in as the op's
   ``eps``;
-- ``x * rsqrt(sum(x * x))``, computed as the division (within a rounding of it).
+- ``x * rsqrt(sum(x * x))``, computed as the division (within a rounding of it);
+- in bfloat16 or float16, as Inductor's decompositions write it: the squares summed from ``x`` cast to
+  float32, the root cast back to ``x``'s dtype, the division in it. The op computes the norm and the
+  division in float32 and rounds once, where torch rounds the norm first: the op's rows are as close to
+  the exact ones or closer.
 
 A norm whose sum or square anything else in the graph reads is left as it is, as is every other graph.
 On a machine that cannot build the op (no nvcc and no build of it in place) a graph the rewrite would
 change fails to compile, in one line naming what to do. Whether it pays is the graph stage's to judge,
-end to end. Not yet run on a GPU.
+end to end. The kernel's float32 and bfloat16 rows are GPU-tested (``tests/test_gpu_cluster_softmax.py``);
+the 16-bit rewrite is CPU-tested only.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.capture.rewrites.cluster_softmax import (
+    LOW_PRECISION,
     check_buildable,
     last_dim,
     node_value,
@@ -42,6 +49,7 @@ CLUSTER_NORM_OPTION = "kernelopt.cluster_norm"  # a compile option of kernelopt'
 CLUSTER_NORM_BULK_OPTION = "kernelopt.cluster_norm_bulk"  # the same with the op's shared-memory form
 
 _aten = torch.ops.aten
+_cast = torch.ops.prims.convert_element_type.default
 
 
 class _Norm(NamedTuple):
@@ -65,7 +73,24 @@ def _squares_summed(total: Any) -> Any:
     squared = (is_call(square, _aten.pow.Tensor_Scalar) and square.args[1] in (2, 2.0)) or (
         is_call(square, _aten.mul.Tensor) and square.args[0] is square.args[1]
     )
-    return square.args[0] if squared and isinstance(square.args[0], torch.fx.Node) else None
+    base: Any = square.args[0] if squared and isinstance(square.args[0], torch.fx.Node) else None
+    if is_call(base, _cast) and base.args[1] == torch.float32 and only_users(base, square):
+        return _low_precision(base.args[0])  # a 16-bit x's squares, summed in float32
+    return base
+
+
+def _low_precision(node: Any) -> Any:
+    """``node`` where it is a bfloat16 or float16 tensor, else None."""
+    value = node_value(node)
+    return node if value is not None and value.dtype in LOW_PRECISION else None
+
+
+def _cast_back(node: Any, reader: Any) -> Any:
+    """``r`` where ``node`` is ``r`` (a float32 root) cast to a 16-bit dtype and read by ``reader`` alone; else
+    ``node``: the downcast of a 16-bit norm, which the op's one rounding replaces."""
+    if is_call(node, _cast) and node.args[1] in LOW_PRECISION and only_users(node, reader):
+        return node.args[0]
+    return node
 
 
 def _root(node: Any) -> Any:
@@ -78,11 +103,13 @@ def _root(node: Any) -> Any:
 def _norm_parts(out: torch.fx.Node) -> _Norm | None:
     """The parts of a row normalisation whose output is ``out``: ``div(x, [expand](clamp_min(sqrt(s),
     eps) | sqrt(s)))`` or ``mul(x, rsqrt(s))``, ``s`` the sum of ``x``'s squares over its last dimension,
-    each step read by the next alone. Else None."""
+    each step read by the next alone; for a 16-bit ``x``, the root cast back to its dtype and ``s`` summed
+    from it cast to float32. Else None."""
     x: Any
     denominator: Any
     reader: Any = out  # the one node that may read the step being looked at
     eps = 0.0
+    cast_to = None  # the dtype the root was cast to, which must be x's own
     if is_call(out, _aten.div.Tensor) and len(out.args) == 2:
         x, denominator = out.args
         if is_call(denominator, _aten.expand.default) and only_users(denominator, reader):
@@ -92,15 +119,28 @@ def _norm_parts(out: torch.fx.Node) -> _Norm | None:
             if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound >= 0:
                 return None
             reader, denominator, eps = denominator, denominator.args[0], float(bound)
+        root = _cast_back(denominator, reader)
+        if root is not denominator:
+            reader, denominator, cast_to = denominator, root, denominator.args[1]
         total = _root(denominator)
     elif is_call(out, _aten.mul.Tensor) and len(out.args) == 2:
-        x, denominator = out.args if is_call(out.args[1], _aten.rsqrt.default) else reversed(out.args)
+        x, denominator = out.args if _is_rsqrt(out.args[1], out) else reversed(out.args)
+        root = _cast_back(denominator, reader)
+        if root is not denominator:
+            reader, denominator, cast_to = denominator, root, denominator.args[1]
         total = denominator.args[0] if is_call(denominator, _aten.rsqrt.default) else None
     else:
         return None
     if total is None or not only_users(denominator, reader) or not only_users(total, denominator):
         return None
+    if cast_to is not None and getattr(node_value(x), "dtype", None) != cast_to:
+        return None  # a norm rounded to another dtype than x's: not what the op computes
     return _Norm(x, eps) if _squares_summed(total) is x else None
+
+
+def _is_rsqrt(node: Any, reader: Any) -> bool:
+    """Whether ``node`` is ``rsqrt(s)``, or it cast to a 16-bit dtype for ``reader`` alone."""
+    return is_call(_cast_back(node, reader), _aten.rsqrt.default)
 
 
 def rewrite_for_cluster_norm(graph: torch.fx.Graph, bulk: bool = False) -> int:
@@ -113,7 +153,7 @@ def rewrite_for_cluster_norm(graph: torch.fx.Graph, bulk: bool = False) -> int:
         if parts is None:
             continue
         value = node_value(parts.x)
-        if not takes_rows(value):
+        if not takes_rows(value, row_softmax_op.DTYPES):
             continue
         option = CLUSTER_NORM_BULK_OPTION if bulk else CLUSTER_NORM_OPTION
         check_buildable(value.dtype, value.dtype, value.device, option)

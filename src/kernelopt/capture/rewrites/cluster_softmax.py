@@ -60,10 +60,11 @@ def on_cluster_gpu(value: Any) -> bool:
     return row_softmax_op.has_clusters(device.index)  # the op's own rule, its capability asked once
 
 
-def takes_rows(value: Any) -> bool:
+def takes_rows(value: Any, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> bool:
     """Whether the op's kernel takes rows of ``value`` (a node's fake tensor) as the rewrites hand them to it:
-    float32, a static shape, 4096 to 131072 wide, on a GPU with clusters."""
-    if value is None or value.dtype != torch.float32 or not all(isinstance(s, int) for s in value.shape):
+    of ``dtypes`` (float32: the softmax's casts are taken in apart), a static shape, 4096 to 131072 wide, on
+    a GPU with clusters."""
+    if value is None or value.dtype not in dtypes or not all(isinstance(s, int) for s in value.shape):
         return False
     columns = value.shape[-1] if value.dim() else 0
     return row_softmax_op.MIN_COLUMNS <= columns <= row_softmax_op.MAX_COLUMNS and on_cluster_gpu(value)
