@@ -81,7 +81,10 @@ def test_each_row_normalisation_becomes_one_call_of_the_op(hopper: None, form: s
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize(("form", "arguments"), [("norm", "(arg0_1, 0.0)"), ("normalize", "(arg0_1, 1e-12)")])
+@pytest.mark.parametrize(
+    ("form", "arguments"),
+    [("norm", "(arg0_1, 0.0)"), ("normalize", "(arg0_1, 1e-12)"), ("vector_norm", "(arg0_1, 0.0)")],
+)
 def test_a_16_bit_normalisation_is_one_call_on_its_own_rows_and_at_least_as_close(
     hopper: None, dtype: torch.dtype, form: str, arguments: str
 ) -> None:
@@ -111,6 +114,8 @@ def test_a_16_bit_normalisation_is_one_call_on_its_own_rows_and_at_least_as_clos
         ("norm", (4, 64), torch.float32),  # one program holds the row already
         ("norm", (2, 262144), torch.float32),  # wider than a cluster holds
         ("mixed", (4, 8192), torch.bfloat16),  # its norm rounded to another dtype than its own
+        ("sqrt", (4, 8192), torch.float16),  # squares summed in 16 bits: rounded (in fp16, past 65504: inf)
+        ("rsqrt", (4, 8192), torch.bfloat16),
     ],
 )
 def test_normalisations_the_kernel_does_not_compute_are_left_to_inductor(

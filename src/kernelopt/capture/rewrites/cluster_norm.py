@@ -15,10 +15,11 @@ rows are 4096 to 131072 wide with one call of the op:
 - ``F.normalize(x, dim=-1)``: the norm clamped to at least ``eps`` and expanded, taken in as the op's
   ``eps``;
 - ``x * rsqrt(sum(x * x))``, computed as the division (within a rounding of it);
-- in bfloat16 or float16, as Inductor's decompositions write it: the squares summed from ``x`` cast to
-  float32, the root cast back to ``x``'s dtype, the division in it. The op computes the norm and the
-  division in float32 and rounds once, where torch rounds the norm first: the op's rows are as close to
-  the exact ones or closer.
+- in bfloat16 or float16, as Inductor's decompositions write ``torch.norm`` and ``F.normalize``: the
+  squares summed from ``x`` cast to float32, the root cast back to ``x``'s dtype, the division in it. The
+  op computes the norm and the division in float32 and rounds once, where torch rounds the norm first:
+  its rows are as close to the exact ones or closer. Squares summed in 16 bits (``(x * x).sum()`` of a
+  16-bit ``x``) are left alone: their sum rounds, and in float16 overflows, where the op's would not.
 
 A norm whose sum or square anything else in the graph reads is left as it is, as is every other graph.
 On a machine that cannot build the op (no nvcc and no build of it in place) a graph the rewrite would
@@ -76,7 +77,8 @@ def _squares_summed(total: Any) -> Any:
     base: Any = square.args[0] if squared and isinstance(square.args[0], torch.fx.Node) else None
     if is_call(base, _cast) and base.args[1] == torch.float32 and only_users(base, square):
         return _low_precision(base.args[0])  # a 16-bit x's squares, summed in float32
-    return base
+    # squares summed in 16 bits round (and overflow: float16 past 65504) where the op's do not
+    return base if getattr(node_value(base), "dtype", None) == torch.float32 else None
 
 
 def _low_precision(node: Any) -> Any:
@@ -119,22 +121,21 @@ def _norm_parts(out: torch.fx.Node) -> _Norm | None:
             if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound >= 0:
                 return None
             reader, denominator, eps = denominator, denominator.args[0], float(bound)
-        root = _cast_back(denominator, reader)
-        if root is not denominator:
-            reader, denominator, cast_to = denominator, root, denominator.args[1]
-        total = _root(denominator)
     elif is_call(out, _aten.mul.Tensor) and len(out.args) == 2:
         x, denominator = out.args if _is_rsqrt(out.args[1], out) else reversed(out.args)
-        root = _cast_back(denominator, reader)
-        if root is not denominator:
-            reader, denominator, cast_to = denominator, root, denominator.args[1]
-        total = denominator.args[0] if is_call(denominator, _aten.rsqrt.default) else None
     else:
         return None
+    root = _cast_back(denominator, reader)
+    if root is not denominator:
+        reader, denominator, cast_to = denominator, root, denominator.args[1]
+    if out.target is _aten.mul.Tensor:
+        total = denominator.args[0] if is_call(denominator, _aten.rsqrt.default) else None
+    else:
+        total = _root(denominator)
     if total is None or not only_users(denominator, reader) or not only_users(total, denominator):
         return None
-    if cast_to is not None and getattr(node_value(x), "dtype", None) != cast_to:
-        return None  # a norm rounded to another dtype than x's: not what the op computes
+    if cast_to != (getattr(node_value(x), "dtype", None) if _low_precision(x) is not None else None):
+        return None  # a 16-bit x's norm not rounded to its dtype, or a float32 one's rounded: not the op's
     return _Norm(x, eps) if _squares_summed(total) is x else None
 
 
