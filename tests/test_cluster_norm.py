@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import captured_under
+from conftest import EXAMPLES, captured_under
 
 from kernelopt.capture import cuda_toolchain
 from kernelopt.capture.rewrites import row_softmax_kernel, row_softmax_op
@@ -102,6 +102,18 @@ def test_a_16_bit_normalisation_is_one_call_on_its_own_rows_and_at_least_as_clos
     exact = Norm(form)(x.double())
     assert (got.double() - exact).abs().max() <= (torch_own.double() - exact).abs().max()
     torch.testing.assert_close(got, torch_own)
+
+
+def test_the_suite_s_bf16_embeddings_problem_is_one_call_of_the_op(hopper: None) -> None:
+    """level1/27 (bf16 ``F.normalize`` over 16384-wide rows) is the suite's row for the 16-bit form: its
+    graph, at its full width, becomes one call of the op under the option."""
+    from kernelopt.problem import load_problem
+
+    problem = load_problem(EXAMPLES / "level1" / "27_normalize_embeddings_bf16.py", overrides={"batch_size": 4})
+    model, inputs = problem.build_model(0, "cpu"), problem.make_inputs(0, "cpu")
+    assert inputs[0].dtype == torch.bfloat16 and inputs[0].shape == (4, 16384)
+    (graph,) = _compiled(model, inputs[0]).graphs
+    assert graph.source_code.count(CALL) == 1 and CALL + "arg0_1, 1e-12)" in graph.source_code, graph.source_code
 
 
 @pytest.mark.parametrize(
