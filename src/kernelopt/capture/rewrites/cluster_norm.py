@@ -134,7 +134,8 @@ def _norm_parts(out: torch.fx.Node) -> _Norm | None:
         total = _root(denominator)
     if total is None or not only_users(denominator, reader) or not only_users(total, denominator):
         return None
-    if cast_to != (getattr(node_value(x), "dtype", None) if _low_precision(x) is not None else None):
+    own = node_value(x).dtype if _low_precision(x) is not None else None  # the dtype a 16-bit x's root is cast to
+    if cast_to != own:
         return None  # a 16-bit x's norm not rounded to its dtype, or a float32 one's rounded: not the op's
     return _Norm(x, eps) if _squares_summed(total) is x else None
 
