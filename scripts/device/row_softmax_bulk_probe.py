@@ -2,7 +2,7 @@
 one bulk (TMA) copy) against its register form and the best stock compile, for every cluster size and
 block width that holds the row.
 
-    PYTHONPATH=src python3 scripts/device/row_softmax_bulk_probe.py
+    PYTHONPATH=src python3 scripts/device/row_softmax_bulk_probe.py [--cols 65536,65535]
 
 What section 4 of ``benchmarks/h200-2026-12-04-cluster-softmax`` left to try: the op holds each block's
 part in registers (512 threads x 32 elements, two blocks an SM), so an SM alternates between reading its
@@ -19,12 +19,14 @@ One JSON line per case and shape as it is measured: the largest error against fl
 stock compile's beside it), the clusters the GPU holds at once for the shape, and the kernel timed
 interleaved with ``torch.compile(mode="max-autotune-no-cudagraphs")`` of the same function in this
 process (``kernelopt.measure.compare``: L2 flushed, 30 rounds; medians in ms); the op's own choice of
-shape is marked ``chosen``. The last case is the op's other build, a row's L2 normalisation
+shape is marked ``chosen``, and a line ``"kind": "op"`` times that shape through the registered op (its
+whole host path and output allocation, as a compiled graph calls it). The last case is the op's other build, a row's L2 normalisation
 (``kernelopt.row_l2_normalize``), against the compiled ``x / torch.norm(x)``. Needs an sm_90 GPU and nvcc.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
@@ -48,8 +50,14 @@ CASES = [  # rows, columns, dtype, log, scale, out_float, lse, norm (the op's L2
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cols", help="only the cases of these row widths, comma-separated (default: every case)")
+    widths = parser.parse_args().cols
+    only = {int(w) for w in widths.split(",")} if widths else None
     arch = torch.cuda.get_device_capability()
     for rows, cols, dtype, log, scale, out_float, lse, norm in CASES:
+        if only is not None and cols not in only:
+            continue
         out_dtype = torch.float32 if out_float else dtype
         started = time.monotonic()
         library = kernel.launcher(dtype, out_dtype, arch)
@@ -88,6 +96,8 @@ def main() -> None:
         shapes += [
             ("bulk", c, t) for c in (1, 2, 4, 8) for t in THREADS if -(-cols // c) * x.element_size() + 16 <= MAX_SMEM
         ]
+        if op.supports(x, out_float, bulk=True):  # the registered op, its whole host path, as a graph calls it
+            shapes.append(("op", chosen, kernel.BULK_THREADS))
         for kind, clusters, threads in shapes:
             row = {
                 "rows": rows,
@@ -98,21 +108,26 @@ def main() -> None:
                 "clusters": clusters,
                 "threads": threads,
             }
-            row["chosen"] = kind == "registers" or (clusters == chosen and threads == kernel.BULK_THREADS)
+            row["chosen"] = kind != "bulk" or (clusters == chosen and threads == kernel.BULK_THREADS)
 
-            def call(kind: str = kind, clusters: int = clusters, threads: int = threads) -> None:
+            def call(kind: str = kind, clusters: int = clusters, threads: int = threads) -> torch.Tensor:
+                if kind == "op":  # its own output, as the graph's
+                    if norm:
+                        return torch.ops.kernelopt.row_l2_normalize(x, 1e-12, True)
+                    return torch.ops.kernelopt.row_softmax(x, scale, log, out_float, lse, True)
                 if kind == "registers":
                     library.run(x, y, clusters, True, scale, log, lse, norm=norm)
                 else:
                     library.run_bulk(x, y, clusters, threads, scale, log, lse, norm=norm)
+                return y
 
             try:
                 if kind == "bulk":
                     row["active_clusters"] = library.active_clusters(x, y, clusters, threads)
                 y.fill_(float("nan"))
-                call()
+                out = call()
                 torch.cuda.synchronize()
-                row["max_abs_err"] = (y.double() - exact).abs().max().item()
+                row["max_abs_err"] = (out.double() - exact).abs().max().item()
                 row["stock_max_abs_err"] = stock_err
                 timed = compare(lambda: compiled(), call, device="cuda", trials=30)
             except Exception as exc:  # a shape the GPU refuses: said, and the next one measured
