@@ -216,3 +216,28 @@ def test_a_kernel_that_reads_its_rows_twice_is_counted_and_brings_the_graph_stag
 
     assert graph_stage_lines(report) == [f"optimize also searches graph variants here (graph_stage auto): {why}"]
     assert structure_pays(1.0, None, 0.0, rereads_share=0.04) is None  # too small a share to pay a compile
+
+
+def test_a_kernel_reading_its_rows_twice_at_its_roofline_reads_them_again_from_cache() -> None:
+    """Counted once, its traffic runs at the peak: the second read cannot have come from memory (the H200's
+    bf16 F.normalize over 16384-wide rows, 100.6 % of the copy roofline, whose one-read variants all screened
+    at 0.42-0.74x). Its time is not headroom a graph variant can buy, and the analysis says why it is left."""
+    from kernelopt.cli.format import graph_stage_lines
+    from kernelopt.search.targets import structure_pays
+
+    args = [tensor(0, "in_ptr0", "read", (1 << 20,), (1,)), tensor(1, "out_ptr2", "write", (1 << 20,), (1,))]
+    at = Launch(0, 0, "triton", "triton_red_fused__softmax_0", args=args)
+    sources = {at.name: LOOPED_SOFTMAX}
+    peak = 4000.0  # GB/s: 8 MiB at 2.2 us is 3.8 TB/s, 95 % of it
+    rows = build_launch_reports([at], {0: 2.2}, peak, sources)
+    assert rows[0].second_passes == 1 and rows[0].pct_of_peak > 90
+    report = summarize_analysis("p", "dev", peak, timing(1.0), timing(0.0022), rows, 2.2)
+    assert report.rereads_ms == 0.0 and report.rereads_cached_ms == pytest.approx(0.0022)
+    assert structure_pays(report.amdahl_bound, report.fusion_bound, report.moves_share, report.rereads_share) is None
+    assert graph_stage_lines(report) == [
+        "kernels that read their rows twice (0.002 ms) run at 90% or more of the copy roofline counting one read: "
+        "their second read comes from cache, so no graph variant that drops it can pay"
+    ]
+    slow = build_launch_reports([at], {0: 6.0}, peak, sources)  # 35 % of the peak: a read from memory to lose
+    report = summarize_analysis("p", "dev", peak, timing(1.0), timing(0.006), slow, 6.0)
+    assert report.rereads_ms == pytest.approx(0.006) and report.rereads_cached_ms == 0.0

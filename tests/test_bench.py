@@ -755,6 +755,40 @@ def test_a_run_that_kept_its_stock_base_is_not_scored_against_that_mode_s_ratio_
     assert row.speedup_spread("best_stock") is None  # that comparison was the mode against the default, not ours
 
 
+def test_the_best_stock_spread_is_the_spread_of_the_timing_its_ratio_came_from() -> None:
+    """The H200's vocabulary log-softmax (2026-12-05): built on max-autotune-no-cudagraphs, its final
+    verification read 1.444x over that mode, the mode's own process 1.719x (1.708-1.730). The least of the
+    two is the ratio shown, and the scoreboard put the other timing's spread beside it: 1.444x (1.708-1.730)."""
+    from kernelopt.pipeline import bench_problem
+    from kernelopt.pipeline.records import OptimizeReport
+    from kernelopt.pipeline.stock_modes import best_stock_for
+
+    ma = "max-autotune-no-cudagraphs"
+    own = {"speedup": 1.719, "optimized": "kernelopt", "comparison": {"speedup_q1": 1.708, "speedup_q3": 1.730}}
+    stock = {ma: {"compiled_ms": 0.448, "vs_optimized": own},
+             "default": {"compiled_ms": 0.529, "vs_optimized": {**own, "speedup": 2.006,
+                                                                "comparison": {"speedup_q1": 1.99, "speedup_q3": 2.02}}}}  # fmt: skip
+    report = OptimizeReport("vocab", 1, "fake", 0.59, 0.416, 1.444, base_mode=ma, speedup_vs_compile=1.444,
+                            speedup_vs_compile_iqr=(1.43, 1.46), optimized_ms=0.288)  # fmt: skip
+    best = best_stock_for(report, stock)
+    assert best is not None and (best[0], best[2]) == (ma, 1.444)  # the final verification's, the lesser
+    assert bench_problem.best_stock_iqr(report, stock, best) == (1.43, 1.46)
+    # where the mode's own process gave the lesser ratio, its spread is the one kept
+    slower = {**stock, ma: {**stock[ma], "vs_optimized": {**own, "speedup": 1.30}}}
+    other = best_stock_for(report, slower)
+    assert other is not None and other[2] == 1.30
+    assert bench_problem.best_stock_iqr(report, slower, other) == (1.708, 1.730)
+    fields = {"name": "p", "path": "p.py", "status": "ok", "correct": True, "base_mode": ma, "best_stock_mode": ma,
+              "best_stock_speedup": 1.444}  # fmt: skip
+    kept = ProblemOutcome.from_dict({**fields, "details": {"stock": stock, "best_stock_iqr": [1.43, 1.46]}})
+    assert kept.speedup_spread("best_stock") == (1.43, 1.46)
+    # a row from before the spread was kept: the mode's process spread is not this ratio's, so none is shown
+    older = ProblemOutcome.from_dict({**fields, "details": {"stock": stock}})
+    assert older.speedup_spread("best_stock") is None
+    same = ProblemOutcome.from_dict({**fields, "best_stock_speedup": 1.719, "details": {"stock": stock}})
+    assert same.speedup_spread("best_stock") == (1.708, 1.730)
+
+
 def test_a_delivered_stock_mode_is_scored_against_another_by_their_gains_over_the_default() -> None:
     """GPT-2 (bf16, launch-bound) on the H200: nothing beat the compiler, so max-autotune was delivered as it is
     (2.42x the default, interleaved in its process); reduce-overhead ran 2.31x the default in its own. The
@@ -898,3 +932,38 @@ def test_a_row_measured_on_another_gpu_is_refused_and_benches_of_two_gpus_do_not
     with pytest.raises(KerneloptError, match=r"measured on different GPUs \(Fake GPU 141GB; Fake GPU 80GB\)"):
         merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
     assert len(merge_results([tmp_path / "s1", tmp_path / "out"], tmp_path / "all").outcomes) == 2
+
+
+def test_the_real_bench_checks_the_machines_gpu_against_the_resumed_rows_before_any_work(tmp_path, monkeypatch) -> None:
+    """A resumed suite on another kind of GPU was refused only after its first new row had run (one problem's
+    time, several minutes, lost): the real bench reads its GPUs' names first, in a child process, and stops
+    in one line with nothing run or written. The same machine's GPU goes on."""
+    import torch
+
+    from kernelopt.pipeline import bench
+
+    suite = _suite(tmp_path / "suite", {"01_a": FAST, "02_b": FAST})
+    _bench(suite, tmp_path / "out", problems=["01_a"])
+    before = (tmp_path / "out" / "results.json").read_bytes()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    asked: list[int] = []
+    monkeypatch.setattr(bench, "gpu_labels", lambda count: asked.append(count) or ["Fake GPU 80GB"])
+    with pytest.raises(KerneloptError, match=r"holds rows measured on Fake GPU 141GB, and this machine's GPU is "
+                       r"Fake GPU 80GB; one scoreboard is one GPU's: resume it on that GPU, or choose another --out$"):
+        run_bench(suite, results_dir=tmp_path / "out", resume=True)
+    assert asked == [1] and (tmp_path / "out" / "results.json").read_bytes() == before
+    assert _calls(suite) == ["01_a.py"]
+
+    def unreadable(count: int) -> list[str]:
+        raise RuntimeError("could not read the GPUs' names: CUDA driver version is insufficient")
+
+    monkeypatch.setattr(bench, "gpu_labels", unreadable)
+    with pytest.raises(KerneloptError, match="could not read this machine's GPUs to check them against its results"):
+        run_bench(suite, results_dir=tmp_path / "out", resume=True)
+
+
+def test_the_gpus_names_are_read_in_a_child_process_as_this_process_would_name_them() -> None:
+    from kernelopt.measure.environment import device_label, gpu_labels
+
+    assert gpu_labels(1) == [device_label()]  # here a CPU's label: the child sees what this process sees

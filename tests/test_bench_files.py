@@ -394,3 +394,25 @@ def test_cli_refuses_a_mixed_folder_naming_the_fix(tmp_path: Path) -> None:
     picked = _cli(root, tmp_path / "out", "--problems", "a", "--json")
     assert picked.exit_code == 0, picked.output
     assert [o["name"] for o in json.loads(picked.stdout)["outcomes"]] == ["a"]
+
+
+def test_a_resumed_file_bench_checks_the_machines_gpu_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the model bench: rows measured on one device and a machine whose GPU is another stop in one line
+    before any file runs."""
+    import torch
+
+    from kernelopt.pipeline import bench_files
+
+    root = tmp_path / "kernels"
+    root.mkdir()
+    (root / "add_one.py").write_text(ELEMENTWISE.format(name="add_one", n=200, expr="x + 1.0", torch_expr="x + 1.0"))
+    out = tmp_path / "out"
+    _bench(root, out)  # on this machine's CPU: its rows say "cpu"
+    before = (out / "results.json").read_bytes()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(bench_files, "machine_gpus", lambda count: ["Fake GPU 80GB"])
+    kinds = suite_kinds(root.resolve())
+    with pytest.raises(KerneloptError, match=r"holds rows measured on cpu, and this machine's GPU is Fake GPU 80GB"):
+        run_file_bench(root.resolve(), kinds, results_dir=out, resume=True, rerun=["add_one"], command="test")
+    assert (out / "results.json").read_bytes() == before

@@ -8,7 +8,14 @@ import pytest
 
 from kernelopt.errors import KerneloptError
 from kernelopt.report.file_scoreboard import FileOutcome
-from kernelopt.pipeline.bench_resume import carried_rows, check_one_device, ordered, replace_row, rerun_names
+from kernelopt.pipeline.bench_resume import (
+    carried_rows,
+    check_one_device,
+    check_resumed_gpus,
+    ordered,
+    replace_row,
+    rerun_names,
+)
 from kernelopt.report.metrics import ProblemOutcome
 
 
@@ -78,3 +85,19 @@ def test_a_row_of_another_device_is_refused_and_rows_without_one_take_no_side() 
     file_row = FileOutcome("k", "k.py", "triton", "ok", "", details={"device": "H200"})
     with pytest.raises(KerneloptError, match="one scoreboard is one GPU's"):
         check_one_device([file_row], on("h", "H100"), Path("/r/results.json"))
+
+
+def test_a_resumed_folders_gpu_is_checked_against_the_machines_before_any_row() -> None:
+    results = Path("/r/results.json")
+    row = _row("a")
+    row.details["device"] = "H200"
+    previous = {"meta": {"device": "H200"}, "outcomes": [row]}
+    check_resumed_gpus(previous, ["H200"], results)
+    check_resumed_gpus(None, ["H100"], results)  # nothing resumed
+    check_resumed_gpus({"meta": {}, "outcomes": [_row("b", "crash")]}, ["H100"], results)  # no row has a device
+    with pytest.raises(KerneloptError, match=r"^/r/results.json holds rows measured on H200, and this machine's GPU "
+                       r"is H100"):
+        check_resumed_gpus(previous, ["H200", "H100"], results)  # every GPU a lane may run on
+    older = {"meta": {}, "outcomes": [_row("c", "timeout"), row]}  # a folder whose meta has no device: its rows do
+    with pytest.raises(KerneloptError, match="measured on H200, and this machine's GPU is H100"):
+        check_resumed_gpus(older, ["H100"], results)

@@ -11,11 +11,12 @@ from rich.table import Table
 from kernelopt.api.doctor import Diagnosis
 from kernelopt.api.verify import VerifyReport
 from kernelopt.evaluate.analysis import AnalysisReport
+from kernelopt.measure.roofline import ROOFLINE_DONE
 from kernelopt.pipeline.optimize import OptimizeReport
 from kernelopt.pipeline.stock_modes import untimed_modes
 from kernelopt.report.scoreboard import fmt_ratio, replays_line
 from kernelopt.search.nodes import Node
-from kernelopt.search.targets import structure_pays
+from kernelopt.search.targets import COPY_SHARE, structure_pays
 from kernelopt.store import Run
 from kernelopt.store.llm_records import Transcript
 
@@ -109,7 +110,15 @@ def graph_stage_lines(report: AnalysisReport) -> list[str]:
     """Whether ``optimize`` will regenerate whole graphs under other options for this model without
     being asked (the graph_stage setting at auto), and why."""
     why = structure_pays(report.amdahl_bound, report.fusion_bound, report.moves_share, report.rereads_share)
-    return [f"optimize also searches graph variants here (graph_stage auto): {why}"] if why else []
+    if why:
+        return [f"optimize also searches graph variants here (graph_stage auto): {why}"]
+    if report.compiled_ms > 0 and report.rereads_cached_ms / report.compiled_ms >= COPY_SHARE:
+        return [
+            f"kernels that read their rows twice ({report.rereads_cached_ms:.3f} ms) run at {ROOFLINE_DONE:.0f}% "
+            "or more of the copy roofline counting one read: their second read comes from cache, so no "
+            "graph variant that drops it can pay"
+        ]
+    return []
 
 
 def input_copy_note(record: dict, speedup: float, peak_gbps: float) -> str:

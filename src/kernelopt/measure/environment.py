@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +17,30 @@ import torch
 import kernelopt
 
 
-def device_label() -> str:
-    """A stable name for the current device, used as the key of per-device facts in the store."""
+def device_label(index: int | None = None) -> str:
+    """A stable name for the current device (or GPU ``index``), used as the key of per-device facts in the
+    store and as the device a scoreboard's rows were measured on."""
     if not torch.cuda.is_available():
         return f"cpu ({platform.processor() or platform.machine()})"
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    props = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
     return f"{props.name} (cc {props.major}.{props.minor}, {props.multi_processor_count} SMs)"
+
+
+def gpu_labels(count: int, timeout_s: float = 120.0) -> list[str]:
+    """:func:`device_label` of the first ``count`` GPUs, read in a child process: a process that only
+    hands work to workers (the bench) keeps no CUDA context of its own, which would hold memory on the
+    GPUs they measure on. Raises ``RuntimeError`` where the child cannot say."""
+    script = (
+        "import json, sys; from kernelopt.measure.environment import device_label; "
+        "print(json.dumps([device_label(i) for i in range(int(sys.argv[1]))]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(count)], capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"could not read the GPUs' names: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return [str(label) for label in json.loads(lines[-1])]
 
 
 @functools.lru_cache(maxsize=1)

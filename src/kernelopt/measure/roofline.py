@@ -97,6 +97,9 @@ class Roofline:
         }
 
 
+ROOFLINE_DONE = 90.0  # percent of the peak copy bandwidth past which a kernel has little left to buy
+
+
 def amdahl_bound(total_us: float, headroom_us: float) -> float:
     """Best end-to-end speedup from removing ``headroom_us`` of ``total_us``.
 

@@ -33,6 +33,7 @@ import importlib.util
 import json
 import platform
 import shlex
+import subprocess
 import sys
 import threading
 import time
@@ -47,7 +48,7 @@ from typing import Any
 from kernelopt.agents.relay import RelayAccess
 from kernelopt.config import Settings, default_of, load_settings
 from kernelopt.errors import KerneloptError
-from kernelopt.measure.environment import source_digest
+from kernelopt.measure.environment import gpu_labels, source_digest
 from kernelopt.pipeline.bench_results import (
     CSV_COLUMNS,
     RESULTS_CSV,
@@ -62,6 +63,7 @@ from kernelopt.pipeline.bench_resume import (
     carried_rows,
     check_one_device,
     check_rerun,
+    check_resumed_gpus,
     matches,
     ordered,
     previous_results,
@@ -201,6 +203,8 @@ def run_bench(
     applied = problem_sizes(root, problems, sizes)  # bad input before the GPU check
     if target == DEFAULT_TARGET:
         require_gpus(gpus)
+        if previous is not None:
+            check_resumed_gpus(previous, machine_gpus(gpus), out_dir / RESULTS_JSON)
     require_readable(root, "the suite")
 
     entries = _selected(root, problems, shard, extra_path)
@@ -461,6 +465,17 @@ def require_gpus(gpus: int) -> None:
         raise KerneloptError("kernelopt bench needs an NVIDIA GPU with CUDA; torch sees none")
     if gpus > torch.cuda.device_count():
         raise KerneloptError(f"--gpus {gpus} asks for more GPUs than the {torch.cuda.device_count()} torch sees")
+
+
+def machine_gpus(count: int) -> list[str]:
+    """The names of this machine's first ``count`` GPUs (:func:`~kernelopt.measure.environment.gpu_labels`),
+    or one line saying why they could not be read."""
+    try:
+        return gpu_labels(count)
+    except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise KerneloptError(
+            f"bench could not read this machine's GPUs to check them against its results: {exc}"
+        ) from exc
 
 
 def _check_target(target: str, extra_path: Sequence[str | Path]) -> None:

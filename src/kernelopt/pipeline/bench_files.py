@@ -23,7 +23,7 @@ from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import source_digest
 from kernelopt.pipeline import bench_resume as resume_rows
-from kernelopt.pipeline.bench import bench_versions, problem_sizes, require_gpus, timestamp
+from kernelopt.pipeline.bench import bench_versions, machine_gpus, problem_sizes, require_gpus, timestamp
 from kernelopt.pipeline.bench_file_results import read_file_results, write_file_results
 from kernelopt.pipeline.optimize_file import file_operators
 from kernelopt.problem.suite_kinds import SuiteKinds
@@ -152,6 +152,8 @@ def run_file_bench(
     applied = problem_sizes(root, selection, sizes)
     if device == "cuda" and target == FILE_TARGET:
         require_gpus(1)
+        if previous is not None:
+            resume_rows.check_resumed_gpus(previous, machine_gpus(1), out_dir / RESULTS_JSON)
 
     entries = sorted(
         [(name, path, kind) for name, path, kind in kinds.kernels]

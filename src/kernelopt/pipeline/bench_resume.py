@@ -68,6 +68,24 @@ def check_one_device(kept: Iterable[Row], new: Row, results: Path) -> None:
         )
 
 
+def check_resumed_gpus(previous: dict[str, Any] | None, labels: Sequence[str], results: Path) -> None:
+    """:func:`check_one_device` before any work: a resumed folder's rows measured on one GPU and a machine
+    whose GPUs (``labels``, :func:`~kernelopt.measure.environment.gpu_labels`) are another are refused in
+    one line, so no problem's time is spent on a row that could not be kept."""
+    if previous is None:
+        return
+    rows = previous.get("outcomes") or []
+    recorded = previous["meta"].get("device") or next(
+        (row.details["device"] for row in rows if row.details.get("device")), None
+    )
+    other = next((label for label in labels if label != recorded), None)
+    if recorded and other is not None:
+        raise KerneloptError(
+            f"{results} holds rows measured on {recorded}, and this machine's GPU is {other}; one scoreboard is "
+            "one GPU's: resume it on that GPU, or choose another --out"
+        )
+
+
 def resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | None) -> dict[str, Any]:
     """The sizes a resumed bench goes on with: those its results were made with; other ones are one line."""
     started = recorded_sizes(meta.get("sizes"))

@@ -132,11 +132,17 @@ class ProblemOutcome:
                 return None
             if self.best_stock_mode == "default":
                 return self.speedup_spread("compile")
-            measured = against_result(
-                (self.details.get("stock") or {}).get(self.best_stock_mode), self.base_mode, *self._delivered
-            )
-            cmp = (measured or {}).get("comparison") or {}
-            pair = (cmp.get("speedup_q1"), cmp.get("speedup_q3"))
+            if "best_stock_iqr" in self.details:  # the row says which timing its ratio came from
+                pair = tuple(self.details["best_stock_iqr"] or (None, None))
+            else:
+                measured = against_result(
+                    (self.details.get("stock") or {}).get(self.best_stock_mode), self.base_mode, *self._delivered
+                )
+                cmp = (measured or {}).get("comparison") or {}
+                # that mode's own process gave the ratio shown only where its speedup is that ratio: a
+                # base mode's may come from the final verification instead, whose spread an older row lacks
+                same = same_ratio((measured or {}).get("speedup"), self.best_stock_speedup)
+                pair = (cmp.get("speedup_q1"), cmp.get("speedup_q3")) if same else (None, None)
         elif baseline == "max_autotune":
             if self.max_autotune_speedup is None or not isinstance(self.details.get("max_autotune"), dict):
                 return None
@@ -307,6 +313,11 @@ def as_delivered(
     return {**timed, "speedup": speedup, "comparison": cmp, "delivered_factor": factor}
 
 
+def same_ratio(a: Any, b: Any) -> bool:
+    """Two ratios that are one number (as stored and read back), not two timings' near-equal results."""
+    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9)
+
+
 def speedup_over_default(record: Any) -> float | None:
     """How much faster a stock mode ran than torch.compile's default, timed interleaved in the mode's
     process, where it was timed against the default (nothing exported); None for a failed mode."""
@@ -408,7 +419,7 @@ def rescored(outcome: ProblemOutcome) -> ProblemOutcome:
         best_stock_mode=mode,
         best_stock_ms=ms,
         best_stock_speedup=speedup,
-        details={**outcome.details, "rescored": note},
+        details={**{k: v for k, v in outcome.details.items() if k != "best_stock_iqr"}, "rescored": note},
     )
 
 

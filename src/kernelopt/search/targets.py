@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernelopt.measure.roofline import amdahl_bound
+from kernelopt.measure.roofline import ROOFLINE_DONE, amdahl_bound
 
 MIN_SHARE = 0.01
-ROOFLINE_DONE = 90.0  # percent of peak
 WORTH_SAYING = 1.10  # a bound beyond the kernels' own that is worth a line to the user
 COPY_SHARE = 0.05  # kernels that only move data taking this share of the compiled forward: worth another layout
 
