@@ -167,3 +167,33 @@ def test_row_l2_is_one_call_of_the_norm_op_and_passes_the_gates(option: str) -> 
     """Row-L2 over 65535 columns (1024 rows: the suite's width, a test's memory) under the cluster norm,
     in either of the op's forms."""
     _regenerated_through_the_gates("level1/10_row_l2_normalize.py", {"batch_size": 1024}, option)
+
+
+class _Normalize(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.normalize(x, dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("option", [CLUSTER_NORM_OPTION, CLUSTER_NORM_BULK_OPTION])
+def test_a_16_bit_normalize_compiles_to_the_op_and_is_at_least_as_close_as_torch(built, option, dtype) -> None:
+    """The 16-bit rewrite on the GPU: ``F.normalize`` of bf16 or fp16 rows, as Inductor decomposes it (the
+    squares summed from ``x`` cast to float32, the root cast back), compiles to one call of the op, whose
+    kernel runs (no fallback to torch) on the 16-bit rows and rounds once: its rows are at least as close to
+    the float64 ones as torch's own."""
+    from conftest import captured_under
+
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("thread-block clusters need sm_90")
+    torch.manual_seed(0)
+    x = (torch.randn(256, 16384, device="cuda") * 3).to(dtype)
+    (graph,) = (artifact := captured_under(_Normalize(), x, {option: True})).graphs
+    assert graph.source_code.count("torch.ops.kernelopt.row_l2_normalize.default(") == 1, graph.source_code
+    row_softmax_op._warn_fallback.cache_clear()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="kernelopt.row_l2_normalize computed by torch")  # the kernel ran
+        got = artifact.compiled(x)
+    assert got.dtype == dtype
+    exact = x.double() / torch.linalg.vector_norm(x.double(), dim=-1, keepdim=True).clamp_min(1e-12)
+    ours, torch_own = (got.double() - exact).abs().max(), (_Normalize()(x).double() - exact).abs().max()
+    assert ours <= torch_own, (ours, torch_own)
