@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -34,8 +35,14 @@ def gpu_labels(count: int, timeout_s: float = 120.0) -> list[str]:
         "import json, sys; from kernelopt.measure.environment import device_label; "
         "print(json.dumps([device_label(i) for i in range(int(sys.argv[1]))]))"
     )
+    path = os.pathsep.join(entry for entry in sys.path if entry)  # the child imports what this process imports
     done = subprocess.run(
-        [sys.executable, "-c", script, str(count)], capture_output=True, text=True, timeout=timeout_s, check=False
+        [sys.executable, "-c", script, str(count)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
     )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
