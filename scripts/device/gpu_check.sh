@@ -101,29 +101,17 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # OPERATORS=launch-config,eviction-policy,graph-variants searches with those (bench --operators)
   # BENCH_STOP_AFTER (default BENCH_TIMEOUT - PROBLEM_TIMEOUT): no problem starts after that many seconds, so
   # none is cut by BENCH_TIMEOUT and its device time lost (bench --stop-after)
-  B=$OUT/${BENCH_NAME:-bench}
-  # a suite's rows are one GPU's (bench refuses a row of another after running it): check the card first,
-  # so a call that landed on another kind of GPU spends no time on a problem whose row would be refused
-  other_card=
-  if [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]]; then
-    held=$(python3 -c 'import json, sys; print((json.load(open(sys.argv[1]))["meta"].get("device") or "").split(" (cc")[0])' "$BENCH_RESUME/results.json")
-    here=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-    [[ -n $held && $held != "$here" ]] && other_card="bench not run: $BENCH_RESUME holds rows measured on $held, and this machine's GPU is $here"
-  fi
-  if [[ -n $other_card ]]; then
-    echo "$other_card" | tee "$OUT/bench_not_run.txt"
-  else
-    mkdir -p "$B"
-    STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
-    [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db* "$B/" 2>/dev/null || true; }
-    timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
-      --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 )) --out "$B" --resume ${RETRY:+--retry-failed} ${RERUN:+--rerun $RERUN} \
-      --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
-    # the device tool brings back 8 files at most, two folders deep: the results folder (its store, report,
-    # models/) travels as one archive; unpack it here and commit what is worth keeping under benchmarks/
-    if [[ $OUT != .device_out ]]; then  # on the device (run by hand, the folder stays as it is)
-      tar czf "$OUT/${BENCH_NAME:-bench}.tgz" -C "$OUT" "${BENCH_NAME:-bench}" && rm -rf "$B"
-    fi
+  B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
+  STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
+  [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db* "$B/" 2>/dev/null || true; }
+  # a resumed suite measured on another kind of GPU: bench stops in one line before any problem runs
+  timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
+    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 )) --out "$B" --resume ${RETRY:+--retry-failed} ${RERUN:+--rerun $RERUN} \
+    --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
+  # the device tool brings back 8 files at most, two folders deep: the results folder (its store, report,
+  # models/) travels as one archive; unpack it here and commit what is worth keeping under benchmarks/
+  if [[ $OUT != .device_out ]]; then  # on the device (run by hand, the folder stays as it is)
+    tar czf "$OUT/${BENCH_NAME:-bench}.tgz" -C "$OUT" "${BENCH_NAME:-bench}" && rm -rf "$B"
   fi
 fi
 if [[ $step == all || $step == llm ]]; then

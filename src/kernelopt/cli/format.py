@@ -112,7 +112,7 @@ def graph_stage_lines(report: AnalysisReport) -> list[str]:
     why = structure_pays(report.amdahl_bound, report.fusion_bound, report.moves_share, report.rereads_share)
     if why:
         return [f"optimize also searches graph variants here (graph_stage auto): {why}"]
-    if report.compiled_ms > 0 and report.rereads_cached_ms / report.compiled_ms >= COPY_SHARE:
+    if report.rereads_cached_share >= COPY_SHARE:
         return [
             f"kernels that read their rows twice ({report.rereads_cached_ms:.3f} ms) run at {ROOFLINE_DONE:.0f}% "
             "or more of the copy roofline counting one read: their second read comes from cache, so no "

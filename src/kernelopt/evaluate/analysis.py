@@ -98,6 +98,11 @@ class AnalysisReport:
         """The kernels that pass over their rows more than once, as a share of the compiled forward's time."""
         return self.rereads_ms / self.compiled_ms if self.compiled_ms > 0 else 0.0
 
+    @property
+    def rereads_cached_share(self) -> float:
+        """Those at the copy roofline (their second read from cache), as a share of the compiled forward's time."""
+        return self.rereads_cached_ms / self.compiled_ms if self.compiled_ms > 0 else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

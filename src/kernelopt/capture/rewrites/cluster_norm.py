@@ -24,8 +24,7 @@ rows are 4096 to 131072 wide with one call of the op:
 A norm whose sum or square anything else in the graph reads is left as it is, as is every other graph.
 On a machine that cannot build the op (no nvcc and no build of it in place) a graph the rewrite would
 change fails to compile, in one line naming what to do. Whether it pays is the graph stage's to judge,
-end to end. The kernel's float32 and bfloat16 rows are GPU-tested (``tests/test_gpu_cluster_softmax.py``);
-the 16-bit rewrite is CPU-tested only.
+end to end. The kernel's rows and the 16-bit rewrite are GPU-tested (``tests/test_gpu_cluster_softmax.py``).
 """
 
 from __future__ import annotations
