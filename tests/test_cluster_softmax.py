@@ -449,7 +449,10 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
     device = row_softmax_kernel.source_for(dtype_in, dtype_out)
     assert "#include <torch" not in device and "at::" not in device  # nothing of PyTorch's: seconds of nvcc
     assert f"launch_vec<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, false>" in device
-    assert f"row_softmax_bulk<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, THREADS, NORM>" in device
+    k = row_softmax_kernel
+    fast, streaming = str(k.BULK_FAST_EXP).lower(), str(k.BULK_STREAMING).lower()
+    bulk_form = f"row_softmax_bulk<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, THREADS, NORM, {k.BULK_PIECES}, {fast}, {streaming}>"
+    assert bulk_form in device
     (tmp_path / "k.cu").write_text(device)
     built = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
@@ -483,3 +486,34 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
         assert ptx.returncode == 0, ptx.stderr[-3000:]
         counts.append(sum(1 for line in ptx.stdout.splitlines() if line.strip().endswith(";")))
     assert counts[0] == counts[1], counts
+
+
+def test_the_shared_memory_forms_build_options_are_in_its_source_and_a_bad_piece_count_is_refused() -> None:
+    """The probe builds the shared-memory form's other variants from ``source_for``'s options: each option
+    reaches the kernel's instantiation, and a part in no pieces is refused in one line."""
+    default = row_softmax_kernel.source_for(torch.float32, torch.float32)
+    other = row_softmax_kernel.source_for(torch.float32, torch.float32, pieces=3, fast_exp=False, streaming=False)
+    assert "row_softmax_bulk<float, float, THREADS, NORM, 3, false, false>" in other
+    assert "row_softmax_bulk<float, float, THREADS, NORM, 3, false, false>" not in default
+    assert "__BULK_" not in default and "__BULK_" not in other  # every placeholder filled
+    with pytest.raises(ValueError, match="pieces must be 1 or more"):
+        row_softmax_kernel.source_for(torch.float32, torch.float32, pieces=0)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit), not a GPU")
+@pytest.mark.parametrize(("pieces", "fast_exp", "streaming"), [(1, False, False), (4, True, False)])
+def test_the_probes_other_variants_of_the_shared_memory_form_compile_for_sm_90(tmp_path, pieces, fast_exp, streaming):
+    """The variants the probe times beside the op's own build through nvcc and ptxas for sm_90, without
+    spills (a probe call on a lent GPU is not where a build fault should first show)."""
+    import re
+    import subprocess
+
+    source = row_softmax_kernel.source_for(torch.bfloat16, torch.float32, pieces, fast_exp, streaming)
+    (tmp_path / "k.cu").write_text(source)
+    built = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    spills = re.findall(r"entry function '_Z\d+row_softmax_bulk.*?(\d+) bytes spill stores", built.stderr, re.S)
+    assert len(spills) == 4 and set(spills) == {"0"}, built.stderr

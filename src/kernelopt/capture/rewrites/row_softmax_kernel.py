@@ -36,6 +36,16 @@ NAN_MAX_BODY = 'float r;\n  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f
 # the shared-memory form's threads a block: on an H100 (benchmarks/h100-2026-12-05-cluster) 256 ran as fast
 # as 512 or up to 4 % faster at every shape but the 65535-wide norm's (equal) with the op's cluster sizes
 BULK_THREADS = 256
+# The shared-memory form's build (scripts/device/row_softmax_bulk_probe.py times each; on an H100,
+# benchmarks/h100-2026-12-05-bulk-variants): its part of a row arrives in this many bulk copies, each with its
+# own mbarrier, the threads folding one piece while the next lands (2 ran 1-4 % faster than 1 on float32
+# softmax rows, 4 up to 9 % slower than 2); its exponentials by PTX's ex2.approx of values scaled by
+# log2(e), as Triton's float32 exp (so Inductor's) compiles, not expf (10-15 % faster on softmax rows,
+# its error within 2x the stock compile's); its output by streaming stores (st.global.cs: evict first),
+# not plain ones (2-5 % faster)
+BULK_PIECES = 2
+BULK_FAST_EXP = True
+BULK_STREAMING = True
 
 CUDA_SOURCE = (
     r"""
@@ -88,14 +98,31 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, bool is_m
   return v;
 }
 
+// e^x, or 2^x where FAST (the caller's values scaled by log2(e) first): PTX's ex2.approx, as Triton's
+// exp of a float32 compiles (so as Inductor's softmax computes it), one instruction where expf is several
+template <bool FAST>
+__device__ __forceinline__ float exp_of(float x) {
+  if constexpr (FAST) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+  } else {
+    return expf(x);
+  }
+}
+
 // The row's max M and what the output needs of its sum S = sum(exp(v - M)), from each block's max m and
 // sum s (exp(v - m) over its part), exchanged through distributed shared memory; x - logsumexp(x) (lse)
 // takes an infinite max as the logsumexp itself, as torch's logsumexp does. With m = 0 in every block
-// (an L2 norm's sum of squares) S is the sum of the blocks' s, each times exp(0) = 1: exact.
+// (an L2 norm's sum of squares) S is the sum of the blocks' s, each times exp(0) = 1: exact. FAST: the
+// blocks' m and M are in log2 units (v * log2(e)) and S = sum(2^(v - M)); shift, the logsumexp, is in
+// base e either way.
 struct RowStats { float M, S, shift, inv; };
 
+template <bool FAST>
 __device__ __forceinline__ RowStats cluster_stats(cg::cluster_group& cluster, float* part, float m, float s,
                                                   bool lse) {
+  constexpr float LN2 = 0.6931471805599453f;
   const unsigned blocks = cluster.num_blocks();
   if (threadIdx.x == 0) { part[0] = m; part[1] = s; }
   cluster.sync();
@@ -104,10 +131,11 @@ __device__ __forceinline__ RowStats cluster_stats(cg::cluster_group& cluster, fl
   float S = 0.0f;
   for (unsigned r = 0; r < blocks; ++r) {
     const float* p = cluster.map_shared_rank(part, r);
-    S += p[1] == 0.0f ? 0.0f : p[1] * expf(p[0] - M);
+    S += p[1] == 0.0f ? 0.0f : p[1] * exp_of<FAST>(p[0] - M);
   }
   cluster.sync();  // every block has read the others' parts: each may now exit
-  return {M, S, lse && isinf(M) ? M : M + logf(S), 1.0f / S};
+  const float natural = FAST ? M * LN2 : M;
+  return {M, S, lse && isinf(M) ? natural : natural + logf(S), 1.0f / S};
 }
 
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
@@ -157,7 +185,7 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
     for (int k = 0; k < ITEMS; ++k) s += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);  // NaN stays NaN
   }
   s = block_reduce<THREADS>(s, scratch, false);
-  const RowStats stats = cluster_stats(cluster, part, m, s, lse);
+  const RowStats stats = cluster_stats<false>(cluster, part, m, s, lse);
   const float M = stats.M, shift = stats.shift, inv = stats.inv;
   const float norm = nan_max(sqrtf(stats.S), eps);  // NORM: x / max(||x||, eps), NaN kept as torch keeps it
   #pragma unroll
@@ -235,20 +263,71 @@ extern "C" int kopt_row_softmax(const void* x, void* y, int64_t rows, int64_t co
 }
 
 // The same softmax with each block's part of the row in shared memory: one thread copies the part's
-// 16-byte-aligned middle by one bulk (TMA) copy, the few elements around it go by plain loads, every thread
-// waits on an mbarrier, and the max, the sum and the output are computed from shared memory: no load
-// instruction an element, few registers, as many blocks an SM as shared memory holds.
+// 16-byte-aligned middle by bulk (TMA) copies in PIECES pieces, each completing its own mbarrier, the few
+// elements around it go by plain loads; the threads fold each piece into their running max and sum as it
+// lands (one pass, 16 bytes a shared-memory read), reduce the pair once, and write the output 16 bytes a
+// store. No load instruction an element, few registers, as many blocks an SM as shared memory holds. On
+// the H200 the form that read shared memory one element at a time, in three passes (max, sum, output),
+// moved 73-76 % of the copy roofline on softmax rows (benchmarks/h200-2026-12-05-bulk-probe): its compute
+// was not hidden behind the loads.
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-template <typename TI, typename TO, int THREADS, bool NORM>
+// Fold (m2, s2) into the running max and sum (m, s) of exponentials relative to m; a sum of 0 adds
+// nothing (its max may be -inf, whose difference with another -inf is NaN); a NaN max or sum stays.
+template <bool FAST>
+__device__ __forceinline__ void fold(float& m, float& s, float m2, float s2) {
+  const float M = nan_max(m, m2);
+  s = (s == 0.0f ? 0.0f : s * exp_of<FAST>(m - M)) + (s2 == 0.0f ? 0.0f : s2 * exp_of<FAST>(m2 - M));
+  m = M;
+}
+
+// The block's (max, sum) from each thread's, as block_reduce reduces one value (NORM: sums of squares).
+template <int THREADS, bool NORM, bool FAST>
+__device__ __forceinline__ void block_stats(float& m, float& s, float* scratch) {
+  #pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffff, m, offset), s2 = __shfl_xor_sync(0xffffffff, s, offset);
+    if constexpr (NORM) s += s2; else fold<FAST>(m, s, m2, s2);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) { scratch[2 * warp] = m; scratch[2 * warp + 1] = s; }
+  __syncthreads();
+  m = lane < THREADS / 32 ? scratch[2 * lane] : (NORM ? 0.0f : -INFINITY);
+  s = lane < THREADS / 32 ? scratch[2 * lane + 1] : 0.0f;
+  #pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffff, m, offset), s2 = __shfl_xor_sync(0xffffffff, s, offset);
+    if constexpr (NORM) s += s2; else fold<FAST>(m, s, m2, s2);
+  }
+}
+
+// Fold one value t (already scaled; FAST: by log2(e) too) into this thread's running max and sum: the max
+// raised first where t exceeds it (the sum rescaled, one exponential), -inf adding nothing, NaN kept.
+template <bool FAST>
+__device__ __forceinline__ void take(float& m, float& s, float t) {
+  if (t > m) { s = s * exp_of<FAST>(m - t); m = t; }
+  if (t != t) m = t;  // a NaN: the row's max is NaN, as nan_max keeps it
+  s += t == -INFINITY ? 0.0f : exp_of<FAST>(t - m);
+}
+
+template <typename T> __device__ __forceinline__ void store16(T* p, const T* v, bool streaming) {
+  const uint4 bits = *reinterpret_cast<const uint4*>(v);
+  if (streaming) __stcs(reinterpret_cast<uint4*>(p), bits);
+  else *reinterpret_cast<uint4*>(p) = bits;
+}
+
+template <typename TI, typename TO, int THREADS, bool NORM, int PIECES, bool FAST, bool STREAMING>
 __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
     const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
     bool lse, float eps) {
+  constexpr int VEC = 16 / sizeof(TI);  // elements of a 16-byte shared-memory read
+  constexpr int OVEC = 16 / sizeof(TO);  // elements of a 16-byte store (VEC or fewer: TO is TI or wider)
+  constexpr float LOG2E = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ __align__(8) unsigned long long bar;
-  __shared__ float scratch[32];
+  __shared__ __align__(8) unsigned long long bars[PIECES];
+  __shared__ float scratch[64];
   __shared__ float part[2];
   cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
@@ -259,73 +338,118 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
   const TI* src = x + row * cols + start;
   TO* yr = y + row * cols + start;
 
-  // the part's 16-byte-aligned middle goes by one bulk copy; the elements before and after it by loads
+  // the part's 16-byte-aligned middle goes by bulk copies; the elements before and after it by loads
   const unsigned long long g0 = reinterpret_cast<unsigned long long>(src);
   const unsigned long long gend = g0 + (unsigned long long)n * sizeof(TI);
   const unsigned long long a0 = min((g0 + 15ull) & ~15ull, gend);
   const unsigned long long a1 = max(gend & ~15ull, a0);
   const int head = (int)((a0 - g0) / sizeof(TI));
   const int tail = (int)((a1 - g0) / sizeof(TI));
-  const unsigned bytes = (unsigned)(a1 - a0);
+  const int vectors = (tail - head) / VEC;
+  const int per_piece = (vectors + PIECES - 1) / PIECES;
   TI* buf = reinterpret_cast<TI*>(smem_raw + ((16u - (unsigned)(a0 - g0)) & 15u));  // buf + head: 16-aligned
-  const unsigned barrier = smem_addr(&bar);
+  const Pack<TI, VEC>* middle = reinterpret_cast<const Pack<TI, VEC>*>(buf + head);
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier));
+    #pragma unroll
+    for (int p = 0; p < PIECES; ++p) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[p])));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
-    for (unsigned done = 0; done < bytes; done += 32768u) {
-      const unsigned size = min(32768u, bytes - done);
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-          ::"r"(smem_addr(buf + head) + done), "l"(a0 + done), "r"(size), "r"(barrier) : "memory");
+    for (int p = 0; p < PIECES; ++p) {
+      const unsigned first = (unsigned)min(p * per_piece, vectors) * 16u;
+      const unsigned bytes = (unsigned)min((p + 1) * per_piece, vectors) * 16u - first;
+      const unsigned barrier = smem_addr(&bars[p]);
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+      for (unsigned done = 0; done < bytes; done += 32768u) {
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+            ::"r"(smem_addr(middle) + first + done), "l"(a0 + first + done), "r"(min(32768u, bytes - done)),
+              "r"(barrier) : "memory");
+      }
     }
   }
-  for (int i = threadIdx.x; i < head; i += THREADS) buf[i] = src[i];
-  for (int i = tail + threadIdx.x; i < n; i += THREADS) buf[i] = src[i];
-  asm volatile(
-      "{\n"
-      ".reg .pred ready;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], 0;\n"
-      "@!ready bra WAIT;\n"
-      "}\n" ::"r"(barrier) : "memory");
-  __syncthreads();  // the loads of the head and tail are in shared memory too
-
-  float m = 0.0f, s = 0.0f;
-  if constexpr (NORM) {
-    for (int i = threadIdx.x; i < n; i += THREADS) {
-      const float v = as_float<TI>(buf[i]) * scale;
-      s += v * v;
-    }
-  } else {
-    m = -INFINITY;
-    for (int i = threadIdx.x; i < n; i += THREADS) m = nan_max(m, as_float<TI>(buf[i]) * scale);
-    m = block_reduce<THREADS>(m, scratch, true);
-    for (int i = threadIdx.x; i < n; i += THREADS) {
-      const float v = as_float<TI>(buf[i]) * scale;
-      s += v == -INFINITY ? 0.0f : expf(v - m);  // NaN stays NaN
+  // FAST: exponentials are 2^t of t = v * scale * log2(e), the max and the sum in those units
+  const float k = FAST && !NORM ? scale * LOG2E : scale;
+  float m = NORM ? 0.0f : -INFINITY, s = 0.0f;
+  for (int i = threadIdx.x; i < head; i += THREADS) {  // the head and tail: loaded, kept for the output
+    const TI v = src[i];
+    buf[i] = v;
+    const float t = as_float<TI>(v) * k;
+    if constexpr (NORM) s += t * t; else take<FAST>(m, s, t);
+  }
+  for (int i = tail + threadIdx.x; i < n; i += THREADS) {
+    const TI v = src[i];
+    buf[i] = v;
+    const float t = as_float<TI>(v) * k;
+    if constexpr (NORM) s += t * t; else take<FAST>(m, s, t);
+  }
+  for (int p = 0; p < PIECES; ++p) {
+    asm volatile(
+        "{\n"
+        ".reg .pred ready;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], 0;\n"
+        "@!ready bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_addr(&bars[p])) : "memory");
+    const int last = min((p + 1) * per_piece, vectors);
+    for (int i = p * per_piece + threadIdx.x; i < last; i += THREADS) {
+      const Pack<TI, VEC> v = middle[i];
+      float t[VEC];
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) t[j] = as_float<TI>(v.v[j]) * k;
+      if constexpr (NORM) {
+        #pragma unroll
+        for (int j = 0; j < VEC; ++j) s += t[j] * t[j];
+      } else {
+        float top = t[0];
+        #pragma unroll
+        for (int j = 1; j < VEC; ++j) top = nan_max(top, t[j]);
+        if (top > m) { s = s * exp_of<FAST>(m - top); m = top; }
+        if (top != top) m = top;  // a NaN: the row's output is NaN (the sum below becomes NaN too)
+        #pragma unroll
+        for (int j = 0; j < VEC; ++j) s += t[j] == -INFINITY ? 0.0f : exp_of<FAST>(t[j] - m);
+      }
     }
   }
-  s = block_reduce<THREADS>(s, scratch, false);
-  const RowStats stats = cluster_stats(cluster, part, m, s, lse);
+  block_stats<THREADS, NORM, FAST>(m, s, scratch);  // its __syncthreads also publishes the head and tail
+  const RowStats stats = cluster_stats<FAST && !NORM>(cluster, part, m, s, lse);  // NORM: m = 0
   const float M = stats.M, shift = stats.shift, inv = stats.inv;
   const float norm = nan_max(sqrtf(stats.S), eps);
-  for (int i = threadIdx.x; i < n; i += THREADS) {
-    const float e = as_float<TI>(buf[i]) * scale;
-    yr[i] = from_float<TO>(NORM ? e / norm : log_out ? e - shift : expf(e - M) * inv);
+  auto out = [&](TI raw) -> TO {
+    const float e = as_float<TI>(raw) * scale;
+    if constexpr (NORM) return from_float<TO>(e / norm);
+    else return from_float<TO>(log_out ? e - shift : exp_of<FAST>(as_float<TI>(raw) * k - M) * inv);
+  };
+  for (int i = threadIdx.x; i < head; i += THREADS) yr[i] = out(buf[i]);
+  for (int i = tail + threadIdx.x; i < n; i += THREADS) yr[i] = out(buf[i]);
+  // the middle's output 16 bytes a store: OVEC elements a thread, so that a warp's store is one run of
+  // memory (each thread storing its VEC elements as two 16-byte halves, a bfloat16 row's float32 output ran
+  // 1.9x slower on the H100)
+  TO* ymid = yr + head;
+  const Pack<TI, OVEC>* quarter = reinterpret_cast<const Pack<TI, OVEC>*>(buf + head);
+  const int packs = (tail - head) / OVEC;
+  const bool aligned = (reinterpret_cast<uintptr_t>(ymid) & 15u) == 0;
+  for (int i = threadIdx.x; i < packs; i += THREADS) {
+    const Pack<TI, OVEC> v = quarter[i];
+    Pack<TO, OVEC> o;
+    #pragma unroll
+    for (int j = 0; j < OVEC; ++j) o.v[j] = out(v.v[j]);
+    if (aligned) {
+      store16<TO>(ymid + i * OVEC, o.v, STREAMING);
+    } else {
+      #pragma unroll
+      for (int j = 0; j < OVEC; ++j) ymid[i * OVEC + j] = o.v[j];
+    }
   }
 }
-
 
 constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory a kernel remembers
 
 template <int THREADS, bool NORM>
 static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters, float scale,
                                bool log_out, bool lse, float eps, cudaStream_t stream, int* active) {
-  auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS, NORM>;
+  auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS, NORM, __BULK_PIECES__, __BULK_FAST_EXP__, __BULK_STREAMING__>;
   const int64_t chunk = (cols + clusters - 1) / clusters;
   const size_t smem = (size_t)chunk * sizeof(__IN__) + 16;
   // the shared memory this kernel may ask for, raised once per device and size: asked at every launch it
@@ -383,10 +507,25 @@ PAIRS = tuple((d, d) for d in DTYPES) + tuple((d, torch.float32) for d in DTYPES
 LIBRARY = "kernelopt.row_softmax"  # the builds' name in the build folder
 
 
-def source_for(in_dtype: torch.dtype, out_dtype: torch.dtype) -> str:
+def source_for(
+    in_dtype: torch.dtype,
+    out_dtype: torch.dtype,
+    pieces: int = BULK_PIECES,
+    fast_exp: bool = BULK_FAST_EXP,
+    streaming: bool = BULK_STREAMING,
+) -> str:
     """The CUDA source for one input and output dtype (each pair builds in seconds; all four in one
-    source would build every pair's kernels each time)."""
-    return CUDA_SOURCE.replace("__IN__", C_TYPES[in_dtype]).replace("__OUT__", C_TYPES[out_dtype])
+    source would build every pair's kernels each time); the shared-memory form's pieces, exponentials and
+    stores as given (the op's own by default; the probe builds the others)."""
+    if pieces < 1:
+        raise ValueError(f"pieces must be 1 or more, not {pieces}")
+    return (
+        CUDA_SOURCE.replace("__IN__", C_TYPES[in_dtype])
+        .replace("__OUT__", C_TYPES[out_dtype])
+        .replace("__BULK_PIECES__", str(pieces))
+        .replace("__BULK_FAST_EXP__", "true" if fast_exp else "false")
+        .replace("__BULK_STREAMING__", "true" if streaming else "false")
+    )
 
 
 class Library:
