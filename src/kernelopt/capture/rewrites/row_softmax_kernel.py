@@ -5,8 +5,9 @@ Two kernels, one row a cluster (sm_90: Hopper's thread-block clusters, co-schedu
 also built as a row's L2 normalisation (``NORM``: ``x / max(||x||, eps)``, the sum of squares exchanged
 instead of the max and the sum of exponentials):
 each block of the cluster takes its part of the row, in registers (``kopt_row_softmax``: 512 threads x 32
-elements, 16-byte loads where rows are aligned) or in shared memory (``kopt_row_softmax_bulk``: one bulk
-TMA copy of the part's aligned middle, the elements around it by plain loads, an mbarrier); the blocks
+elements, 16-byte loads where rows are aligned) or in shared memory (``kopt_row_softmax_bulk``: the
+part's aligned middle by bulk TMA copies in :data:`BULK_PIECES` pieces, each with its mbarrier, the
+elements around it by plain loads; one online pass for the max and the sum, 16-byte stores); the blocks
 exchange their partial max and sum through distributed shared memory at one cluster barrier and write
 their part of the output. One read of the row, one write.
 
