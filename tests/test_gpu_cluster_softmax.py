@@ -9,7 +9,7 @@ printed, not asserted (``benchmarks/`` holds speed)."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -147,12 +147,19 @@ def _regenerated_through_the_gates(problem: str, overrides: dict, option: str) -
     assert variant["available"], variant["reason"]
     assert variant["rereads"] == 0 < variant["compiled"]["rereads"]
 
-    settings = asdict(GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10))
-    result = worker_targets.evaluate_graph(spec, 0, {option: True}, settings, None)
+    settings = GateSettings(model_seeds=(0, 1, 2), trials=30, screen_trials=10)
+    result = worker_targets.evaluate_graph(spec, 0, {option: True}, asdict(settings), None)
     gates = {v["gate"]: v for v in result["verdicts"]}
     print({g: (v["passed"], v["reason"][:200]) for g, v in gates.items()}, result.get("screen"), result.get("timings"))
     assert gates["static"]["passed"], gates["static"]
-    assert "model" in gates, gates["performance"]  # screened out as slower: the op lost to Inductor here
+    if "model" not in gates:
+        # screened out as slower, which is this GPU's timing, not a fault (the register form ran 0.978x of
+        # Inductor's on an H100 here, faster elsewhere; speed is the suite's to report): the screen said so
+        # in its own words, and the candidate is judged again without it, for its correctness
+        assert gates["performance"]["reason"].startswith("screened out: "), gates["performance"]
+        settings = replace(settings, screen_trials=0)
+        result = worker_targets.evaluate_graph(spec, 0, {option: True}, asdict(settings), None)
+        gates = {v["gate"]: v for v in result["verdicts"]}
     assert gates["model"]["passed"], gates["model"]
 
 
