@@ -385,14 +385,20 @@ def test_gate_1_takes_the_call_sequence_around_the_op_and_no_other_op_of_kernelo
         assert not refused.passed and refused.details["rule"] == "torch_op", refused.reason
 
 
-def test_the_option_is_a_compile_option_and_a_graph_variant_where_rows_are_reread() -> None:
+def test_the_options_are_compile_options_and_the_shared_memory_form_a_graph_variant_where_rows_are_reread() -> None:
+    """Both forms are compile options (and knobs); only the shared-memory form, the faster, is a graph
+    variant, early where rows are read twice."""
+    from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
     from kernelopt.capture.rewrites.passes import is_compile_option
     from kernelopt.search.graph_variants import option_sets
+    from kernelopt.search.knobs import KNOBS
 
-    assert is_compile_option(CLUSTER_SOFTMAX_OPTION)
+    assert is_compile_option(CLUSTER_SOFTMAX_OPTION) and is_compile_option(CLUSTER_SOFTMAX_BULK_OPTION)
+    assert (CLUSTER_SOFTMAX_OPTION, True) in KNOBS
     first = option_sets(copies_first=False, rereads_first=True)
-    assert OPTION in first[:3]
-    assert OPTION in option_sets(copies_first=False)
+    assert {CLUSTER_SOFTMAX_BULK_OPTION: True} in first[:2]
+    assert {CLUSTER_SOFTMAX_BULK_OPTION: True} in option_sets(copies_first=False)
+    assert OPTION not in first
 
 
 TEMPERATURE_PROBLEM = """
