@@ -437,6 +437,20 @@ def test_the_variant_passes_the_gates_in_a_candidate_process_of_its_own(hopper: 
 C_NAMES = {torch.float32: "float", torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}
 
 
+def _built_for_sm_90(folder, source: str):
+    """``source`` through nvcc and ptxas for sm_90 (no GPU needed), ptxas's report of each kernel in the
+    result's stderr; a build that fails fails the test with nvcc's own words."""
+    import subprocess
+
+    (folder / "k.cu").write_text(source)
+    built = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
+        cwd=folder, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    return built
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit), not a GPU")
 @pytest.mark.parametrize(
     ("dtype_in", "dtype_out"),
@@ -459,12 +473,7 @@ def test_the_kernel_compiles_for_sm_90_within_its_register_budget(tmp_path, dtyp
     fast, streaming = str(k.BULK_FAST_EXP).lower(), str(k.BULK_STREAMING).lower()
     bulk_form = f"row_softmax_bulk<{C_NAMES[dtype_in]}, {C_NAMES[dtype_out]}, THREADS, NORM, {k.BULK_PIECES}, {fast}, {streaming}>"
     assert bulk_form in device
-    (tmp_path / "k.cu").write_text(device)
-    built = subprocess.run(
-        ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr[-3000:]
+    built = _built_for_sm_90(tmp_path, device)
     kernels = re.findall(
         r"entry function '_Z\d+(row_softmax_\w+?)I.*?(\d+) bytes spill stores.*?Used (\d+) registers", built.stderr, re.S
     )
@@ -512,14 +521,8 @@ def test_the_probes_other_variants_of_the_shared_memory_form_compile_for_sm_90(t
     """The variants the probe times beside the op's own build through nvcc and ptxas for sm_90, without
     spills (a probe call on a lent GPU is not where a build fault should first show)."""
     import re
-    import subprocess
 
     source = row_softmax_kernel.source_for(torch.bfloat16, torch.float32, pieces, fast_exp, streaming)
-    (tmp_path / "k.cu").write_text(source)
-    built = subprocess.run(
-        ["nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-c", "k.cu", "-o", "k.o", "-Xptxas", "-v"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr[-3000:]
+    built = _built_for_sm_90(tmp_path, source)
     spills = re.findall(r"entry function '_Z\d+row_softmax_bulk.*?(\d+) bytes spill stores", built.stderr, re.S)
     assert len(spills) == 4 and set(spills) == {"0"}, built.stderr
