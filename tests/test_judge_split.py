@@ -60,9 +60,9 @@ def {NAME}(args):
 # Slow, but reports itself fast: patches its process's clock reading.
 FORGES_ITS_CLOCK = SLOW + """
 import kernelopt.measure.timer as timer
-timer.time_call = lambda fn, **kw: (fn(), 0.0001)[1]  # far below any real copy: it claims to be fast
-import kernelopt.evaluate.runner as runner
-runner.time_call = timer.time_call
+# far below any real copy: it claims to be fast, and that the device's lead took 50 ms of the call (the
+# judge allows the lead its calibration saw, not what a candidate's process says)
+timer.read_call = lambda fn, **kw: (fn(), timer.CallReading(0.0001, 50.0))[1]
 """
 
 
@@ -164,6 +164,35 @@ def test_timing_evidence_rules() -> None:
     shaved = judge_timing_evidence([0.1] * 5, [1.3] * 5, calibration, PerformancePolicy())
     assert shaved is not None and "allows 0.650 ms" in shaved.reason
     assert judge_timing_evidence([1.0], [1.2], []) is not None  # no calibration: nothing is believed
+
+
+def test_the_devices_lead_is_allowed_once_not_multiplied_with_the_overhead() -> None:
+    """Every timed call holds the device's lead (about 1 ms of spinning before its start mark) in the
+    judge's wall time. Taken out of the calibration before the overhead is doubled, and allowed once: an
+    honest reading passes, and a reading shaved by 1.5 ms is still refused. Counted as overhead (no leads
+    given), the same calibration would have let the shaved one through."""
+    calibration, leads = [1.2] * 12, [1.0] * 12  # 0.2 ms of pipe and process, 1.0 ms of lead
+    honest = judge_timing_evidence([1.0] * 5, [2.25] * 5, calibration, calibration_lead_ms=leads)
+    assert honest is None
+    shaved = judge_timing_evidence([0.1] * 5, [2.75] * 5, calibration, calibration_lead_ms=leads)
+    assert shaved is not None and "allows 1.900 ms" in shaved.reason  # 2 x 0.2 + 1.25 x 1.0 + 0.25
+    assert shaved.details["calibration_lead_ms"] == leads
+    assert judge_timing_evidence([0.1] * 5, [2.75] * 5, calibration) is None  # the lead doubled: 2.65 ms allowed
+
+
+def test_the_calibration_keeps_each_calls_lead_beside_its_overhead(monkeypatch) -> None:
+    """The runner's calibration reads each trusted call's reply: the wall time the reading leaves
+    unexplained, and the lead the reply names (none named: no lead)."""
+    from kernelopt.evaluate import remote as remote_module
+
+    runner = remote_module.RemoteRunner.__new__(remote_module.RemoteRunner)
+    runner.device = "cpu"
+    replies = iter([{"ms": 0.5, "lead_ms": 1.0}] * 6 + [{"ms": 0.5}] * 6)
+    monkeypatch.setattr(runner, "_raw", lambda call, *a, **k: None)
+    runner._calibrate_on(lambda: next(replies))
+    assert len(runner.calibration_ms) == remote_module.CALIBRATION_CALLS == 12
+    assert runner.calibration_lead_ms == (1.0,) * 6 + (0.0,) * 6
+    assert all(ms > -0.5 for ms in runner.calibration_ms)  # wall time less the reading
 
 
 def test_a_kernel_is_identified_up_to_the_backend_hash_each_process_stamps() -> None:

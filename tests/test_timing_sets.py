@@ -58,6 +58,7 @@ class _InProcessRunner:
     """Stands in for the candidate's process: records the memory each timed call ran on."""
 
     calibration_ms = (0.0,)
+    calibration_lead_ms = (0.0,)
 
     def __init__(self, seen: list[int]) -> None:
         self.seen = seen

@@ -63,7 +63,7 @@ class FileRunner(RemoteRunner):
     def _calibrate_file(self) -> None:
         shared = share_args(self._calibration_inputs)
         self._raw("time_run", ORIGINAL, shared)  # warm: the first call compiles (and autotunes)
-        self._calibrate_on(lambda: self._raw("time_run", ORIGINAL, shared)["ms"])
+        self._calibrate_on(lambda: self._raw("time_run", ORIGINAL, shared))
 
     def start(self) -> None:
         """Start and calibrate now (not on the first candidate)."""

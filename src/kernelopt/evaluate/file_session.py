@@ -427,7 +427,11 @@ class FileSession:
         policy = PerformancePolicy(margin=settings.margin)
         split, timed = self._time(key, settings.trials, keep_last=True)
         assert timed is not None
-        return judge_timed(timed, split, self.runner.calibration_ms, self.min_time_us(), policy), split
+        runner = self.runner
+        verdict = judge_timed(
+            timed, split, runner.calibration_ms, self.min_time_us(), policy, runner.calibration_lead_ms
+        )
+        return verdict, split
 
     def close(self) -> None:
         self.runner.close()

@@ -76,6 +76,7 @@ class RemoteRunner:
         self._calibration_kernel: tuple[str, list[Any]] | None = None
         self._calibrate_model = False  # no kernel to calibrate on: the original model's timed forward
         self.calibration_ms: tuple[float, ...] = ()
+        self.calibration_lead_ms: tuple[float, ...] = ()  # the device's lead inside each calibration call
         self.built: set[str] = set()
 
     # -- process life -----------------------------------------------------------------------
@@ -94,7 +95,7 @@ class RemoteRunner:
         self.built.clear()
         for name, source in self._originals.items():
             self._raw("register_original", name, source)
-        self.calibration_ms = ()
+        self.calibration_ms = self.calibration_lead_ms = ()
         if self._calibration_kernel is not None:
             self._calibrate(*self._calibration_kernel)
         elif self._calibrate_model:
@@ -149,24 +150,27 @@ class RemoteRunner:
     def _calibrate_forward(self) -> None:
         self._raw("warm_model")  # the capture is not part of any reading
         self._raw("time_model")
-        self._calibrate_on(lambda: self._raw("time_model")["ms"])
+        self._calibrate_on(lambda: self._raw("time_model"))
 
     def _calibrate(self, name: str, args: list[Any]) -> None:
         shared = share_args(args)
         self._raw("launch", name, ORIGINAL, [shared])  # warm: the first launch may compile or autotune
-        self._calibrate_on(lambda: self._raw("time_launch", name, ORIGINAL, shared)["ms"])
+        self._calibrate_on(lambda: self._raw("time_launch", name, ORIGINAL, shared))
 
-    def _calibrate_on(self, timed_call: Callable[[], Any]) -> None:
+    def _calibrate_on(self, timed_call: Callable[[], dict[str, Any]]) -> None:
         """What the judge's clock sees beyond the process's own readings of a trusted call, kept as the
-        calibration every later reading of this process is checked against."""
-        unexplained = []
+        calibration every later reading of this process is checked against; beside it, the device's lead
+        inside each of those calls (``timed_call``: the worker's reply, its ``ms`` and ``lead_ms``), which
+        the check allows once rather than as overhead to be multiplied."""
+        unexplained, leads = [], []
         for _ in range(CALIBRATION_CALLS):
             _sync(self.device)
             started = time.perf_counter()
-            reported = float(timed_call())
-            unexplained.append((time.perf_counter() - started) * 1000.0 - reported)
+            reply = timed_call()
+            unexplained.append((time.perf_counter() - started) * 1000.0 - float(reply["ms"]))
+            leads.append(float(reply.get("lead_ms", 0.0)))
         self._raw("release")
-        self.calibration_ms = tuple(unexplained)
+        self.calibration_ms, self.calibration_lead_ms = tuple(unexplained), tuple(leads)
 
     @property
     def overhead_ms(self) -> float:

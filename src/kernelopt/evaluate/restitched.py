@@ -169,5 +169,9 @@ class RestitchedModel:
         """None when the candidate process's readings of its model agree with the judge's clock, against
         that process's calibration; else the failed performance verdict naming the disagreement."""
         return judge_timing_evidence(
-            e2e.comparison.candidate.samples_ms, e2e.candidate_wall_ms, self.runner.calibration_ms, what="model"
+            e2e.comparison.candidate.samples_ms,
+            e2e.candidate_wall_ms,
+            self.runner.calibration_ms,
+            what="model",
+            calibration_lead_ms=self.runner.calibration_lead_ms,
         )

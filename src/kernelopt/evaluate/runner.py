@@ -151,7 +151,7 @@ def time_launch(name: str, key: str, args: Sequence[Any], flush_l2: bool = True)
     """One timed launch on lent arguments: L2 flushed, events around the launch (the judge
     checks the reading against its own clock). The opened arguments stay open until
     :func:`release`, so a timing loop over the same sets does not reopen them every call."""
-    from kernelopt.measure.timer import time_call
+    from kernelopt.measure.timer import read_call
 
     state = _state()
     kernel = _kernel(state, name, key)
@@ -159,8 +159,8 @@ def time_launch(name: str, key: str, args: Sequence[Any], flush_l2: bool = True)
     opened = state.opened.get(handle_key)
     if opened is None:
         opened = state.opened[handle_key] = open_args(args)
-    ms = time_call(lambda: state.backend.launch(kernel, opened), device=state.device, flush_l2=flush_l2)
-    return {"ms": ms}
+    reading = read_call(lambda: state.backend.launch(kernel, opened), device=state.device, flush_l2=flush_l2)
+    return {"ms": reading.ms, "lead_ms": reading.lead_ms}
 
 
 def release() -> dict[str, Any]:
@@ -235,9 +235,10 @@ def drop_recorded() -> dict[str, Any]:
 def time_model(flush_l2: bool = True, recorded: bool = False) -> dict[str, Any]:
     """One timed forward of the re-stitched model on its captured inputs; with ``recorded``, one
     replay of the forward recorded as a CUDA graph (recorded on the first such call)."""
-    from kernelopt.measure.timer import time_call
+    from kernelopt.measure.timer import read_call
 
     state = _state()
     model = _session(state)
     fn = model.recorded().replay if recorded else model.forward
-    return {"ms": time_call(fn, device=state.device, flush_l2=flush_l2, include_host=True)}
+    reading = read_call(fn, device=state.device, flush_l2=flush_l2, include_host=True)
+    return {"ms": reading.ms, "lead_ms": reading.lead_ms}

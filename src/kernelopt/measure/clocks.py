@@ -62,6 +62,20 @@ def l2_flush_bytes(device: torch.device) -> int:
     return max(MIN_FLUSH_BYTES, 4 * int(l2))
 
 
+# Device clock cycles the per-call form (split_timer.read_call) keeps the device busy for after the flush,
+# before its start mark: about 1 ms at Hopper's clocks. A call whose host-side path outlasts the flush
+# otherwise left the device idle inside its reading: on the H200 the cluster op's graph read 0.59-0.76 ms
+# a call for a 0.59 ms kernel, a noise of 4.4 % (benchmarks/h200-2026-12-03-suite-modes, eighteenth
+# session), where back-to-back calls hide the host's path, as the in-process loop reads them.
+LEAD_CYCLES = 2_000_000
+
+
+def device_sleep(cycles: int) -> None:
+    """A kernel that spins ``cycles`` clock cycles on the current stream: PyTorch's own test helper,
+    ``torch.cuda._sleep`` (private; ``tests/test_measure_timer.py`` fails loudly where it moves)."""
+    torch.cuda._sleep(cycles)
+
+
 class Backend(Protocol):
     """What the per-trial loop needs from a clock: marks, and elapsed time between two."""
 
@@ -71,6 +85,7 @@ class Backend(Protocol):
 
     def reserve(self, n_marks: int) -> None: ...
     def flush_l2(self) -> None: ...
+    def lead(self) -> None: ...
     def mark(self) -> object: ...
     def synchronize(self) -> None: ...
     def elapsed_ms(self, start: object, end: object) -> float: ...
@@ -89,6 +104,9 @@ class HostClockBackend:
         pass
 
     def flush_l2(self) -> None:
+        pass
+
+    def lead(self) -> None:
         pass
 
     def mark(self) -> float:
@@ -120,6 +138,11 @@ class CudaEventBackend:
     def flush_l2(self) -> None:
         if self._flush_buffer is not None:
             self._flush_buffer.zero_()
+
+    def lead(self) -> None:
+        """Keep the device busy for :data:`LEAD_CYCLES` before the next mark, so that a call made after
+        it has its launches queued before the device reaches them (:func:`device_sleep`)."""
+        device_sleep(LEAD_CYCLES)
 
     def mark(self) -> torch.cuda.Event:
         event = self._events[self._next]

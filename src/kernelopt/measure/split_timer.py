@@ -2,8 +2,8 @@
 
 The judge never runs a candidate in its own process, so gate 4 cannot hand both
 functions to :func:`kernelopt.measure.timer.compare`. Instead each side times its
-own call with :func:`time_call` (the per-call form of the protocol: L2 flushed,
-marks around the call, then a synchronize) and :func:`compare_split` interleaves
+own call with :func:`read_call` (the per-call form of the protocol: L2 flushed,
+the device kept busy while the host launches, marks around the call, then a synchronize) and :func:`compare_split` interleaves
 those readings strictly A B A B, every call after the other side's. Because a
 reading that comes from another process could be forged, :class:`SplitComparison`
 keeps this process's own wall-clock view of every remote call beside it.
@@ -43,6 +43,50 @@ def _backend_for(target: torch.device, flush_l2: bool, clock: Callable[[], float
     return _BACKENDS[key]
 
 
+@dataclass(frozen=True)
+class CallReading:
+    """One timed call (:func:`read_call`): its reading, and how long the device's lead before it ran (the
+    judge takes the lead out of the wall time it checks readings against: the calibration's, not this)."""
+
+    ms: float
+    lead_ms: float
+
+
+def read_call(
+    fn: Fn,
+    *,
+    device: DeviceLike = None,
+    flush_l2: bool = True,
+    include_host: bool = False,
+    _clock: Callable[[], float] | None = None,
+) -> CallReading:
+    """One call of ``fn``: L2 flushed, the device kept busy a while (the backend's ``lead``), marks around
+    the call, then a synchronize.
+
+    The per-call form of the protocol, for a comparison whose two sides live in two
+    processes (:func:`compare_split`): each side times its own call and waits for it
+    before the other side runs. The lead has the call's launches queued before the
+    device reaches the start mark, so the marks read the device's time as back-to-back
+    calls pay it, not the host's path to its launches. ``include_host``: as for
+    :func:`~kernelopt.measure.timer.compare` (a model's forward, whose host-side launches
+    the reading must hold: the longer of the device's and the host's time)."""
+    target = resolve_device(device)
+    backend = _backend_for(target, flush_l2, _clock)
+    backend.reserve(3)
+    host_clock = _clock or time.perf_counter
+    backend.flush_l2()
+    led = backend.mark()
+    backend.lead()
+    start = backend.mark()
+    began = host_clock()
+    fn()
+    host_ms = (host_clock() - began) * 1000.0
+    end = backend.mark()
+    backend.synchronize()
+    device_ms = backend.elapsed_ms(start, end)
+    return CallReading(max(device_ms, host_ms) if include_host else device_ms, backend.elapsed_ms(led, start))
+
+
 def time_call(
     fn: Fn,
     *,
@@ -51,24 +95,8 @@ def time_call(
     include_host: bool = False,
     _clock: Callable[[], float] | None = None,
 ) -> float:
-    """Milliseconds of one call of ``fn``: L2 flushed, marks around the call, then a synchronize.
-
-    The per-call form of the protocol, for a comparison whose two sides live in two
-    processes (:func:`compare_split`): each side times its own call and waits for it
-    before the other side runs. ``include_host``: as for :func:`~kernelopt.measure.timer.compare`
-    (a model's forward, whose host-side launches the reading must hold)."""
-    target = resolve_device(device)
-    backend = _backend_for(target, flush_l2, _clock)
-    backend.reserve(2)
-    host_clock = _clock or time.perf_counter
-    backend.flush_l2()
-    start = backend.mark()
-    began = host_clock()
-    fn()
-    host_ms = (host_clock() - began) * 1000.0
-    end = backend.mark()
-    backend.synchronize()
-    return max(backend.elapsed_ms(start, end), host_ms) if include_host else backend.elapsed_ms(start, end)
+    """Milliseconds of one call of ``fn`` (:func:`read_call`'s reading)."""
+    return read_call(fn, device=device, flush_l2=flush_l2, include_host=include_host, _clock=_clock).ms
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,7 @@ def run_performance_gate(
     split, before, after = time_kernels(kernel, original, runner, key, args, trials, reference)
     timed = check_launch(kernel, lambda a: launch(original, a), before, after, "the last timed call")
     floor = min_time_us(kernel, args, peak_gbps)
-    return judge_timed(timed, split, runner.calibration_ms, floor, policy), split
+    return judge_timed(timed, split, runner.calibration_ms, floor, policy, runner.calibration_lead_ms), split
 
 
 def judge_timed(
@@ -185,6 +185,7 @@ def judge_timed(
     calibration_ms: Sequence[float],
     floor_us: float | None,
     policy: PerformancePolicy,
+    calibration_lead_ms: Sequence[float] = (),
 ) -> Verdict:
     """Gate 4's verdict on a finished interleaved timing: the last timed call's outputs right (``timed``,
     the judge's check of them), the candidate's readings borne out by the judge's clock, then a real,
@@ -197,7 +198,11 @@ def judge_timed(
             {"rule": "timed_outputs", **timed.details},
         )
     evidence = judge_timing_evidence(
-        split.comparison.candidate.samples_ms, split.candidate_wall_ms, calibration_ms, policy
+        split.comparison.candidate.samples_ms,
+        split.candidate_wall_ms,
+        calibration_ms,
+        policy,
+        calibration_lead_ms=calibration_lead_ms,
     )
     if evidence is not None:
         return evidence

@@ -48,6 +48,7 @@ class PerformancePolicy:
     roofline_slack: float = 0.95
     overhead_k: float = 2.0
     overhead_slack_ms: float = 0.25
+    lead_k: float = 1.25
 
     def required_speedup(self, noise: float) -> float:
         return 1.0 + max(self.margin, self.noise_k * noise)
@@ -183,6 +184,7 @@ def judge_timing_evidence(
     calibration_ms: Sequence[float],
     policy: PerformancePolicy | None = None,
     what: str = "candidate",
+    calibration_lead_ms: Sequence[float] = (),
 ) -> Verdict | None:
     """None when the candidate's process's own readings agree with the judge's clock; else a failed
     performance verdict naming the disagreement.
@@ -194,7 +196,12 @@ def judge_timing_evidence(
     (``calibration_ms``, the unexplained milliseconds of those calls). A reading shaved
     below the truth shows up as unexplained wall time; the lie it can hide is bounded by
     the calibrated overhead, and the roofline check bounds it from below.
-    """
+
+    Each call also holds the device's lead before its start mark (``split_timer.read_call``),
+    a fixed number of device cycles the calibration's calls read as ``calibration_lead_ms``.
+    It is taken out of the calibration before the overhead is multiplied and allowed once, at
+    ``lead_k`` times the longest the calibration saw: a lead of 1 ms in the overhead would
+    otherwise let a reading be shaved by 2 ms more."""
     policy = policy or PerformancePolicy()
     if not calibration_ms:
         return Verdict(
@@ -203,8 +210,10 @@ def judge_timing_evidence(
             f"no calibration of the candidate's process: {what} timing not trusted",
             {"rule": "timing_evidence"},
         )
-    calibration = sorted(calibration_ms)
-    allowed = policy.overhead_k * max(calibration[len(calibration) * 3 // 4], 0.0) + policy.overhead_slack_ms
+    leads = list(calibration_lead_ms) + [0.0] * (len(calibration_ms) - len(calibration_lead_ms))
+    calibration = sorted(u - lead for u, lead in zip(calibration_ms, leads))
+    lead = policy.lead_k * max(leads, default=0.0)
+    allowed = policy.overhead_k * max(calibration[len(calibration) * 3 // 4], 0.0) + lead + policy.overhead_slack_ms
     unexplained = sorted(w - r for w, r in zip(wall_ms, reported_ms))
     over = [r - w for w, r in zip(wall_ms, reported_ms) if r > w + 0.01]
     details = {
@@ -212,6 +221,7 @@ def judge_timing_evidence(
         "allowed_unexplained_ms": allowed,
         "median_unexplained_ms": unexplained[len(unexplained) // 2] if unexplained else None,
         "calibration_ms": list(calibration_ms),
+        "calibration_lead_ms": list(calibration_lead_ms),
         "wall_ms": list(wall_ms),
         "reported_ms": list(reported_ms),
     }
@@ -233,7 +243,8 @@ def judge_timing_evidence(
             (
                 f"timing evidence inconsistent: the judge's clock saw {median:.3f} ms per {what} call that its "
                 f"process's readings do not explain; calibrated overhead allows {allowed:.3f} ms "
-                f"({policy.overhead_k:g} x the calibration's upper quartile + {policy.overhead_slack_ms:g} ms)"
+                f"({policy.overhead_k:g} x the calibration's upper quartile + {policy.lead_k:g} x its longest "
+                f"device lead + {policy.overhead_slack_ms:g} ms)"
             ),
             details,
         )
