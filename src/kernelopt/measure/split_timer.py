@@ -3,10 +3,11 @@
 The judge never runs a candidate in its own process, so gate 4 cannot hand both
 functions to :func:`kernelopt.measure.timer.compare`. Instead each side times its
 own call with :func:`read_call` (the per-call form of the protocol: L2 flushed,
-the device kept busy while the host launches, marks around the call, then a synchronize) and :func:`compare_split` interleaves
-those readings strictly A B A B, every call after the other side's. Because a
-reading that comes from another process could be forged, :class:`SplitComparison`
-keeps this process's own wall-clock view of every remote call beside it.
+the device kept busy while the host launches, marks around the call, then a
+synchronize) and :func:`compare_split` interleaves those readings strictly A B A B,
+every call after the other side's. Because a reading that comes from another
+process could be forged, :class:`SplitComparison` keeps this process's own
+wall-clock view of every remote call beside it.
 """
 
 from __future__ import annotations
