@@ -17,7 +17,6 @@ reading is checked (``verify.performance.judge_timing_evidence``).
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -171,10 +170,6 @@ class RemoteRunner:
             leads.append(float(reply.get("lead_ms", 0.0)))
         self._raw("release")
         self.calibration_ms, self.calibration_lead_ms = tuple(unexplained), tuple(leads)
-
-    @property
-    def overhead_ms(self) -> float:
-        return statistics.median(self.calibration_ms) if self.calibration_ms else float("nan")
 
     # -- candidates ---------------------------------------------------------------------------
 

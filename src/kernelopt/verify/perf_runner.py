@@ -209,6 +209,7 @@ def judge_timed(
     verdict = judge_performance(split.comparison, floor_us, policy)
     verdict.details["wall_ms_median"] = sorted(split.candidate_wall_ms)[len(split.candidate_wall_ms) // 2]
     verdict.details["calibrated_overhead_ms"] = list(calibration_ms)
+    verdict.details["calibration_lead_ms"] = list(calibration_lead_ms)  # inside each overhead above
     return verdict
 
 
