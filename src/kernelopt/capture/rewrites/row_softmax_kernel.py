@@ -373,18 +373,16 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
   // FAST: exponentials are 2^t of t = v * scale * log2(e), the max and the sum in those units
   const float k = FAST && !NORM ? scale * LOG2E : scale;
   float m = NORM ? 0.0f : -INFINITY, s = 0.0f;
-  for (int i = threadIdx.x; i < head; i += THREADS) {  // the head and tail: loaded, kept for the output
-    const TI v = src[i];
-    buf[i] = v;
-    const float t = as_float<TI>(v) * k;
-    if constexpr (NORM) s += t * t; else take<FAST>(m, s, t);
-  }
-  for (int i = tail + threadIdx.x; i < n; i += THREADS) {
-    const TI v = src[i];
-    buf[i] = v;
-    const float t = as_float<TI>(v) * k;
-    if constexpr (NORM) s += t * t; else take<FAST>(m, s, t);
-  }
+  auto edge = [&](int from, int to) {  // the head or the tail: loaded, kept for the output, folded
+    for (int i = from + threadIdx.x; i < to; i += THREADS) {
+      const TI v = src[i];
+      buf[i] = v;
+      const float t = as_float<TI>(v) * k;
+      if constexpr (NORM) s += t * t; else take<FAST>(m, s, t);
+    }
+  };
+  edge(0, head);
+  edge(tail, n);
   for (int p = 0; p < PIECES; ++p) {
     asm volatile(
         "{\n"
@@ -422,8 +420,9 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
     if constexpr (NORM) return from_float<TO>(e / norm);
     else return from_float<TO>(log_out ? e - shift : exp_of<FAST>(as_float<TI>(raw) * k - M) * inv);
   };
-  for (int i = threadIdx.x; i < head; i += THREADS) yr[i] = out(buf[i]);
-  for (int i = tail + threadIdx.x; i < n; i += THREADS) yr[i] = out(buf[i]);
+  auto edge_out = [&](int from, int to) { for (int i = from + threadIdx.x; i < to; i += THREADS) yr[i] = out(buf[i]); };
+  edge_out(0, head);
+  edge_out(tail, n);
   // the middle's output 16 bytes a store: OVEC elements a thread, so that a warp's store is one run of
   // memory (each thread storing its VEC elements as two 16-byte halves, a bfloat16 row's float32 output ran
   // 1.9x slower on the H100)
