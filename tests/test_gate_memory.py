@@ -15,6 +15,7 @@ from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.problem import edges, layouts
 from kernelopt.problem.layouts import RotatingInputs
 from kernelopt.verify import _chunks, subkernel
+from kernelopt.verify.performance import Calibration
 
 SOURCE = """
 @triton_heuristics.pointwise(size_hints={'x': 64}, filename=__file__,
@@ -108,8 +109,7 @@ def test_gate_3_holds_one_seed_and_one_pass_at_a_time() -> None:
 class _Runner:
     """Stands in for the candidate's and the reference's processes: the kernel runs here, on the lent sets."""
 
-    calibration_ms = (0.0,)
-    calibration_lead_ms = (0.0,)
+    calibration = Calibration((0.0,), (0.0,))
 
     def timed(self, name, key, args_of):
         def run() -> float:

@@ -174,7 +174,7 @@ def test_the_variant_is_judged_end_to_end_and_a_wrong_call_sequence_fails_the_mo
         assert "performance" in gates and honest["passed"] == gates["performance"]
         comparison = honest["end_to_end"]["comparison"]
         assert comparison["baseline"]["median_ms"] > 0 and comparison["candidate"]["median_ms"] > 0
-        assert len(runner.calibration_ms) >= 10  # calibrated on the original model's forward
+        assert len(runner.calibration.overhead_ms) >= 10  # calibrated on the original model's forward
         assert honest["digest"] == candidate.digest()
         result = evaluate_graph(restitched, artifact.graphs[0].source_code, wrong, SETTINGS)
         failed = next(v for v in result["verdicts"] if not v["passed"])

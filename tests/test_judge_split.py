@@ -17,7 +17,7 @@ from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.evaluate.remote import RemoteRunner, RunnerDied
 from kernelopt.measure.timer import compare_split
 from kernelopt.verify import subkernel
-from kernelopt.verify.performance import PerformancePolicy, judge_timing_evidence
+from kernelopt.verify.performance import Calibration, PerformancePolicy, judge_timing_evidence
 
 TESTS = Path(__file__).resolve().parent
 NAME = "triton_poi_double_0"
@@ -118,8 +118,8 @@ def test_a_candidate_that_patches_the_judge_in_its_process_still_fails(kernel, r
 
 
 def test_the_calibration_comes_from_the_original_before_any_candidate(remote) -> None:
-    assert len(remote.calibration_ms) >= 10
-    assert all(0 <= ms < 50 for ms in remote.calibration_ms)
+    assert len(remote.calibration.overhead_ms) >= 10
+    assert all(0 <= ms < 50 for ms in remote.calibration.overhead_ms)
 
 
 def timing(kernel, remote, source, trials=8):
@@ -138,11 +138,11 @@ def test_a_candidate_that_forges_its_clock_is_caught_by_the_judges(kernel, remot
     policy = PerformancePolicy(overhead_slack_ms=5.0)
     honest = timing(kernel, remote, SLOW)
     assert judge_timing_evidence(honest.comparison.candidate.samples_ms, honest.candidate_wall_ms,
-                                 remote.calibration_ms, policy) is None
+                                 remote.calibration, policy) is None
     forged = timing(kernel, remote, FORGES_ITS_CLOCK)
     assert forged.comparison.speedup > 1.0  # its readings claim it is fast ...
     verdict = judge_timing_evidence(forged.comparison.candidate.samples_ms, forged.candidate_wall_ms,
-                                    remote.calibration_ms, policy)
+                                    remote.calibration, policy)
     assert verdict is not None and not verdict.passed  # ... the judge's clock says otherwise
     assert verdict.details["rule"] == "timing_evidence" and "do not explain" in verdict.reason
 
@@ -153,17 +153,17 @@ def test_a_candidate_that_kills_its_process_costs_one_call_not_the_judge(kernel,
         remote.launcher(NAME, key)([torch.randn(4), torch.empty(4), 4])
     remote.restart()
     assert gate2(kernel, remote, ORIGINAL).passed  # a fresh process, calibrated again
-    assert len(remote.calibration_ms) >= 10
+    assert len(remote.calibration.overhead_ms) >= 10
 
 
 def test_timing_evidence_rules() -> None:
-    calibration = [0.2] * 12
+    calibration = Calibration((0.2,) * 12)
     assert judge_timing_evidence([1.0] * 5, [1.3] * 5, calibration) is None
     longer = judge_timing_evidence([1.0] * 5, [0.5] * 5, calibration)
     assert longer is not None and "longer than the whole call" in longer.reason
     shaved = judge_timing_evidence([0.1] * 5, [1.3] * 5, calibration, PerformancePolicy())
     assert shaved is not None and "allows 0.650 ms" in shaved.reason
-    assert judge_timing_evidence([1.0], [1.2], []) is not None  # no calibration: nothing is believed
+    assert judge_timing_evidence([1.0], [1.2], Calibration()) is not None  # no calibration: nothing is believed
 
 
 def test_the_devices_lead_is_allowed_once_not_multiplied_with_the_overhead() -> None:
@@ -171,13 +171,21 @@ def test_the_devices_lead_is_allowed_once_not_multiplied_with_the_overhead() -> 
     judge's wall time. Taken out of the calibration before the overhead is doubled, and allowed once: an
     honest reading passes, and a reading shaved by 1.5 ms is still refused. Counted as overhead (no leads
     given), the same calibration would have let the shaved one through."""
-    calibration, leads = [1.2] * 12, [1.0] * 12  # 0.2 ms of pipe and process, 1.0 ms of lead
-    honest = judge_timing_evidence([1.0] * 5, [2.25] * 5, calibration, calibration_lead_ms=leads)
-    assert honest is None
-    shaved = judge_timing_evidence([0.1] * 5, [2.75] * 5, calibration, calibration_lead_ms=leads)
+    overhead, leads = (1.2,) * 12, (1.0,) * 12  # 0.2 ms of pipe and process, 1.0 ms of lead
+    calibration = Calibration(overhead, leads)
+    assert judge_timing_evidence([1.0] * 5, [2.25] * 5, calibration) is None
+    shaved = judge_timing_evidence([0.1] * 5, [2.75] * 5, calibration)
     assert shaved is not None and "allows 1.900 ms" in shaved.reason  # 2 x 0.2 + 1.25 x 1.0 + 0.25
-    assert shaved.details["calibration_lead_ms"] == leads
-    assert judge_timing_evidence([0.1] * 5, [2.75] * 5, calibration) is None  # the lead doubled: 2.65 ms allowed
+    assert shaved.details["calibration_lead_ms"] == list(leads)
+    no_leads = Calibration(overhead)  # the lead counted as overhead, doubled: 2.65 ms allowed
+    assert judge_timing_evidence([0.1] * 5, [2.75] * 5, no_leads) is None
+
+
+def test_a_calibration_has_one_lead_per_call_or_none() -> None:
+    with pytest.raises(ValueError, match="one lead per call: 2 leads for 3 calls"):
+        Calibration((0.2, 0.2, 0.2), (1.0, 1.0))
+    assert not Calibration() and Calibration((0.2,))
+    assert Calibration((0.2,) * 4).allowed_ms(PerformancePolicy()) == pytest.approx(0.65)
 
 
 def test_the_calibration_keeps_each_calls_lead_beside_its_overhead(monkeypatch) -> None:
@@ -190,9 +198,9 @@ def test_the_calibration_keeps_each_calls_lead_beside_its_overhead(monkeypatch) 
     replies = iter([{"ms": 0.5, "lead_ms": 1.0}] * 6 + [{"ms": 0.5}] * 6)
     monkeypatch.setattr(runner, "_raw", lambda call, *a, **k: None)
     runner._calibrate_on(lambda: next(replies))
-    assert len(runner.calibration_ms) == remote_module.CALIBRATION_CALLS == 12
-    assert runner.calibration_lead_ms == (1.0,) * 6 + (0.0,) * 6
-    assert all(ms > -0.5 for ms in runner.calibration_ms)  # wall time less the reading
+    assert len(runner.calibration.overhead_ms) == remote_module.CALIBRATION_CALLS == 12
+    assert runner.calibration.lead_ms == (1.0,) * 6 + (0.0,) * 6
+    assert all(ms > -0.5 for ms in runner.calibration.overhead_ms)  # wall time less the reading
 
 
 def test_a_kernel_is_identified_up_to_the_backend_hash_each_process_stamps() -> None:
@@ -258,7 +266,7 @@ def test_a_failed_build_still_counts_as_code_run_in_the_process() -> None:
         assert error is not None and runner.built  # its module code ran before it failed
         runner.register_original("other", ORIGINAL.replace(NAME, "other"), [torch.randn(16), torch.empty(16), 16])
         assert runner.worker.starts == first + 1  # a fresh process calibrates for the next kernel
-        assert len(runner.calibration_ms) >= 10
+        assert len(runner.calibration.overhead_ms) >= 10
     finally:
         runner.close()
 

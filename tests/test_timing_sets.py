@@ -14,6 +14,7 @@ import torch
 from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.problem.layouts import RotatingInputs
 from kernelopt.verify import perf_runner
+from kernelopt.verify.performance import Calibration
 
 NAME = "triton_poi_gather_0"
 SOURCE = f"""
@@ -57,8 +58,7 @@ def test_stride_zero_integer_inputs_are_restored() -> None:
 class _InProcessRunner:
     """Stands in for the candidate's process: records the memory each timed call ran on."""
 
-    calibration_ms = (0.0,)
-    calibration_lead_ms = (0.0,)
+    calibration = Calibration((0.0,), (0.0,))
 
     def __init__(self, seen: list[int]) -> None:
         self.seen = seen

@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         )
     runner = RemoteRunner(device="cuda")
     runner.register_original(kernel.name, kernel.source, clone_args(snap))
-    print("runner calibration overhead ms", [round(x, 4) for x in runner.calibration_ms])
+    print("runner calibration overhead ms", [round(x, 4) for x in runner.calibration.overhead_ms])
     key, error, _ = runner.build(kernel.name, kernel.source)
     assert error is None, error
     reference = ReferenceRunner(device="cuda")

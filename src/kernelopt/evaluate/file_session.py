@@ -428,9 +428,7 @@ class FileSession:
         split, timed = self._time(key, settings.trials, keep_last=True)
         assert timed is not None
         runner = self.runner
-        verdict = judge_timed(
-            timed, split, runner.calibration_ms, self.min_time_us(), policy, runner.calibration_lead_ms
-        )
+        verdict = judge_timed(timed, split, runner.calibration, self.min_time_us(), policy)
         return verdict, split
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ numbers the judge checks, and replies unpickled through the safe allow-list.
 Right after every start of that process, before any candidate is built in it,
 the runner times the *original* kernel the same way it will time candidates;
 what the judge's clock saw beyond the runner's own readings then is the honest
-overhead of a remote call (:attr:`calibration_ms`), against which every later
+overhead of a remote call (:attr:`calibration`), against which every later
 reading is checked (``verify.performance.judge_timing_evidence``).
 """
 
@@ -26,6 +26,7 @@ import torch
 
 from kernelopt.evaluate.runner import DEFAULT_BACKEND, ORIGINAL
 from kernelopt.evaluate.shared_tensors import share, share_args
+from kernelopt.verify.performance import Calibration
 from kernelopt.workers.identity import check_cuda_lending, worker_identity
 from kernelopt.workers.isolated import WorkerResult
 from kernelopt.workers.persistent import PersistentWorker
@@ -74,8 +75,7 @@ class RemoteRunner:
         self._originals: dict[str, str] = {}
         self._calibration_kernel: tuple[str, list[Any]] | None = None
         self._calibrate_model = False  # no kernel to calibrate on: the original model's timed forward
-        self.calibration_ms: tuple[float, ...] = ()
-        self.calibration_lead_ms: tuple[float, ...] = ()  # the device's lead inside each calibration call
+        self.calibration = Calibration()
         self.built: set[str] = set()
 
     # -- process life -----------------------------------------------------------------------
@@ -94,7 +94,7 @@ class RemoteRunner:
         self.built.clear()
         for name, source in self._originals.items():
             self._raw("register_original", name, source)
-        self.calibration_ms = self.calibration_lead_ms = ()
+        self.calibration = Calibration()
         if self._calibration_kernel is not None:
             self._calibrate(*self._calibration_kernel)
         elif self._calibrate_model:
@@ -127,7 +127,7 @@ class RemoteRunner:
                 self.restart()
             else:
                 self._raw("register_original", name, source)
-                if not self.calibration_ms:
+                if not self.calibration:
                     self._calibrate(*self._calibration_kernel)
         self._ensure()
 
@@ -169,7 +169,7 @@ class RemoteRunner:
             unexplained.append((time.perf_counter() - started) * 1000.0 - float(reply["ms"]))
             leads.append(float(reply.get("lead_ms", 0.0)))
         self._raw("release")
-        self.calibration_ms, self.calibration_lead_ms = tuple(unexplained), tuple(leads)
+        self.calibration = Calibration(tuple(unexplained), tuple(leads))
 
     # -- candidates ---------------------------------------------------------------------------
 

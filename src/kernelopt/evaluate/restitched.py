@@ -171,7 +171,6 @@ class RestitchedModel:
         return judge_timing_evidence(
             e2e.comparison.candidate.samples_ms,
             e2e.candidate_wall_ms,
-            self.runner.calibration_ms,
+            self.runner.calibration,
             what="model",
-            calibration_lead_ms=self.runner.calibration_lead_ms,
         )

@@ -31,7 +31,7 @@ from kernelopt.capture.snapshot import launch
 from kernelopt.measure.timer import SplitComparison, compare_split
 from kernelopt.problem.layouts import RotatingInputs, clone_args, exact_clone
 from kernelopt.verify.correctness import bitwise_changes, nan_fill_
-from kernelopt.verify.performance import PerformancePolicy, judge_performance, judge_timing_evidence
+from kernelopt.verify.performance import Calibration, PerformancePolicy, judge_performance, judge_timing_evidence
 from kernelopt.verify.subkernel import check_launch, param_roles
 from kernelopt.verify.verdict import Verdict
 
@@ -176,16 +176,15 @@ def run_performance_gate(
     split, before, after = time_kernels(kernel, original, runner, key, args, trials, reference)
     timed = check_launch(kernel, lambda a: launch(original, a), before, after, "the last timed call")
     floor = min_time_us(kernel, args, peak_gbps)
-    return judge_timed(timed, split, runner.calibration_ms, floor, policy, runner.calibration_lead_ms), split
+    return judge_timed(timed, split, runner.calibration, floor, policy), split
 
 
 def judge_timed(
     timed: Verdict,
     split: SplitComparison,
-    calibration_ms: Sequence[float],
+    calibration: Calibration,
     floor_us: float | None,
     policy: PerformancePolicy,
-    calibration_lead_ms: Sequence[float] = (),
 ) -> Verdict:
     """Gate 4's verdict on a finished interleaved timing: the last timed call's outputs right (``timed``,
     the judge's check of them), the candidate's readings borne out by the judge's clock, then a real,
@@ -198,18 +197,14 @@ def judge_timed(
             {"rule": "timed_outputs", **timed.details},
         )
     evidence = judge_timing_evidence(
-        split.comparison.candidate.samples_ms,
-        split.candidate_wall_ms,
-        calibration_ms,
-        policy,
-        calibration_lead_ms=calibration_lead_ms,
+        split.comparison.candidate.samples_ms, split.candidate_wall_ms, calibration, policy
     )
     if evidence is not None:
         return evidence
     verdict = judge_performance(split.comparison, floor_us, policy)
     verdict.details["wall_ms_median"] = sorted(split.candidate_wall_ms)[len(split.candidate_wall_ms) // 2]
-    verdict.details["calibrated_overhead_ms"] = list(calibration_ms)
-    verdict.details["calibration_lead_ms"] = list(calibration_lead_ms)  # inside each overhead above
+    verdict.details["calibrated_overhead_ms"] = list(calibration.overhead_ms)
+    verdict.details["calibration_lead_ms"] = list(calibration.lead_ms)  # inside each overhead above
     return verdict
 
 

@@ -54,6 +54,40 @@ class PerformancePolicy:
         return 1.0 + max(self.margin, self.noise_k * noise)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What the judge's clock saw of a trusted call in the candidate's process (the original, before any
+    candidate ran there), per call: the milliseconds that process's own reading did not explain
+    (``overhead_ms``: the request, the reply, the flush, the synchronize) and the device's lead inside
+    them (``lead_ms``: ``split_timer.read_call`` keeps the device busy a fixed number of cycles before
+    its start mark). Every later reading of that process is checked against it
+    (:func:`judge_timing_evidence`). Empty: not calibrated, and nothing it reports is believed."""
+
+    overhead_ms: tuple[float, ...] = ()
+    lead_ms: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.lead_ms and len(self.lead_ms) != len(self.overhead_ms):
+            raise ValueError(
+                f"a calibration needs one lead per call: {len(self.lead_ms)} leads for {len(self.overhead_ms)} calls"
+            )
+
+    def __bool__(self) -> bool:
+        return bool(self.overhead_ms)
+
+    def allowed_ms(self, policy: PerformancePolicy) -> float:
+        """The unexplained milliseconds a later call may show: ``overhead_k`` times the upper quartile of
+        the overhead less its lead, plus the lead once (``lead_k`` times the longest seen) and the slack.
+        A lead of 1 ms counted as overhead would let a reading be shaved by 2 ms more."""
+        leads = self.lead_ms or (0.0,) * len(self.overhead_ms)
+        beyond = sorted(u - lead for u, lead in zip(self.overhead_ms, leads))
+        upper = max(beyond[len(beyond) * 3 // 4], 0.0) if beyond else 0.0
+        return policy.overhead_k * upper + policy.lead_k * max(leads, default=0.0) + policy.overhead_slack_ms
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {"calibration_ms": list(self.overhead_ms), "calibration_lead_ms": list(self.lead_ms)}
+
+
 def _speedup_digits(speedup: float) -> int:
     """Three decimals near 1 (1.012x), where they matter; two elsewhere (1.21x)."""
     return 3 if math.isfinite(speedup) and abs(speedup - 1.0) < 0.1 else 2
@@ -181,10 +215,9 @@ def judge_end_to_end(comparison: Comparison) -> dict[str, Any]:
 def judge_timing_evidence(
     reported_ms: Sequence[float],
     wall_ms: Sequence[float],
-    calibration_ms: Sequence[float],
+    calibration: Calibration,
     policy: PerformancePolicy | None = None,
     what: str = "candidate",
-    calibration_lead_ms: Sequence[float] = (),
 ) -> Verdict | None:
     """None when the candidate's process's own readings agree with the judge's clock; else a failed
     performance verdict naming the disagreement.
@@ -193,35 +226,26 @@ def judge_timing_evidence(
     times every such call from the outside (request to reply): the reading can never exceed
     that, and the wall time it does not explain must stay within what the same call cost
     when the runner timed the original kernel before any candidate had run in it
-    (``calibration_ms``, the unexplained milliseconds of those calls). A reading shaved
-    below the truth shows up as unexplained wall time; the lie it can hide is bounded by
-    the calibrated overhead, and the roofline check bounds it from below.
-
-    Each call also holds the device's lead before its start mark (``split_timer.read_call``),
-    a fixed number of device cycles the calibration's calls read as ``calibration_lead_ms``.
-    It is taken out of the calibration before the overhead is multiplied and allowed once, at
-    ``lead_k`` times the longest the calibration saw: a lead of 1 ms in the overhead would
-    otherwise let a reading be shaved by 2 ms more."""
+    (``calibration``, :meth:`Calibration.allowed_ms`). A reading shaved below the truth shows
+    up as unexplained wall time; the lie it can hide is bounded by the calibrated overhead,
+    and the roofline check bounds it from below. The candidate's own account of its lead is
+    never used: only the calibration's."""
     policy = policy or PerformancePolicy()
-    if not calibration_ms:
+    if not calibration:
         return Verdict(
             GATE,
             False,
             f"no calibration of the candidate's process: {what} timing not trusted",
             {"rule": "timing_evidence"},
         )
-    leads = list(calibration_lead_ms) + [0.0] * (len(calibration_ms) - len(calibration_lead_ms))
-    calibration = sorted(u - lead for u, lead in zip(calibration_ms, leads))
-    lead = policy.lead_k * max(leads, default=0.0)
-    allowed = policy.overhead_k * max(calibration[len(calibration) * 3 // 4], 0.0) + lead + policy.overhead_slack_ms
+    allowed = calibration.allowed_ms(policy)
     unexplained = sorted(w - r for w, r in zip(wall_ms, reported_ms))
     over = [r - w for w, r in zip(wall_ms, reported_ms) if r > w + 0.01]
     details = {
         "rule": "timing_evidence",
         "allowed_unexplained_ms": allowed,
         "median_unexplained_ms": unexplained[len(unexplained) // 2] if unexplained else None,
-        "calibration_ms": list(calibration_ms),
-        "calibration_lead_ms": list(calibration_lead_ms),
+        **calibration.to_dict(),
         "wall_ms": list(wall_ms),
         "reported_ms": list(reported_ms),
     }
