@@ -126,3 +126,72 @@ def test_the_example_layernorm_has_nothing_for_either_softmax_option() -> None:
     for option in (ONLINE_SOFTMAX_OPTION, CLUSTER_SOFTMAX_OPTION):
         (reason,) = s.graph_variants({option: True})
         assert isinstance(reason, str) and reason.startswith("not compiled: "), reason
+
+
+class Softmax(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+COUNTS: list[int] = []
+
+
+def count_wide(graph: torch.fx.Graph) -> int:
+    """A post-grad pass that records the row split's probe on the graph Inductor hands it, changing nothing."""
+    from kernelopt.capture.row_split import wide_reductions
+
+    COUNTS.append(wide_reductions(graph))
+    return 0
+
+
+def probed(fn, x: torch.Tensor) -> int:
+    """The probe's count on ``fn``'s post-grad graph as Inductor writes it for ``x``."""
+    COUNTS.clear()
+    compat.reset_dynamo()
+    with compat.post_grad_pass(count_wide), compat.fresh_compile():
+        torch.compile(fn)(x)
+    (count,) = COUNTS
+    return count
+
+
+def test_the_row_split_probe_counts_every_operation_that_could_reduce_4096_elements_into_one() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kernelopt.capture.row_split import WIDE, wide_reductions
+
+    assert WIDE == 4096  # compat.row_split_compile's threshold for a cooperative reduction
+    assert probed(lambda x: torch.relu(x) * 2, torch.randn(8, 8192)) == 0
+    assert probed(lambda x: torch.softmax(x, -1), torch.randn(8, 2048)) == 0
+    assert probed(lambda x: torch.softmax(x, -1), torch.randn(8, 4096)) == 2  # its max and its sum
+    assert probed(lambda x: torch.log_softmax(x / 0.7, -1), torch.randn(8, 8192)) >= 2  # a scaled one: more
+    assert probed(lambda x: x.sum(), torch.randn(64, 64)) == 1  # a whole tensor of 4096
+    assert probed(lambda x: x.mean(0), torch.randn(8192, 2)) >= 1  # a column, not a row
+    assert probed(lambda x: torch.nn.functional.layer_norm(x, (8192,)), torch.randn(4, 8192)) >= 1  # var_mean
+    assert probed(lambda x: torch.nn.functional.layer_norm(x, (2048,)), torch.randn(4, 2048)) == 0
+    # generous where it cannot tell: a node a rewrite added carries no recorded value, and counts
+    graph = make_fx(lambda x: torch.relu(x) * 2, tracing_mode="fake")(torch.randn(8, 16)).graph
+    assert wide_reductions(graph) == 0
+    (relu,) = [n for n in graph.nodes if n.op == "call_function" and "relu" in str(n.target)]
+    relu.meta.pop("val")
+    assert wide_reductions(graph) == 2  # relu itself, and the product that reads it
+
+
+@pytest.mark.parametrize(("width", "compiled"), [(2048, False), (8192, True)])
+def test_a_one_graph_row_split_variant_without_a_wide_reduction_is_not_compiled(width, compiled, stopped_dirs) -> None:
+    """The row split's compile makes every reduction of 4096 elements or more cooperative and changes
+    nothing else: a softmax 2048 wide stops after the post-grad pass (on the H200 such a compile took
+    about 35 s under max-autotune); one 8192 wide is compiled (on the CPU, as C++: the same kernels)."""
+    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
+
+    x = torch.randn(4, width)
+    s = session_of(Softmax(), x)
+    (made,) = s.graph_variants({ROW_SPLIT_OPTION: 8192})
+    if compiled:
+        assert made == "the same call sequence and kernels, or other parameters or outputs"
+    else:
+        assert made == (
+            "not compiled: kernelopt.capture.row_split.wide_reductions found nothing to rewrite: "
+            "Inductor would compile the graph as it is"
+        )
+        (kept,) = stopped_dirs
+        assert not any(os.path.exists(folder) for folder in kept)

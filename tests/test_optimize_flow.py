@@ -583,6 +583,13 @@ def test_the_graph_stage_says_how_many_option_sets_its_compile_budget_left_out()
         "compiled 2 of 3 option sets in 62 s (budget 60 s); 1 not compiled: the budget ran out"
     )
     assert compile_line(rows[:2], 12.0, 60.0) == "compiled 2 of 2 option sets in 12 s (budget 60 s)"
+    # a compile stopped after its post-grad pass with nothing to rewrite is neither compiled nor the budget's
+    why = "not compiled: kernelopt.capture.row_split.wide_reductions found nothing to rewrite: Inductor would ..."
+    stopped = {"options": {}, "available": False, "reason": why}
+    assert compile_line([[done], [stopped], [stopped], [left]], 30.0, 60.0) == (
+        "compiled 1 of 4 option sets in 30 s (budget 60 s); 2 stopped: nothing to rewrite; "
+        "1 not compiled: the budget ran out"
+    )
 
 
 def test_kernels_are_searched_on_the_graph_winners_compile_and_verified_against_the_base(tmp_path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kernelopt.capture.compile_stop import check_rewritten, rewritten_nothing
+from kernelopt.capture.compile_stop import check_rewritten, rewritten_nothing, stop_probe
 from kernelopt.errors import UnsupportedEnvironment
 
 MIN_TORCH = (2, 9)
@@ -46,8 +46,12 @@ def compile_fx_with_inner_hook(
 ) -> Any:
     """Compile ``gm`` with Inductor under its own ``config_patches``, handing each ``CompiledFxGraph`` to
     ``on_graph``; ``rewrites`` (kernelopt's compile options, resolved by
-    :func:`~kernelopt.capture.rewrites.passes.compile_with_options`) run as a post-grad pass."""
+    :func:`~kernelopt.capture.rewrites.passes.compile_with_options`) run as a post-grad pass, with the
+    probe of a :func:`~kernelopt.capture.compile_stop.stop_where_unchanged` context beside them."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    probe = stop_probe()
+    rewrites = (*rewrites, probe) if probe is not None else tuple(rewrites)
 
     def inner(*args: Any, **kwargs: Any) -> Any:
         compiled = compile_fx_inner(*args, **kwargs)
@@ -169,7 +173,7 @@ def mode_options(mode: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def row_split_compile(chunk: int) -> Iterator[None]:
-    """Inductor writing every reduction of 4096 elements or more as a persistent cooperative one
+    """Inductor writing every reduction of ``row_split.WIDE`` (4096) elements or more as a persistent cooperative one
     (:mod:`kernelopt.capture.row_split`), about ``chunk`` elements of a row per program (RSPLIT a power
     of two from 2 to 64), its grid launched as an ordinary one: in this context only, for compiling
     and first running a graph variant in a worker. Until :func:`~kernelopt.capture.row_split.row_split`
@@ -181,11 +185,13 @@ def row_split_compile(chunk: int) -> Iterator[None]:
     from torch._inductor.runtime import triton_heuristics
     from torch._inductor.virtualized import V
 
+    from kernelopt.capture.row_split import WIDE
+
     class RowSplitChoices(InductorChoices):  # the hooks' signatures differ between torch versions
         def should_use_cooperative_reduction(self, *args: Any) -> bool:  # type: ignore[override]
             features = next((a for a in args if hasattr(a, "reduction_numel")), None)
             rnumel = features.reduction_numel if features is not None else args[-1]
-            return bool(V.graph.sizevars.statically_known_geq(rnumel, 4096))
+            return bool(V.graph.sizevars.statically_known_geq(rnumel, WIDE))
 
         def should_use_persistent_reduction(self, *args: Any, **kwargs: Any) -> bool:  # type: ignore[override]
             if any(a is True for a in args) or kwargs.get("cooperative_reduction"):

@@ -6,8 +6,9 @@ calls :func:`check_rewritten` after them."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import torch
 
@@ -18,26 +19,43 @@ class NothingRewritten(Exception):
     graph as it already is."""
 
 
-_STOP_UNCHANGED: ContextVar[bool] = ContextVar("kernelopt_stop_unchanged", default=False)
+STOPPED = "found nothing to rewrite"  # in the reason of every compile stopped here
+Probe = Callable[[torch.fx.Graph], int]  # how many places of a graph an option could change
+
+
+@dataclass(frozen=True)
+class _Stop:
+    probe: Probe | None
+
+
+_STOP: ContextVar[_Stop | None] = ContextVar("kernelopt_stop_unchanged", default=None)
 
 
 @contextlib.contextmanager
-def stop_where_unchanged() -> Iterator[None]:
+def stop_where_unchanged(probe: Probe | None = None) -> Iterator[None]:
     """In this context a compile whose rewrites change nothing in a graph of operations raises
     :class:`NothingRewritten` from the post-grad pass (a graph variant of a one-graph model: under
-    max-autotune the compile it saves took about 35 s on the H200)."""
-    token = _STOP_UNCHANGED.set(True)
+    max-autotune the compile it saves took about 35 s on the H200). ``probe``: for an option Inductor
+    applies later, in its own scheduling (the row split's cooperative reductions), how many places of
+    the post-grad graph it could change; it runs beside the rewrites and counts as theirs."""
+    token = _STOP.set(_Stop(probe))
     try:
         yield
     finally:
-        _STOP_UNCHANGED.reset(token)
+        _STOP.reset(token)
+
+
+def stop_probe() -> Probe | None:
+    """The probe of the :func:`stop_where_unchanged` context this compile runs in, if any."""
+    stop = _STOP.get()
+    return stop.probe if stop is not None else None
 
 
 def check_rewritten(graph: torch.fx.Graph, changed: int, names: str) -> None:
     """Raise :class:`NothingRewritten` in a :func:`stop_where_unchanged` context where ``changed``
     (the rewrites' count) is 0 for a graph that computes anything."""
-    if _STOP_UNCHANGED.get() and not changed and any(n.op == "call_function" for n in graph.nodes):
-        raise NothingRewritten(f"{names} found nothing to rewrite: Inductor would compile the graph as it is")
+    if _STOP.get() is not None and not changed and any(n.op == "call_function" for n in graph.nodes):
+        raise NothingRewritten(f"{names} {STOPPED}: Inductor would compile the graph as it is")
 
 
 def rewritten_nothing(exc: BaseException) -> NothingRewritten | None:

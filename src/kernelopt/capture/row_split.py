@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import torch
+
 from kernelopt.capture.graph_swap import GraphCandidate, GraphKernel
 from kernelopt.capture.kernel_source import heuristic_decorator, pin_launch_config
 
@@ -38,6 +40,9 @@ ROW_SPLIT_OPTION = "kernelopt.row_split"  # a graph option of kernelopt's own: e
 # What the graph stage tries. On the H200 the best split gave each program about 8192 elements
 # (log-softmax 131072 wide: RSPLIT 16; softmax 65536 wide: 8) or 16384 (log-softmax 50257 wide: 4).
 CHUNKS = (8192, 16384)
+# A reduction of this many elements or more the row split's compile makes cooperative
+# (compat.row_split_compile); a graph without one it writes as compiled.
+WIDE = 4096
 
 _RSPLIT_ID = re.compile(r"^(?P<indent>[ \t]*)rsplit_id = tl\.program_id\(0\)[ \t]*$", re.MULTILINE)
 _BARRIER = re.compile(r"^(?P<indent>[ \t]*)triton_helpers\.x_grid_barrier\((?P<sem>.+)\)[ \t]*$", re.MULTILINE)
@@ -50,6 +55,45 @@ _SEMAPHORES = re.compile(
 class RowSplitError(ValueError):
     """A kernel or call sequence this rewrite does not recognise (another torch's codegen): no
     candidate, rather than a guess."""
+
+
+def wide_reductions(graph: torch.fx.Graph) -> int:
+    """How many operations of a post-grad graph could reduce :data:`WIDE` elements or more into one: those
+    whose output is ``WIDE`` times smaller than a tensor they read, or whose sizes are not known. The row
+    split's compile changes nothing else (:func:`~kernelopt.capture.compile_stop.stop_where_unchanged`'s
+    probe: a graph without one is not compiled again). Counted generously: a slice, or a matrix product
+    with a long inner dimension, counts too, since a miss would stop a compile that had rows to split
+    while a false count only costs the compile the probe could have saved."""
+    count = 0
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        read = [_numel(n) for n in node.all_input_nodes]
+        out = _numel(node, smallest=True)
+        known = [n for n in read if n is not None]
+        unknown = out is None or len(known) < len(read)
+        count += unknown or (bool(known) and max(known) >= WIDE * max(out or 0, 1))
+    return count
+
+
+def _numel(node: torch.fx.Node, smallest: bool = False) -> int | None:
+    """Elements of a node's value (the largest of a tuple's tensors, or the smallest); 0 for what holds
+    no tensor; None where a size is not a known number, or the node has no value recorded (one a
+    rewrite added)."""
+    return _value_numel(node.meta["val"], smallest) if "val" in node.meta else None
+
+
+def _value_numel(value: Any, smallest: bool = False) -> int | None:
+    if isinstance(value, (tuple, list)):
+        sizes = [_value_numel(v) for v in value if isinstance(v, torch.Tensor)]
+        if None in sizes:
+            return None
+        known = [s for s in sizes if s is not None]
+        return (min if smallest else max)(known) if known else 0
+    if not isinstance(value, torch.Tensor):
+        return 0
+    numel = value.numel()
+    return numel if isinstance(numel, int) else None
 
 
 def is_cooperative(source: str, name: str) -> bool:

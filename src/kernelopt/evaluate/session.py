@@ -32,7 +32,7 @@ from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_
 from kernelopt.capture.kernel_source import as_launched
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.rewrites.passes import is_compile_option
-from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split
+from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split, wide_reductions
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
@@ -207,13 +207,14 @@ class EvaluationSession:
         chunk = options.get(ROW_SPLIT_OPTION)
         stage(tag)
         # one graph: a compile whose own rewrites change nothing stops before Inductor's codegen (with
-        # more, another graph may hold what the rewrite is for)
+        # more, another graph may hold what the rewrite is for); a row split's, where no reduction is wide
         one_graph = len(self.artifact.graphs) == 1
+        probe = wide_reductions if chunk else None
         with compat.stopped_compile_dirs() as kept:
             try:
                 with (
                     compat.row_split_compile(int(chunk)) if chunk else contextlib.nullcontext(),
-                    stop_where_unchanged() if one_graph else contextlib.nullcontext(),
+                    stop_where_unchanged(probe) if one_graph else contextlib.nullcontext(),
                 ):
                     return capture(
                         separate_code(self.model, tag.replace(" ", "_")),

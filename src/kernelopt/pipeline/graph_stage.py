@@ -18,6 +18,7 @@ import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kernelopt.capture.compile_stop import STOPPED
 from kernelopt.config import Settings
 from kernelopt.evaluate.gate_settings import GateSettings, final_settings
 from kernelopt.evaluate.session import OWN_OPTIONS
@@ -46,9 +47,15 @@ def compile_budget_s(run: RunContext) -> float:
 
 def compile_line(rows: list[list[dict[str, Any]]], seconds: float, budget_s: float) -> str:
     """What compiling the option sets cost, in one line: how many were compiled, in how long, against
-    which budget, and how many the budget left out (``rows``: per option set, per graph)."""
-    left = sum(1 for row in rows if row and str(row[0].get("reason") or "").startswith("not compiled"))
-    line = f"compiled {len(rows) - left} of {len(rows)} option sets in {seconds:.0f} s (budget {budget_s:.0f} s)"
+    which budget, how many stopped after the post-grad pass with nothing to rewrite
+    (:mod:`~kernelopt.capture.compile_stop`), and how many the budget left out (``rows``: per option
+    set, per graph)."""
+    reasons = [str(row[0].get("reason") or "") if row else "" for row in rows]
+    stopped = sum(1 for why in reasons if why.startswith("not compiled") and STOPPED in why)
+    left = sum(1 for why in reasons if why.startswith("not compiled") and STOPPED not in why)
+    done = len(rows) - stopped - left
+    line = f"compiled {done} of {len(rows)} option sets in {seconds:.0f} s (budget {budget_s:.0f} s)"
+    line += f"; {stopped} stopped: nothing to rewrite" if stopped else ""
     return line + (f"; {left} not compiled: the budget ran out" if left else "")
 
 

@@ -48,8 +48,8 @@ LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
     {"comprehensive_padding": False},
 )
 # A wide row split across programs that hold it in registers (kernelopt.capture.row_split): a softmax
-# or norm that Inductor writes as two passes over each row reads it once. Where a graph has no
-# reduction that wide, Inductor writes the graph as compiled, for the price of a compile.
+# or norm that Inductor writes as two passes over each row reads it once. Where a one-graph model has no
+# reduction that wide (row_split.wide_reductions), the compile stops after the post-grad pass.
 ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS)
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
 # softmax (kernelopt.capture.rewrites.online_softmax): a looped one reads its rows once less. A wide softmax
