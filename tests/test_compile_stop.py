@@ -15,7 +15,7 @@ from kernelopt.capture import capture, compat
 from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_OPTION
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
 from kernelopt.capture.compile_stop import NothingRewritten, rewritten_nothing, stop_where_unchanged
-from kernelopt.evaluate.session import EvaluationSession, ProblemSpec
+from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, probed_capture
 
 
 class Scaled(torch.nn.Module):
@@ -37,13 +37,17 @@ class Broken(torch.nn.Module):
         return torch.relu(y) * 2
 
 
-def session_of(model: torch.nn.Module, x: torch.Tensor) -> EvaluationSession:
-    """A session over ``model`` without a problem file (what ``graph_variants`` reads of one)."""
+def session_of(model: torch.nn.Module, x: torch.Tensor, probed: bool = False) -> EvaluationSession:
+    """A session over ``model`` without a problem file (what ``graph_variants`` reads of one); ``probed``:
+    captured as a session captures, with what each of kernelopt's options would change in each graph."""
     s = object.__new__(EvaluationSession)
     s.spec, s.device, s._graph_variants = ProblemSpec("unused.py", {}), torch.device("cpu"), {}
     s.model, s.inputs = model, [x]
     with compat.fresh_compile():
-        s.artifact = capture(model, [x], {})
+        if probed:
+            s.artifact, s._probed = probed_capture(model, [x], {})
+        else:
+            s.artifact = capture(model, [x], {})
     return s
 
 
@@ -195,3 +199,91 @@ def test_a_one_graph_row_split_variant_without_a_wide_reduction_is_not_compiled(
         )
         (kept,) = stopped_dirs
         assert not any(os.path.exists(folder) for folder in kept)
+
+
+class TwoGraphs(torch.nn.Module):
+    """Two graphs (a graph break between them), neither with a softmax; the first reduces rows 2048 wide."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x - x.amax(dim=-1, keepdim=True)
+        torch._dynamo.graph_break()
+        return torch.relu(y) * 2
+
+
+def no_compile(monkeypatch, s: EvaluationSession) -> list[dict]:
+    """Every compile the session would start, refused and recorded."""
+    asked: list[dict] = []
+
+    def refused(options, tag):  # type: ignore[no-untyped-def]
+        asked.append(options)
+        raise AssertionError(f"compiled {options}")
+
+    monkeypatch.setattr(s, "compile_variant", refused)
+    return asked
+
+
+def test_a_variant_of_kernelopts_options_that_change_no_graph_of_several_is_not_compiled(monkeypatch) -> None:
+    """The capture's post-grad graphs were given to each option's rewrite (on copies): where none changes
+    any graph, the variant is left out before any compile, as a one-graph model's compile is stopped."""
+    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
+
+    s = session_of(TwoGraphs(), torch.randn(4, 2048), probed=True)
+    assert len(s.artifact.graphs) == 2 and s._probed is not None and len(s._probed) == 2
+    asked = no_compile(monkeypatch, s)
+    for options in ({ONLINE_SOFTMAX_OPTION: True}, {ROW_SPLIT_OPTION: 8192}):
+        (name,) = options
+        first, second = s.graph_variants(options)
+        assert first == second == (
+            f"not compiled: {name} found nothing to rewrite in any of the 2 graphs: Inductor would compile each as it is"
+        )
+    assert asked == []
+    # an option of Inductor's beside them: what it changes is not probed, so it is compiled
+    with pytest.raises(AssertionError, match="compiled"):
+        s.graph_variants({ONLINE_SOFTMAX_OPTION: True, "triton.prefer_nd_tiling": True})
+
+
+def test_a_variant_is_compiled_where_a_probe_counts_something_or_cannot_say(monkeypatch) -> None:
+    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
+
+    wide = session_of(TwoGraphs(), torch.randn(4, 8192), probed=True)  # its first graph's max: 8192 wide
+    assert wide._probed is not None and wide._probed[0][ROW_SPLIT_OPTION] == 1
+    assert wide._probed[1][ROW_SPLIT_OPTION] == 0
+    assert wide.unchanged_by({ROW_SPLIT_OPTION: 8192}) is None
+    softmax = session_of(Broken(), torch.randn(8, 64), probed=True)
+    assert softmax._probed is not None and softmax._probed[0][ONLINE_SOFTMAX_OPTION] == 1
+    assert softmax.unchanged_by({ONLINE_SOFTMAX_OPTION: True}) is None
+    made, _ = softmax.graph_variants({ONLINE_SOFTMAX_OPTION: True})
+    assert not isinstance(made, str)  # compiled, and its first graph rewritten
+    unknown = session_of(TwoGraphs(), torch.randn(4, 2048), probed=True)
+    assert unknown._probed is not None
+    unknown._probed[1][ONLINE_SOFTMAX_OPTION] = None  # a rewrite that could not run in the capture
+    assert unknown.unchanged_by({ONLINE_SOFTMAX_OPTION: True}) is None
+    unknown._probed = None  # counts that could not be matched to the graphs
+    assert unknown.unchanged_by({ONLINE_SOFTMAX_OPTION: True}) is None
+
+
+def test_probing_leaves_the_capture_as_it_was_and_a_failing_probe_says_unknown() -> None:
+    from kernelopt.capture.compile_stop import probing
+
+    x = torch.randn(8, 64)
+
+    def fails(graph: torch.fx.Graph) -> int:
+        raise RuntimeError("no nvcc here")
+
+    def erases(graph: torch.fx.Graph) -> int:  # a rewrite changes its copy only
+        for node in reversed(list(graph.nodes)):
+            if node.op == "call_function" and not node.users:
+                graph.erase_node(node)
+        return 1
+
+    with compat.fresh_compile():
+        plain = capture(Temperature(), [x], {})
+    with compat.fresh_compile(), probing({"fails": fails, "erases": erases}) as counts:
+        probed = capture(Temperature(), [x], {})
+    assert counts == [{"fails": None, "erases": 1}]
+    def code(artifact) -> list[str]:  # each graph's code but its first line, the compile's number
+        return [g.source_code.split("\n", 1)[1] for g in artifact.graphs]
+
+    assert probed.graphs[0].source_code.startswith("# AOT ID: ")
+    assert code(probed) == code(plain)
+    torch.testing.assert_close(probed.compiled(x), torch.log_softmax(x / 0.7, dim=-1))

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kernelopt.capture.compile_stop import check_rewritten, rewritten_nothing, stop_probe
+from kernelopt.capture.compile_stop import check_rewritten, probe_graph, probing_now, rewritten_nothing, stop_probe
 from kernelopt.errors import UnsupportedEnvironment
 
 MIN_TORCH = (2, 9)
@@ -47,11 +47,13 @@ def compile_fx_with_inner_hook(
     """Compile ``gm`` with Inductor under its own ``config_patches``, handing each ``CompiledFxGraph`` to
     ``on_graph``; ``rewrites`` (kernelopt's compile options, resolved by
     :func:`~kernelopt.capture.rewrites.passes.compile_with_options`) run as a post-grad pass, with the
-    probe of a :func:`~kernelopt.capture.compile_stop.stop_where_unchanged` context beside them."""
+    probe of a :func:`~kernelopt.capture.compile_stop.stop_where_unchanged` context and the probes of a
+    :func:`~kernelopt.capture.compile_stop.probing` context after them."""
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     probe = stop_probe()
     rewrites = (*rewrites, probe) if probe is not None else tuple(rewrites)
+    rewrites = (*rewrites, probe_graph) if probing_now() else rewrites
 
     def inner(*args: Any, **kwargs: Any) -> Any:
         compiled = compile_fx_inner(*args, **kwargs)

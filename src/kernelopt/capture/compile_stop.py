@@ -1,12 +1,14 @@
 """A compile under kernelopt's own compile options stopped on purpose where their rewrites change
-nothing (a graph variant that would compile the graph as it already is). The mechanism only: the
-rewrites themselves live in :mod:`kernelopt.capture.rewrites`, and :func:`~kernelopt.capture.compat.post_grad_pass`
-calls :func:`check_rewritten` after them."""
+nothing (a graph variant that would compile the graph as it already is), and the probes that tell
+beforehand: a compile in a :func:`probing` context hands each graph's post-grad form, copied, to every
+probe, so that what a later compile under an option would change is known from the capture itself. The
+mechanism only: the rewrites themselves live in :mod:`kernelopt.capture.rewrites`, and
+:func:`~kernelopt.capture.compat.post_grad_pass` calls :func:`check_rewritten` after them."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -71,3 +73,54 @@ def rewritten_nothing(exc: BaseException) -> NothingRewritten | None:
             return e
         pending += [e.__cause__, e.__context__, getattr(e, "inner_exception", None)]
     return None
+
+
+@dataclass(frozen=True)
+class _Probing:
+    probes: Mapping[str, Probe]
+    counts: list[dict[str, int | None]]
+
+
+_PROBING: ContextVar[_Probing | None] = ContextVar("kernelopt_probing", default=None)
+
+
+@contextlib.contextmanager
+def probing(probes: Mapping[str, Probe]) -> Iterator[list[dict[str, int | None]]]:
+    """In this context a compile also hands each graph's post-grad form (after the compile's own
+    rewrites) to every probe, each on a copy: the compile itself is unchanged. Yields, per graph in the
+    order compiled, what each probe counted (None: it failed). A graph stage can then leave out a
+    variant whose options would change no graph without compiling it, whatever the number of graphs."""
+    token = _PROBING.set(_Probing(dict(probes), []))
+    try:
+        yield _PROBING.get().counts  # type: ignore[union-attr]
+    finally:
+        _PROBING.reset(token)
+
+
+def probing_now() -> bool:
+    """Whether this compile runs in a :func:`probing` context."""
+    return _PROBING.get() is not None
+
+
+def probe_graph(graph: torch.fx.Graph) -> int:
+    """The post-grad pass of a :func:`probing` context: every probe on its own copy of ``graph``, the
+    counts recorded; changes nothing (0)."""
+    state = _PROBING.get()
+    if state is None:
+        return 0
+    row: dict[str, int | None] = {}
+    for name, probe in state.probes.items():
+        try:
+            row[name] = int(probe(copied(graph)))
+        except Exception:  # a rewrite that cannot run here (no nvcc, another torch): unknown, so compiled
+            row[name] = None
+    state.counts.append(row)
+    return 0
+
+
+def copied(graph: torch.fx.Graph) -> torch.fx.Graph:
+    """A copy of ``graph`` a rewrite may change: its own nodes, each with a copy of the original's meta."""
+    new = torch.fx.Graph()
+    out = new.graph_copy(graph, {})
+    new.output(out)
+    return new

@@ -27,11 +27,11 @@ import torch
 
 from kernelopt.capture import Artifact, capture, compat
 from kernelopt.capture.artifact import separate_code
-from kernelopt.capture.compile_stop import rewritten_nothing, stop_where_unchanged
+from kernelopt.capture.compile_stop import STOPPED, Probe, probing, rewritten_nothing, stop_where_unchanged
 from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
 from kernelopt.capture.kernel_source import as_launched
 from kernelopt.capture.output_code import source_hash
-from kernelopt.capture.rewrites.passes import is_compile_option
+from kernelopt.capture.rewrites.passes import COMPILE_PASSES, is_compile_option
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split, wide_reductions
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
@@ -65,6 +65,9 @@ def _no_graph_candidate(graph: int, why: str, rule: str) -> dict[str, Any]:
 
 
 OWN_OPTIONS = (ROW_SPLIT_OPTION,)  # graph options kernelopt applies itself, never a whole-model compile's
+# What each of kernelopt's own options would change in a graph, counted on the capture's post-grad graphs
+# (compile_stop.probing): a compile options set only of these, where every graph counts 0, is not run.
+PROBES: dict[str, Probe] = {**COMPILE_PASSES, ROW_SPLIT_OPTION: wide_reductions}
 
 
 def _row_split(made: GraphCandidate, variant: Any, tag: str) -> GraphCandidate | str:
@@ -81,6 +84,17 @@ def _row_split(made: GraphCandidate, variant: Any, tag: str) -> GraphCandidate |
         return row_split(made, configs)
     except RowSplitError as exc:
         return f"no row split: {exc}"
+
+
+def probed_capture(
+    model: torch.nn.Module, inputs: Sequence[Any], options: dict[str, Any]
+) -> tuple[Artifact, list[dict[str, int | None]] | None]:
+    """``model`` captured under ``options``, with what each of kernelopt's own options (:data:`PROBES`)
+    would change in each of its graphs; None where the counts cannot be matched to the graphs (a
+    training step's backward compiles later, without the post-grad pass)."""
+    with probing(PROBES) as probed:
+        artifact = capture(model, inputs, options)
+    return artifact, (probed if len(probed) == len(artifact.graphs) else None)
 
 
 @dataclass
@@ -114,6 +128,8 @@ class EvaluationSession:
     from what lands in those buffers and from timings checked against this
     process's clock."""
 
+    _probed: list[dict[str, int | None]] | None = None  # per graph, what each of kernelopt's options would change
+
     def __init__(
         self,
         spec: ProblemSpec,
@@ -130,7 +146,8 @@ class EvaluationSession:
         self.problem = load_problem(spec.problem_path, overrides=spec.overrides or None, train=spec.train)
         self.model = self.problem.build_model(spec.seed, self.device)
         self.inputs = self.problem.make_inputs(spec.seed, self.device)
-        self.artifact: Artifact = capture(self.model, self.inputs, spec.options)
+        self.artifact: Artifact
+        self.artifact, self._probed = probed_capture(self.model, self.inputs, spec.options)
         self.runner = runner or RemoteRunner(device="cuda", spec=asdict(spec))
         # The original kernels and model are timed in a clean worker of their own, as candidates are in theirs.
         self.reference = reference or ReferenceRunner(device="cuda", spec=asdict(spec))
@@ -230,7 +247,28 @@ class EvaluationSession:
                     shutil.rmtree(folder, ignore_errors=True)
                 return f"not compiled: {unchanged}"
 
+    def unchanged_by(self, options: dict[str, Any]) -> str | None:
+        """Why a compile under ``options`` would write every graph of the model as it is, known from the
+        capture's probes without compiling (``options`` only kernelopt's own, each counting nothing in
+        any graph); None where it might not, or the probes cannot say. A model of several graphs is
+        left out as a model of one is stopped (:func:`~kernelopt.capture.compile_stop.stop_where_unchanged`)."""
+        probed = self._probed
+        own = [name for name, value in options.items() if name in PROBES and value]
+        if probed is None or not own or len(own) != len(options):
+            return None
+        if any(row.get(name) != 0 for row in probed for name in own):
+            return None
+        where = (
+            "the graph: Inductor would compile it"
+            if len(probed) == 1
+            else f"any of the {len(probed)} graphs: Inductor would compile each"
+        )
+        return f"not compiled: {', '.join(own)} {STOPPED} in {where} as it is"
+
     def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
+        unchanged = self.unchanged_by(options)
+        if unchanged is not None:
+            return [unchanged] * len(self.artifact.graphs)
         variant = self.compile_variant(options, f"kernelopt graph {index}")
         if isinstance(variant, str):
             return [variant] * len(self.artifact.graphs)
