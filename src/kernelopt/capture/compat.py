@@ -49,11 +49,14 @@ def compile_fx_with_inner_hook(
     :func:`~kernelopt.capture.rewrites.passes.compile_with_options`) run as a post-grad pass, with the
     probe of a :func:`~kernelopt.capture.compile_stop.stop_where_unchanged` context and the probes of a
     :func:`~kernelopt.capture.compile_stop.probing` context after them."""
+    import torch._inductor.config as inductor_config
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     probe = stop_probe()
     rewrites = (*rewrites, probe) if probe is not None else tuple(rewrites)
-    rewrites = (*rewrites, probe_graph) if probing_now() else rewrites
+    # probes only where the pass is free to take: a user's own pass keeps its place (no counts: compiled)
+    if probing_now() and (rewrites or inductor_config.post_grad_custom_pre_pass is None):
+        rewrites = (*rewrites, probe_graph)
 
     def inner(*args: Any, **kwargs: Any) -> Any:
         compiled = compile_fx_inner(*args, **kwargs)
