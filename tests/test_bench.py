@@ -516,7 +516,7 @@ def test_the_results_folder_holds_a_markdown_scoreboard(tmp_path: Path) -> None:
     assert "Device: Fake GPU 141GB" in text and "kernelopt_source" in text
     assert "4 problems, 1 correct; slower than torch.compile (beyond 1 %): 0" in text
     assert "| torch.compile | 25 % | 25 % | 25 % | 0 % | 2.000× |" in text  # fast_0, 1, 1.5, 2 and the geomean
-    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× | 1.600× |  |  | default | 12 |" in text
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× | 1.600× |  |  | default |  | 12 |" in text
     assert "- level1/03_segfault: crash:" in text and "- level1/04_broken: load_error:" in text
     assert json.loads(report.json_path.read_text())["summary"] == report.summary  # the same data as the JSON
 
@@ -542,7 +542,7 @@ def test_speedups_timed_interleaved_carry_their_spread(tmp_path: Path) -> None:
                                                             "optimized": "kernelopt"}}}}
     report = _bench(_suite(tmp_path / "suite", {"01_fast": spread}), tmp_path / "out")
     text = report.markdown_path.read_text()
-    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) |  |  | default | 12 |" in text
+    assert "| level1/01_fast | ok | yes | 2 | 1 | 0.8 | 0.5 | 4.000× | 2.000× (1.980–2.020) | 1.550× (1.500–1.610) |  |  | default |  | 12 |" in text
 
 
 def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
@@ -967,3 +967,33 @@ def test_the_gpus_names_are_read_in_a_child_process_as_this_process_would_name_t
     from kernelopt.measure.environment import device_label, gpu_labels
 
     assert gpu_labels(1) == [device_label()]  # here a CPU's label: the child sees what this process sees
+
+
+def test_each_row_says_how_near_its_result_is_to_the_traffic_floor(tmp_path: Path) -> None:
+    """The floor (analysis: inputs, weights and outputs moved once at the measured peak) over the optimized
+    time, in the Markdown, the HTML page and the CSV; empty where it is unknown (vendor calls, older rows)
+    or the row did not pass; a floor that is not a positive time is refused."""
+    from kernelopt.pipeline.bench_results import write_results
+    from kernelopt.report import write_bench_report
+    from kernelopt.report.scoreboard import markdown_report
+
+    def row(name: str, floor: float | None, status: str = "ok") -> ProblemOutcome:
+        return ProblemOutcome.from_dict({"name": name, "path": f"{name}.py", "status": status, "correct": status == "ok",
+                                         "optimized_ms": 0.661, "floor_ms": floor})  # fmt: skip
+
+    rows = [row("softmax", 0.505), row("gemm", None), row("crashed", 0.5, status="crash")]
+    assert rows[0].of_floor == pytest.approx(0.505 / 0.661) and rows[1].of_floor is None and rows[2].of_floor is None
+    text = markdown_report({"started": "t"}, rows, summarize(rows))
+    assert "| vs best stock | built on | of floor | evaluations |" in text
+    assert "| default | 76 % | 0 |" in text and "| default |  | 0 |" in text
+    assert "*Of floor*: the traffic floor's time" in text
+    assert ProblemOutcome.from_dict(json.loads(json.dumps(rows[0].to_dict()))) == rows[0]
+    write_results(tmp_path, {"started": "t"}, rows)
+    with (tmp_path / "results.csv").open() as f:
+        assert [r["floor_ms"] for r in csv.DictReader(f)] == ["0.505", "", "0.5"]
+    page = write_bench_report(tmp_path / "results.json", tmp_path / "bench.html").read_text()
+    table = page.split('id="problems"', 1)[1].split("</table>", 1)[0]
+    assert "<th class=num>of floor</th>" in table and table.count("<td class=num>76 %</td>") == 1
+    for bad in (0.0, -1.0, math.inf, "0.5"):
+        with pytest.raises(ValueError, match="floor_ms"):
+            ProblemOutcome.from_dict({"name": "x", "path": "x.py", "status": "ok", "floor_ms": bad})

@@ -362,6 +362,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
         "evaluations": report.evaluations,
         "gpu_s": report.gpu_s,
         "triton_share": report.triton_share,
+        "floor_ms": report.compiled_ms / report.fusion_bound if report.fusion_bound else None,
         "details": {
             "device": report.device,
             "run_id": report.run_id,

@@ -42,6 +42,7 @@ CSV_COLUMNS = (
     "speedup_vs_best_stock",
     "base_mode",
     "triton_share",
+    "floor_ms",
     "evaluations",
     "reason",
 )

@@ -124,6 +124,7 @@ def _problems(data: ProblemBenchData) -> str:
             o.best_stock_mode or "—",
             fmt_ratio_spread(o.speedup_vs_best_stock, o.speedup_spread("best_stock")) or "—",
             o.base_mode,
+            fmt_share(o.of_floor, "—"),
             o.evaluations,
             o.details.get("run_id", "—"),
             o.reason,
@@ -144,13 +145,16 @@ def _problems(data: ProblemBenchData) -> str:
         "best stock mode",
         "vs best stock",
         "built on",
+        "of floor",
         "evaluations",
         "run",
         "outcome",
     )
-    return table(headers, rows, numeric=range(3, 12)) + (
+    return table(headers, rows, numeric=(*range(3, 12), 13)) + (
         '<p class="note">Times are medians in ms. <em>built on</em>: the stock mode the search started from '
-        "(where it is not the default, <em>vs compile</em> was timed in the default's own process). <em>run</em>: "
+        "(where it is not the default, <em>vs compile</em> was timed in the default's own process). <em>of floor</em>: "
+        "the traffic floor's time over the optimized time (100 %: nothing left for any kernel or fusion; — where "
+        "vendor calls run). <em>run</em>: "
         "the problem's optimize run in the bench's store (kernelopt report RUN --store STORE shows its search).</p>"
     )
 

@@ -52,7 +52,7 @@ _BASELINE_FIELD = {
     "max_autotune": "max_autotune_ms",
     "best_stock": "best_stock_ms",
 }
-_TIME_FIELDS = ("eager_ms", "compiled_ms", "max_autotune_ms", "optimized_ms", "best_stock_ms")
+_TIME_FIELDS = ("eager_ms", "compiled_ms", "max_autotune_ms", "optimized_ms", "best_stock_ms", "floor_ms")
 _RATIO_FIELDS = ("max_autotune_speedup", "best_stock_speedup", "compile_speedup")
 
 
@@ -103,6 +103,9 @@ class ProblemOutcome:
     # process: set where the search built on another mode (its final verification timed that mode)
     base_mode: str = "default"  # the stock mode the search built on
     triton_share: float | None = None  # generated Triton kernels' share of the compiled forward's time (analysis)
+    # the traffic floor's time: inputs, weights and outputs moved once (and inputs a statistic wider than the
+    # chip makes read again) at the measured peak; for graphs of generated kernels only (analysis)
+    floor_ms: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -183,6 +186,14 @@ class ProblemOutcome:
     @property
     def speedup_vs_best_stock(self) -> float | None:
         return self.speedup("best_stock")
+
+    @property
+    def of_floor(self) -> float | None:
+        """The traffic floor's time over the optimized time: how near the result is to what no kernel and
+        no fusion can beat (1: nothing left); None where either is unknown."""
+        if self.floor_ms is None or self.optimized_ms is None or not self.passed:
+            return None
+        return self.floor_ms / self.optimized_ms
 
     def to_dict(self) -> dict[str, Any]:
         """All fields, plus the three speedups (ignored again by :meth:`from_dict`)."""
