@@ -357,6 +357,39 @@ def test_the_token_log_probs_problem_is_one_call_of_the_op(hopper: None) -> None
     assert verdict.passed, verdict.details.get("violations")
 
 
+@pytest.mark.parametrize(
+    ("form", "dtype", "columns", "bulk", "taken"),
+    [
+        ("logsumexp", torch.bfloat16, 256000, True, True),  # a 256000 vocabulary's log-probs, from bf16
+        ("logsumexp", torch.bfloat16, 256000, False, False),  # wider than the registers hold
+        ("logsumexp", torch.bfloat16, 458688, True, True),  # the widest 16-bit row: eight parts of 112 KB
+        ("logsumexp", torch.bfloat16, 458689, True, False),
+        ("softmax", torch.float32, 229344, True, True),  # the widest float32 row
+        ("softmax", torch.float32, 229345, True, False),
+        ("upcast", torch.float32, 229345, True, False),  # a float32 row read as it is stored: no wider
+    ],
+)
+def test_the_shared_memory_form_takes_rows_as_wide_as_its_parts_hold_as_stored(
+    hopper: None, form: str, dtype: torch.dtype, columns: int, bulk: bool, taken: bool
+) -> None:
+    """The register form holds 131072 elements a row whatever their dtype; the shared-memory form holds a
+    cluster's parts of BULK_PART_BYTES as the row is stored, so a 16-bit row twice as wide as a float32 one
+    (a 256000 vocabulary in bf16 fits). The rewrite takes exactly what the op's kernel takes."""
+    from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
+
+    assert row_softmax_op.max_columns(True, 4) == 229344 and row_softmax_op.max_columns(True, 2) == 458688
+    assert row_softmax_op.max_columns(False, 2) == row_softmax_op.MAX_COLUMNS
+    x = torch.randn(2, columns).to(dtype)
+    option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
+    (graph,) = _compiled(Softmax(form), x, {option: True}).graphs
+    assert (CALL in graph.source_code) == taken
+    assert (row_softmax_op.blocks_for(x, bulk) is not None) == taken
+    if not taken:
+        assert row_softmax_op.unsupported(x.to("meta"), form != "softmax" and dtype != torch.float32, bulk) == (
+            f"rows of {columns} elements, wider than a cluster holds ({row_softmax_op.max_columns(bulk, x.element_size())})"
+        )
+
+
 def test_a_row_is_split_among_the_fewest_blocks_that_hold_it() -> None:
     per_block = row_softmax_kernel.THREADS * row_softmax_kernel.ITEMS
     assert row_softmax_op.cluster_blocks(per_block) == 1

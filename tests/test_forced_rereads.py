@@ -63,6 +63,18 @@ def test_the_limit_is_the_chip_and_a_wider_row_reads_twice() -> None:
     assert traced_rereads(softmax, [torch.empty(4, 2 * ON_CHIP, device="meta")], on_chip=4 * ON_CHIP).bytes == 0
 
 
+def test_the_chip_holds_a_row_as_it_is_stored_in_the_shared_memory_form() -> None:
+    """The op's shared-memory form holds float32 rows of 229344 and 16-bit rows of 458688: a 256000
+    vocabulary in bf16 is read once, in float32 twice."""
+    from kernelopt.evaluate.forced_rereads import held_on_chip
+
+    assert held_on_chip(4) == 229344 and held_on_chip(2) == 458688 and held_on_chip(8) == ON_CHIP
+    softmax = torch.nn.Softmax(dim=-1)
+    assert traced_rereads(softmax, [torch.empty(4, 256000, device="meta", dtype=torch.bfloat16)]).bytes == 0
+    assert traced_rereads(softmax, [torch.empty(4, 256000, device="meta")]).bytes == 4 * 256000 * 4
+    assert traced_rereads(softmax, [torch.empty(4, 229344, device="meta")]).bytes == 0
+
+
 def test_a_permuted_statistic_is_followed_to_the_input_s_own_dimensions() -> None:
     class ColumnsThenRows(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

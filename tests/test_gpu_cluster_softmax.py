@@ -93,6 +93,38 @@ def test_the_kernel_computes_the_softmax_of_every_row(built, shape, dtype, out_f
 
 
 @pytest.mark.parametrize(
+    ("shape", "dtype", "out_float"),
+    [
+        ((64, 256000), torch.bfloat16, True),  # a 256000 vocabulary's log-probs from bf16: eight parts of 62.5 KB
+        ((16, 458688), torch.bfloat16, False),  # the widest 16-bit row: eight parts of 112 KB
+        ((16, 229344), torch.float32, False),  # the widest float32 row
+    ],
+)
+def test_the_shared_memory_form_computes_rows_wider_than_the_registers_hold(built, shape, dtype, out_float) -> None:
+    """Rows only the shared-memory form holds (row_softmax_op.max_columns), against float64."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("thread-block clusters need sm_90")
+    torch.manual_seed(0)
+    x = (torch.randn(shape, device="cuda") * 4).to(dtype)
+    x[0, 3] = float("-inf")
+    x[1, 5] = float("nan")
+    assert row_softmax_op.supports(x, out_float, bulk=True) and not row_softmax_op.supports(x, out_float, bulk=False)
+    row_softmax_op._warn_fallback.cache_clear()
+    for log, lse, scale in ((True, False, 1 / 0.7), (False, False, 1.0), (True, True, 1.0)):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="kernelopt.row_softmax computed by torch")  # the kernel ran
+            got = torch.ops.kernelopt.row_softmax(x, scale, log, out_float, lse, True)
+        y = x.double() * scale
+        if lse:
+            want = y - torch.logsumexp(y, dim=-1, keepdim=True)
+        else:
+            want = torch.log_softmax(y, dim=-1) if log else torch.softmax(y, dim=-1)
+        tolerance = 1e-5 if got.dtype == torch.float32 else 1e-2
+        torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance, equal_nan=True)
+        assert torch.isnan(got[1]).all()
+
+
+@pytest.mark.parametrize(
     ("shape", "dtype", "offset"),
     [
         ((256, 65535), torch.float32, 0),  # the suite's row-L2 width: rows not 16-byte aligned

@@ -12,7 +12,7 @@ How: the model is traced to core ATen (``torch.export``, fake tensors: nothing r
 tensor input each node carries, per dimension, the range of the input's flat index that dimension walks
 (an interval ``[lo, hi)`` of strides: a reshape splits or merges them, a permute reorders them) and the
 *span* its elements depend on (reduced dimensions' intervals, merged). An output that reads an input
-elementwise and depends on more than :data:`ON_CHIP` elements of it reads that input twice. An op this
+elementwise and depends on more than :func:`held_on_chip` elements of it reads that input twice. An op this
 does not know passes its inputs' spans on and forgets their dimensions: it can miss a reread (the floor
 stays where it was), never invent one.
 """
@@ -28,11 +28,19 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
-from kernelopt.capture.rewrites.row_softmax_op import MAX_COLUMNS
+from kernelopt.capture.rewrites.row_softmax_op import MAX_COLUMNS, max_columns
 
 ON_CHIP = MAX_COLUMNS
-"""Elements of one statistic a kernel can hold on chip while it waits for the statistic: the widest row
-kernelopt's own cluster softmax keeps in registers across a cluster of eight blocks (131072)."""
+"""Elements of one statistic a kernel can hold on chip while it waits for the statistic, whatever their
+dtype: the widest row kernelopt's own cluster softmax keeps in registers across a cluster of eight blocks
+(131072). In shared memory it holds wider rows of narrower dtypes (:func:`held_on_chip`)."""
+
+
+def held_on_chip(itemsize: int) -> int:
+    """Elements of one statistic over an input of ``itemsize`` bytes an element that a kernel can hold on
+    chip: the wider of the op's two forms (float32 229344, a 16-bit dtype 458688)."""
+    return max(ON_CHIP, max_columns(True, itemsize))
+
 
 Interval = tuple[int, int]  # [lo, hi) in an input's flat index, as strides: a dimension of size hi / lo
 
@@ -58,6 +66,7 @@ class Reread:
     name: str
     bytes: int
     statistic_elements: int
+    held: int  # what the chip holds of a statistic over this input (on_chip)
 
 
 @dataclass(frozen=True)
@@ -295,9 +304,10 @@ def _rearranged(op: str, node: Any, source: Reach, old: tuple[int, ...], new: tu
     return Reach(tuple(dims), source.span, source.direct)
 
 
-def forced_rereads(graph: torch.fx.Graph, inputs: dict[str, torch.Tensor], on_chip: int = ON_CHIP) -> list[Reread]:
+def forced_rereads(graph: torch.fx.Graph, inputs: dict[str, torch.Tensor], on_chip: int | None = None) -> list[Reread]:
     """The inputs (placeholder name -> its value, fake or real) an output of ``graph`` reads elementwise
-    while depending on a statistic of more than ``on_chip`` of their elements: each read once more."""
+    while depending on a statistic of more than ``on_chip`` of their elements (None: what the chip holds of
+    each input's dtype, :func:`held_on_chip`): each read once more."""
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     output = next(n for n in graph.nodes if n.op == "output")
     results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
@@ -317,12 +327,13 @@ def forced_rereads(graph: torch.fx.Graph, inputs: dict[str, torch.Tensor], on_ch
             held = reach_of.get(result)
             if isinstance(held, Reach) and held.direct:
                 widest = max(widest, held.span_elements())
-        if widest > on_chip:
-            rereads.append(Reread(name, value.numel() * value.element_size(), widest))
+        limit = held_on_chip(value.element_size()) if on_chip is None else on_chip
+        if widest > limit:
+            rereads.append(Reread(name, value.numel() * value.element_size(), widest, limit))
     return rereads
 
 
-def traced_rereads(model: torch.nn.Module, inputs: Sequence[Any], on_chip: int = ON_CHIP) -> ForcedRereads:
+def traced_rereads(model: torch.nn.Module, inputs: Sequence[Any], on_chip: int | None = None) -> ForcedRereads:
     """The forced second reads of ``model`` on ``inputs``, traced to core ATen with ``torch.export``
     (non-strict, on fake copies of the inputs: nothing runs on the device). Parameters and buffers are
     inputs too (a weight normalised by its own global statistic)."""
@@ -345,7 +356,7 @@ def traced_rereads(model: torch.nn.Module, inputs: Sequence[Any], on_chip: int =
     }
     lines = [
         f"{names.get(r.name, r.name)} read twice ({r.bytes / 1e6:.3g} MB more): its output needs a statistic over "
-        f"{r.statistic_elements:,} of its elements, more than a chip holds ({on_chip:,})"
+        f"{r.statistic_elements:,} of its elements, more than a chip holds ({r.held:,})"
         for r in found
     ]
     return ForcedRereads(sum(r.bytes for r in found), lines)

@@ -8,7 +8,7 @@ row split across the thread blocks of a Hopper cluster that exchange their sums 
 post-grad rewrite, run where the compile options hold ``kernelopt.cluster_norm`` (a graph variant of the
 graph stage, a knob, an export verified under it; ``kernelopt.cluster_norm_bulk`` for the op's
 shared-memory form), replaces each of these over the last dimension of a CUDA tensor on an sm_90 GPU whose
-rows are 4096 to 131072 wide with one call of the op:
+rows are 4096 to 131072 wide (the shared-memory form: 229344 float32, 458688 16-bit) with one call of the op:
 
 - ``x / sqrt(sum(x * x))`` as ``torch.norm(x, 2, -1, keepdim=True)`` and ``torch.linalg.vector_norm``
   decompose (``pow(x, 2)``, ``pow(s, 0.5)``), or with ``sqrt``;
@@ -154,7 +154,8 @@ def rewrite_for_cluster_norm(graph: torch.fx.Graph, bulk: bool = False) -> int:
         if parts is None:
             continue
         value = node_value(parts.x)
-        if not takes_rows(value, row_softmax_op.DTYPES):
+        widest = row_softmax_op.max_columns(bulk, value.dtype.itemsize) if value is not None else 0
+        if not takes_rows(value, row_softmax_op.DTYPES, widest):
             continue
         option = CLUSTER_NORM_BULK_OPTION if bulk else CLUSTER_NORM_OPTION
         check_buildable(value.dtype, value.dtype, value.device, option)

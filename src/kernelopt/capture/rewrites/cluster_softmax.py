@@ -8,7 +8,8 @@ Hopper cluster. This post-grad rewrite, run where the compile options hold ``ker
 (a graph variant of the graph stage, a knob, an export verified under it), replaces each softmax,
 log-softmax and ``y - logsumexp(y)`` (token log-probabilities; torch's logsumexp as the online-softmax
 rewrite writes it) over the last dimension of a CUDA tensor on an sm_90 GPU whose rows are 4096 to
-131072 wide with one call of that op, taking in with it:
+131072 wide (the shared-memory form: as wide as a cluster's parts hold the row as stored, 229344 float32,
+458688 16-bit, ``row_softmax_op.max_columns``) with one call of that op, taking in with it:
 
 - a positive number the row is scaled by first (``x / T``, ``x * c``; the joint-graph form of a scaled
   softmax is first written back by :func:`~kernelopt.capture.rewrites.online_softmax.rewrite_for_online_softmax`);
@@ -60,14 +61,16 @@ def on_cluster_gpu(value: Any) -> bool:
     return row_softmax_op.has_clusters(device.index)  # the op's own rule, its capability asked once
 
 
-def takes_rows(value: Any, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> bool:
+def takes_rows(
+    value: Any, dtypes: tuple[torch.dtype, ...] = (torch.float32,), widest: int = row_softmax_op.MAX_COLUMNS
+) -> bool:
     """Whether the op's kernel takes rows of ``value`` (a node's fake tensor) as the rewrites hand them to it:
-    of ``dtypes`` (float32: the softmax's casts are taken in apart), a static shape, 4096 to 131072 wide, on
-    a GPU with clusters."""
+    of ``dtypes`` (float32: the softmax's casts are taken in apart), a static shape, 4096 to ``widest``
+    wide (:func:`~kernelopt.capture.rewrites.row_softmax_op.max_columns`), on a GPU with clusters."""
     if value is None or value.dtype not in dtypes or not all(isinstance(s, int) for s in value.shape):
         return False
     columns = value.shape[-1] if value.dim() else 0
-    return row_softmax_op.MIN_COLUMNS <= columns <= row_softmax_op.MAX_COLUMNS and on_cluster_gpu(value)
+    return row_softmax_op.MIN_COLUMNS <= columns <= widest and on_cluster_gpu(value)
 
 
 def replace_with_call(graph: torch.fx.Graph, out: torch.fx.Node, op: Any, arguments: tuple[Any, ...]) -> None:
@@ -208,7 +211,8 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
             continue
         y, log, lse, inner = parts.y, parts.log, parts.lse, parts.inner
         value = node_value(y)
-        if not takes_rows(value):
+        # the shared-memory form holds a row as it is stored: a 16-bit one twice as wide (checked again below)
+        if not takes_rows(value, widest=row_softmax_op.max_columns(bulk, 2)):
             continue
         x, scale, readers = _scaled(y, parts.readers)
         out: Any = inner[-1]
@@ -223,6 +227,8 @@ def rewrite_for_cluster_softmax(graph: torch.fx.Graph, bulk: bool = False) -> in
         elif node_value(x) is None or node_value(x).dtype != torch.float32:
             continue
         in_dtype = node_value(source).dtype
+        if value.shape[-1] > row_softmax_op.max_columns(bulk, in_dtype.itemsize):
+            continue
         option = CLUSTER_SOFTMAX_BULK_OPTION if bulk else CLUSTER_SOFTMAX_OPTION
         check_buildable(in_dtype, torch.float32 if out_float else in_dtype, value.device, option)
         arguments: tuple[Any, ...] = (source, scale, log, out_float)

@@ -64,6 +64,13 @@ def bulk_blocks(columns: int, itemsize: int) -> int | None:
     return next((b for b in CLUSTER_SIZES if -(-columns // b) * itemsize + 16 <= BULK_PART_BYTES), None)
 
 
+def max_columns(bulk: bool, itemsize: int) -> int:
+    """The widest row the op holds: in registers :data:`MAX_COLUMNS` whatever the dtype, in shared memory
+    (``bulk``) a cluster's parts of :data:`BULK_PART_BYTES` as the row is stored (``itemsize`` bytes an
+    element: float32 229344, a 16-bit dtype 458688, as wide as a 256000 vocabulary)."""
+    return MAX_CLUSTER * ((BULK_PART_BYTES - 16) // itemsize) if bulk else MAX_COLUMNS
+
+
 def blocks_for(x: torch.Tensor, bulk: bool) -> int | None:
     """The blocks of a cluster the op launches for ``x``'s rows, in its register or shared-memory form."""
     return bulk_blocks(x.shape[-1], x.element_size()) if bulk else cluster_blocks(x.shape[-1])
@@ -93,8 +100,10 @@ def _planned(x: torch.Tensor, out_float: bool, bulk: bool) -> tuple[int, None] |
         return None, f"no thread-block clusters on a GPU of compute capability {capability(x.device.index)}"
     blocks = blocks_for(x, bulk)
     if blocks is None:
-        held = MAX_CLUSTER * (BULK_PART_BYTES - 16) // x.element_size() if bulk else MAX_COLUMNS
-        return None, f"rows of {x.shape[-1]} elements, wider than a cluster holds ({held})"
+        return (
+            None,
+            f"rows of {x.shape[-1]} elements, wider than a cluster holds ({max_columns(bulk, x.element_size())})",
+        )
     return blocks, None
 
 
