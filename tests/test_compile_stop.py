@@ -289,7 +289,7 @@ def test_probing_leaves_the_capture_as_it_was_and_a_failing_probe_says_unknown()
     torch.testing.assert_close(probed.compiled(x), torch.log_softmax(x / 0.7, dim=-1))
 
 
-def test_a_users_own_post_grad_pass_keeps_its_place_and_the_probes_say_nothing(monkeypatch) -> None:
+def test_a_users_own_post_grad_pass_keeps_its_place_and_the_probes_say_nothing() -> None:
     """Inductor takes one custom pre-pass: where the user set one, the capture runs it, not the probes,
     and with no counts every variant is compiled as before."""
     import torch._inductor.config as inductor_config
@@ -303,7 +303,9 @@ def test_a_users_own_post_grad_pass_keeps_its_place_and_the_probes_say_nothing(m
         def uuid(self) -> str:
             return "the user's"
 
-    monkeypatch.setattr(inductor_config, "post_grad_custom_pre_pass", UsersPass())
-    s = session_of(TwoGraphs(), torch.randn(4, 2048), probed=True)
+    # Inductor's own patch, not monkeypatch: a config module's attribute deleted on undo is gone for good
+    with inductor_config.patch({"post_grad_custom_pre_pass": UsersPass()}):
+        s = session_of(TwoGraphs(), torch.randn(4, 2048), probed=True)
+    assert inductor_config.post_grad_custom_pre_pass is None
     assert len(ran) == 2 and s._probed is None
     assert s.unchanged_by({ONLINE_SOFTMAX_OPTION: True}) is None
