@@ -334,14 +334,16 @@ def test_logits_less_their_logsumexp_keep_torch_s_values_on_rows_with_an_infinit
     assert torch.isnan(torch.ops.kernelopt.row_softmax(x, 0.5, True, False)[2]).all()
 
 
-def test_the_token_log_probs_problem_is_one_call_of_the_op(hopper: None) -> None:
-    """examples/problems/level1/26_token_log_probs.py (bf16 logits, float32 log-probabilities), its
-    vocabulary at 8192 so the op takes it: the bf16 logits are read by the op, no kernel is left."""
+@pytest.mark.parametrize("name", ["26_token_log_probs", "28_token_log_probs_256k"])
+def test_the_token_log_probs_problem_is_one_call_of_the_op(hopper: None, name: str) -> None:
+    """examples/problems/level1/26_token_log_probs.py and its 256000-vocabulary sibling (bf16 logits,
+    float32 log-probabilities), the vocabulary at 8192 so the op takes it: the bf16 logits are read by
+    the op, no kernel is left."""
     from conftest import EXAMPLES
 
     from kernelopt.problem import load_problem
 
-    problem = load_problem(str(EXAMPLES / "level1/26_token_log_probs.py")).with_sizes(batch_size=4, vocab=8192)
+    problem = load_problem(str(EXAMPLES / f"level1/{name}.py")).with_sizes(batch_size=4, vocab=8192)
     model, inputs = problem.build_model(0, torch.device("cpu")), problem.make_inputs(0, torch.device("cpu"))
     artifact = _compiled(model, inputs[0])
     (graph,) = artifact.graphs
