@@ -189,6 +189,8 @@ def _regenerated_through_the_gates(problem: str, overrides: dict, option: str) -
         # Inductor's on an H100 here, faster elsewhere; speed is the suite's to report): the screen said so
         # in its own words, and the candidate is judged again without it, for its correctness
         assert gates["performance"]["reason"].startswith("screened out: "), gates["performance"]
+        # said in pytest's warnings summary: which run took this path (a -q run did not show it)
+        warnings.warn(f"{problem} under {option}: {gates['performance']['reason'][:120]}; judged again unscreened")
         settings = replace(settings, screen_trials=0)
         result = worker_targets.evaluate_graph(spec, 0, {option: True}, asdict(settings), None)
         gates = {v["gate"]: v for v in result["verdicts"]}
