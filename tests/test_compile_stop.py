@@ -262,7 +262,7 @@ def test_a_variant_is_compiled_where_a_probe_counts_something_or_cannot_say(monk
     assert unknown.unchanged_by({ONLINE_SOFTMAX_OPTION: True}) is None
 
 
-def test_probing_leaves_the_capture_as_it_was_and_a_failing_probe_says_unknown() -> None:
+def test_probing_leaves_the_capture_as_it_was_and_a_failing_probe_says_unknown(caplog) -> None:
     from kernelopt.capture.compile_stop import probing
 
     x = torch.randn(8, 64)
@@ -281,6 +281,8 @@ def test_probing_leaves_the_capture_as_it_was_and_a_failing_probe_says_unknown()
     with compat.fresh_compile(), probing({"fails": fails, "erases": erases}) as counts:
         probed = capture(Temperature(), [x], {})
     assert counts == [{"fails": None, "erases": 1}]
+    why = [r.getMessage() for r in caplog.records if r.name == "kernelopt.capture.compile_stop"]
+    assert why == ["probe fails failed on graph 0, so its variant is compiled: RuntimeError: no nvcc here"]
     def code(artifact) -> list[str]:  # each graph's code but its first line, the compile's number
         return [g.source_code.split("\n", 1)[1] for g in artifact.graphs]
 

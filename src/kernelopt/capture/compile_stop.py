@@ -8,11 +8,14 @@ mechanism only: the rewrites themselves live in :mod:`kernelopt.capture.rewrites
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 class NothingRewritten(Exception):
@@ -112,7 +115,14 @@ def probe_graph(graph: torch.fx.Graph) -> int:
     for name, probe in state.probes.items():
         try:
             row[name] = int(probe(copied(graph)))
-        except Exception:  # a rewrite that cannot run here (no nvcc, another torch): unknown, so compiled
+        except Exception as exc:  # a rewrite that cannot run here (no nvcc, another torch): unknown, so compiled
+            log.warning(
+                "probe %s failed on graph %d, so its variant is compiled: %s: %s",
+                name,
+                len(state.counts),
+                type(exc).__name__,
+                (str(exc).splitlines() or [""])[0][:300],
+            )
             row[name] = None
     state.counts.append(row)
     return 0
