@@ -41,6 +41,32 @@ def verdicts(*gates_passed):
     return [{"gate": g, "passed": p, "reason": f"{g} {'ok' if p else 'failed'}", "details": {}} for g, p in gates_passed]
 
 
+class WholeModel:
+    """Stands in for the knob stage's whole-model judge (a fresh process in a real run), which the graph stage
+    asks before it promotes a winner's options on a model of several graphs: all gates pass at ``speedup``,
+    the performance gate only above 1.03x; records each option set and the options it was judged on top of."""
+
+    def __init__(self) -> None:
+        self.speedup = 1.0
+        self.calls: list[tuple[dict, dict]] = []
+
+    def __call__(self, run, options, settings):
+        self.calls.append((dict(options), dict(run.spec.options)))
+        faster = self.speedup > 1.03
+        cmp = {"speedup": self.speedup, "baseline": {"median_ms": 1.0}, "candidate": {"median_ms": 1.0 / self.speedup}}
+        gates = verdicts(("static", True), ("correctness", True), ("model", True), ("performance", faster))
+        return evaluator_mod.result_of({"passed": faster, "verdicts": gates, "kernel_comparison": cmp, "gpu_s": 0.5})
+
+
+@pytest.fixture(autouse=True)
+def whole_model(monkeypatch) -> WholeModel:
+    from kernelopt.pipeline import graph_stage
+
+    judge = WholeModel()
+    monkeypatch.setattr(graph_stage, "judge_options", judge)
+    return judge
+
+
 class ScriptedWorker:
     """Answers like kernelopt.evaluate.worker_targets: num_warps=32 is 1.2x faster, XBLOCK>=4 is wrong, the rest not faster."""
 
@@ -713,6 +739,7 @@ class TwoGraphWorker(GraphWorker):
     def call(self, target, *args, timeout_s=0, kwargs=None):
         if target.endswith(":analyze_problem"):
             self.calls.append("analyze_problem")
+            self.analyzed.append(dict(args[0].get("options") or {}))
             found = analysis()
             found["launches"].append(asdict(LaunchReport(2, 1, "vendor", "extern_kernels.mm", 10.0, 0.01)))
             return ok(found)
@@ -761,14 +788,16 @@ class BothGraphsWorker(TwoGraphWorker):
             ":evaluate_graph") else super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
 
 
-def test_on_several_graphs_a_graph_winner_is_verified_first_in_its_kernel_winners_place(tmp_path) -> None:
+def test_on_several_graphs_a_graph_winner_is_verified_first_in_its_kernel_winners_place(tmp_path, whole_model) -> None:
     """A kernel winner is judged at its kernel, a graph candidate end to end: on the H200 log-softmax-vocab's
     eviction-hint kernel won 1.08x at the kernel and nothing end to end, while its graph's online softmax
-    ran 1.25x. With several graphs the graph stage runs after the kernels, searches the graph whose kernel
-    won too, and the final verification tries its winner in the kernel's place first."""
+    ran 1.25x. With several graphs the graph stage searches every graph, the one whose kernel wins too,
+    and where the whole model under the winner's options is no faster (not promoted), the final
+    verification tries its winner in the kernel's place first."""
     worker = BothGraphsWorker()
     _, report = graph_run(tmp_path, worker, ["launch-config", "graph-variants"])
-    assert worker.calls.index("evaluate_candidates") < worker.calls.index("evaluate_graph")
+    assert worker.calls.index("evaluate_graph") < worker.calls.index("evaluate_candidates")
+    assert [options for options, _ in whole_model.calls] == [{"aggressive_fusion": True}]  # judged, not faster
     (k,) = report.kernels
     assert [g.graph for g in report.graphs] == [0, 1] and not any(g.promoted for g in report.graphs)
     ((kernels, graphs),) = worker.together  # both graph winners, the kernel's graph among them: verified
@@ -780,6 +809,67 @@ def test_on_several_graphs_a_graph_winner_is_verified_first_in_its_kernel_winner
     # the graphs first, then the kernel with the other graph's winner, then each single best alone
     assert [(len(kernels), len(graphs)) for kernels, graphs in failing.together] == [(0, 2), (1, 1), (1, 0), (0, 1)]
     assert "baseline stays" in report.final_reason and all(g.best is None for g in report.graphs)
+
+
+def test_on_several_graphs_a_winner_is_promoted_where_the_whole_model_under_its_options_is_faster(
+    tmp_path, whole_model
+) -> None:
+    """Issue 13, compile options x kernels, per graph: on a model of several graphs the winner's options
+    change every graph, so they are judged as the whole model compiled under them (the knob stage's
+    judge, with the run's full seeds); where that is faster they become the compile the kernels are
+    searched on, and every graph winner of those options is in it. A resumed run reads the choice back."""
+    whole_model.speedup = 1.2
+    worker = BothGraphsWorker()
+    store, report = graph_run(tmp_path, worker, ["launch-config", "graph-variants"])
+    ((options, on_top_of),) = whole_model.calls
+    assert options == {"aggressive_fusion": True} and on_top_of == {}
+    assert worker.analyzed == [{}, {"aggressive_fusion": True}]  # the kernels searched on the promoted compile
+    assert worker.calls.index("evaluate_graph") < worker.calls.index("evaluate_candidates")
+    assert [g.promoted for g in report.graphs] == [True, True] and report.graph_winners == []
+    first, second = report.graphs
+    assert first.speedup == pytest.approx(1.2)
+    assert first.final_check == (
+        "passed again as the whole model compiled under them (2 graphs) with model seeds [0, 1, 2], 50 trials; "
+        "the kernels were searched on its compile"
+    )
+    assert second.final_check == "in the compile of graph 0's options"
+    assert report.options == {"aggressive_fusion": True}
+    ((kernels, graphs),) = worker.together  # the kernel winner on the promoted compile, no graph swapped
+    assert len(kernels) == 1 and graphs == [] and worker.base_options == [{}]
+    assert report.final_reason.startswith("verified: graph 0's options {'aggressive_fusion': True} (1.200x over")
+
+    resumed_worker = BothGraphsWorker()
+    resumed = opt._optimize(run_context(
+        "softmax", store, report.run_id, resumed_worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+        opt.make_operators(["launch-config", "graph-variants"]), Budget(max_evaluations=12, patience=2),
+        opt.search_settings(), 3,
+    ))  # fmt: skip
+    assert len(whole_model.calls) == 1 and resumed.options == {"aggressive_fusion": True}
+    assert [g.promoted for g in resumed.graphs] == [True, True]
+
+
+def test_on_several_graphs_a_whole_model_that_fails_keeps_each_graph_winner_for_the_final_verification(
+    tmp_path, whole_model
+) -> None:
+    """The whole model under the winner's options no faster: nothing promoted, the kernels searched on the base
+    compile, and both graph candidates (each judged end to end on its own graph) still verified at the end."""
+    worker = BothGraphsWorker()
+    events: list = []
+    store = Store(tmp_path / "k.db")
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["graph-variants"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
+    ))  # fmt: skip
+    assert len(whole_model.calls) == 1 and worker.analyzed == [{}] and not report.options
+    assert not any(g.promoted for g in report.graphs)
+    ((kernels, graphs),) = worker.together
+    assert kernels == [] and len(graphs) == 2
+    warned = [d["message"] for kind, d in events if kind == "warning" and "not promoted" in d["message"]]
+    assert warned == [
+        "graph 0's options not promoted: the whole model compiled under them (2 graphs) failed with model seeds "
+        "[0, 1, 2], 50 trials: performance: performance failed"
+    ]
 
 
 class CopyingWorker(GraphWorker):

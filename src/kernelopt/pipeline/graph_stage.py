@@ -1,10 +1,12 @@
 """The graph stage of an optimize run: each graph's call sequence as Inductor writes it under other options.
 
-For a model of one graph it runs before the kernel search (:func:`graph_first`): a winner whose
-options a whole-model compile takes becomes the compile the kernels are then searched on (options x
-kernels). For a model of several graphs it runs after the kernel search, on every graph, those whose
-kernels won too: a graph candidate replaces every kernel of its graph, so the two never stack on one
-graph, and the final verification tries a graph winner before the kernel winners it displaces
+It runs before the kernel search (:func:`graph_first`). The fastest winner whose options a whole-model
+compile takes, judged again in full (on a model of several graphs as the whole model compiled under
+them, since the options change every graph), becomes the compile the kernels are then searched on
+(options x kernels). The other winners (kernelopt's own options, which a whole-model compile does not
+take, or winners of other graphs) stay graph candidates: one replaces every kernel of its graph, so a
+graph candidate and a kernel winner never stack on one graph, and the final verification tries the
+graph winners before the kernel winners they displace
 (:func:`~kernelopt.pipeline.final_check.finalize`). Each option set of
 :data:`~kernelopt.search.graph_variants.GRAPH_OPTIONS` is compiled once in the evaluation worker;
 the graphs it changed are searched, each candidate judged end to end (gate 1's wrapper rules, the
@@ -23,6 +25,7 @@ from kernelopt.config import Settings
 from kernelopt.evaluate.gate_settings import GateSettings, final_settings
 from kernelopt.evaluate.session import OWN_OPTIONS
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, SESSION, failure_of, result_of
+from kernelopt.pipeline.knob_stage import judge_options
 from kernelopt.pipeline.options_search import search_options
 from kernelopt.pipeline.records import GraphResult
 from kernelopt.pipeline.run_context import RunContext
@@ -194,7 +197,7 @@ def _search_graph(run: RunContext, nodes: NodeStore, graph: int, variants: list[
 
 @dataclass
 class GraphFirst:
-    """The graph stage run before the kernel search, on a model of one graph."""
+    """The graph stage, run before the kernel search."""
 
     graphs: list[GraphResult]
     promoted: dict[str, Any] | None  # the winner's options as the kernels' compile, in a knob record's shape
@@ -208,43 +211,86 @@ def whole_model(options: dict[str, Any]) -> bool:
 
 def graph_first(
     run: RunContext, graph_run: RunContext, nodes: NodeStore, copies_first: bool = False, rereads_first: bool = False
-) -> GraphFirst | None:
-    """For a model of one graph, the graph stage before the kernel search, so the kernels are searched on
-    the winning variant's compile, as a compiler knob's winner is (issue 13: compile options x kernels).
-    A winner whose options a whole-model compile takes is re-checked with the run's full seeds and
-    timing; where it passes again, ``run.spec`` gains its options and the record returned has the
-    shape :func:`~kernelopt.pipeline.knob_stage.on_top_of_options` reads. None where the model has
-    several graphs: the stage then runs after the kernel search. Variants that could not be compiled
-    (the reason emitted) leave no graph to search, here or later. A resumed run reads the choice back
-    instead of re-checking again."""
+) -> GraphFirst:
+    """The graph stage before the kernel search, so the kernels are searched on the winning variant's
+    compile, as a compiler knob's winner is (issue 13: compile options x kernels). The fastest winner
+    whose options a whole-model compile takes is re-checked with the run's full seeds and timing: on a
+    model of one graph as its graph candidate, which is the whole model; on a model of several graphs as
+    the whole model compiled under those options (:func:`~kernelopt.pipeline.knob_stage.judge_options`),
+    since they compile every graph otherwise, not only the one searched. Where it passes again,
+    ``run.spec`` gains its options, every graph winner of options it holds is in that compile too, and
+    the record returned has the shape :func:`~kernelopt.pipeline.knob_stage.on_top_of_options` reads.
+    The other graph winners stay for the final verification, which judges them again on the compile the
+    run ends with. Variants that could not be compiled (the reason emitted) leave no graph to search. A
+    resumed run reads the choice back instead of re-checking again."""
     per_graph = graph_variants(graph_run, copies_first, rereads_first)
     if per_graph is None:
         return GraphFirst([], None)
-    if len(per_graph) != 1:
-        return None
     graphs = search_graphs(graph_run, nodes, copies_first, rereads_first)
-    winner = next((g for g in graphs if g.best is not None), None)
-    if winner is None or winner.best is None or not whole_model(winner.best.get("options") or {}):
-        return GraphFirst(graphs, None)
     known = run.store.measurements(run.run_id, PROMOTED).get(PROMOTED)
     if known is None:
-        options = dict(winner.best.get("options") or {})
+        winner = _promotable(graphs)
+        if winner is None:
+            return GraphFirst(graphs, None)
         run.emit("stage", {"stage": "final gates", "kernel": f"graph {winner.graph}"})
-        recheck_graph(run, winner, final_settings(run.settings, run.config))
-        known = {
-            "graph": winner.graph,
-            "best_options": options,
-            "speedup": winner.speedup,
-            "final_check": winner.final_check,
-            "used": winner.best is not None,
-            "label": f"graph {winner.graph}'s options",
-        }
+        known = _recheck_for_promotion(run, winner, len(per_graph))
         run.store.add_measurement(run.run_id, PROMOTED, known)
-    winner.final_check = known["final_check"]
+    winner = next(g for g in graphs if g.graph == known["graph"])
+    if len(per_graph) == 1:
+        winner.final_check = known["final_check"]
+        if not known["used"]:
+            winner.best, winner.speedup = None, 1.0
     if not known["used"]:
-        winner.best, winner.speedup = None, 1.0
+        if len(per_graph) > 1:  # its graph candidate alone still stands, for the final verification
+            run.emit("warning", {"message": f"graph {winner.graph}'s options not promoted: {known['final_check']}"})
         return GraphFirst(graphs, None)
-    winner.promoted, winner.speedup = True, known["speedup"]
+    options = known["best_options"]
+    for g in graphs:
+        if g is winner or (g.best is not None and _within(g.best.get("options") or {}, options)):
+            g.promoted = True
+            g.final_check = known["final_check"] if g is winner else f"in the compile of {known['label']}"
+    winner.speedup = known["speedup"]
     winner.final_check += "; the kernels were searched on its compile"
-    run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **known["best_options"]})
+    run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **options})
     return GraphFirst(graphs, dict(known))
+
+
+def _promotable(graphs: list[GraphResult]) -> GraphResult | None:
+    """The fastest graph winner whose options a whole-model compile takes."""
+    ready = [g for g in graphs if g.best is not None and whole_model(g.best.get("options") or {})]
+    return max(ready, key=lambda g: g.speedup) if ready else None
+
+
+def _within(options: dict[str, Any], promoted: dict[str, Any]) -> bool:
+    """Whether a compile under ``promoted`` holds every one of ``options``."""
+    return bool(options) and all(name in promoted and promoted[name] == value for name, value in options.items())
+
+
+def _recheck_for_promotion(run: RunContext, winner: GraphResult, graph_count: int) -> dict[str, Any]:
+    """The winner's options judged again with the run's full seeds and timing (its graph candidate on a
+    model of one graph, the whole model compiled under them on one of several), as the store keeps it."""
+    assert winner.best is not None
+    options = dict(winner.best.get("options") or {})
+    settings = final_settings(run.settings, run.config)
+    if graph_count == 1:
+        recheck_graph(run, winner, settings)
+        used, speedup, check = winner.best is not None, winner.speedup, winner.final_check
+    else:
+        again = judge_options(run, options, settings)
+        seeds = f"model seeds {list(settings.model_seeds)}, {settings.trials} trials"
+        used = again.passed and again.fitness > 1.0
+        speedup = again.fitness if used else 1.0
+        check = (
+            f"passed again as the whole model compiled under them ({graph_count} graphs) with {seeds}"
+            if used
+            else f"the whole model compiled under them ({graph_count} graphs) failed with {seeds}: "
+            f"{again.failed_gate}: {again.reason}"
+        )
+    return {
+        "graph": winner.graph,
+        "best_options": options,
+        "speedup": speedup,
+        "final_check": check,
+        "used": used,
+        "label": f"graph {winner.graph}'s options",
+    }

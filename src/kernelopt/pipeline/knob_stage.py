@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kernelopt.config import default_of
+from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.evaluate.records import ProblemAnalysis
 from kernelopt.pipeline.evaluator import (
     PER_CANDIDATE_TIMEOUT_S,
@@ -39,25 +40,14 @@ def search_knobs(run: RunContext, nodes: NodeStore, total_us: float) -> dict[str
     kernel search runs on (``run.spec`` gains its options), so kernels are searched on what the
     options compiled. At most ``knob_budget`` evaluations (the run's config; None:
     :data:`KNOB_EVALUATIONS`). A resumed run reads the choice back instead of searching again."""
-    from kernelopt.workers import run_isolated
-
     known = run.store.measurements(run.run_id, "knobs").get("knobs")
     if known is not None:
         if known["used"]:
             run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **known["best_options"]})
         return dict(known)
 
-    def evaluate(node: Node) -> EvaluationResult:  # a fresh process each: every variant is a full compile
-        outcome = run_isolated(
-            f"{SESSION}:evaluate_knobs",
-            asdict(run.spec),
-            node.candidate.options or {},
-            run.settings.to_dict(),
-            EVAL_DEVICE,
-            timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
-            env=compile_cache_env(run.config),
-        )
-        return result_of(outcome.value) if outcome.ok else failure_of(outcome)
+    def evaluate(node: Node) -> EvaluationResult:
+        return judge_options(run, node.candidate.options or {}, run.settings)
 
     cap = run.config.knob_budget if run.config is not None else KNOB_EVALUATIONS
     knob_budget = dataclasses.replace(run.budget, max_evaluations=min(run.budget.max_evaluations or cap, cap))
@@ -79,6 +69,23 @@ def search_knobs(run: RunContext, nodes: NodeStore, total_us: float) -> dict[str
         run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **(best.candidate.options or {})})
     run.store.add_measurement(run.run_id, "knobs", record)
     return record
+
+
+def judge_options(run: RunContext, options: dict[str, Any], settings: GateSettings) -> EvaluationResult:
+    """The whole model compiled under ``options`` (on top of ``run.spec``'s) through the gates against
+    its compile without them, end to end, in a fresh process: every variant is a full compile."""
+    from kernelopt.workers import run_isolated
+
+    outcome = run_isolated(
+        f"{SESSION}:evaluate_knobs",
+        asdict(run.spec),
+        options,
+        settings.to_dict(),
+        EVAL_DEVICE,
+        timeout_s=run.timeout_s + PER_CANDIDATE_TIMEOUT_S,
+        env=compile_cache_env(run.config),
+    )
+    return result_of(outcome.value) if outcome.ok else failure_of(outcome)
 
 
 def stacked(knobs: dict[str, Any] | None, promoted: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ from kernelopt.pipeline.evaluator import (
     stage_medians,
 )
 from kernelopt.pipeline.final_check import RECHECK_ATTEMPTS, finalize, winner_of
-from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, compiled_variants, graph_first, search_graphs
+from kernelopt.pipeline.graph_stage import GRAPH_OPERATOR, compiled_variants, graph_first
 from kernelopt.pipeline.kernel_facts import inductor_tuned, ncu_counters, structural_variants_of
 from kernelopt.pipeline.knob_stage import KNOB_OPERATOR, on_top_of_options, search_knobs, stacked
 from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
@@ -395,11 +395,12 @@ def _optimize(run: RunContext) -> OptimizeReport:
     ):
         run.emit("warning", {"message": note})
     copies_first, rereads_first = measured.moves_share >= COPY_SHARE, measured.rereads_share >= COPY_SHARE
-    # on one graph, before the kernels: on the knob winner's compile where there is one (options stack)
+    # the graph stage before the kernels, on the knob winner's compile where there is one (options stack)
     first = None if graph_run is None else graph_first(run, graph_run, nodes, copies_first, rereads_first)
     promoted = first.promoted if first is not None else None
     if first is not None:
         report.graphs = first.graphs
+        report.graph_compile = compiled_variants(run)
     if promoted is not None:  # the kernels are searched on the graph winner's compile
         report.options = dict(run.spec.options)
         try:
@@ -424,11 +425,6 @@ def _optimize(run: RunContext) -> OptimizeReport:
         report.evaluations += len(evaluated)
         report.gpu_s += gpu_seconds(evaluated)
     if graph_run is not None:
-        if first is None:
-            # every graph's call sequence regenerated, those whose kernels won too: a graph candidate is judged
-            # end to end, a kernel winner at its kernel, and the final verification tries the graph's first
-            report.graphs = search_graphs(graph_run, nodes, copies_first, rereads_first)
-        report.graph_compile = compiled_variants(run)
         for g in report.graphs:
             evaluated = [n for n in nodes.evaluated(graph_target(g.graph)) if n.operator != "root"]
             report.evaluations += len(evaluated)

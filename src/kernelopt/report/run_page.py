@@ -364,9 +364,10 @@ def _graph_table(data: RunData) -> str:
             "final re-check")  # fmt: skip
     note = (
         '<p class="note">A graph candidate replaces a graph\'s whole call sequence (which kernels run), so it is '
-        "timed on the whole model. On a model of one graph the winner, where a whole-model compile takes its "
-        "options, became the compile the kernels were then searched on; with several graphs a winner is swapped "
-        "in, in place of its graph's kernel winners where both won.</p>"
+        "timed on the whole model. The fastest winner whose options a whole-model compile takes, judged again "
+        "(on a model of several graphs as the whole model compiled under them), became the compile the kernels "
+        "were then searched on; other winners are swapped in, in place of their graph's kernel winners where "
+        "both won.</p>"
     )
     if data.graph_stage:
         note += f'<p class="note">Searched without --operators naming graph-variants: {esc(data.graph_stage)}.</p>'
