@@ -872,6 +872,28 @@ def test_on_several_graphs_a_whole_model_that_fails_keeps_each_graph_winner_for_
     ]
 
 
+def test_a_resumed_promotion_holds_where_its_graphs_search_is_not_found_again(tmp_path, whole_model) -> None:
+    """The store's promotion record decides a resumed run: its options stay the kernels' compile even where
+    the resumed graph search no longer lists the winner's graph, and nothing is judged again."""
+    from kernelopt.pipeline.graph_stage import PROMOTED
+
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "softmax", "fake", {})
+    store.add_measurement(run_id, PROMOTED, {
+        "graph": 7, "best_options": {"aggressive_fusion": True}, "speedup": 1.2, "final_check": "passed again",
+        "used": True, "label": "graph 7's options",
+    })  # fmt: skip
+    worker = BothGraphsWorker()
+    report = opt._optimize(run_context(
+        "softmax", store, run_id, worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+        opt.make_operators(["graph-variants"]), Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+    ))  # fmt: skip
+    assert whole_model.calls == [] and report.options == {"aggressive_fusion": True}
+    assert worker.analyzed == [{}, {"aggressive_fusion": True}]
+    assert [g.promoted for g in report.graphs] == [True, True] and report.graph_winners == []
+    assert [g.final_check for g in report.graphs] == ["in the compile of graph 7's options"] * 2
+
+
 class CopyingWorker(GraphWorker):
     """A compiled model whose tiny second kernel is a layout copy taking a quarter of the compiled forward's time."""
 

@@ -235,22 +235,23 @@ def graph_first(
         run.emit("stage", {"stage": "final gates", "kernel": f"graph {winner.graph}"})
         known = _recheck_for_promotion(run, winner, len(per_graph))
         run.store.add_measurement(run.run_id, PROMOTED, known)
-    winner = next(g for g in graphs if g.graph == known["graph"])
-    if len(per_graph) == 1:
+    winner = next((g for g in graphs if g.graph == known["graph"]), None)  # None: a resumed search lost it
+    if winner is not None and len(per_graph) == 1:
         winner.final_check = known["final_check"]
         if not known["used"]:
             winner.best, winner.speedup = None, 1.0
     if not known["used"]:
         if len(per_graph) > 1:  # its graph candidate alone still stands, for the final verification
-            run.emit("warning", {"message": f"graph {winner.graph}'s options not promoted: {known['final_check']}"})
+            run.emit("warning", {"message": f"graph {known['graph']}'s options not promoted: {known['final_check']}"})
         return GraphFirst(graphs, None)
     options = known["best_options"]
     for g in graphs:
         if g is winner or (g.best is not None and _within(g.best.get("options") or {}, options)):
             g.promoted = True
             g.final_check = known["final_check"] if g is winner else f"in the compile of {known['label']}"
-    winner.speedup = known["speedup"]
-    winner.final_check += "; the kernels were searched on its compile"
+    if winner is not None:
+        winner.speedup = known["speedup"]
+        winner.final_check += "; the kernels were searched on its compile"
     run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **options})
     return GraphFirst(graphs, dict(known))
 
