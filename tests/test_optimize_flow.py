@@ -854,13 +854,7 @@ def test_on_several_graphs_a_whole_model_that_fails_keeps_each_graph_winner_for_
     """The whole model under the winner's options no faster: nothing promoted, the kernels searched on the base
     compile, and both graph candidates (each judged end to end on its own graph) still verified at the end."""
     worker = BothGraphsWorker()
-    events: list = []
-    store = Store(tmp_path / "k.db")
-    report = opt._optimize(run_context(
-        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
-        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["graph-variants"]),
-        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
-    ))  # fmt: skip
+    report, events = graph_run_heard(tmp_path, worker, ["graph-variants"])
     assert len(whole_model.calls) == 1 and worker.analyzed == [{}] and not report.options
     assert not any(g.promoted for g in report.graphs)
     ((kernels, graphs),) = worker.together
