@@ -313,7 +313,7 @@ def test_row_split_compile_patches_inductors_split_and_launch_and_puts_them_back
     original = triton_heuristics.cooperative_reduction
     device = DeviceProperties.create(torch.device("cpu"))
     meta = {"device": device, "launch_cooperative_grid": True}
-    with compat.row_split_compile(8192):
+    with compat.row_split_compile(8192, 4096):
         assert type(V.choices).__name__ == "RowSplitChoices"
         assert V.choices.should_use_persistent_reduction(None, True) is True  # cooperative: always persistent
         launcher = triton_heuristics.cooperative_reduction(

@@ -181,7 +181,7 @@ def test_a_session_compiles_a_row_split_under_its_hooks_and_pins_the_config_indu
     entered = []
 
     @contextlib.contextmanager
-    def row_split_compile(chunk):
+    def row_split_compile(chunk, wide):
         entered.append(chunk)
         yield
 

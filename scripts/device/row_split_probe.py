@@ -29,6 +29,7 @@ import torch
 
 from kernelopt.capture import capture, compat
 from kernelopt.capture.artifact import separate_code
+from kernelopt.capture.row_split import WIDE
 from kernelopt.measure import compare
 from kernelopt.measure.split_timer import time_call
 from kernelopt.problem import load_problem, outputs_as_list
@@ -67,7 +68,7 @@ def main() -> None:
     for chunk in chunks:
         row = {"problem": path.stem, "chunk": chunk}
         try:
-            with compat.row_split_compile(chunk):
+            with compat.row_split_compile(chunk, WIDE):
                 split = capture(separate_code(model, f"row_split_{chunk}"), inputs, reset=False)
         except Exception as exc:
             print(json.dumps({**row, "error": f"{type(exc).__name__}: {exc}"[:400]}), flush=True)

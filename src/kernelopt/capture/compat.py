@@ -177,8 +177,8 @@ def mode_options(mode: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def row_split_compile(chunk: int) -> Iterator[None]:
-    """Inductor writing every reduction of ``row_split.WIDE`` (4096) elements or more as a persistent cooperative one
+def row_split_compile(chunk: int, wide: int) -> Iterator[None]:
+    """Inductor writing every reduction of ``wide`` elements or more (``row_split.WIDE``) as a persistent cooperative one
     (:mod:`kernelopt.capture.row_split`), about ``chunk`` elements of a row per program (RSPLIT a power
     of two from 2 to 64), its grid launched as an ordinary one: in this context only, for compiling
     and first running a graph variant in a worker. Until :func:`~kernelopt.capture.row_split.row_split`
@@ -190,13 +190,11 @@ def row_split_compile(chunk: int) -> Iterator[None]:
     from torch._inductor.runtime import triton_heuristics
     from torch._inductor.virtualized import V
 
-    from kernelopt.capture.row_split import WIDE
-
     class RowSplitChoices(InductorChoices):  # the hooks' signatures differ between torch versions
         def should_use_cooperative_reduction(self, *args: Any) -> bool:  # type: ignore[override]
             features = next((a for a in args if hasattr(a, "reduction_numel")), None)
             rnumel = features.reduction_numel if features is not None else args[-1]
-            return bool(V.graph.sizevars.statically_known_geq(rnumel, WIDE))
+            return bool(V.graph.sizevars.statically_known_geq(rnumel, wide))
 
         def should_use_persistent_reduction(self, *args: Any, **kwargs: Any) -> bool:  # type: ignore[override]
             if any(a is True for a in args) or kwargs.get("cooperative_reduction"):

@@ -32,7 +32,7 @@ from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_
 from kernelopt.capture.kernel_source import as_launched
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.rewrites.passes import COMPILE_PASSES, is_compile_option
-from kernelopt.capture.row_split import ROW_SPLIT_OPTION, RowSplitError, row_split, wide_reductions
+from kernelopt.capture.row_split import ROW_SPLIT_OPTION, WIDE, RowSplitError, row_split, wide_reductions
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
@@ -230,7 +230,7 @@ class EvaluationSession:
         with compat.stopped_compile_dirs() as kept:
             try:
                 with (
-                    compat.row_split_compile(int(chunk)) if chunk else contextlib.nullcontext(),
+                    compat.row_split_compile(int(chunk), WIDE) if chunk else contextlib.nullcontext(),
                     stop_where_unchanged(probe) if one_graph else contextlib.nullcontext(),
                 ):
                     return capture(
