@@ -8,6 +8,7 @@ the wrapper text, the live output module and Inductor's own source loader.
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -315,6 +316,10 @@ def test_row_split_compile_patches_inductors_split_and_launch_and_puts_them_back
     meta = {"device": device, "launch_cooperative_grid": True}
     with compat.row_split_compile(8192, 4096):
         assert type(V.choices).__name__ == "RowSplitChoices"
+        sizes = SimpleNamespace(sizevars=SimpleNamespace(statically_known_geq=lambda a, b: a >= b))
+        with V.set_graph_handler(sizes):  # cooperative from the caller's width on, not below it
+            cooperative = V.choices.should_use_cooperative_reduction
+            assert cooperative(SimpleNamespace(reduction_numel=4096)) and not cooperative(SimpleNamespace(reduction_numel=4095))
         assert V.choices.should_use_persistent_reduction(None, True) is True  # cooperative: always persistent
         launcher = triton_heuristics.cooperative_reduction(
             {"x": 2048, "r0_": 131072}, ReductionHint.INNER, meta, "k.py", {"persistent_reduction": True}
