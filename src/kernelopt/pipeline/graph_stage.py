@@ -3,10 +3,10 @@
 It runs before the kernel search (:func:`graph_first`). The fastest winner whose options a whole-model
 compile takes, judged again in full (on a model of several graphs as the whole model compiled under
 them, since the options change every graph), becomes the compile the kernels are then searched on
-(options x kernels). The other winners (kernelopt's own options, which a whole-model compile does not
-take, or winners of other graphs) stay graph candidates: one replaces every kernel of its graph, so a
-graph candidate and a kernel winner never stack on one graph, and the final verification tries the
-graph winners before the kernel winners they displace
+(options x kernels). The other winners (a row split, which kernelopt applies to one graph's kernels
+after Inductor's compile, or other graphs' winners of other options) stay graph candidates: one replaces
+every kernel of its graph, so a graph candidate and a kernel winner never stack on one graph, and the
+final verification tries the graph winners before the kernel winners they displace
 (:func:`~kernelopt.pipeline.final_check.finalize`). Each option set of
 :data:`~kernelopt.search.graph_variants.GRAPH_OPTIONS` is compiled once in the evaluation worker;
 the graphs it changed are searched, each candidate judged end to end (gate 1's wrapper rules, the
