@@ -196,3 +196,38 @@ def test_a_one_graph_winner_becomes_the_compile_its_kernels_are_searched_on(tmp_
     x = loaded.example_inputs[0]
     expected = loaded.problem.build_model(0, "cuda")(x)
     torch.testing.assert_close(loaded(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_on_two_graphs_a_winners_options_are_judged_as_the_whole_model_before_they_are_promoted(tmp_path) -> None:
+    """The vocabulary's log-softmax, then a graph break and each row's top log-prob: two graphs. The graph
+    stage runs before the kernels on both; a winner whose options a whole-model compile takes is judged
+    again as the whole model compiled under them (both graphs change) and, where that is faster, becomes
+    the compile the kernels are searched on; where it is not, its graph candidate alone goes to the final
+    verification. Either way the export computes what the model does."""
+    from conftest import FIXTURES
+
+    from kernelopt.pipeline.graph_stage import PROMOTED, whole_model
+
+    store = Store(tmp_path / "k.db")
+    export = tmp_path / "two.kopt.json"
+    report = optimize(FIXTURES / "problems" / "vocab_two_graphs.py", store,
+                      operators=["launch-config", "graph-variants"], budget=Budget(max_evaluations=4, patience=4),
+                      max_targets=1, export_path=export, write_report=False)  # fmt: skip
+    print(report.final_reason, [(g.graph, g.speedup, g.note, g.final_check, g.promoted) for g in report.graphs])
+    assert store.run(report.run_id).status == "done"
+    promoted = store.measurements(report.run_id, PROMOTED).get(PROMOTED)
+    ready = [g for g in report.graphs if g.best is not None and whole_model(g.best.get("options") or {})]
+    if promoted is None:  # no winner a whole-model compile takes: nothing was judged for promotion
+        assert not ready
+    elif promoted["used"]:
+        assert promoted["final_check"].startswith("passed again as the whole model compiled under them (2 graphs)")
+        assert report.options is not None and all(report.options.get(k) == v for k, v in promoted["best_options"].items())
+        assert any(g.promoted for g in report.graphs)
+    else:
+        assert promoted["final_check"].startswith("the whole model compiled under them (2 graphs) failed")
+        assert not any(g.promoted for g in report.graphs)
+    if export.exists():
+        loaded = load(export)
+        x = loaded.example_inputs[0]
+        expected = loaded.problem.build_model(0, "cuda")(x)
+        torch.testing.assert_close(loaded(x), expected, rtol=1e-4, atol=1e-4)
