@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
+import torch
+
 from kernelopt.capture import compat
 from kernelopt.capture import compile_stop as stop
 from kernelopt.capture.artifact import capture
@@ -21,7 +23,7 @@ spent = [0.0]
 _probe_graph = stop.probe_graph
 
 
-def _timed(graph):  # type: ignore[no-untyped-def]
+def _timed(graph: torch.fx.Graph) -> int:
     start = time.perf_counter()
     try:
         return _probe_graph(graph)
