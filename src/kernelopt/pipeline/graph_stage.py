@@ -236,13 +236,11 @@ def graph_first(
         known = _recheck_for_promotion(run, winner, len(per_graph))
         run.store.add_measurement(run.run_id, PROMOTED, known)
     winner = next((g for g in graphs if g.graph == known["graph"]), None)  # None: a resumed search lost it
-    if winner is not None and len(per_graph) == 1:
-        winner.final_check = known["final_check"]
-        if not known["used"]:
-            winner.best, winner.speedup = None, 1.0
     if not known["used"]:
         if len(per_graph) > 1:  # its graph candidate alone still stands, for the final verification
             run.emit("warning", {"message": f"graph {known['graph']}'s options not promoted: {known['final_check']}"})
+        elif winner is not None:  # one graph: its candidate failed the very re-check
+            winner.final_check, winner.best, winner.speedup = known["final_check"], None, 1.0
         return GraphFirst(graphs, None)
     options = known["best_options"]
     for g in graphs:
@@ -264,7 +262,7 @@ def _promotable(graphs: list[GraphResult]) -> GraphResult | None:
 
 def _within(options: dict[str, Any], promoted: dict[str, Any]) -> bool:
     """Whether a compile under ``promoted`` holds every one of ``options``."""
-    return bool(options) and all(name in promoted and promoted[name] == value for name, value in options.items())
+    return bool(options) and options.items() <= promoted.items()
 
 
 def _recheck_for_promotion(run: RunContext, winner: GraphResult, graph_count: int) -> dict[str, Any]:
