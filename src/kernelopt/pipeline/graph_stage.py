@@ -2,7 +2,8 @@
 
 It runs before the kernel search (:func:`graph_first`). The fastest winner whose options a whole-model
 compile takes, judged again in full (on a model of several graphs as the whole model compiled under
-them, since the options change every graph), becomes the compile the kernels are then searched on
+them, since the options change every graph, and first together with the other graphs' winners' options
+where one compile can hold them all), becomes the compile the kernels are then searched on
 (options x kernels). The other winners (a row split, which kernelopt applies to one graph's kernels
 after Inductor's compile, or other graphs' winners of other options) stay graph candidates: one replaces
 every kernel of its graph, so a graph candidate and a kernel winner never stack on one graph, and the
@@ -217,7 +218,8 @@ def graph_first(
     whose options a whole-model compile takes is re-checked with the run's full seeds and timing: on a
     model of one graph as its graph candidate, which is the whole model; on a model of several graphs as
     the whole model compiled under those options (:func:`~kernelopt.pipeline.knob_stage.judge_options`),
-    since they compile every graph otherwise, not only the one searched. Where it passes again,
+    since they compile every graph otherwise, not only the one searched; there the options of every
+    graph's winner, where one compile can hold them all, are judged together first. Where it passes again,
     ``run.spec`` gains its options, every graph winner of options it holds is in that compile too, and
     the record returned has the shape :func:`~kernelopt.pipeline.knob_stage.on_top_of_options` reads.
     The other graph winners stay for the final verification, which judges them again on the compile the
@@ -229,22 +231,29 @@ def graph_first(
     graphs = search_graphs(graph_run, nodes, copies_first, rereads_first)
     known = run.store.measurements(run.run_id, PROMOTED).get(PROMOTED)
     if known is None:
-        winner = _promotable(graphs)
-        if winner is None:
+        failed: list[str] = []
+        for credited, options, label in _promotable(graphs):
+            run.emit("stage", {"stage": "final gates", "kernel": label})
+            known = _recheck_for_promotion(run, credited, options, label, len(per_graph))
+            if known["used"]:
+                break
+            failed.append(f"{label} not promoted: {known['final_check']}")
+        if known is None:
             return GraphFirst(graphs, None)
-        run.emit("stage", {"stage": "final gates", "kernel": f"graph {winner.graph}"})
-        known = _recheck_for_promotion(run, winner, len(per_graph))
+        known["not_promoted"] = failed
         run.store.add_measurement(run.run_id, PROMOTED, known)
     winner = next((g for g in graphs if g.graph == known["graph"]), None)  # None: a resumed search lost it
+    if len(per_graph) > 1:  # the graph candidates of options not promoted stand for the final verification
+        alone = [] if known["used"] else [f"{known['label']} not promoted: {known['final_check']}"]
+        for line in known.get("not_promoted", alone):  # a record of before the union was tried has one
+            run.emit("warning", {"message": line})
     if not known["used"]:
-        if len(per_graph) > 1:  # its graph candidate alone still stands, for the final verification
-            run.emit("warning", {"message": f"graph {known['graph']}'s options not promoted: {known['final_check']}"})
-        elif winner is not None:  # one graph: its candidate failed the very re-check
+        if len(per_graph) == 1 and winner is not None:  # one graph: its candidate failed the very re-check
             winner.final_check, winner.best, winner.speedup = known["final_check"], None, 1.0
         return GraphFirst(graphs, None)
     options = known["best_options"]
     for g in graphs:
-        if g is winner or (g.best is not None and _within(g.best.get("options") or {}, options)):
+        if g is winner or (g.best is not None and _within(_options(g), options)):
             g.promoted = True
             g.final_check = known["final_check"] if g is winner else f"in the compile of {known['label']}"
     if winner is not None:
@@ -254,10 +263,34 @@ def graph_first(
     return GraphFirst(graphs, dict(known))
 
 
-def _promotable(graphs: list[GraphResult]) -> GraphResult | None:
-    """The fastest graph winner whose options a whole-model compile takes."""
-    ready = [g for g in graphs if g.best is not None and whole_model(g.best.get("options") or {})]
-    return max(ready, key=lambda g: g.speedup) if ready else None
+def _promotable(graphs: list[GraphResult]) -> list[tuple[GraphResult, dict[str, Any], str]]:
+    """What to judge as the kernels' compile, in order, each as (the winner it is credited to, its
+    options, its label): the fastest graph winner whose options a whole-model compile takes; on a model
+    of several graphs whose winners want other options that one compile can hold at once (none given
+    two values), all of them together first, since a whole-model compile applies its options to every
+    graph."""
+    ready = [g for g in graphs if g.best is not None and whole_model(_options(g))]
+    if not ready:
+        return []
+    ready.sort(key=lambda g: g.speedup, reverse=True)
+    fastest = ready[0]
+    merged, joined = _options(fastest), [fastest.graph]
+    for g in ready[1:]:
+        extra = _options(g)
+        if not _within(extra, merged) and all(merged.get(name, value) == value for name, value in extra.items()):
+            merged.update(extra)
+            joined.append(g.graph)
+    alone = (fastest, _options(fastest), f"graph {fastest.graph}'s options")
+    if len(joined) == 1:
+        return [alone]
+    *most, last = sorted(joined)
+    names = ", ".join(str(n) for n in most) + f" and {last}"
+    return [(fastest, merged, f"graphs {names}'s options"), alone]
+
+
+def _options(graph: GraphResult) -> dict[str, Any]:
+    """A graph winner's compile options."""
+    return dict((graph.best or {}).get("options") or {})
 
 
 def _within(options: dict[str, Any], promoted: dict[str, Any]) -> bool:
@@ -265,11 +298,11 @@ def _within(options: dict[str, Any], promoted: dict[str, Any]) -> bool:
     return bool(options) and options.items() <= promoted.items()
 
 
-def _recheck_for_promotion(run: RunContext, winner: GraphResult, graph_count: int) -> dict[str, Any]:
-    """The winner's options judged again with the run's full seeds and timing (its graph candidate on a
+def _recheck_for_promotion(
+    run: RunContext, winner: GraphResult, options: dict[str, Any], label: str, graph_count: int
+) -> dict[str, Any]:
+    """``options`` judged again with the run's full seeds and timing (the winner's graph candidate on a
     model of one graph, the whole model compiled under them on one of several), as the store keeps it."""
-    assert winner.best is not None
-    options = dict(winner.best.get("options") or {})
     settings = final_settings(run.settings, run.config)
     if graph_count == 1:
         recheck_graph(run, winner, settings)
@@ -287,9 +320,9 @@ def _recheck_for_promotion(run: RunContext, winner: GraphResult, graph_count: in
         )
     return {
         "graph": winner.graph,
-        "best_options": options,
+        "best_options": dict(options),
         "speedup": speedup,
         "final_check": check,
         "used": used,
-        "label": f"graph {winner.graph}'s options",
+        "label": label,
     }
