@@ -26,9 +26,7 @@ from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers import WorkerResult
 
-SOFTMAX = next(
-    k for k in parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values()
-)
+SOFTMAX = next(k for k in parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values())
 
 
 def ok(value):
@@ -41,9 +39,7 @@ def config_of(source: str) -> dict:
 
 
 def verdicts(*gates_passed):
-    return [
-        {"gate": g, "passed": p, "reason": f"{g} {'ok' if p else 'failed'}", "details": {}} for g, p in gates_passed
-    ]
+    return [{"gate": g, "passed": p, "reason": f"{g} {'ok' if p else 'failed'}", "details": {}} for g, p in gates_passed]
 
 
 class WholeModel:
@@ -110,23 +106,9 @@ class ScriptedWorker:
                 return ok([self._one(src, recheck=True) for src in args[2]])
             return ok([self._one(src) for src in args[2]])
         if fn == "verify_together":
-            cmp = {
-                "speedup": 1.19,
-                "speedup_q1": 1.18,
-                "speedup_q3": 1.2,
-                "baseline": {"median_ms": 0.8},
-                "candidate": {"median_ms": 0.672},
-            }
-            model = {
-                "gate": "model",
-                "passed": self.final_passes,
-                "reason": "within 10x" if self.final_passes else "error 40x",
-            }
-            answer = {
-                "model": model,
-                "end_to_end": {"comparison": cmp, "beyond_noise": True},
-                "vs_eager": {"speedup": 1.49},
-            }
+            cmp = {"speedup": 1.19, "speedup_q1": 1.18, "speedup_q3": 1.2, "baseline": {"median_ms": 0.8}, "candidate": {"median_ms": 0.672}}
+            model = {"gate": "model", "passed": self.final_passes, "reason": "within 10x" if self.final_passes else "error 40x"}
+            answer = {"model": model, "end_to_end": {"comparison": cmp, "beyond_noise": True}, "vs_eager": {"speedup": 1.49}}
             base_options = args[5] if len(args) > 5 else None
             self.base_options.append(base_options)
             self.together_settings.append(args[2])
@@ -134,13 +116,8 @@ class ScriptedWorker:
                 answer.update(self.replayed)
             if base_options is not None:  # knob options on top: timed against the base mode's compile too
                 if self.times_base:
-                    answer["vs_base"] = {
-                        "speedup": 1.46,
-                        "speedup_q1": 1.45,
-                        "speedup_q3": 1.47,
-                        "baseline": {"median_ms": 1.0},
-                        "candidate": {"median_ms": 0.685},
-                    }
+                    answer["vs_base"] = {"speedup": 1.46, "speedup_q1": 1.45, "speedup_q3": 1.47,
+                                         "baseline": {"median_ms": 1.0}, "candidate": {"median_ms": 0.685}}
                 else:
                     answer["vs_base_reason"] = "the base mode's compile: did not compile: OutOfMemoryError"
             return ok(answer)
@@ -155,13 +132,7 @@ class ScriptedWorker:
         cmp = {"speedup": speed, "baseline": {"median_ms": 0.78}, "candidate": {"median_ms": 0.78 / speed}}
         gates = [("static", True), ("correctness", True), ("model", True), ("performance", fast)]
         timings = {"compile": 0.25, "correctness": 0.5 if fast else 0.0, "performance": 0.125}
-        return {
-            "passed": fast,
-            "verdicts": verdicts(*gates),
-            "kernel_comparison": cmp,
-            "gpu_s": 0.5,
-            "timings": timings,
-        }
+        return {"passed": fast, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5, "timings": timings}
 
 
 def analysis() -> dict:
@@ -170,51 +141,26 @@ def analysis() -> dict:
         LaunchReport(0, 0, "triton", SOFTMAX.name, 780.0, 0.99, headroom_us=270.0, pct_of_peak=65.0),
         LaunchReport(1, 0, "triton", "triton_poi_tiny_1", 4.0, 0.01, headroom_us=1.0, pct_of_peak=50.0),
     ]
-    report = AnalysisReport(
-        "softmax", "fake H200", 4000.0, 1.0, 0.01, 0.8, 0.01, 1.25, 0.784, 0.016, 0.784, 0.271, 1.5, launches=launches
-    )
-    return ProblemAnalysis(
-        report,
-        {SOFTMAX.name: KernelInfo(SOFTMAX.source, 0, SOFTMAX.heuristic)},
-        {SOFTMAX.name: {"XBLOCK": 1, "num_warps": 16, "num_stages": 1}},
-    ).to_dict()
+    report = AnalysisReport("softmax", "fake H200", 4000.0, 1.0, 0.01, 0.8, 0.01, 1.25, 0.784, 0.016, 0.784, 0.271,
+                            1.5, launches=launches)
+    return ProblemAnalysis(report, {SOFTMAX.name: KernelInfo(SOFTMAX.source, 0, SOFTMAX.heuristic)},
+                           {SOFTMAX.name: {"XBLOCK": 1, "num_warps": 16, "num_stages": 1}}).to_dict()
 
 
 def run_context(name, store, run_id, worker, spec, ops, budget, settings, max_targets, timeout_s=60.0, emit=None):
-    return opt.RunContext(
-        name=name,
-        store=store,
-        run_id=run_id,
-        worker=worker,
-        spec=spec,
-        peak=None,
-        label="fake",
-        ops=ops,
-        selection=opt.make_policy("beam"),
-        budget=budget,
-        settings=settings,
-        max_targets=max_targets,
-        timeout_s=timeout_s,
-        emit=emit or (lambda kind, data: None),
-    )
+    return opt.RunContext(name=name, store=store, run_id=run_id, worker=worker, spec=spec, peak=None, label="fake",
+                          ops=ops, selection=opt.make_policy("beam"), budget=budget, settings=settings,
+                          max_targets=max_targets, timeout_s=timeout_s, emit=emit or (lambda kind, data: None))
 
 
 def run(tmp_path, worker, events=None, **kw):
     store = Store(tmp_path / "k.db")
-    report = opt._optimize(
-        run_context(
-            "softmax",
-            store,
-            store.start_run("optimize", "softmax", "fake", {}),
-            worker,
-            opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-            opt.make_operators(["launch-config"]),
-            Budget(max_evaluations=12, patience=2),
-            opt.search_settings(),
-            3,
-            emit=(lambda kind, data: events.append((kind, data))) if events is not None else None,
-        )
-    )
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["launch-config"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+        emit=(lambda kind, data: events.append((kind, data))) if events is not None else None,
+    ))
     return store, report
 
 
@@ -298,14 +244,10 @@ def test_rejected_final_model_keeps_the_baseline(tmp_path) -> None:
 
 
 def test_result_of_maps_gates_to_fitness() -> None:
-    failed = evaluator_mod.result_of(
-        {"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.1}
-    )
+    failed = evaluator_mod.result_of({"passed": False, "verdicts": verdicts(("static", True), ("correctness", False)), "gpu_s": 0.1})
     assert failed.fitness == 0.0 and failed.failed_gate == "correctness" and failed.reason == "correctness failed"
     cmp = {"speedup": 1.3, "baseline": {"median_ms": 1.3}, "candidate": {"median_ms": 1.0}}
-    passed = evaluator_mod.result_of(
-        {"passed": True, "verdicts": verdicts(("performance", True)), "kernel_comparison": cmp}
-    )
+    passed = evaluator_mod.result_of({"passed": True, "verdicts": verdicts(("performance", True)), "kernel_comparison": cmp})
     assert passed.fitness == 1.3 and passed.failed_gate is None and passed.measurements["kernel_time_us"] == 1000.0
 
 
@@ -327,19 +269,8 @@ def test_a_resumed_run_repeats_no_finished_evaluation(tmp_path) -> None:
     spec = opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py"))
 
     def go(worker, evaluations):
-        return opt._optimize(
-            run_context(
-                "softmax",
-                store,
-                run_id,
-                worker,
-                spec,
-                opt.make_operators(["launch-config"]),
-                Budget(max_evaluations=evaluations, patience=None),
-                opt.search_settings(),
-                1,
-            )
-        )
+        return opt._optimize(run_context("softmax", store, run_id, worker, spec, opt.make_operators(["launch-config"]),
+                                         Budget(max_evaluations=evaluations, patience=None), opt.search_settings(), 1))
 
     first = CountingWorker()
     go(first, 4)
@@ -412,9 +343,7 @@ def _nodes(n: int) -> list:
     nodes = []
     for i in range(n):
         cand = Candidate(SOFTMAX.name, "launch-config", source=SOFTMAX.source + f"\n# {i}")
-        nodes.append(
-            Node(i, 1, SOFTMAX.name, None, cand.operator, cand.key(), cand, 1, "pending", None, None, None, None)
-        )
+        nodes.append(Node(i, 1, SOFTMAX.name, None, cand.operator, cand.key(), cand, 1, "pending", None, None, None, None))
     return nodes
 
 
@@ -423,9 +352,7 @@ def test_worker_calls_are_chunked_by_what_a_candidate_costs(monkeypatch, seconds
     now = [0.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])
     worker = Clocked(now, seconds)
-    evaluator = evaluator_mod.WorkerEvaluator(
-        worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0
-    )
+    evaluator = evaluator_mod.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
     results = list(evaluator(_nodes(12)))
     assert worker.chunks == chunks  # about CHUNK_TARGET_S (10 s) of candidates per call, never more than BATCH
     assert [node.id for node, _ in results] == list(range(12))
@@ -433,9 +360,7 @@ def test_worker_calls_are_chunked_by_what_a_candidate_costs(monkeypatch, seconds
 
 def test_a_chunks_finished_results_are_ready_without_another_call() -> None:
     worker = Clocked([0.0], 0.0)
-    evaluator = evaluator_mod.WorkerEvaluator(
-        worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0
-    )
+    evaluator = evaluator_mod.WorkerEvaluator(worker, opt.ProblemSpec("p.py"), SOFTMAX.name, opt.search_settings(), None, 60.0)
     evaluator.per_candidate_s = 1.0  # chunks of 8 from the start
     results = evaluator(_nodes(12))
     first = next(results)
@@ -462,20 +387,10 @@ def test_a_bench_problem_times_every_stock_mode_and_names_the_best(monkeypatch, 
     from kernelopt.pipeline.records import OptimizeReport
     from kernelopt.report.metrics import ProblemOutcome
 
-    report = OptimizeReport(
-        "p",
-        1,
-        "fake H200",
-        2.0,
-        1.0,
-        1.0,
-        speedup_vs_compile=2.0,
-        optimized_ms=0.5,
-        final_compiled_ms=1.0,
-        final_reason="kernels replaced",
-        graphs=[GraphResult(0, 1.0, 3, {"performance": 3}, "budget spent")],
-        graph_stage="copies take 9%",
-    )
+    report = OptimizeReport("p", 1, "fake H200", 2.0, 1.0, 1.0, speedup_vs_compile=2.0, optimized_ms=0.5,
+                            final_compiled_ms=1.0, final_reason="kernels replaced",
+                            graphs=[GraphResult(0, 1.0, 3, {"performance": 3}, "budget spent")],
+                            graph_stage="copies take 9%")
     monkeypatch.setattr(bench_problem, "optimize", optimizing(report))
     timed: list[str] = []
 
@@ -507,18 +422,8 @@ def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch
 
     problem = load_problem(EXAMPLES / "level1" / "12_softmax_wide.py").small()
     exported = export_model(tmp_path / "p.kopt.json", problem, [], {"passed": True})
-    report = OptimizeReport(
-        "p",
-        1,
-        "fake H200",
-        2.0,
-        1.0,
-        1.0,
-        speedup_vs_compile=1.3,
-        optimized_ms=0.77,
-        final_compiled_ms=1.0,
-        exported=str(exported),
-    )
+    report = OptimizeReport("p", 1, "fake H200", 2.0, 1.0, 1.0, speedup_vs_compile=1.3, optimized_ms=0.77,
+                            final_compiled_ms=1.0, exported=str(exported))
     seen = {}
 
     def fake(path, modes, exported, emit, *, seed, overrides, train=False, known=None):
@@ -528,15 +433,10 @@ def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch
 
     monkeypatch.setattr(opt, "time_stock_modes", fake)
     config = load_settings({"stock_modes": "reduce-overhead,max-autotune"}, env={})
-    opt._time_stock_modes(
-        report, "p.py", config, 0, {"batch_size": 8}, lambda *a: None, problem=problem, export_to=exported
-    )
-    assert seen == {
-        "path": "p.py",
-        "modes": ["reduce-overhead", "max-autotune"],
-        "exported": report.exported,
-        "overrides": {"batch_size": 8},
-    }
+    opt._time_stock_modes(report, "p.py", config, 0, {"batch_size": 8}, lambda *a: None, problem=problem,
+                          export_to=exported)
+    assert seen == {"path": "p.py", "modes": ["reduce-overhead", "max-autotune"], "exported": report.exported,
+                    "overrides": {"batch_size": 8}}
     assert (report.best_stock_mode, report.best_stock_speedup) == ("reduce-overhead", 1.04)
     assert report.stock["max-autotune"] == "crash: x"
     # the verified kernels ran 0.70 ms under reduce-overhead's CUDA graphs, 0.77 ms without: the export runs so
@@ -548,26 +448,18 @@ def test_optimize_with_stock_modes_names_the_best_against_its_result(monkeypatch
     console = Console(record=True, width=400)
     print_optimize(report, console)
     text = console.export_text()
-    assert (
-        f"runs under mode='reduce-overhead' (CUDA graphs), recorded in the export: "
-        f"torch.compile(model, backend=kernelopt.backend({report.exported!r}))" in text
-    )
+    assert (f"runs under mode='reduce-overhead' (CUDA graphs), recorded in the export: "
+            f"torch.compile(model, backend=kernelopt.backend({report.exported!r}))" in text)
     assert "(load with kernelopt.backend: kernelopt.load runs it without CUDA graphs)" in text
     # as delivered: the final verification's 1.3x times the graphs' 0.77 / 0.70 (this older record has no vs_plain)
     assert report.run_mode_gain == pytest.approx(0.77 / 0.70)
-    assert (
-        "as delivered, under reduce-overhead: 1.430x over torch.compile (the 1.300x above times the graphs' "
-        "1.100x, each timed interleaved in its own process)"
-    ) in text
+    assert ("as delivered, under reduce-overhead: 1.430x over torch.compile (the 1.300x above times the graphs' "
+            "1.100x, each timed interleaved in its own process)") in text
 
 
 GRAPH_CANDIDATE = {
-    "graph": 0,
-    "original_digest": "d" * 64,
-    "call_source": "def call(self, args):\n    return ()\n",
-    "kernels": [],
-    "origin": "Inductor with {'aggressive_fusion': True}",
-    "options": {"aggressive_fusion": True},
+    "graph": 0, "original_digest": "d" * 64, "call_source": "def call(self, args):\n    return ()\n", "kernels": [],
+    "origin": "Inductor with {'aggressive_fusion': True}", "options": {"aggressive_fusion": True},
 }
 
 
@@ -595,16 +487,8 @@ class GraphWorker(ScriptedWorker):
             rows = []
             for options in args[1]:
                 available = options == {"aggressive_fusion": True}
-                rows.append(
-                    [
-                        {
-                            "options": options,
-                            "available": available,
-                            "kernels": 2 if available else 0,
-                            "reason": None if available else "the same call sequence and kernels",
-                        }
-                    ]
-                )
+                rows.append([{"options": options, "available": available, "kernels": 2 if available else 0,
+                              "reason": None if available else "the same call sequence and kernels"}])
             return ok(rows)
         if fn == "evaluate_graph":
             self.calls.append(fn)
@@ -612,20 +496,10 @@ class GraphWorker(ScriptedWorker):
             cmp = {"speedup": 1.1, "baseline": {"median_ms": 0.8}, "candidate": {"median_ms": 0.727}}
             full = len(args[3]["model_seeds"]) > 1  # the winner's re-check with the run's full seeds
             if full and not self.graph_recheck_passes:
-                return ok(
-                    {"passed": False, "verdicts": verdicts(("static", True), ("correctness", True), ("model", False))}
-                )
+                return ok({"passed": False, "verdicts": verdicts(("static", True), ("correctness", True), ("model", False))})
             gates = [("static", True), ("correctness", True), ("model", True), ("performance", True)]
-            return ok(
-                {
-                    "passed": True,
-                    "verdicts": verdicts(*gates),
-                    "kernel_comparison": cmp,
-                    "gpu_s": 0.5,
-                    "graph_candidate": dict(GRAPH_CANDIDATE),
-                    "graph": args[1],
-                }
-            )
+            return ok({"passed": True, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5,
+                       "graph_candidate": dict(GRAPH_CANDIDATE), "graph": args[1]})
         if fn == "verify_together":
             self.together.append((list(args[1]), list(args[4]) if len(args) > 4 else []))
         return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
@@ -633,19 +507,11 @@ class GraphWorker(ScriptedWorker):
 
 def graph_run(tmp_path, worker, operators, budget=None):
     store = Store(tmp_path / "k.db")
-    report = opt._optimize(
-        run_context(
-            "softmax",
-            store,
-            store.start_run("optimize", "softmax", "fake", {}),
-            worker,
-            opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-            opt.make_operators(operators),
-            budget or Budget(max_evaluations=12, patience=2),
-            opt.search_settings(),
-            3,
-        )
-    )
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(operators),
+        budget or Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+    ))
     return store, report
 
 
@@ -653,20 +519,11 @@ def graph_run_heard(tmp_path, worker, operators):
     """:func:`graph_run`'s report with the events the run emitted."""
     events: list = []
     store = Store(tmp_path / "k.db")
-    report = opt._optimize(
-        run_context(
-            "softmax",
-            store,
-            store.start_run("optimize", "softmax", "fake", {}),
-            worker,
-            opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-            opt.make_operators(operators),
-            Budget(max_evaluations=12, patience=2),
-            opt.search_settings(),
-            3,
-            emit=lambda kind, data: events.append((kind, data)),
-        )
-    )
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(operators),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
+    ))
     return report, events
 
 
@@ -683,15 +540,9 @@ def test_compiling_graph_variants_gets_the_runs_time_out_or_its_shorter_wall_bud
     capped = GraphWorker()
     store = Store(tmp_path / "c.db")
     context = run_context(
-        "softmax",
-        store,
-        store.start_run("optimize", "softmax", "fake", {}),
-        capped,
-        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-        opt.make_operators(["graph-variants"]),
-        Budget(max_evaluations=12, patience=2),
-        opt.search_settings(),
-        3,
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), capped,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["graph-variants"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
     )
     context.config = load_settings({"graph_compile_s": 30.0}, env={})
     opt._optimize(context)
@@ -709,10 +560,7 @@ def test_a_one_graph_models_graph_winner_becomes_the_compile_its_kernels_are_sea
     (graph,) = report.graphs
     assert graph.best == GRAPH_CANDIDATE and graph.speedup == pytest.approx(1.1) and graph.promoted
     assert graph.note == "graph regenerated by Inductor with aggressive_fusion=True: 2 kernels"
-    assert (
-        graph.final_check
-        == "passed again with model seeds [0, 1, 2], 50 trials; the kernels were searched on its compile"
-    )
+    assert graph.final_check == "passed again with model seeds [0, 1, 2], 50 trials; the kernels were searched on its compile"
     assert worker.calls.count("evaluate_graph") == 2  # the one available option set, then its full re-check
     # the model-timing processes compile the model before the search's clock starts, not in its first candidate
     assert worker.calls.count("warm_model_processes") == 1
@@ -743,19 +591,10 @@ def test_a_one_graph_models_graph_winner_becomes_the_compile_its_kernels_are_sea
     assert f"graph variants: compiled {sets} of {sets} option sets" in text
 
     again = GraphWorker()  # resumed: the search, its re-check and both analyses are read back
-    resumed = opt._optimize(
-        run_context(
-            "softmax",
-            store,
-            report.run_id,
-            again,
-            opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-            opt.make_operators(["graph-variants"]),
-            Budget(max_evaluations=12, patience=2),
-            opt.search_settings(),
-            3,
-        )
-    )
+    resumed = opt._optimize(run_context(
+        "softmax", store, report.run_id, again, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+        opt.make_operators(["graph-variants"]), Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+    ))
     assert "evaluate_graph" not in again.calls and again.analyzed == []
     assert "warm_model_processes" not in again.calls  # every variant judged already: nothing to warm for
     assert resumed.final_reason == report.final_reason and resumed.graphs[0].promoted
@@ -835,10 +674,8 @@ def test_a_winners_compile_that_cannot_be_analyzed_keeps_the_winner_alone(tmp_pa
     assert report.kernels == [] and report.graphs[0].promoted and report.options == {"aggressive_fusion": True}
     assert report.final_reason.startswith("verified: graph 0's options {'aggressive_fusion': True} (1.100x")
     warnings = [d["message"] for kind, d in events if kind == "warning"]
-    assert any(
-        w.startswith("no kernel searched on the graph winner's compile: softmax: the compiled model could not")
-        for w in warnings
-    ), warnings
+    assert any(w.startswith("no kernel searched on the graph winner's compile: softmax: the compiled model could not")
+               for w in warnings), warnings
 
 
 def test_a_failed_warm_up_of_the_model_timing_processes_is_said_and_the_graph_search_goes_on(tmp_path) -> None:
@@ -853,10 +690,8 @@ def test_a_failed_warm_up_of_the_model_timing_processes_is_said_and_the_graph_se
     report, events = graph_run_heard(tmp_path, worker, ["graph-variants"])
     assert worker.calls.count("warm_model_processes") == 1 and report.graphs[0].promoted  # judged all the same
     warnings = [d["message"] for kind, d in events if kind == "warning"]
-    assert (
-        "the model-timing processes were not warmed (crash: worker died (SIGSEGV)); the first graph candidate "
-        "pays their compile" in warnings
-    ), warnings
+    assert "the model-timing processes were not warmed (crash: worker died (SIGSEGV)); the first graph candidate " \
+        "pays their compile" in warnings, warnings
     stages = [d["stage"] for kind, d in events if kind == "stage"]
     assert stages.index("graph warm-up") < stages.index("graph search")
 
@@ -948,17 +783,10 @@ class BothGraphsWorker(TwoGraphWorker):
     def call(self, target, *args, timeout_s=0, kwargs=None):
         if target.endswith(":graph_variants"):
             self.calls.append("graph_variants")
-            return ok(
-                [
-                    [{"options": o, "available": o == {"aggressive_fusion": True}, "kernels": 1, "reason": None}] * 2
-                    for o in args[1]
-                ]
-            )
-        return (
-            GraphWorker.call(self, target, *args, timeout_s=timeout_s, kwargs=kwargs)
-            if target.endswith(":evaluate_graph")
-            else super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
-        )
+            return ok([[{"options": o, "available": o == {"aggressive_fusion": True}, "kernels": 1, "reason": None}] * 2
+                       for o in args[1]])
+        return GraphWorker.call(self, target, *args, timeout_s=timeout_s, kwargs=kwargs) if target.endswith(
+            ":evaluate_graph") else super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
 
 
 def test_on_several_graphs_a_graph_winner_is_verified_first_in_its_kernel_winners_place(tmp_path, whole_model) -> None:
@@ -1070,12 +898,8 @@ class TwoOptionsWorker(BothGraphsWorker):
     def call(self, target, *args, timeout_s=0, kwargs=None):
         if target.endswith(":graph_variants"):
             self.calls.append("graph_variants")
-            return ok(
-                [
-                    [{"options": o, "available": o == wants, "kernels": 1, "reason": None} for wants in self.WANTS]
-                    for o in args[1]
-                ]
-            )
+            return ok([[{"options": o, "available": o == wants, "kernels": 1, "reason": None} for wants in self.WANTS]
+                       for o in args[1]])
         if target.endswith(":evaluate_graph"):
             self.calls.append("evaluate_graph")
             graph, options = args[1], args[2]
@@ -1083,16 +907,8 @@ class TwoOptionsWorker(BothGraphsWorker):
             cmp = {"speedup": speedup, "baseline": {"median_ms": 1.0}, "candidate": {"median_ms": 1.0 / speedup}}
             gates = verdicts(("static", True), ("correctness", True), ("model", True), ("performance", True))
             candidate = {**GRAPH_CANDIDATE, "graph": graph, "options": dict(options)}
-            return ok(
-                {
-                    "passed": True,
-                    "verdicts": gates,
-                    "kernel_comparison": cmp,
-                    "gpu_s": 0.5,
-                    "graph_candidate": candidate,
-                    "graph": graph,
-                }
-            )
+            return ok({"passed": True, "verdicts": gates, "kernel_comparison": cmp, "gpu_s": 0.5,
+                       "graph_candidate": candidate, "graph": graph})
         return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
 
 
@@ -1105,7 +921,7 @@ def test_on_several_graphs_winners_of_other_options_are_judged_together_first(tm
     faster, both graphs are in the compile the kernels are searched on."""
     whole_model.speedup = 1.25
     worker = TwoOptionsWorker()
-    _, report, events = _heard(tmp_path, worker)
+    report, events = graph_run_heard(tmp_path, worker, ["launch-config", "graph-variants"])
     assert [options for options, _ in whole_model.calls] == [BOTH]  # the union, passed: the single not judged
     assert report.options == BOTH and worker.analyzed == [{}, BOTH]
     assert [g.promoted for g in report.graphs] == [True, True]
@@ -1136,7 +952,7 @@ def test_where_the_union_is_not_faster_the_fastest_winners_options_alone_are_jud
     judge = ByOptions([{"aggressive_fusion": True}])
     monkeypatch.setattr(graph_stage, "judge_options", judge)
     worker = TwoOptionsWorker()
-    store, report, events = _heard(tmp_path, worker)
+    report, events = graph_run_heard(tmp_path, worker, ["launch-config", "graph-variants"])
     assert [options for options, _ in judge.calls] == [BOTH, {"aggressive_fusion": True}]
     assert report.options == {"aggressive_fusion": True}
     assert [g.promoted for g in report.graphs] == [True, False]
@@ -1150,7 +966,7 @@ def test_where_the_union_is_not_faster_the_fastest_winners_options_alone_are_jud
 
     again: list = []
     resumed = opt._optimize(run_context(
-        "softmax", store, report.run_id, TwoOptionsWorker(), opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+        "softmax", Store(tmp_path / "k.db"), report.run_id, TwoOptionsWorker(), opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
         opt.make_operators(["launch-config", "graph-variants"]), Budget(max_evaluations=12, patience=2),
         opt.search_settings(), 3, emit=lambda kind, data: again.append((kind, data)),
     ))  # fmt: skip
@@ -1166,13 +982,9 @@ def test_neither_promoted_says_both_and_keeps_both_graph_winners(tmp_path, monke
     judge = ByOptions([])
     monkeypatch.setattr(graph_stage, "judge_options", judge)
     worker = TwoOptionsWorker()
-    _, report, events = _heard(tmp_path, worker)
+    report, events = graph_run_heard(tmp_path, worker, ["launch-config", "graph-variants"])
     assert [options for options, _ in judge.calls] == [BOTH, {"aggressive_fusion": True}] and not report.options
-    warned = [
-        d["message"].split(" not promoted")[0]
-        for kind, d in events
-        if kind == "warning" and "not promoted" in d["message"]
-    ]
+    warned = [d["message"].split(" not promoted")[0] for kind, d in events if kind == "warning" and "not promoted" in d["message"]]
     assert warned == ["graphs 0 and 1's options", "graph 0's options"]
     ((kernels, graphs),) = worker.together
     assert sorted(g["graph"] for g in graphs) == [0, 1]
@@ -1208,17 +1020,6 @@ def test_only_options_one_compile_can_hold_join_the_union() -> None:
     assert _promotable([_graph_result(0, 1.1, None)]) == []
 
 
-def _heard(tmp_path, worker):
-    events: list = []
-    store = Store(tmp_path / "k.db")
-    report = opt._optimize(run_context(
-        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
-        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["launch-config", "graph-variants"]),
-        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3, emit=lambda kind, data: events.append((kind, data)),
-    ))  # fmt: skip
-    return store, report, events
-
-
 class CopyingWorker(GraphWorker):
     """A compiled model whose tiny second kernel is a layout copy taking a quarter of the compiled forward's time."""
 
@@ -1243,20 +1044,12 @@ def test_layout_copies_bring_the_graph_stage_without_operators_naming_it(tmp_pat
     worker = CopyingWorker()
     events: list = []
     store = Store(tmp_path / "k.db")
-    auto = opt._optimize(
-        run_context(
-            "softmax",
-            store,
-            store.start_run("optimize", "softmax", "fake", {}),
-            worker,
-            opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-            opt.make_operators(["eviction-policy"]),
-            Budget(max_evaluations=12, patience=2),
-            opt.search_settings(),
-            3,
-            emit=lambda kind, data: events.append((kind, data)),
-        )
-    )
+    auto = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["eviction-policy"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+        emit=lambda kind, data: events.append((kind, data)),
+    ))
     assert auto.graph_stage is not None and "take 25% of the compiled forward's time" in auto.graph_stage
     from kernelopt.search.graph_variants import LAYOUT_OPTIONS
 
@@ -1272,15 +1065,8 @@ def test_layout_copies_bring_the_graph_stage_without_operators_naming_it(tmp_pat
     named = CopyingWorker()
     run_id = store.start_run("optimize", "softmax", "fake", {})
     context = run_context(
-        "softmax",
-        store,
-        run_id,
-        named,
-        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
-        opt.make_operators(["eviction-policy"]),
-        Budget(max_evaluations=12, patience=2),
-        opt.search_settings(),
-        3,
+        "softmax", store, run_id, named, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+        opt.make_operators(["eviction-policy"]), Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
     )
     context.config = load_settings(env={"KERNELOPT_GRAPH_STAGE": "named"})
     report = opt._optimize(context)
