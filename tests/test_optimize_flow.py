@@ -1009,6 +1009,7 @@ def test_only_options_one_compile_can_hold_join_the_union() -> None:
         _graph_result(3, 1.4, {own: 4096}),  # the fastest, but not a whole-model option
         _graph_result(4, 1.1, None),
         _graph_result(5, 1.01, {"aggressive_fusion": True}),  # already held
+        _graph_result(6, 1.02, {}),  # nothing to add
     ])  # fmt: skip
     assert [(w.graph, options, label) for w, options, label in tries] == [
         (1, {"aggressive_fusion": True, "combo_kernels": True}, "graphs 0 and 1's options"),

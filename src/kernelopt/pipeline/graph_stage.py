@@ -277,7 +277,11 @@ def _promotable(graphs: list[GraphResult]) -> list[tuple[GraphResult, dict[str, 
     merged, joined = _options(fastest), [fastest.graph]
     for g in ready[1:]:
         extra = _options(g)
-        if not _within(extra, merged) and all(merged.get(name, value) == value for name, value in extra.items()):
+        if (
+            extra
+            and not _within(extra, merged)
+            and all(merged.get(name, value) == value for name, value in extra.items())
+        ):
             merged.update(extra)
             joined.append(g.graph)
     alone = (fastest, _options(fastest), f"graph {fastest.graph}'s options")
