@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import EXAMPLES
 
+from kernelopt.config import load_settings
 from kernelopt.deliver.export import graph_candidates, load, read_export
 from kernelopt.pipeline.optimize import optimize
 from kernelopt.search.graph_variants import graph_target
@@ -17,13 +18,17 @@ from kernelopt.store import Store
 pytestmark = pytest.mark.gpu
 
 PROBLEM = EXAMPLES / "level1" / "22_center_then_scale.py"  # two reductions along different axes
+# Every variant through gates 2 and 3: the search's timing screen turns away one slower than the compile
+# before them (on the H100 it screened out all four of center-then-scale's, at 0.37-1.00x), and these
+# tests are about the gates passing Inductor's own call sequences.
+NO_SCREEN = load_settings({"screen_trials": 0})
 
 
 def test_graph_variants_pass_gate_1_and_are_judged_end_to_end(tmp_path) -> None:
     store = Store(tmp_path / "k.db")
     export = tmp_path / "center.kopt.json"
     report = optimize(PROBLEM, store, operators=["graph-variants"], budget=Budget(max_evaluations=8, patience=8),
-                      max_targets=1, export_path=export, write_report=False)
+                      max_targets=1, export_path=export, write_report=False, config=NO_SCREEN)
     print(report.final_reason, [(g.graph, g.speedup, g.note, g.final_check, g.stop_reason) for g in report.graphs])
     assert store.run(report.run_id).status == "done"
     assert report.graphs, "no option set made Inductor write the graph otherwise"
@@ -142,7 +147,7 @@ def test_a_transposed_convolution_without_its_layout_copies_passes_gates_1_to_3(
     export = tmp_path / "deconv.kopt.json"
     report = optimize(problem, store, operators=["graph-variants"],  # no kernel winner to keep the graph from it
                       budget=Budget(max_evaluations=6, patience=6), max_targets=1, export_path=export,
-                      write_report=False)
+                      write_report=False, config=NO_SCREEN)
     analysis = store.measurements(report.run_id, "analysis")["analysis"]
     share = analysis["moves_ms"] / analysis["compiled_ms"]
     print(report.final_reason, f"copies {100 * share:.1f}% of the compiled forward's time",

@@ -76,13 +76,19 @@ def test_the_base_mode_was_timed_and_the_run_built_on_it(reports) -> None:
 
 
 def test_a_real_improvement_where_analyze_shows_headroom(reports) -> None:
+    """Row-L2 reads its rows twice: the graph stage, run first, holds them on chip (2.11x on the H100), and
+    its options become the compile, leaving no kernel worth a search; else a searched kernel wins."""
     _, out = reports
     report = out["level1/10_row_l2_normalize.py"]
-    (kernel,) = report.kernels
-    assert kernel.best is not None and kernel.speedup > 1.05, (kernel, report.final_reason)
-    assert report.exported
+    assert report.exported and report.speedup_vs_compile > 1.05, report.final_reason
     loaded = load(report.exported)
-    assert loaded.swaps and loaded.swaps[0].source == kernel.best.source
+    promoted = [g for g in report.graphs if g.promoted]
+    if promoted:
+        assert report.options is not None and all(report.options.get(k) == v for k, v in promoted[0].best["options"].items())
+    else:
+        (kernel,) = report.kernels
+        assert kernel.best is not None and kernel.speedup > 1.05, (kernel, report.final_reason)
+        assert loaded.swaps and loaded.swaps[0].source == kernel.best.source
     throughput = [r.evaluations_per_gpu_minute for r in out.values() if r.evaluations_per_gpu_minute]
     print("evaluations per GPU-minute:", [f"{t:.0f}" for t in throughput])
 

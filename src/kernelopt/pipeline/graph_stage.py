@@ -155,9 +155,9 @@ def _evaluate(run: RunContext, graph: int, options: dict[str, Any], settings: Ga
     return result_of(outcome.value) if outcome.ok else failure_of(outcome)
 
 
-def recheck_graph(run: RunContext, result: GraphResult, settings: GateSettings) -> None:
-    """A graph winner through the gates again with the run's full seeds and timing; one that fails
-    keeps the graph as compiled."""
+def recheck_graph(run: RunContext, result: GraphResult, settings: GateSettings) -> EvaluationResult:
+    """A graph winner through the gates again with the run's full seeds and timing (the verdict
+    returned); one that fails keeps the graph as compiled."""
     assert result.best is not None
     again = _evaluate(run, result.graph, result.best.get("options") or {}, settings)
     seeds = f"model seeds {list(settings.model_seeds)}, {settings.trials} trials"
@@ -169,6 +169,7 @@ def recheck_graph(run: RunContext, result: GraphResult, settings: GateSettings) 
         result.final_check = f"failed with {seeds}: {again.failed_gate}: {again.reason}"
         result.best = None
         result.speedup = 1.0
+    return again
 
 
 def _search_graph(run: RunContext, nodes: NodeStore, graph: int, variants: list[dict[str, Any]]) -> GraphResult:
@@ -309,7 +310,7 @@ def _recheck_for_promotion(
     model of one graph, the whole model compiled under them on one of several), as the store keeps it."""
     settings = final_settings(run.settings, run.config)
     if graph_count == 1:
-        recheck_graph(run, winner, settings)
+        again = recheck_graph(run, winner, settings)
         used, speedup, check = winner.best is not None, winner.speedup, winner.final_check
     else:
         again = judge_options(run, options, settings)
@@ -329,4 +330,5 @@ def _recheck_for_promotion(
         "final_check": check,
         "used": used,
         "label": label,
+        "comparison": again.measurements.get("kernel_comparison") if used else None,  # its interleaved timing
     }

@@ -103,6 +103,16 @@ def stacked(knobs: dict[str, Any] | None, promoted: dict[str, Any] | None) -> di
     }
 
 
+def _spread(knobs: dict[str, Any]) -> tuple[float, float] | None:
+    """The options' interquartile range over the base mode's compile, where one interleaved timing
+    measured their speedup (not a product of two, as stacked options' is)."""
+    cmp = knobs.get("comparison") or {}
+    q1, q3 = cmp.get("speedup_q1"), cmp.get("speedup_q3")
+    if knobs.get("parts") or not isinstance(q1, (int, float)) or not isinstance(q3, (int, float)):
+        return None
+    return float(q1), float(q3)
+
+
 def on_top_of_options(report: OptimizeReport, knobs: dict[str, Any], base: ProblemAnalysis) -> None:
     """The kernels were searched and verified on the options' compile. The result over the base mode's
     compile is the final verification's timing of the two in one process, interleaved
@@ -124,7 +134,7 @@ def on_top_of_options(report: OptimizeReport, knobs: dict[str, Any], base: Probl
         report.final_compiled_ms = measured["baseline"]["median_ms"]
     else:
         report.speedup_vs_compile = knobs["speedup"] * over_options
-        report.speedup_vs_compile_iqr = None
+        report.speedup_vs_compile_iqr = None if report.winners else _spread(knobs)
     report.compiled_ms = base.report.compiled_ms
     report.eager_ms = base.report.eager_ms
     if not report.winners:
@@ -144,5 +154,7 @@ def on_top_of_options(report: OptimizeReport, knobs: dict[str, Any], base: Probl
             f" over the {report.base_mode} compile, timed interleaved with it in one process"
             if measured is not None
             else " (the product of the two timings)"
+            if report.winners or parts
+            else ""
         )
     )
