@@ -364,3 +364,31 @@ def test_a_graph_winner_is_searched_on_the_knob_winners_compile_and_the_options_
     assert "and 1 kernel(s) replaced on top (1.190x): 1.460x over the default compile, timed interleaved with it" in (
         on_top.final_reason
     )
+
+
+def test_a_knob_winner_alone_keeps_its_timings_interquartile_range(tmp_path, monkeypatch) -> None:
+    """No kernel on top: the result over the base compile is the knob winner's own interleaved timing, so its
+    interquartile range stands, and the reason does not call one timing a product."""
+    from test_optimize_flow import ScriptedWorker, run_context
+
+    from kernelopt.pipeline import knob_stage
+    from kernelopt.pipeline import optimize as opt
+    from kernelopt.search.termination import Budget
+    from kernelopt.store import Store
+    from kernelopt.workers import WorkerResult
+
+    def run_isolated(target, spec, options, settings, device, timeout_s, env=None):
+        gain = 1.25 if options == {"coordinate_descent_tuning": True} else 1.0
+        return WorkerResult("ok", _knob_answer(options, gain), "ok", None, 0.5, "")
+
+    monkeypatch.setattr("kernelopt.workers.run_isolated", run_isolated)
+    monkeypatch.setattr(knob_stage, "KNOB_EVALUATIONS", 2)
+    store = Store(tmp_path / "k.db")
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), ScriptedWorker(),
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["compiler-knobs"]),
+        Budget(max_evaluations=6, patience=2), opt.search_settings(), 1,
+    ))  # fmt: skip
+    assert report.knobs["used"] and not report.winners
+    assert report.speedup_vs_compile == pytest.approx(1.25) and report.speedup_vs_compile_iqr == (1.24, 1.26)
+    assert report.final_reason.endswith("and no kernel replacement passed on top: 1.250x")
