@@ -365,9 +365,9 @@ def _graph_table(data: RunData) -> str:
     note = (
         '<p class="note">A graph candidate replaces a graph\'s whole call sequence (which kernels run), so it is '
         "timed on the whole model. The fastest winner whose options a whole-model compile takes, judged again "
-        "(on a model of several graphs as the whole model compiled under them), became the compile the kernels "
-        "were then searched on; other winners are swapped in, in place of their graph's kernel winners where "
-        "both won.</p>"
+        "(on a model of several graphs as the whole model compiled under them, first together with the other "
+        "graphs' winners' options where one compile holds them all), became the compile the kernels were then "
+        "searched on; other winners are swapped in, in place of their graph's kernel winners where both won.</p>"
     )
     if data.graph_stage:
         note += f'<p class="note">Searched without --operators naming graph-variants: {esc(data.graph_stage)}.</p>'
