@@ -1008,6 +1008,50 @@ def test_neither_promoted_says_both_and_keeps_both_graph_winners(tmp_path, monke
     assert sorted(g["graph"] for g in graphs) == [0, 1]
 
 
+class Killed(BaseException):
+    """Stands in for a run killed mid-stage (nothing of ours catches it)."""
+
+
+def test_a_run_killed_after_the_union_failed_does_not_judge_the_union_again_on_resume(tmp_path, monkeypatch) -> None:
+    """Each option set judged not faster is in the store before the next is judged: a run killed while the
+    fastest winner's options alone are judged resumes with that set, not with the union again."""
+    from kernelopt.pipeline import graph_stage
+
+    class KilledOnSecond(ByOptions):
+        def __call__(self, run, options, settings):
+            if self.calls:
+                raise Killed
+            return super().__call__(run, options, settings)
+
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "softmax", "fake", {})
+
+    def run(worker, events=None):
+        return opt._optimize(run_context(
+            "softmax", Store(tmp_path / "k.db"), run_id, worker, opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+            opt.make_operators(["launch-config", "graph-variants"]), Budget(max_evaluations=12, patience=2),
+            opt.search_settings(), 3, emit=lambda kind, data: (events if events is not None else []).append((kind, data)),
+        ))  # fmt: skip
+
+    killed = KilledOnSecond([{"aggressive_fusion": True}])
+    monkeypatch.setattr(graph_stage, "judge_options", killed)
+    with pytest.raises(Killed):
+        run(TwoOptionsWorker())
+    assert [options for options, _ in killed.calls] == [BOTH]
+
+    judge = ByOptions([{"aggressive_fusion": True}])
+    monkeypatch.setattr(graph_stage, "judge_options", judge)
+    events: list = []
+    resumed = run(TwoOptionsWorker(), events)
+    assert [options for options, _ in judge.calls] == [{"aggressive_fusion": True}]  # the union not judged again
+    assert resumed.options == {"aggressive_fusion": True} and [g.promoted for g in resumed.graphs] == [True, False]
+    warned = [d["message"] for kind, d in events if kind == "warning" and "not promoted" in d["message"]]
+    assert warned == [
+        "graphs 0 and 1's options not promoted: the whole model compiled under them (2 graphs) failed with model "
+        "seeds [0, 1, 2], 50 trials: performance: performance failed"
+    ]
+
+
 def _graph_result(graph: int, speedup: float, options: dict | None) -> GraphResult:
     best = None if options is None else {"graph": graph, "options": options}
     return GraphResult(graph, speedup, 1, {}, "", best=best)

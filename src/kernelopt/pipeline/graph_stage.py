@@ -35,7 +35,8 @@ from kernelopt.search.graph_variants import graph_target, option_sets
 from kernelopt.search.nodes import NodeStore
 
 GRAPH_OPERATOR = "graph-variants"
-PROMOTED = "graph_promoted"  # the store's record of a one-graph model's winner made the kernel search's compile
+PROMOTED = "graph_promoted"  # the store's record of the graph options made the kernel search's compile
+NOT_PROMOTED = "graph_not_promoted:"  # + a set's label: its failed re-check, so a resumed run does not judge it again
 
 
 def compile_budget_s(run: RunContext) -> float:
@@ -225,7 +226,8 @@ def graph_first(
     the record returned has the shape :func:`~kernelopt.pipeline.knob_stage.on_top_of_options` reads.
     The other graph winners stay for the final verification, which judges them again on the compile the
     run ends with. Variants that could not be compiled (the reason emitted) leave no graph to search. A
-    resumed run reads the choice back instead of re-checking again."""
+    resumed run reads the choice back instead of re-checking again, and a run killed between two sets'
+    re-checks resumes without judging again the sets it found no faster."""
     per_graph = graph_variants(graph_run, copies_first, rereads_first)
     if per_graph is None:
         return GraphFirst([], None)
@@ -233,9 +235,14 @@ def graph_first(
     known = run.store.measurements(run.run_id, PROMOTED).get(PROMOTED)
     if known is None:
         failed: list[str] = []
+        judged = run.store.measurements(run.run_id, NOT_PROMOTED)  # sets a run killed since had judged
         for credited, options, label in _promotable(graphs):
-            run.emit("stage", {"stage": "final gates", "kernel": label})
-            known = _recheck_for_promotion(run, credited, options, label, len(per_graph))
+            known = judged.get(NOT_PROMOTED + label)
+            if known is None:
+                run.emit("stage", {"stage": "final gates", "kernel": label})
+                known = _recheck_for_promotion(run, credited, options, label, len(per_graph))
+                if not known["used"]:
+                    run.store.add_measurement(run.run_id, NOT_PROMOTED + label, known)
             if known["used"]:
                 break
             failed.append(f"{label} not promoted: {known['final_check']}")
