@@ -278,6 +278,27 @@ def test_resume_a_partial_selection(tmp_path: Path) -> None:
     assert [o.name for o in report.outcomes][:1] == ["level1/01_fast"]
 
 
+def test_problems_run_in_the_order_given_and_the_scoreboard_keeps_suite_order(tmp_path: Path) -> None:
+    """A bench cut by --stop-after or its time-out has run the problems named first; one name matching
+    several runs them in suite order, and a problem named twice runs once. The rows stay in suite order,
+    on resume too."""
+    suite = _suite(tmp_path / "suite", {"01_a": FAST, "02_b": FAST, "03_c": FAST, "04_d": FAST})
+    out = tmp_path / "out"
+    events: list[tuple[str, str, int]] = []
+    report = _bench(suite, out, problems=["04_d", "0", "04_d"], on_event=lambda e: events.append((e.kind, e.name, e.index)))
+    assert _calls(suite) == ["04_d.py", "01_a.py", "02_b.py", "03_c.py"]
+    assert [(n, i) for kind, n, i in events if kind == "start"][:2] == [("level1/04_d", 1), ("level1/01_a", 2)]
+    assert [o.name for o in report.outcomes] == ["level1/01_a", "level1/02_b", "level1/03_c", "level1/04_d"]
+
+    again = _suite(tmp_path / "again", {"01_a": FAST, "02_b": FAST, "03_c": FAST})
+    first = _bench(again, tmp_path / "out2", problems=["03_c"])
+    resumed = _bench(again, tmp_path / "out2", resume=True, problems=["02_b", "01_a"])
+    assert _calls(again) == ["03_c.py", "02_b.py", "01_a.py"] and [o.name for o in first.outcomes] == ["level1/03_c"]
+    assert [o.name for o in resumed.outcomes] == ["level1/01_a", "level1/02_b", "level1/03_c"]
+    saved = json.loads((tmp_path / "out2" / "results.json").read_text())
+    assert [o["name"] for o in saved["outcomes"]] == ["level1/01_a", "level1/02_b", "level1/03_c"]
+
+
 def test_resume_can_retry_what_failed(tmp_path: Path) -> None:
     suite = _standard_suite(tmp_path / "suite")
     out = tmp_path / "out"

@@ -101,12 +101,13 @@ def _kernel_folder(root: Path) -> Path:
 
 
 def _bench(root: Path, out: Path, events: list[FileBenchEvent] | None = None, **kwargs: Any):
-    kinds = suite_kinds(root.resolve(), kwargs.pop("selection", None))
+    selection = kwargs.pop("selection", None)
+    kinds = suite_kinds(root.resolve(), selection)
     config = load_settings({"effort": "quick", "budget": 2})
     options = {"budget": 2, "patience": 3, "operators": None, **kwargs.pop("options", {})}
     return run_file_bench(
         root.resolve(), kinds, results_dir=out, options=options, config=config, device="cpu", command="test",
-        worker_timeout_s=300.0, on_event=events.append if events is not None else None, **kwargs,
+        worker_timeout_s=300.0, on_event=events.append if events is not None else None, selection=selection, **kwargs,
     )
 
 
@@ -176,6 +177,14 @@ def test_selection_and_sizes_reach_each_file(tmp_path: Path) -> None:
         assert db.run(row.run_id).args["sizes"] == {"N": 70}  # type: ignore[arg-type]
     with pytest.raises(KerneloptError, match="made with --size N=70"):
         _bench(root, tmp_path / "out", resume=True, selection=["twice"], sizes={"N": 80})
+
+
+def test_files_run_in_the_order_given_and_the_rows_keep_the_folders_order(tmp_path: Path) -> None:
+    root = _kernel_folder(tmp_path / "kernels")
+    events: list[FileBenchEvent] = []
+    report = _bench(root, tmp_path / "out", events, selection=["twice", "add_one"], options={"store": str(tmp_path / "s.db")})
+    assert [e.name for e in events if e.kind == "start"] == ["twice", "add_one"]
+    assert [o.name for o in report.outcomes] == ["add_one", "twice"]
 
 
 def test_what_a_folder_holds_is_read_without_running_it(tmp_path: Path) -> None:

@@ -95,7 +95,7 @@ fi
 if [[ $step == all || $step == bench ]]; then  # the example suite, one problem per GPU at a time; resumable
   # GPUS (default 1), SHARD=I/N, BENCH_RESUME=<dir with an earlier results.json>, BENCH_NAME (folder under $OUT),
   # RETRY=1 runs the problems that failed before again, RERUN=a,b runs those again though they finished
-  # (bench --rerun: the new row replaces the old, kept in meta.replaced), PROBLEMS=a,b runs only those (bench --problems),
+  # (bench --rerun: the new row replaces the old, kept in meta.replaced), PROBLEMS=a,b runs only those, in that order (bench --problems),
   # BENCH_RESUME=benchmarks/<folder> goes on with a suite an earlier session began (a full suite takes about
   # two hours of one H200 at 2-5 minutes a problem: more than one session's device time),
   # OPERATORS=launch-config,eviction-policy,graph-variants searches with those (bench --operators)

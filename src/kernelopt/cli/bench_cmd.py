@@ -50,7 +50,10 @@ def bench(
         "kernel files (not both).",
     ),
     problems: str | None = typer.Option(
-        None, "--problems", help="Comma-separated names, file stems or name parts to run (default: all)."
+        None,
+        "--problems",
+        help="Comma-separated names, file stems or name parts to run, in that order (default: all, in suite "
+        "order); the results keep suite order.",
     ),
     time_limit: float | None = typer.Option(
         None,

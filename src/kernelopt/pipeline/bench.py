@@ -64,6 +64,7 @@ from kernelopt.pipeline.bench_resume import (
     check_one_device,
     check_rerun,
     check_resumed_gpus,
+    in_given_order,
     matches,
     ordered,
     previous_results,
@@ -229,9 +230,9 @@ def run_bench(
         suite_problems=[name for name, _ in suite_files(root)],  # what "run so far" is counted against
         llm=f"{llm.kind}:{llm.model}" if llm else None,  # the relay's address and token are never recorded
     )
-    order = [entry.name for entry in entries]
+    order = meta["suite_problems"]  # the scoreboard's rows in suite order, whatever order they ran in
     outcomes = {**done, **earlier}
-    resumed = [name for name in order if name in done]
+    resumed = [entry.name for entry in entries if entry.name in done]
 
     def write() -> dict[str, Any]:
         rows = ordered(outcomes, order)
@@ -406,10 +407,11 @@ def _check_numbers(timeout_s: float, gpus: int, stop_after_s: float | None) -> N
 def _selected(
     root: Path, problems: Sequence[str] | None, shard: tuple[int, int] | None, extra_path: Sequence[str | Path]
 ) -> list[SuiteEntry]:
-    """The suite's problems this bench runs: those ``problems`` names (each name must match one), then
-    every n-th of them for ``shard=(i, n)``."""
+    """The suite's problems this bench runs, in the order ``problems`` names them (each name must match
+    one; all of them in suite order where it is None), then every n-th of them for ``shard=(i, n)``."""
     entries = check_suite(root, only=list(problems) if problems else None, extra_path=extra_path)
     _check_selection(root, entries, problems)
+    entries = in_given_order(entries, problems, lambda e: (e.name, e.path))
     if shard is None:
         return entries
     index, count = shard

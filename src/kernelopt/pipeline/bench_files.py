@@ -160,6 +160,8 @@ def run_file_bench(
         + [(name, path, "unknown") for name, path in kinds.unreadable],
         key=lambda entry: str(entry[1]),
     )
+    order = [name for name, _, _ in entries]  # the rows' order, whatever order the files ran in
+    entries = resume_rows.in_given_order(entries, selection, lambda entry: (entry[0], entry[1]))
     again = resume_rows.rerun_names(root, [(name, path) for name, path, _ in entries], rerun, noun="file")
     now = timestamp()
     command = command if command is not None else shlex.join(["kernelopt", *sys.argv[1:]])
@@ -178,7 +180,6 @@ def run_file_bench(
         sizes=dict(sizes or {}),
         skipped=skipped,
     )
-    order = [name for name, _, _ in entries]
     outcomes = {**done, **earlier}
 
     def write() -> dict[str, Any]:

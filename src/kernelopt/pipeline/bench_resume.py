@@ -102,6 +102,23 @@ def matches(selection: str, name: str, path: Path) -> bool:
     return selection == name or selection == path.stem or selection in name
 
 
+E = TypeVar("E")
+
+
+def in_given_order(
+    entries: Sequence[E], selection: Sequence[str] | None, key: Callable[[E], tuple[str, Path]]
+) -> list[E]:
+    """``entries`` in the order ``selection`` names them (those one selection matches keep their own
+    order; each runs once), so a bench stopped by its clock or its time-out has run the ones named first;
+    every entry where nothing was selected."""
+    if not selection:
+        return list(entries)
+    chosen: list[E] = []
+    for sel in selection:
+        chosen += [e for e in entries if matches(sel, *key(e)) and not any(e is c for c in chosen)]
+    return chosen
+
+
 def rerun_names(
     root: Path, entries: Sequence[tuple[str, Path]], rerun: Sequence[str] | None, noun: str = "problem"
 ) -> list[str]:
@@ -199,6 +216,6 @@ def replace_row(
 
 
 def ordered(rows: Mapping[str, R], order: Sequence[str]) -> list[R]:
-    """Suite order; rows of problems outside this selection (an earlier run's) keep theirs, last."""
+    """``order`` (suite order); rows of problems outside it (an earlier run's) keep theirs, last."""
     position = {name: i for i, name in enumerate(order)}
     return sorted(rows.values(), key=lambda row: position.get(row.name, len(order)))
