@@ -89,7 +89,7 @@ PY
     --export "$OUT/softmax_naive.kopt.py" 2>&1 | tee "$OUT/optimize_softmax_naive.txt" | tail -20
 fi
 if [[ $step == all || $step == graph ]]; then  # graph candidates: judged through optimize, delivered, under CUDA graphs
-  # GRAPH_K=two_graphs runs one test (the promotion tests take 550 s or more each on an H100: one a call)
+  # GRAPH_K=two_graphs runs one test (the one-graph promotion test alone took 549 s on an H100)
   timeout -s INT ${GRAPH_TIMEOUT:-540} python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_graph.py ${GRAPH_K:+-k "$GRAPH_K"} 2>&1 \
     | tee "$OUT/pytest_gpu_graph.txt" | tail -30
 fi
