@@ -1,0 +1,98 @@
+"""scripts/device/gpu_check.sh's bench step on the CPU, with stand-ins for nvidia-smi and python3: which
+card runs what (BENCH_CARD), so a call that gets another GPU than the scoreboard's spends no device time
+on a row that could not be kept."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tarfile
+from pathlib import Path
+
+from conftest import ROOT
+
+GPU_CHECK = ROOT / "scripts" / "device" / "gpu_check.sh"
+FAKE_SMI = '#!/usr/bin/env bash\necho "{card}"\n'
+# python3 -m kernelopt bench ...: each call's arguments, one line each; the env line's torch import prints a stand-in
+FAKE_PYTHON = """#!/usr/bin/env bash
+if [[ $1 == -m && $2 == kernelopt ]]; then printf '%s\\n' "$*" >> "$CALLS"; echo "bench ran"; else echo "torch x triton y"; fi
+"""
+
+
+def bench_step(tmp_path: Path, card: str, **env: str) -> tuple[subprocess.CompletedProcess, list[list[str]], Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI.format(card=card))
+    (bin_dir / "python3").write_text(FAKE_PYTHON)
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    work = tmp_path / "tree"  # no .whl here: nothing to install
+    work.mkdir()
+    out, calls = tmp_path / "out", tmp_path / "calls.txt"
+    variables = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALLS": str(calls), **env}
+    for name in ("BENCH_CARD", "BENCH_ELSE_PROBLEMS", "BENCH_RESUME", "BENCH_NAME", "PROBLEMS", "RERUN"):
+        if name not in env:
+            variables.pop(name, None)
+    result = subprocess.run(
+        ["bash", str(GPU_CHECK), "bench"], cwd=work, env=variables, capture_output=True, text=True, timeout=60
+    )
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return result, [shlex.split(line) for line in lines], out
+
+
+def flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def earlier_results(tmp_path: Path) -> Path:
+    folder = tmp_path / "scoreboard"
+    folder.mkdir()
+    (folder / "results.json").write_text('{"rows": "of the H200"}')
+    return folder
+
+
+def archived(archive: Path) -> set[str]:
+    with tarfile.open(archive) as tar:
+        return {member.name for member in tar.getmembers()}
+
+
+H200 = "NVIDIA H200"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_on_the_scoreboards_card_the_resumed_bench_runs_what_was_named(tmp_path: Path) -> None:
+    board = earlier_results(tmp_path)
+    result, calls, out = bench_step(
+        tmp_path, H200, BENCH_CARD="H200", BENCH_ELSE_PROBLEMS="c", BENCH_RESUME=str(board), BENCH_NAME="suite",
+        PROBLEMS="a,b", RERUN="b",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (args,) = calls
+    assert args[:3] == ["-m", "kernelopt", "bench"]
+    assert flag(args, "--problems") == "a,b" and flag(args, "--rerun") == "b" and "--resume" in args
+    assert flag(args, "--out") == str(out / "suite")
+    assert "suite/results.json" in archived(out / "suite.tgz")  # the resumed rows, in the one archive that travels
+
+
+def test_on_another_card_the_scoreboard_is_left_alone_and_the_else_problems_run_in_a_folder_of_their_own(
+    tmp_path: Path,
+) -> None:
+    board = earlier_results(tmp_path)
+    result, calls, out = bench_step(
+        tmp_path, H100, BENCH_CARD="H200", BENCH_ELSE_PROBLEMS="c", BENCH_RESUME=str(board), BENCH_NAME="suite",
+        PROBLEMS="a,b", RERUN="b",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"this GPU is {H100}, not an H200: running c in a folder of its own" in result.stdout
+    (args,) = calls
+    assert flag(args, "--problems") == "c" and "--rerun" not in args
+    assert flag(args, "--out") == str(out / "suite_NVIDIA_H100_80GB_HBM3")
+    assert "suite_NVIDIA_H100_80GB_HBM3/results.json" not in archived(out / "suite_NVIDIA_H100_80GB_HBM3.tgz")
+    assert (board / "results.json").read_text() == '{"rows": "of the H200"}'
+
+
+def test_on_another_card_with_nothing_else_named_nothing_runs(tmp_path: Path) -> None:
+    result, calls, _ = bench_step(tmp_path, H100, BENCH_CARD="H200", PROBLEMS="a")
+    assert result.returncode == 3
+    assert f"this GPU is {H100}, not an H200: nothing run" in result.stdout and calls == []
