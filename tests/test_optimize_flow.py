@@ -1052,6 +1052,27 @@ def test_a_run_killed_after_the_union_failed_does_not_judge_the_union_again_on_r
     ]
 
 
+def test_a_stored_verdict_for_other_options_under_the_same_label_is_not_taken(tmp_path, monkeypatch) -> None:
+    """A failed set's verdict is read back by its label only where it judged these very options."""
+    from kernelopt.pipeline import graph_stage
+    from kernelopt.pipeline.graph_stage import NOT_PROMOTED
+
+    store = Store(tmp_path / "k.db")
+    run_id = store.start_run("optimize", "softmax", "fake", {})
+    store.add_measurement(run_id, NOT_PROMOTED + "graphs 0 and 1's options", {
+        "graph": 0, "best_options": {"aggressive_fusion": True, "triton.tile_reductions": True}, "speedup": 1.0,
+        "final_check": "failed before", "used": False, "label": "graphs 0 and 1's options",
+    })  # fmt: skip
+    judge = ByOptions([BOTH])
+    monkeypatch.setattr(graph_stage, "judge_options", judge)
+    report = opt._optimize(run_context(
+        "softmax", store, run_id, TwoOptionsWorker(), opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")),
+        opt.make_operators(["launch-config", "graph-variants"]), Budget(max_evaluations=12, patience=2),
+        opt.search_settings(), 3,
+    ))  # fmt: skip
+    assert [options for options, _ in judge.calls] == [BOTH] and report.options == BOTH
+
+
 def _graph_result(graph: int, speedup: float, options: dict | None) -> GraphResult:
     best = None if options is None else {"graph": graph, "options": options}
     return GraphResult(graph, speedup, 1, {}, "", best=best)

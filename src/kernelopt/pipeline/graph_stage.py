@@ -35,7 +35,7 @@ from kernelopt.search.graph_variants import graph_target, option_sets
 from kernelopt.search.nodes import NodeStore
 
 GRAPH_OPERATOR = "graph-variants"
-PROMOTED = "graph_promoted"  # the store's record of the graph options made the kernel search's compile
+PROMOTED = "graph_promoted"  # the store's record of the options made the kernel search's compile, or of none
 NOT_PROMOTED = "graph_not_promoted:"  # + a set's label: its failed re-check, so a resumed run does not judge it again
 
 
@@ -238,7 +238,7 @@ def graph_first(
         judged = run.store.measurements(run.run_id, NOT_PROMOTED)  # sets a run killed since had judged
         for credited, options, label in _promotable(graphs):
             known = judged.get(NOT_PROMOTED + label)
-            if known is None:
+            if known is None or known["best_options"] != options:  # the same label for other options: judged anew
                 run.emit("stage", {"stage": "final gates", "kernel": label})
                 known = _recheck_for_promotion(run, credited, options, label, len(per_graph))
                 if not known["used"]:
