@@ -59,14 +59,13 @@ def archived(archive: Path) -> set[str]:
 
 H200 = "NVIDIA H200"
 H100 = "NVIDIA H100 80GB HBM3"
+# the scoreboard's card, what to run there, and what to run on another
+NAMED = {"BENCH_CARD": "H200", "BENCH_ELSE_PROBLEMS": "c", "BENCH_NAME": "suite", "PROBLEMS": "a,b", "RERUN": "b"}
 
 
 def test_on_the_scoreboards_card_the_resumed_bench_runs_what_was_named(tmp_path: Path) -> None:
     board = earlier_results(tmp_path)
-    result, calls, out = bench_step(
-        tmp_path, H200, BENCH_CARD="H200", BENCH_ELSE_PROBLEMS="c", BENCH_RESUME=str(board), BENCH_NAME="suite",
-        PROBLEMS="a,b", RERUN="b",
-    )  # fmt: skip
+    result, calls, out = bench_step(tmp_path, H200, BENCH_RESUME=str(board), **NAMED)
     assert result.returncode == 0, result.stderr
     (args,) = calls
     assert args[:3] == ["-m", "kernelopt", "bench"]
@@ -79,10 +78,7 @@ def test_on_another_card_the_scoreboard_is_left_alone_and_the_else_problems_run_
     tmp_path: Path,
 ) -> None:
     board = earlier_results(tmp_path)
-    result, calls, out = bench_step(
-        tmp_path, H100, BENCH_CARD="H200", BENCH_ELSE_PROBLEMS="c", BENCH_RESUME=str(board), BENCH_NAME="suite",
-        PROBLEMS="a,b", RERUN="b",
-    )  # fmt: skip
+    result, calls, out = bench_step(tmp_path, H100, BENCH_RESUME=str(board), **NAMED)
     assert result.returncode == 0, result.stderr
     assert f"this GPU is {H100}, not an H200: running c in a folder of its own" in result.stdout
     (args,) = calls
