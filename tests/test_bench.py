@@ -219,6 +219,12 @@ def test_suite_survives_every_kind_of_failure(tmp_path: Path) -> None:
     assert [row["status"] for row in rows] == ["ok", "run_error", "crash", "load_error"]
     assert rows[0]["correct"] == "true" and float(rows[0]["speedup_vs_compile"]) == 2.0
     assert rows[1]["optimized_ms"] == "" and "fake failure" in rows[1]["reason"]
+    # the seconds each worker ran, for planning a slot of GPU time; none where no worker ran (a file that does not load)
+    assert all(float(row["worker_s"]) > 0 for row in rows[:3]) and rows[3]["worker_s"] == ""
+    assert [o.worker_s for o in report.outcomes][3] is None
+    table = report.markdown_path.read_text()
+    assert "| of floor | evaluations | wall s |" in table
+    assert f"| {report.outcomes[0].evaluations} | {report.outcomes[0].worker_s:.0f} |" in table
 
 
 def test_several_gpus_run_problems_at_once_each_on_its_own(tmp_path: Path) -> None:

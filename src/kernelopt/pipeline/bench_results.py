@@ -44,6 +44,7 @@ CSV_COLUMNS = (
     "triton_share",
     "floor_ms",
     "evaluations",
+    "worker_s",
     "reason",
 )
 

@@ -195,8 +195,15 @@ class ProblemOutcome:
             return None
         return self.floor_ms / self.optimized_ms
 
+    @property
+    def worker_s(self) -> float | None:
+        """Seconds the problem's worker ran, start to end (compiles, stock modes, search): what a slot of
+        GPU time is planned with (``bench --stop-after``); None where no worker ran or an older row lacks it."""
+        seconds = self.details.get("worker_s")
+        return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
+
     def to_dict(self) -> dict[str, Any]:
-        """All fields, plus the three speedups (ignored again by :meth:`from_dict`)."""
+        """All fields, plus the speedups and the worker's seconds (ignored again by :meth:`from_dict`)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["details"] = dict(self.details)
         data.update(
@@ -204,6 +211,7 @@ class ProblemOutcome:
             speedup_vs_compile=self.speedup_vs_compile,
             speedup_vs_max_autotune=self.speedup_vs_max_autotune,
             speedup_vs_best_stock=self.speedup_vs_best_stock,
+            worker_s=self.worker_s,
         )
         return data
 

@@ -198,13 +198,15 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         "timed in the default's own process against kernelopt's model. *Of floor*: the traffic floor's time "
         "(inputs, weights and outputs moved once, and inputs a statistic wider than the chip makes read again, "
         "at the measured peak bandwidth) over the optimized time: 100 % leaves nothing for any kernel or fusion; "
-        "empty where vendor calls run (their work is not traffic) or the row predates it.",
+        "empty where vendor calls run (their work is not traffic) or the row predates it. *Wall s*: the "
+        "seconds the problem's worker ran, compiles and every stock mode included (what a slot of GPU time "
+        "is planned with, `--stop-after`).",
         "",
         "## Per problem",
         "",
         "| problem | status | correct | eager | compile | max-autotune | optimized | vs eager | vs compile "
-        "| vs max-autotune | best stock mode | vs best stock | built on | of floor | evaluations |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| vs max-autotune | best stock mode | vs best stock | built on | of floor | evaluations | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         lines.append(
@@ -214,7 +216,7 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
             f"| {fmt_ratio_spread(o.speedup_vs_max_autotune, o.speedup_spread('max_autotune'))} "
             f"| {o.best_stock_mode or ''} "
             f"| {fmt_ratio_spread(o.speedup_vs_best_stock, o.speedup_spread('best_stock'))} | {o.base_mode} "
-            f"| {fmt_share(o.of_floor)} | {o.evaluations} |"
+            f"| {fmt_share(o.of_floor)} | {o.evaluations} | {'' if o.worker_s is None else f'{o.worker_s:.0f}'} |"
         )
     notes = [f"- {_cell(o.name)}: {note}" for o in outcomes if o.passed for note in problem_notes(o)]
     if notes:
