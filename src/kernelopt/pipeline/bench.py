@@ -65,7 +65,6 @@ from kernelopt.pipeline.bench_resume import (
     check_rerun,
     check_resumed_gpus,
     in_given_order,
-    matches,
     ordered,
     previous_results,
     replace_row,
@@ -74,7 +73,7 @@ from kernelopt.pipeline.bench_resume import (
     resumed_sizes,
 )
 from kernelopt.pipeline.suite_check import check_suite
-from kernelopt.problem.loader import SuiteEntry, size_names, suite_files
+from kernelopt.problem.loader import SuiteEntry, matches, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
 from kernelopt.report.metrics import ProblemOutcome
 from kernelopt.workers import WorkerResult, run_isolated

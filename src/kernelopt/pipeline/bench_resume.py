@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from kernelopt.errors import KerneloptError
-from kernelopt.problem.loader import recorded_sizes, size_flags
+from kernelopt.problem.loader import matches, recorded_sizes, size_flags
 from kernelopt.report.results_folder import RESULTS_JSON
 
 
@@ -95,11 +95,6 @@ def resumed_sizes(out_dir: Path, meta: dict[str, Any], sizes: dict[str, Any] | N
             "or leave --size out, or choose another --out for these"
         )
     return started
-
-
-def matches(selection: str, name: str, path: Path) -> bool:
-    """The loader's rule: a selection names a problem by its name, its file's stem or part of its name."""
-    return selection == name or selection == path.stem or selection in name
 
 
 E = TypeVar("E")

@@ -360,6 +360,11 @@ class SuiteEntry:
     error: str | None
 
 
+def matches(selection: str, name: str, path: Path) -> bool:
+    """The loader's rule: a selection names a problem by its name, its file's stem or part of its name."""
+    return selection == name or selection == path.stem or selection in name
+
+
 def suite_files(suite_dir: str | Path, only: Sequence[str] | None = None) -> list[tuple[str, Path]]:
     """(name, path) of every problem file of a directory that ``only`` selects (by name, file stem or
     part of the name; None: all), in a stable order."""
@@ -367,7 +372,7 @@ def suite_files(suite_dir: str | Path, only: Sequence[str] | None = None) -> lis
     chosen = []
     for path in problem_files(root):
         name = str(path.relative_to(root).with_suffix(""))
-        if not only or any(sel == name or sel == path.stem or sel in name for sel in only):
+        if not only or any(matches(sel, name, path) for sel in only):
             chosen.append((name, path))
     return chosen
 

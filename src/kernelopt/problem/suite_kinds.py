@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kernelopt.errors import KerneloptError, ProblemError
 from kernelopt.problem.file_kind import MODEL, file_kind
-from kernelopt.problem.loader import suite_files
+from kernelopt.problem.loader import matches, suite_files
 
 MODELS, KERNEL_FILES = "models", "kernel-files"
 
@@ -38,7 +38,7 @@ class SuiteKinds:
 
 
 def _selected(name: str, path: Path, only: Sequence[str] | None) -> bool:
-    return not only or any(sel == name or sel == path.stem or sel in name for sel in only)
+    return not only or any(matches(sel, name, path) for sel in only)
 
 
 def suite_kinds(root: Path, only: Sequence[str] | None = None) -> SuiteKinds:
