@@ -152,6 +152,11 @@ def test_a_folder_of_kernel_files_is_benched_file_by_file_and_resumes_after_a_ki
     with open(out / "results.csv") as f:
         assert [r["name"] for r in csv.DictReader(f)] == ["add_one", "no_inputs", "twice"]
     assert "| twice.cu" not in (out / "results.md").read_text() and "twice.cu (cuda)" in (out / "results.md").read_text()
+    table = (out / "results.md").read_text()  # each worker's seconds, the file's that does not load too (it loads there)
+    assert "| evaluations | wall s | run |" in table
+    for name in ("add_one", "no_inputs"):
+        row = rows[name]
+        assert row.worker_s and f"| {row.evaluations} | {row.worker_s:.0f} | {row.run_id or ''} |" in table
 
     # A kill after add_one finished leaves results.json as it was written then: add_one's row alone.
     document["outcomes"] = [o for o in document["outcomes"] if o["name"] == "add_one"]
@@ -298,6 +303,8 @@ def test_a_kernel_file_bench_writes_its_html_report_and_kernelopt_report_renders
     assert "a_fast.cu" in page and "a CUDA C++ candidate for one kernel" in page  # listed, not benched
     assert "torch.compile mode." in page and "vs compile" not in page  # its baseline is the file itself
     assert 'data-figure="per-file"' in page
+    seconds = {o["name"]: o["details"]["worker_s"] for o in json.loads((out / "results.json").read_text())["outcomes"]}
+    assert f"<td class=num>3</td><td class=num>{seconds['a_fast']:.0f}</td>" in page  # evaluations, then wall s
     (out / "report.html").unlink()
     again = _runner().invoke(app, ["report", str(out)])
     assert again.exit_code == 0, again.output

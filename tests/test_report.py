@@ -403,6 +403,10 @@ def test_a_bench_writes_its_report_beside_the_results(tmp_path: Path) -> None:
         assert f"<td>{name}</td>" in page, name
     assert "RuntimeError: fake failure inside the target" in page and "defines no get_inputs" in page
     assert INJECTION not in page and "kept the baseline &lt;/script&gt;" in page
+    fast_row, *_, broken_row = report.outcomes  # evaluations, then the worker's seconds; none where no worker ran
+    assert "<th class=num>wall s</th>" in page and fast_row.worker_s and broken_row.worker_s is None
+    assert f"<td class=num>{fast_row.evaluations}</td><td class=num>{fast_row.worker_s:.0f}</td>" in page
+    assert f"<td class=num>{broken_row.evaluations}</td><td class=num>—</td>" in page
     figures = blobs(page, "figure")
     assert list(figures) == ["fast-p", "speedups", "per-problem"]
     data = load_bench(report.results_dir)

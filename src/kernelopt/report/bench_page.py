@@ -16,7 +16,7 @@ from kernelopt.problem.loader import size_flags
 from kernelopt.report.bench_data import BenchData, ProblemBenchData
 from kernelopt.report.metrics import BASELINE_LABELS, BASELINES
 from kernelopt.report.page import card, chart, document, esc, table
-from kernelopt.report.scoreboard import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_share
+from kernelopt.report.scoreboard import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_seconds, fmt_share
 
 
 def render_bench(data: ProblemBenchData, figures: Mapping[str, go.Figure]) -> str:
@@ -126,6 +126,7 @@ def _problems(data: ProblemBenchData) -> str:
             o.base_mode,
             fmt_share(o.of_floor, "—"),
             o.evaluations,
+            fmt_seconds(o.worker_s, "—"),
             o.details.get("run_id", "—"),
             o.reason,
         )
@@ -147,14 +148,16 @@ def _problems(data: ProblemBenchData) -> str:
         "built on",
         "of floor",
         "evaluations",
+        "wall s",
         "run",
         "outcome",
     )
-    return table(headers, rows, numeric=(*range(3, 12), 13)) + (
+    return table(headers, rows, numeric=(*range(3, 12), 13, 14, 15)) + (
         '<p class="note">Times are medians in ms. <em>built on</em>: the stock mode the search started from '
         "(where it is not the default, <em>vs compile</em> was timed in the default's own process). <em>of floor</em>: "
         "the traffic floor's time over the optimized time (100 %: nothing left for any kernel or fusion; — where "
-        "vendor calls run). <em>run</em>: "
+        "vendor calls run). <em>wall s</em>: the seconds the problem's worker ran (compiles, every stock mode, the search; "
+        "what a slot of GPU time is planned with). <em>run</em>: "
         "the problem's optimize run in the bench's store (kernelopt report RUN --store STORE shows its search).</p>"
     )
 

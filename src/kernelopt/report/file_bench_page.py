@@ -16,7 +16,7 @@ from kernelopt.report.bench_data import FileBenchData
 from kernelopt.report.bench_page import provenance
 from kernelopt.report.file_scoreboard import speedup_text
 from kernelopt.report.page import card, chart, document, table
-from kernelopt.report.scoreboard import fmt_ratio
+from kernelopt.report.scoreboard import fmt_ratio, fmt_seconds
 
 
 def render_file_bench(data: FileBenchData, figures: Mapping[str, go.Figure]) -> str:
@@ -75,6 +75,7 @@ def _files(data: FileBenchData) -> str:
             "—" if o.optimized_us is None else f"{o.optimized_us:.1f}",
             ", ".join(o.operators) or "—",
             o.evaluations,
+            fmt_seconds(o.worker_s, "—"),
             o.run_id if o.run_id is not None else "—",
             o.exported or "—",
             o.reason,
@@ -90,12 +91,14 @@ def _files(data: FileBenchData) -> str:
         "optimized µs",
         "operators",
         "evaluations",
+        "wall s",
         "run",
         "delivered file",
         "outcome",
     )
-    return table(headers, rows, numeric=range(3, 6)) + (
-        "<p class=\"note\"><em>run</em>: the file's optimize run in the bench's store (kernelopt report RUN --store "
+    return table(headers, rows, numeric=(*range(3, 6), 7, 8)) + (
+        "<p class=\"note\"><em>wall s</em>: the seconds the file's worker ran. <em>run</em>: the file's optimize "
+        "run in the bench's store (kernelopt report RUN --store "
         "STORE shows its search).</p>"
     )
 

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernelopt.measure.roofline import geometric_mean
-from kernelopt.report.metrics import STATUSES
-from kernelopt.report.scoreboard import commands_of, fmt_ratio, markdown_header
+from kernelopt.report.metrics import STATUSES, worker_seconds
+from kernelopt.report.scoreboard import commands_of, fmt_ratio, fmt_seconds, markdown_header
 
 
 @dataclass
@@ -48,6 +48,11 @@ class FileOutcome:
         if self.status != "ok":
             return None
         return self.speedup if self.delivered and self.speedup else 1.0
+
+    @property
+    def worker_s(self) -> float | None:
+        """Seconds the file's worker ran (:func:`~kernelopt.report.metrics.worker_seconds`)."""
+        return worker_seconds(self.details)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -164,13 +169,15 @@ def file_markdown(meta: dict[str, Any], outcomes: Sequence[FileOutcome], summary
         "",
         "## Per file",
         "",
-        "| file | kind | status | speedup over the original | original µs | optimized µs | operators | evaluations | run |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| file | kind | status | speedup over the original | original µs | optimized µs | operators | evaluations "
+        "| wall s | run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         lines.append(
             f"| {_md(o.name)} | {o.kind} | {o.status} | {speedup_text(o)} | {_us(o.original_us)} "
-            f"| {_us(o.optimized_us)} | {', '.join(o.operators)} | {o.evaluations} | {o.run_id or ''} |"
+            f"| {_us(o.optimized_us)} | {', '.join(o.operators)} | {o.evaluations} | {fmt_seconds(o.worker_s)} "
+            f"| {o.run_id or ''} |"
         )
     notes = [f"- {_md(o.name)}: {_md(_replaced_note(o.details['replaced']))}" for o in outcomes if _replaced(o)]
     if notes:

@@ -72,6 +72,14 @@ def _time(name: str, value: Any, what: str = "a number of milliseconds") -> floa
     return float(value)
 
 
+def worker_seconds(details: dict[str, Any]) -> float | None:
+    """Seconds a bench row's worker ran, start to end (compiles, stock modes, search), as its ``details``
+    keep them: what a slot of GPU time is planned with (``bench --stop-after``); None where no worker ran
+    or an older row lacks them."""
+    seconds = details.get("worker_s")
+    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
+
+
 @dataclass
 class ProblemOutcome:
     """What benchmarking one problem produced, whether it worked or not.
@@ -197,10 +205,8 @@ class ProblemOutcome:
 
     @property
     def worker_s(self) -> float | None:
-        """Seconds the problem's worker ran, start to end (compiles, stock modes, search): what a slot of
-        GPU time is planned with (``bench --stop-after``); None where no worker ran or an older row lacks it."""
-        seconds = self.details.get("worker_s")
-        return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
+        """Seconds the problem's worker ran (:func:`worker_seconds`)."""
+        return worker_seconds(self.details)
 
     def to_dict(self) -> dict[str, Any]:
         """All fields, plus the speedups and the worker's seconds (ignored again by :meth:`from_dict`)."""

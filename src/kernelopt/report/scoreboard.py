@@ -75,6 +75,11 @@ def fmt_ratio_spread(value: float | None, spread: tuple[float, float] | None) ->
     return f"{text} ({spread[0]:.3f}–{spread[1]:.3f})" if text and spread else text
 
 
+def fmt_seconds(value: float | None, missing: str = "") -> str:
+    """Whole seconds (a worker's wall time), or ``missing``."""
+    return missing if value is None else f"{value:.0f}"
+
+
 def fmt_share(value: float | None, missing: str = "") -> str:
     return missing if value is None else f"{100 * value:.0f} %"
 
@@ -216,7 +221,7 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
             f"| {fmt_ratio_spread(o.speedup_vs_max_autotune, o.speedup_spread('max_autotune'))} "
             f"| {o.best_stock_mode or ''} "
             f"| {fmt_ratio_spread(o.speedup_vs_best_stock, o.speedup_spread('best_stock'))} | {o.base_mode} "
-            f"| {fmt_share(o.of_floor)} | {o.evaluations} | {'' if o.worker_s is None else f'{o.worker_s:.0f}'} |"
+            f"| {fmt_share(o.of_floor)} | {o.evaluations} | {fmt_seconds(o.worker_s)} |"
         )
     notes = [f"- {_cell(o.name)}: {note}" for o in outcomes if o.passed for note in problem_notes(o)]
     if notes:
