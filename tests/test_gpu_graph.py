@@ -10,6 +10,7 @@ from conftest import EXAMPLES
 from kernelopt.config import load_settings
 from kernelopt.deliver.export import graph_candidates, load, read_export
 from kernelopt.pipeline.optimize import optimize
+from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.search.graph_variants import graph_target
 from kernelopt.search.nodes import NodeStore
 from kernelopt.search.termination import Budget
@@ -25,6 +26,14 @@ NO_SCREEN = load_settings({"screen_trials": 0})
 # The promotion tests build on max-autotune-no-cudagraphs, which the one-graph test's base-mode stage chose on
 # the H100, without timing it again (test_gpu_optimize tests that stage): 549 s was the whole call's time.
 PINNED_BASE = load_settings({"base_mode": "max-autotune-no-cudagraphs"})
+
+
+def _graphs_seen(report: OptimizeReport, store: Store) -> list[object]:
+    """What the graph stage did on each graph, printed where a run on a GPU ends without a winner: its
+    compile line, each graph's evaluations, why its search stopped and where its candidates failed."""
+    line = (store.measurements(report.run_id, "graph_variants").get("graph_variants") or {}).get("compile")
+    return [line, *((g.graph, g.speedup, g.evaluations, g.stop_reason, g.failures_by_gate, g.note, g.final_check,
+                     g.promoted) for g in report.graphs)]  # fmt: skip
 
 
 def test_graph_variants_pass_gate_1_and_are_judged_end_to_end(tmp_path) -> None:
@@ -185,7 +194,7 @@ def test_a_one_graph_winner_becomes_the_compile_its_kernels_are_searched_on(tmp_
                       operators=["launch-config", "graph-variants"], budget=Budget(max_evaluations=4, patience=4),
                       max_targets=1, export_path=export, write_report=False, sizes={"batch_size": 512},
                       config=PINNED_BASE)  # fmt: skip
-    print(report.final_reason, [(g.graph, g.speedup, g.note, g.final_check, g.promoted) for g in report.graphs])
+    print(report.final_reason, _graphs_seen(report, store))
     assert store.run(report.run_id).status == "done"
     (graph,) = report.graphs
     promoted = store.measurements(report.run_id, PROMOTED).get(PROMOTED)
@@ -222,7 +231,7 @@ def test_on_two_graphs_a_winners_options_are_judged_as_the_whole_model_before_th
     report = optimize(FIXTURES / "problems" / "vocab_two_graphs.py", store,
                       operators=["launch-config", "graph-variants"], budget=Budget(max_evaluations=4, patience=4),
                       max_targets=1, export_path=export, write_report=False, config=PINNED_BASE)  # fmt: skip
-    print(report.final_reason, [(g.graph, g.speedup, g.note, g.final_check, g.promoted) for g in report.graphs])
+    print(report.final_reason, _graphs_seen(report, store))
     assert store.run(report.run_id).status == "done"
     promoted = store.measurements(report.run_id, PROMOTED).get(PROMOTED)
     ready = [g for g in report.graphs if g.best is not None and whole_model(g.best.get("options") or {})]
