@@ -329,7 +329,10 @@ def _print_event(event: BenchEvent, console: Console) -> None:
     if event.kind == "start":
         console.print(f"{position} {event.name} ...", markup=False, highlight=False)
     elif event.kind == "not-started":
-        console.print(f"{position} {event.name} not started: --stop-after has passed", markup=False, highlight=False)
+        since = f" ({event.elapsed_s:.0f} s since the bench began)" if event.elapsed_s is not None else ""
+        console.print(
+            f"{position} {event.name} not started: --stop-after has passed{since}", markup=False, highlight=False
+        )
     elif event.outcome is not None:
         o = event.outcome
         verb = "already done:" if event.kind == "skip" else "->"

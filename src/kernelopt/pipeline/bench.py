@@ -91,13 +91,15 @@ _WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error
 @dataclass(frozen=True)
 class BenchEvent:
     """Progress for a display: ``kind`` is ``"start"``, ``"done"``, ``"skip"`` (already in the results) or
-    ``"not-started"`` (``stop_after_s`` had passed: left for a resumed bench)."""
+    ``"not-started"`` (``stop_after_s`` had passed: left for a resumed bench; ``elapsed_s`` says how long
+    the bench had run, its start-up included, which a slot planned to the second can miss)."""
 
     kind: str
     name: str
     index: int  # 1-based position in the selected problems
     total: int
     outcome: ProblemOutcome | None = None
+    elapsed_s: float | None = None
 
 
 def suite_root(suite_dir: str | Path) -> Path:
@@ -246,8 +248,9 @@ def run_bench(
 
     def run_one(index: int, entry: SuiteEntry) -> None:
         with lock:
-            if stop_after_s is not None and _clock() - began >= stop_after_s:
-                _emit(on_event, BenchEvent("not-started", entry.name, index, len(entries)))
+            elapsed = _clock() - began
+            if stop_after_s is not None and elapsed >= stop_after_s:
+                _emit(on_event, BenchEvent("not-started", entry.name, index, len(entries), elapsed_s=elapsed))
                 return  # not an outcome: a resumed bench runs it
             gpu = free_gpus.pop(0) if gpus > 1 else None
             _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
