@@ -465,6 +465,22 @@ def test_cli_bench(tmp_path: Path) -> None:
     assert _calls(suite) == ["01_fast.py", "02_raises.py", "03_segfault.py", "01_fast.py"]
 
 
+def test_cli_bench_prints_each_problem_against_the_best_stock_mode_too(tmp_path: Path) -> None:
+    """Issue 13: every speedup is printed against the best stock mode as well as against the default, the
+    progress line too, with the seconds the problem's worker ran (what a slot of GPU time is planned with)."""
+    best = {**FAST, "best_stock_mode": "max-autotune-no-cudagraphs", "best_stock_ms": 0.8, "best_stock_speedup": 1.6}
+    suite = _suite(tmp_path / "suite", {"01_best": best, "02_plain": FAST})
+    args = ["bench", str(suite), "--out", str(tmp_path / "out"), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]
+    result = _runner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"\[1/2\] level1/01_best -> ok, correct, 2\.00× vs torch\.compile, 1\.60× vs the best stock mode "
+                     r"\(max-autotune-no-cudagraphs\) in \d+ s\n", result.stderr), result.stderr  # fmt: skip
+    assert re.search(r"\[2/2\] level1/02_plain -> ok, correct, 2\.00× vs torch\.compile in \d+ s\n", result.stderr)
+    resumed = _runner().invoke(app, [*args, "--resume"])  # a row read back ran in an earlier bench: no seconds now
+    assert "[1/2] level1/01_best already done: ok, correct, 2.00× vs torch.compile, 1.60× vs the best stock mode " \
+           "(max-autotune-no-cudagraphs)\n" in resumed.stderr  # fmt: skip
+
+
 def test_cli_bench_passes_the_operators_to_each_problem(tmp_path: Path) -> None:
     suite = _suite(tmp_path / "suite", {"01_fast": FAST})
     args = ["bench", str(suite), "--worker-target", TARGET, "--worker-path", str(TESTS_DIR)]

@@ -339,8 +339,12 @@ def _print_event(event: BenchEvent, console: Console) -> None:
         line = f"{position} {event.name} {verb} {o.status}"
         if o.status == "ok":
             line += f", {'correct' if o.correct else 'INCORRECT'}, {_ratio(o.speedup_vs_compile)} vs torch.compile"
+            if o.best_stock_mode is not None:  # the baseline that counts: the best mode the user could have picked
+                line += f", {_ratio(o.speedup_vs_best_stock)} vs the best stock mode ({o.best_stock_mode})"
         else:
             line += f": {o.reason}"
+        if o.worker_s is not None and event.kind != "skip":
+            line += f" in {o.worker_s:.0f} s"
         console.print(line, markup=False, highlight=False)
 
 
