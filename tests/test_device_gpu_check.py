@@ -31,7 +31,8 @@ def bench_step(tmp_path: Path, card: str, **env: str) -> tuple[subprocess.Comple
     work.mkdir()
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     variables = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALLS": str(calls), **env}
-    for name in ("BENCH_CARD", "BENCH_ELSE_PROBLEMS", "BENCH_RESUME", "BENCH_NAME", "PROBLEMS", "RERUN"):
+    named = ("BENCH_CARD", "BENCH_ELSE_PROBLEMS", "BENCH_ELSE_RESUME", "BENCH_RESUME", "BENCH_NAME", "PROBLEMS", "RERUN")
+    for name in named:
         if name not in env:
             variables.pop(name, None)
     result = subprocess.run(
@@ -45,10 +46,10 @@ def flag(args: list[str], name: str) -> str | None:
     return args[args.index(name) + 1] if name in args else None
 
 
-def earlier_results(tmp_path: Path) -> Path:
-    folder = tmp_path / "scoreboard"
+def earlier_results(tmp_path: Path, card: str = "H200") -> Path:
+    folder = tmp_path / f"scoreboard_{card}"
     folder.mkdir()
-    (folder / "results.json").write_text('{"rows": "of the H200"}')
+    (folder / "results.json").write_text(f'{{"rows": "of the {card}"}}')
     return folder
 
 
@@ -92,3 +93,18 @@ def test_on_another_card_with_nothing_else_named_nothing_runs(tmp_path: Path) ->
     result, calls, _ = bench_step(tmp_path, H100, BENCH_CARD="H200", PROBLEMS="a")
     assert result.returncode == 3
     assert f"this GPU is {H100}, not an H200: nothing run" in result.stdout and calls == []
+
+
+def test_on_another_card_its_own_scoreboard_is_resumed_where_one_is_named(tmp_path: Path) -> None:
+    """One command for either card: on the H100 the H100's scoreboard goes on, the H200's is left alone."""
+    board, other = earlier_results(tmp_path), earlier_results(tmp_path, "H100")
+    result, calls, out = bench_step(tmp_path, H100, BENCH_RESUME=str(board), BENCH_ELSE_RESUME=str(other), **NAMED)
+    assert result.returncode == 0, result.stderr
+    assert f"running c in a folder of its own, resuming {other}" in result.stdout
+    (args,) = calls
+    assert flag(args, "--problems") == "c" and "--rerun" not in args and "--resume" in args
+    folder = "suite_NVIDIA_H100_80GB_HBM3"
+    assert flag(args, "--out") == str(out / folder) and f"{folder}/results.json" in archived(out / f"{folder}.tgz")
+    assert (board / "results.json").read_text() == '{"rows": "of the H200"}'
+    with tarfile.open(out / f"{folder}.tgz") as tar:  # the H100's rows went on, not the H200's
+        assert tar.extractfile(f"{folder}/results.json").read() == b'{"rows": "of the H100"}'  # type: ignore[union-attr]

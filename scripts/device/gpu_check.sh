@@ -104,14 +104,15 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # none is cut by BENCH_TIMEOUT and its device time lost (bench --stop-after)
   # BENCH_CARD=H200: where this GPU's name lacks it (a call for one kind may get another), the resumed
   # scoreboard is left alone and BENCH_ELSE_PROBLEMS (if set; else nothing) runs into a folder of its own,
-  # <BENCH_NAME>_<card>, so the call still measures something
+  # <BENCH_NAME>_<card>, so the call still measures something: a fresh one, or the other card's own
+  # scoreboard resumed where BENCH_ELSE_RESUME names it (bench refuses one measured on yet another card)
   card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   if [[ -n ${BENCH_CARD:-} && $card != *"$BENCH_CARD"* ]]; then
     if [[ -z ${BENCH_ELSE_PROBLEMS:-} ]]; then
       echo "this GPU is $card, not an $BENCH_CARD: nothing run (BENCH_ELSE_PROBLEMS names what to run there)"; exit 3
     fi
-    echo "this GPU is $card, not an $BENCH_CARD: running $BENCH_ELSE_PROBLEMS in a folder of its own"
-    BENCH_RESUME= RERUN= PROBLEMS=$BENCH_ELSE_PROBLEMS BENCH_NAME=${BENCH_NAME:-bench}_$(echo "$card" | tr -c 'A-Za-z0-9\n' '_')
+    echo "this GPU is $card, not an $BENCH_CARD: running $BENCH_ELSE_PROBLEMS in a folder of its own${BENCH_ELSE_RESUME:+, resuming $BENCH_ELSE_RESUME}"
+    BENCH_RESUME=${BENCH_ELSE_RESUME:-} RERUN= PROBLEMS=$BENCH_ELSE_PROBLEMS BENCH_NAME=${BENCH_NAME:-bench}_$(echo "$card" | tr -c 'A-Za-z0-9\n' '_')
   fi
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
