@@ -337,14 +337,14 @@ def _print_event(event: BenchEvent, console: Console) -> None:
         o = event.outcome
         verb = "already done:" if event.kind == "skip" else "->"
         line = f"{position} {event.name} {verb} {o.status}"
+        if o.worker_s is not None and event.kind != "skip":  # a row read back ran in an earlier bench
+            line += f" in {o.worker_s:.0f} s"
         if o.status == "ok":
             line += f", {'correct' if o.correct else 'INCORRECT'}, {_ratio(o.speedup_vs_compile)} vs torch.compile"
             if o.best_stock_mode is not None:  # the baseline that counts: the best mode the user could have picked
                 line += f", {_ratio(o.speedup_vs_best_stock)} vs the best stock mode ({o.best_stock_mode})"
         else:
             line += f": {o.reason}"
-        if o.worker_s is not None and event.kind != "skip":
-            line += f" in {o.worker_s:.0f} s"
         console.print(line, markup=False, highlight=False)
 
 
