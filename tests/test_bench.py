@@ -945,6 +945,64 @@ def test_a_bench_given_a_slot_of_time_ends_between_problems(tmp_path: Path) -> N
     assert "Run so far: 0 of the suite's 3 problems; not yet run: level1/01_fast, level1/02_fast, level1/03_fast." in cli.stdout
 
 
+def test_a_bench_given_a_whole_slot_starts_only_the_problems_expected_to_end_within_it(tmp_path: Path) -> None:
+    """--slot: a problem starts only where the seconds it is expected to take fit in what is left; the
+    expectation is its earlier row on --rerun, else the longest row the results hold, else --timeout."""
+    from kernelopt.pipeline.bench_slot import Expected, expected_seconds, slot_refusal
+
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST})
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 50.0
+        return now[0]
+
+    # nothing known: each is expected to take the whole --timeout, which does not fit
+    events: list[BenchEvent] = []
+    none = _bench(suite, tmp_path / "a", slot_s=100.0, worker_timeout_s=150.0, _clock=clock, on_event=events.append)
+    assert none.outcomes == [] and [e.kind for e in events] == ["not-started"] * 3
+    assert events[0].why == "it would not end within --slot: 150 s expected (the worker time-out), 50 s left"
+
+    # a rerun is expected to take what its earlier row took: 01 (a second or two) starts, 02 (500 s) does not
+    out = tmp_path / "b"
+    _bench(suite, out)
+    document = json.loads((out / "results.json").read_text())
+    slow = next(o for o in document["outcomes"] if o["name"] == "level1/02_fast")
+    slow["details"]["worker_s"] = 500.0
+    (out / "results.json").write_text(json.dumps(document))
+    events.clear()
+    again = _bench(suite, out, resume=True, rerun=["01_fast", "02_fast"], slot_s=400.0, worker_timeout_s=1000.0,
+                   on_event=events.append)  # fmt: skip
+    (refused,) = [e for e in events if e.kind == "not-started"]
+    assert refused.name == "level1/02_fast" and refused.why.startswith(
+        "it would not end within --slot: 500 s expected (its earlier row), "
+    )
+    assert [r["name"] for r in again.meta["replaced"]] == ["level1/01_fast"]
+    assert {o.name: o.worker_s for o in again.outcomes}["level1/02_fast"] == 500.0  # its earlier row stays
+
+    # the rules alone
+    def row(name: str, seconds: float) -> ProblemOutcome:
+        return ProblemOutcome.from_dict({"name": name, "path": f"{name}.py", "status": "ok", "correct": True,
+                                         "details": {"worker_s": seconds}})  # fmt: skip
+
+    short, long = row("a", 120.0), row("b", 300.0)
+    assert expected_seconds("a", {"a": short}, [short, long], 600.0) == Expected(120.0, "its earlier row")
+    assert expected_seconds("c", {"a": short}, [short, long], 600.0) == Expected(300.0, "the longest row so far")
+    assert expected_seconds("c", {}, [short, long], 200.0) == Expected(200.0, "the longest row so far")  # capped
+    assert expected_seconds("c", {}, [], 200.0) == Expected(200.0, "the worker time-out")
+    assert slot_refusal(50.0, None, Expected(1e9, "x")) is None and slot_refusal(50.0, 170.0, Expected(120.0, "x")) is None
+    assert slot_refusal(60.0, 170.0, Expected(120.0, "its earlier row")) == (
+        "it would not end within --slot: 120 s expected (its earlier row), 110 s left"
+    )
+    with pytest.raises(KerneloptError, match="--slot must be a positive number of seconds, got 0"):
+        _bench(suite, tmp_path / "bad", slot_s=0.0)
+    cli = _runner().invoke(app, ["bench", str(suite), "--out", str(tmp_path / "cli"), "--worker-target", TARGET,
+                                 "--worker-path", str(TESTS_DIR), "--slot", "1", "--timeout", "60"])  # fmt: skip
+    assert cli.exit_code == 0, cli.output  # 60 s expected of each: none fits one second
+    assert re.search(r"\[1/3\] level1/01_fast not started: it would not end within --slot: 60 s expected \(the worker "
+                     r"time-out\), [01] s left \(\d+ s since the bench began\)", cli.stderr), cli.stderr  # fmt: skip
+
+
 def test_with_an_llm_every_problem_gets_the_relays_access_and_the_results_record_only_the_model(tmp_path: Path) -> None:
     """``bench --llm``: each problem's worker is handed the relay's address and token (never the key);
     the results' record of the bench names the provider and model, and neither address nor token."""

@@ -388,6 +388,7 @@ def test_cli_a_file_that_hangs_costs_its_row(tmp_path: Path) -> None:
         (["--gpus", "2"], "--gpus applies to a bench of model problems"),
         (["--shard", "1/2"], "--shard applies to a bench of model problems"),
         (["--stop-after", "60"], "--stop-after applies to a bench of model problems"),
+        (["--slot", "600"], "--slot applies to a bench of model problems"),
         (["--llm", "openai:gpt-4o"], "--llm applies to a bench of model problems"),
         (["--operators", "helion-autotune"], "helion-autotune do not apply to a triton kernel file"),
         (["--size", "NOPE=3"], "--size NOPE: no selected problem"),

@@ -31,7 +31,8 @@ def bench_step(tmp_path: Path, card: str, **env: str) -> tuple[subprocess.Comple
     work.mkdir()
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     variables = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALLS": str(calls), **env}
-    named = ("BENCH_CARD", "BENCH_ELSE_PROBLEMS", "BENCH_ELSE_RESUME", "BENCH_RESUME", "BENCH_NAME", "PROBLEMS", "RERUN")
+    named = ("BENCH_CARD", "BENCH_ELSE_PROBLEMS", "BENCH_ELSE_RESUME", "BENCH_RESUME", "BENCH_NAME", "PROBLEMS", "RERUN",
+             "BENCH_SLOT", "BENCH_STOP_AFTER", "BENCH_TIMEOUT", "PROBLEM_TIMEOUT")
     for name in named:
         if name not in env:
             variables.pop(name, None)
@@ -108,3 +109,17 @@ def test_on_another_card_its_own_scoreboard_is_resumed_where_one_is_named(tmp_pa
     assert (board / "results.json").read_text() == '{"rows": "of the H200"}'
     with tarfile.open(out / f"{folder}.tgz") as tar:  # the H100's rows went on, not the H200's
         assert tar.extractfile(f"{folder}/results.json").read() == b'{"rows": "of the H100"}'  # type: ignore[union-attr]
+
+
+def test_a_slot_replaces_the_fixed_stop_after_unless_one_is_given(tmp_path: Path) -> None:
+    """BENCH_SLOT: the bench plans each problem against what is left (bench --slot); without it the
+    stop-after is BENCH_TIMEOUT - PROBLEM_TIMEOUT, as before."""
+    plain, slot, both = tmp_path / "plain", tmp_path / "slot", tmp_path / "both"
+    for folder in (plain, slot, both):
+        folder.mkdir()
+    _, (args,), _ = bench_step(plain, H200, BENCH_TIMEOUT="560", PROBLEM_TIMEOUT="300")
+    assert flag(args, "--stop-after") == "260" and "--slot" not in args
+    _, (args,), _ = bench_step(slot, H200, BENCH_TIMEOUT="560", PROBLEM_TIMEOUT="300", BENCH_SLOT="540")
+    assert flag(args, "--slot") == "540" and "--stop-after" not in args and flag(args, "--timeout") == "300"
+    _, (args,), _ = bench_step(both, H200, BENCH_SLOT="540", BENCH_STOP_AFTER="400")
+    assert flag(args, "--slot") == "540" and flag(args, "--stop-after") == "400"

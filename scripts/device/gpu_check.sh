@@ -102,6 +102,9 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # OPERATORS=launch-config,eviction-policy,graph-variants searches with those (bench --operators)
   # BENCH_STOP_AFTER (default BENCH_TIMEOUT - PROBLEM_TIMEOUT): no problem starts after that many seconds, so
   # none is cut by BENCH_TIMEOUT and its device time lost (bench --stop-after)
+  # BENCH_SLOT (instead): the bench's whole seconds, a little under BENCH_TIMEOUT; a problem starts only where
+  # the seconds it is expected to take fit in what is left (bench --slot: its earlier row on a rerun, else
+  # the longest row of the results, else PROBLEM_TIMEOUT); BENCH_STOP_AFTER then applies only where given
   # BENCH_CARD=H200: where this GPU's name lacks it (a call for one kind may get another), the resumed
   # scoreboard is left alone and BENCH_ELSE_PROBLEMS (if set; else nothing) runs into a folder of its own,
   # <BENCH_NAME>_<card>, so the call still measures something: a fresh one, or the other card's own
@@ -116,10 +119,15 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   fi
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
+  if [[ -n ${BENCH_SLOT:-} ]]; then
+    WHEN="--slot $BENCH_SLOT ${BENCH_STOP_AFTER:+--stop-after $BENCH_STOP_AFTER}"
+  else
+    WHEN="--stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 ))"
+  fi
   [[ -f ${BENCH_RESUME:-/nonexistent}/results.json ]] && cp "$BENCH_RESUME"/results.* "$B/" && { cp "$BENCH_RESUME"/kernelopt.db* "$B/" 2>/dev/null || true; }
   # a resumed suite measured on another kind of GPU: bench stops in one line before any problem runs
   timeout ${BENCH_TIMEOUT:-3000} $KO bench $P --gpus ${GPUS:-1} ${SHARD:+--shard $SHARD} ${PROBLEMS:+--problems $PROBLEMS} ${OPERATORS:+--operators $OPERATORS} --time-limit ${TIME_LIMIT:-20} \
-    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} --stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 )) --out "$B" --resume ${RETRY:+--retry-failed} ${RERUN:+--rerun $RERUN} \
+    --budget ${BUDGET:-10} --max-targets ${MAX_TARGETS:-2} --timeout ${PROBLEM_TIMEOUT:-420} $WHEN --out "$B" --resume ${RETRY:+--retry-failed} ${RERUN:+--rerun $RERUN} \
     --store "$B/kernelopt.db" 2>&1 | tee "$B/log.txt" | tail -60
   # the device tool brings back 8 files at most, two folders deep: the results folder (its store, report,
   # models/) travels as one archive; unpack it here and commit what is worth keeping under benchmarks/

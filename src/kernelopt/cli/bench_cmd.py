@@ -77,6 +77,13 @@ def bench(
         help="Start no problem this many seconds after the bench began (running ones finish; --resume runs "
         "the rest): for a fixed slot of GPU time, so no problem is cut short and its time lost.",
     ),
+    slot: float | None = typer.Option(
+        None,
+        "--slot",
+        help="The bench's whole time in seconds: a problem starts only where the seconds it is expected to take "
+        "(its earlier row on --rerun, else the longest row so far, else --timeout) fit in what is left; --resume "
+        "runs the rest.",
+    ),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
@@ -180,6 +187,7 @@ def bench(
                 "--gpus": gpus != 1,
                 "--shard": shard is not None,
                 "--stop-after": stop_after is not None,
+                "--slot": slot is not None,
             },
         )
         done = bench_kernel_files(
@@ -241,6 +249,7 @@ def bench(
             write_report=not no_report,
             sizes=sizes,
             stop_after_s=stop_after,
+            slot_s=slot,
             llm=relay,
         )
     _show(report, as_json)
@@ -330,9 +339,7 @@ def _print_event(event: BenchEvent, console: Console) -> None:
         console.print(f"{position} {event.name} ...", markup=False, highlight=False)
     elif event.kind == "not-started":
         since = f" ({event.elapsed_s:.0f} s since the bench began)" if event.elapsed_s is not None else ""
-        console.print(
-            f"{position} {event.name} not started: --stop-after has passed{since}", markup=False, highlight=False
-        )
+        console.print(f"{position} {event.name} not started: {event.why}{since}", markup=False, highlight=False)
     elif event.outcome is not None:
         o = event.outcome
         verb = "already done:" if event.kind == "skip" else "->"

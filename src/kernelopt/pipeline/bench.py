@@ -72,6 +72,7 @@ from kernelopt.pipeline.bench_resume import (
     results_meta,
     resumed_sizes,
 )
+from kernelopt.pipeline.bench_slot import expected_seconds, slot_refusal
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry, matches, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
@@ -91,8 +92,8 @@ _WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error
 @dataclass(frozen=True)
 class BenchEvent:
     """Progress for a display: ``kind`` is ``"start"``, ``"done"``, ``"skip"`` (already in the results) or
-    ``"not-started"`` (``stop_after_s`` had passed: left for a resumed bench; ``elapsed_s`` says how long
-    the bench had run, its start-up included, which a slot planned to the second can miss)."""
+    ``"not-started"`` (``stop_after_s`` had passed, or the problem would not end within ``slot_s``: left for
+    a resumed bench; ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up included)."""
 
     kind: str
     name: str
@@ -100,6 +101,7 @@ class BenchEvent:
     total: int
     outcome: ProblemOutcome | None = None
     elapsed_s: float | None = None
+    why: str = ""
 
 
 def suite_root(suite_dir: str | Path) -> Path:
@@ -143,6 +145,7 @@ def run_bench(
     write_report: bool = True,
     sizes: dict[str, Any] | None = None,
     stop_after_s: float | None = None,
+    slot_s: float | None = None,
     llm: RelayAccess | None = None,
     _clock: Callable[[], float] = time.monotonic,
 ) -> BenchReport:
@@ -171,7 +174,9 @@ def run_bench(
     the results record them, and a resumed bench keeps them. ``stop_after_s``: no problem starts
     that many seconds after the bench began (those running finish): a bench given a fixed slot
     of time (a lent GPU, a CI job) ends between problems instead of cutting one short, whose
-    GPU time would be lost; ``--resume`` runs the rest. ``llm``: every problem's search adds the LLM
+    GPU time would be lost; ``--resume`` runs the rest. ``slot_s``: the bench's whole time; a problem starts
+    only where the seconds it is expected to take (:func:`~kernelopt.pipeline.bench_slot.expected_seconds`)
+    fit in what is left, and the others are left for a resumed bench as ``stop_after_s`` leaves them. ``llm``: every problem's search adds the LLM
     agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
@@ -186,7 +191,7 @@ def run_bench(
     if target == DEFAULT_TARGET:  # our target reads them; another target gets only what its caller passes
         extra_options = {"settings": config.values(), **(extra_options or {})}
     timeout_s = default_worker_timeout(time_limit_s, config) if worker_timeout_s is None else worker_timeout_s
-    _check_numbers(timeout_s, gpus, stop_after_s)
+    _check_numbers(timeout_s, gpus, stop_after_s, slot_s)
     check_rerun(rerun, resume)
     began = _clock()
     _check_target(target, extra_path)
@@ -217,6 +222,7 @@ def run_bench(
     carried = carried_rows(previous, retry_failed, again, out_dir)
     done: dict[str, ProblemOutcome] = carried.done
     earlier: dict[str, ProblemOutcome] = carried.earlier  # kept until the new one is in
+    replaced = dict(earlier)  # what a rerun took before: its seconds are what it is expected to take again
     meta = results_meta(previous, {"suite": str(root)}, now, command, again)
     meta.update(
         finished=None,
@@ -249,8 +255,12 @@ def run_bench(
     def run_one(index: int, entry: SuiteEntry) -> None:
         with lock:
             elapsed = _clock() - began
-            if stop_after_s is not None and elapsed >= stop_after_s:
-                _emit(on_event, BenchEvent("not-started", entry.name, index, len(entries), elapsed_s=elapsed))
+            why = "--stop-after has passed" if stop_after_s is not None and elapsed >= stop_after_s else None
+            why = why or slot_refusal(
+                elapsed, slot_s, expected_seconds(entry.name, replaced, outcomes.values(), timeout_s)
+            )
+            if why:
+                _emit(on_event, BenchEvent("not-started", entry.name, index, len(entries), elapsed_s=elapsed, why=why))
                 return  # not an outcome: a resumed bench runs it
             gpu = free_gpus.pop(0) if gpus > 1 else None
             _emit(on_event, BenchEvent("start", entry.name, index, len(entries)))
@@ -396,7 +406,7 @@ def _in_lanes(
 # -- selection and resume --------------------------------------------------------------
 
 
-def _check_numbers(timeout_s: float, gpus: int, stop_after_s: float | None) -> None:
+def _check_numbers(timeout_s: float, gpus: int, stop_after_s: float | None, slot_s: float | None = None) -> None:
     """The bench's numbers, each wrong one a line naming the flag."""
     if timeout_s <= 0:
         raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
@@ -404,6 +414,8 @@ def _check_numbers(timeout_s: float, gpus: int, stop_after_s: float | None) -> N
         raise KerneloptError(f"--gpus must be at least 1, got {gpus}")
     if stop_after_s is not None and stop_after_s < 0:
         raise KerneloptError(f"--stop-after must be zero or more seconds, got {stop_after_s:g}")
+    if slot_s is not None and slot_s <= 0:
+        raise KerneloptError(f"--slot must be a positive number of seconds, got {slot_s:g}")
 
 
 def _selected(

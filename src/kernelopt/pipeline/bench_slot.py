@@ -1,0 +1,54 @@
+"""A bench given a slot of time (``bench --slot``): whether the next problem fits in what is left of it.
+
+A lent GPU or a CI job gives a bench a fixed number of seconds; a problem cut off at its end loses all
+the GPU time it had spent. ``--stop-after`` starts no problem past a fixed point, which its caller
+must work out from how long each problem takes. ``--slot`` works it out per problem: a problem starts
+only where the seconds it is expected to take fit in what is left. The expectation is read from the
+results, never guessed: the problem's own earlier row (a ``--rerun``), else the longest row the results
+hold (a conservative stand-in, since problems of one suite differ several-fold), else the worker's
+time-out, the most any problem may take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kernelopt.report.metrics import ProblemOutcome
+
+
+@dataclass(frozen=True)
+class Expected:
+    """How many seconds a problem is expected to take, and where that number comes from."""
+
+    seconds: float
+    source: str  # "its earlier row", "the longest row so far" or "the worker time-out"
+
+
+def expected_seconds(
+    name: str, earlier: Mapping[str, ProblemOutcome], rows: Iterable[ProblemOutcome], timeout_s: float
+) -> Expected:
+    """The seconds problem ``name`` is expected to take: its row in ``earlier`` (the rows a rerun
+    replaces), else the longest of ``rows`` (every row the results hold, those of this bench included),
+    else ``timeout_s``. Never more than ``timeout_s``: the worker is killed there."""
+    own = earlier.get(name)
+    if own is not None and own.worker_s is not None:
+        return Expected(min(own.worker_s, timeout_s), "its earlier row")
+    known = [row.worker_s for row in rows if row.worker_s is not None]
+    if known:
+        return Expected(min(max(known), timeout_s), "the longest row so far")
+    return Expected(timeout_s, "the worker time-out")
+
+
+def slot_refusal(elapsed_s: float, slot_s: float | None, expected: Expected) -> str | None:
+    """Why a problem expected to take ``expected`` does not start ``elapsed_s`` into a slot of
+    ``slot_s`` seconds; None where it fits (or there is no slot)."""
+    if slot_s is None:
+        return None
+    left = slot_s - elapsed_s
+    if expected.seconds <= left:
+        return None
+    return (
+        f"it would not end within --slot: {expected.seconds:.0f} s expected ({expected.source}), "
+        f"{max(left, 0.0):.0f} s left"
+    )
