@@ -174,10 +174,11 @@ def run_bench(
     the results record them, and a resumed bench keeps them. ``stop_after_s``: no problem starts
     that many seconds after the bench began (those running finish): a bench given a fixed slot
     of time (a lent GPU, a CI job) ends between problems instead of cutting one short, whose
-    GPU time would be lost; ``--resume`` runs the rest. ``slot_s``: the bench's whole time; a problem starts
-    only where the seconds it is expected to take (:func:`~kernelopt.pipeline.bench_slot.expected_seconds`)
-    fit in what is left, and the others are left for a resumed bench as ``stop_after_s`` leaves them. ``llm``: every problem's search adds the LLM
-    agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
+    GPU time would be lost; ``--resume`` runs the rest. ``slot_s``: the bench's whole time; a problem
+    starts only where the seconds it is expected to take
+    (:func:`~kernelopt.pipeline.bench_slot.expected_seconds`) fit in what is left, and the others are
+    left for a resumed bench as ``stop_after_s`` leaves them. ``llm``: every problem's search adds the
+    LLM agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, existing results without ``resume``, ``rerun`` without ``resume`` or naming no selected
@@ -406,7 +407,7 @@ def _in_lanes(
 # -- selection and resume --------------------------------------------------------------
 
 
-def _check_numbers(timeout_s: float, gpus: int, stop_after_s: float | None, slot_s: float | None = None) -> None:
+def _check_numbers(timeout_s: float, gpus: int, stop_after_s: float | None, slot_s: float | None) -> None:
     """The bench's numbers, each wrong one a line naming the flag."""
     if timeout_s <= 0:
         raise KerneloptError(f"--timeout must be positive, got {timeout_s:g}")
