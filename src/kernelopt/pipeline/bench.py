@@ -72,7 +72,7 @@ from kernelopt.pipeline.bench_resume import (
     results_meta,
     resumed_sizes,
 )
-from kernelopt.pipeline.bench_slot import expected_seconds, slot_refusal
+from kernelopt.pipeline.bench_slot import expected_seconds, start_refusal
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry, matches, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
@@ -256,9 +256,11 @@ def run_bench(
     def run_one(index: int, entry: SuiteEntry) -> None:
         with lock:
             elapsed = _clock() - began
-            why = "--stop-after has passed" if stop_after_s is not None and elapsed >= stop_after_s else None
-            why = why or slot_refusal(
-                elapsed, slot_s, expected_seconds(entry.name, replaced, outcomes.values(), timeout_s)
+            why = start_refusal(
+                elapsed,
+                stop_after_s,
+                slot_s,
+                lambda: expected_seconds(entry.name, replaced, outcomes.values(), timeout_s),
             )
             if why:
                 _emit(on_event, BenchEvent("not-started", entry.name, index, len(entries), elapsed_s=elapsed, why=why))

@@ -1,4 +1,4 @@
-"""A bench given a slot of time (``bench --slot``): whether the next problem fits in what is left of it.
+"""A bench given a slot of time: whether the next problem may start (``--stop-after``, ``bench --slot``).
 
 A lent GPU or a CI job gives a bench a fixed number of seconds; a problem cut off at its end loses all
 the GPU time it had spent. ``--stop-after`` starts no problem past a fixed point, which its caller
@@ -11,7 +11,7 @@ time-out, the most any problem may take.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kernelopt.report.metrics import ProblemOutcome
@@ -52,3 +52,14 @@ def slot_refusal(elapsed_s: float, slot_s: float | None, expected: Expected) -> 
         f"it would not end within --slot: {expected.seconds:.0f} s expected ({expected.source}), "
         f"{max(left, 0.0):.0f} s left"
     )
+
+
+def start_refusal(
+    elapsed_s: float, stop_after_s: float | None, slot_s: float | None, expected: Callable[[], Expected]
+) -> str | None:
+    """Why a problem does not start ``elapsed_s`` into the bench (``--stop-after`` has passed, or it would
+    not end within ``--slot``: :func:`slot_refusal`); None where it starts. ``expected`` is asked only
+    where there is a slot."""
+    if stop_after_s is not None and elapsed_s >= stop_after_s:
+        return "--stop-after has passed"
+    return slot_refusal(elapsed_s, slot_s, expected()) if slot_s is not None else None
