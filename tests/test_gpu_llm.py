@@ -2,9 +2,11 @@
 
 A scripted OpenAI-compatible server plays the LLM: the Coder's first kernel
 leaves outputs unwritten; the Repairer, shown the correctness gate's report,
-returns the same kernel pinned to a launch config measured faster on the H200
-(32 warps for the row-L2 kernel). optimize must reject the first, verify the
-second through all four gates, stitch it and report the speedup.
+returns the same kernel pinned to the launch config that ran fastest on this
+GPU before the round (32 warps for the row-L2 kernel on the H200; on an H100
+32 warps was not faster, so the repair is measured, not assumed). optimize
+must reject the first, verify the second through all four gates, stitch it
+and report the speedup.
 """
 
 from __future__ import annotations
@@ -19,9 +21,16 @@ pytest.importorskip("openai")
 
 from adversarial import unwritten_output  # noqa: E402
 from conftest import EXAMPLES  # noqa: E402
+from kernelopt.config import load_settings  # noqa: E402
 from kernelopt.pipeline.optimize import optimize  # noqa: E402
 from kernelopt.capture import capture  # noqa: E402
 from kernelopt.capture.kernel_source import pin_launch_config  # noqa: E402
+from kernelopt.capture.snapshot import launch as run_launch  # noqa: E402
+from kernelopt.capture.snapshot import snapshot_launches  # noqa: E402
+from kernelopt.capture.swap import SwapError, build_kernel, find_kernel  # noqa: E402
+from kernelopt.measure import compare  # noqa: E402
+from kernelopt.search.launch_configs import config_distance, launch_config_space  # noqa: E402
+from kernelopt.verify.subkernel import as_launcher, run_case  # noqa: E402
 from kernelopt.problem import load_problem  # noqa: E402
 from kernelopt.search.termination import Budget  # noqa: E402
 from kernelopt.store import Store  # noqa: E402
@@ -31,15 +40,49 @@ pytestmark = pytest.mark.gpu
 
 PROBLEM = EXAMPLES / "level1/10_row_l2_normalize.py"
 SIZES = {"batch_size": 8192}
+# The agent loop on the row-L2 Triton kernel alone: row-L2 reads its rows twice, so the graph stage runs
+# unasked, and on an H100 it promoted the cluster norm (kernelopt's CUDA op), which left no Triton kernel
+# for the agents (report.kernels empty, 2026-12-06). The graph stage has GPU tests of its own. The search
+# builds on the default compile, whose kernel the repair's config is measured against below.
+KERNELS_ONLY = load_settings({"graph_stage": "named", "base_mode": "default"})
+FASTER = 1.08  # the repair's speed over Inductor's config in one process, so gate 4's 3 % margin and noise clear
+
+
+def _fastest_config(artifact, inputs, launch, kernel) -> tuple[dict, float]:
+    """The launch config near Inductor's that ran fastest on this GPU, and its speedup over Inductor's, timed
+    in this process on the kernel's captured arguments (``scripts/config_sweep.py``'s sweep)."""
+    address, var, _ = find_kernel(artifact, kernel.name)
+    snap = snapshot_launches(artifact, inputs, address.graph, var)[0].args
+    original = vars(artifact.graphs[address.graph].module)[var]
+    chosen = dict(launch.config or {})
+    near = sorted((c for c in launch_config_space(kernel) if c != chosen), key=lambda c: config_distance(c, chosen))
+    best: tuple[dict, float] = (chosen, 1.0)
+    for config in near[:12]:
+        try:
+            cand = build_kernel(pin_launch_config(kernel.source, kernel.name, config), kernel.name)
+        except (SwapError, RuntimeError):
+            continue
+        if not run_case(kernel, as_launcher(original), as_launcher(cand), "snapshot", snap).passed:
+            continue
+        timed = compare(lambda: run_launch(original, snap), lambda c=cand: run_launch(c, snap), trials=10)
+        if timed.speedup > best[1]:
+            best = (config, timed.speedup)
+    return best
 
 
 def test_agent_repairs_verifies_and_stitches(tmp_path) -> None:
     problem = load_problem(PROBLEM, overrides=SIZES)
-    artifact = capture(problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda"))
+    inputs = problem.make_inputs(0, "cuda")
+    artifact = capture(problem.build_model(0, "cuda"), inputs)
     (launch,) = [l for l in artifact.launches if l.kind == "triton"]
     kernel = next(k for _, k in artifact.kernels() if k.name == launch.name)
-    fast = pin_launch_config(kernel.source, kernel.name, {**launch.config, "num_warps": 32})
+    config, gain = _fastest_config(artifact, inputs, launch, kernel)
     del artifact
+    if gain < FASTER:
+        pytest.skip(f"no launch config near Inductor's ran {FASTER:.2f}x on this GPU (best {gain:.3f}x): "
+                    "the round has no faster repair to verify")
+    fast = pin_launch_config(kernel.source, kernel.name, config)
+    change = ", ".join(f"{k}={v}" for k, v in config.items())
 
     def reply(obj: dict) -> Reply:
         return Reply(text=json.dumps(obj))
@@ -48,16 +91,16 @@ def test_agent_repairs_verifies_and_stitches(tmp_path) -> None:
     try:
         server.enqueue(
             reply({"bottleneck": "memory-bound", "evidence": ["43% of peak"], "headroom_us": 100.0, "notes": "two passes"}),
-            reply({"strategy": "wide-row-warps", "change": "32 warps", "expected_effect": "-15%", "evidence": ["wide rows"]}),
-            reply({"source": unwritten_output(kernel.source), "summary": "32 warps"}),
-            reply({"strategy": "wide-row-warps", "what_worked": "no", "why": "no store", "apply_when": "wide rows",
+            reply({"strategy": "launch-config", "change": change, "expected_effect": "-8%", "evidence": ["wide rows"]}),
+            reply({"source": unwritten_output(kernel.source), "summary": change}),
+            reply({"strategy": "launch-config", "what_worked": "no", "why": "no store", "apply_when": "wide rows",
                    "avoid_when": "-", "speedup": None, "success": False}),
-            reply({"source": fast, "summary": "store restored, 32 warps"}),
+            reply({"source": fast, "summary": f"store restored, {change}"}),
         )
         store = Store(tmp_path / "k.db")
         report = optimize(PROBLEM, store, operators=(), llm=f"openai-compatible:scripted@{server.base_url}",
                           budget=Budget(max_evaluations=2, patience=3), max_targets=1, sizes=SIZES,
-                          export_path=tmp_path / "m.kopt.json")
+                          export_path=tmp_path / "m.kopt.json", config=KERNELS_ONLY)
     finally:
         server.stop()
     (k,) = report.kernels
@@ -65,7 +108,8 @@ def test_agent_repairs_verifies_and_stitches(tmp_path) -> None:
     assert k.best is not None and k.best.operator == "llm" and k.speedup > 1.03, k
     assert report.final_reason.startswith("verified") and report.speedup_vs_compile > 1.0
     assert report.exported and report.llm_usage["calls"] == 5
-    print(f"agent round: kernel {k.speedup:.3f}x, model {report.speedup_vs_compile:.3f}x over torch.compile")
+    print(f"agent round ({change}: {gain:.3f}x in one process): kernel {k.speedup:.3f}x, "
+          f"model {report.speedup_vs_compile:.3f}x over torch.compile")
     from kernelopt.cli.format import transcript_text
     from kernelopt.store.llm_records import transcripts
 
