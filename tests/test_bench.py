@@ -1003,6 +1003,57 @@ def test_a_bench_given_a_whole_slot_starts_only_the_problems_expected_to_end_wit
                      r"time-out\), [01] s left \(\d+ s since the bench began\)", cli.stderr), cli.stderr  # fmt: skip
 
 
+def test_a_problem_still_running_when_the_slot_ends_is_stopped_and_resumed(tmp_path: Path) -> None:
+    """--slot bounds the bench's whole time: a problem that outlasts its expectation (02 sleeps, expected to
+    take 01's seconds) is stopped when the slot ends, said in one line, and is no outcome; the bench writes
+    its results and ends within its slot, and --resume runs it again."""
+    import io
+    import threading
+    import time
+
+    from rich.console import Console
+
+    from kernelopt.cli.bench_cmd import _print_event
+    from kernelopt.pipeline.bench_slot import cut_reason, slot_deadline
+
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_sleeps": "sleep", "03_fast": FAST})
+    out = tmp_path / "out"
+    _bench(suite, out, problems=["01_fast"])  # a row to expect the others by: a second or two
+    events: list[BenchEvent] = []
+    started = time.monotonic()
+    report = _bench(suite, out, resume=True, slot_s=15.0, worker_timeout_s=300.0, on_event=events.append)
+    took = time.monotonic() - started
+    assert 15.0 <= took < 45.0, took  # the sleeping worker (600 s, time-out 300 s) was ended at the slot's end
+    kinds = [(e.kind, e.name) for e in events]
+    assert kinds == [("skip", "level1/01_fast"), ("start", "level1/02_sleeps"), ("cut", "level1/02_sleeps"),
+                     ("not-started", "level1/03_fast")], kinds  # fmt: skip
+    cut = events[2]
+    assert cut.why == cut_reason(15.0) == "stopped at the end of --slot (15 s); --resume goes on with its unfinished run"
+    assert cut.elapsed_s is not None and cut.elapsed_s >= 15.0
+    assert [o.name for o in report.outcomes] == ["level1/01_fast"]
+    assert report.summary["not_run"] == ["level1/02_sleeps", "level1/03_fast"]
+    written = json.loads((out / "results.json").read_text())
+    assert written["meta"]["finished"] and [o["name"] for o in written["outcomes"]] == ["level1/01_fast"]
+    console = Console(file=io.StringIO(), width=200)
+    _print_event(cut, console)
+    assert console.file.getvalue().startswith(f"[2/3] level1/02_sleeps cut: {cut_reason(15.0)} (")
+
+    (suite / "level1" / "02_sleeps.py").write_text(PROBLEM.format(fake=FAST))  # it ends this time
+    resumed = _bench(suite, out, resume=True)
+    assert [o.name for o in resumed.outcomes] == ["level1/01_fast", "level1/02_sleeps", "level1/03_fast"]
+    assert _calls(suite) == ["01_fast.py", "02_sleeps.py", "02_sleeps.py", "03_fast.py"]
+
+    # the timer alone: none without a slot, at once where the slot is spent, else when it ends
+    rang = threading.Event()
+    assert slot_deadline(None, 0.0, rang.set) is None
+    spent = slot_deadline(10.0, 12.0, rang.set)
+    assert spent is not None and rang.wait(5.0)
+    rang.clear()
+    later = slot_deadline(3600.0, 0.0, rang.set)
+    assert later is not None and not rang.wait(0.2)
+    later.cancel()
+
+
 def test_with_an_llm_every_problem_gets_the_relays_access_and_the_results_record_only_the_model(tmp_path: Path) -> None:
     """``bench --llm``: each problem's worker is handed the relay's address and token (never the key);
     the results' record of the bench names the provider and model, and neither address nor token."""

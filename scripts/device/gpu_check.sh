@@ -104,7 +104,8 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # none is cut by BENCH_TIMEOUT and its device time lost (bench --stop-after)
   # BENCH_SLOT (instead): the bench's whole seconds, a little under BENCH_TIMEOUT; a problem starts only where
   # the seconds it is expected to take fit in what is left (bench --slot: its earlier row on a rerun, else
-  # the longest row of the results, else PROBLEM_TIMEOUT); BENCH_STOP_AFTER then applies only where given
+  # the longest row of the results, else PROBLEM_TIMEOUT), and one still running when it ends is stopped there,
+  # its run left for the next call's resume; BENCH_STOP_AFTER then applies only where given
   # BENCH_CARD=H200: where this GPU's name lacks it (a call for one kind may get another), the resumed
   # scoreboard is left alone and BENCH_ELSE_PROBLEMS (if set; else nothing) runs into a folder of its own,
   # <BENCH_NAME>_<card>, so the call still measures something: a fresh one, or the other card's own

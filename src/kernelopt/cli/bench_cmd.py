@@ -81,8 +81,8 @@ def bench(
         None,
         "--slot",
         help="The bench's whole time in seconds: a problem starts only where the seconds it is expected to take "
-        "(its earlier row on --rerun, else the longest row so far, else --timeout) fit in what is left; --resume "
-        "runs the rest.",
+        "(its earlier row on --rerun, else the longest row so far, else --timeout) fit in what is left, and one "
+        "still running at the end is stopped; --resume runs the rest, going on with a stopped one's run.",
     ),
     timeout: float | None = typer.Option(
         None,
@@ -337,9 +337,10 @@ def _print_event(event: BenchEvent, console: Console) -> None:
     position = f"[{event.index}/{event.total}]"
     if event.kind == "start":
         console.print(f"{position} {event.name} ...", markup=False, highlight=False)
-    elif event.kind == "not-started":
+    elif event.kind in ("not-started", "cut"):
         since = f" ({event.elapsed_s:.0f} s since the bench began)" if event.elapsed_s is not None else ""
-        console.print(f"{position} {event.name} not started: {event.why}{since}", markup=False, highlight=False)
+        verb = "not started" if event.kind == "not-started" else "cut"
+        console.print(f"{position} {event.name} {verb}: {event.why}{since}", markup=False, highlight=False)
     elif event.outcome is not None:
         o = event.outcome
         verb = "already done:" if event.kind == "skip" else "->"

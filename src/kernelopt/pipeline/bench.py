@@ -72,7 +72,7 @@ from kernelopt.pipeline.bench_resume import (
     results_meta,
     resumed_sizes,
 )
-from kernelopt.pipeline.bench_slot import expected_seconds, start_refusal
+from kernelopt.pipeline.bench_slot import cut_reason, expected_seconds, slot_deadline, start_refusal
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry, matches, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
@@ -91,9 +91,10 @@ _WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error
 
 @dataclass(frozen=True)
 class BenchEvent:
-    """Progress for a display: ``kind`` is ``"start"``, ``"done"``, ``"skip"`` (already in the results) or
+    """Progress for a display: ``kind`` is ``"start"``, ``"done"``, ``"skip"`` (already in the results),
     ``"not-started"`` (``stop_after_s`` had passed, or the problem would not end within ``slot_s``: left for
-    a resumed bench; ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up included)."""
+    a resumed bench) or ``"cut"`` (running when ``slot_s`` ended: stopped, its run left unfinished for a
+    resumed bench); ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up included."""
 
     kind: str
     name: str
@@ -177,7 +178,8 @@ def run_bench(
     GPU time would be lost; ``--resume`` runs the rest. ``slot_s``: the bench's whole time; a problem
     starts only where the seconds it is expected to take
     (:func:`~kernelopt.pipeline.bench_slot.expected_seconds`) fit in what is left, and the others are
-    left for a resumed bench as ``stop_after_s`` leaves them. ``llm``: every problem's search adds the
+    left for a resumed bench as ``stop_after_s`` leaves them; one still running when the slot ends is
+    stopped, and a resumed bench goes on with its unfinished run. ``llm``: every problem's search adds the
     LLM agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
@@ -195,6 +197,7 @@ def run_bench(
     _check_numbers(timeout_s, gpus, stop_after_s, slot_s)
     check_rerun(rerun, resume)
     began = _clock()
+    began_s = time.monotonic()  # the slot's timer runs on real seconds, whatever _clock a test gives
     _check_target(target, extra_path)
     root = suite_root(suite_dir).resolve()
     if root.is_dir() and suite_kinds(root, problems).input == KERNEL_FILES:  # a mixed folder: one line there
@@ -252,6 +255,7 @@ def run_bench(
     lock = threading.Lock()  # one writer of the results and of the progress display
     free_gpus = list(range(gpus))
     stop = threading.Event()  # set when the bench is interrupted: running workers end at once
+    slot_over = threading.Event()  # set when --slot ends: stop is set with it
 
     def run_one(index: int, entry: SuiteEntry) -> None:
         with lock:
@@ -262,6 +266,8 @@ def run_bench(
                 slot_s,
                 lambda: expected_seconds(entry.name, replaced, outcomes.values(), timeout_s),
             )
+            if not why and slot_over.is_set():  # the slot's timer has rung, whatever the clock read
+                why = "--slot has ended"
             if why:
                 _emit(on_event, BenchEvent("not-started", entry.name, index, len(entries), elapsed_s=elapsed, why=why))
                 return  # not an outcome: a resumed bench runs it
@@ -278,8 +284,13 @@ def run_bench(
             with lock:
                 if gpu is not None:
                     free_gpus.append(gpu)
-        if stop.is_set():
-            return  # cut short: not an outcome, so a resumed bench runs it again
+        if stop.is_set():  # cut short: not an outcome, so a resumed bench runs it again
+            if slot_over.is_set() and slot_s is not None:
+                with lock:
+                    elapsed = _clock() - began
+                    why = cut_reason(slot_s)
+                    _emit(on_event, BenchEvent("cut", entry.name, index, len(entries), elapsed_s=elapsed, why=why))
+            return
         with lock:
             check_one_device(outcomes.values(), outcome, out_dir / RESULTS_JSON)
             if entry.name in earlier:  # a rerun: the earlier outcome is recorded as replaced, not lost
@@ -296,7 +307,17 @@ def run_bench(
             _emit(on_event, BenchEvent("skip", entry.name, index, len(entries), done[entry.name]))
         else:
             todo.append((index, entry))
-    _in_lanes(todo, run_one, gpus, stop)
+
+    def end_slot() -> None:
+        slot_over.set()
+        stop.set()
+
+    deadline = slot_deadline(slot_s, time.monotonic() - began_s, end_slot)
+    try:
+        _in_lanes(todo, run_one, gpus, stop)
+    finally:
+        if deadline is not None:
+            deadline.cancel()
     meta["finished"] = timestamp()
     summary = write()
     report = BenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)

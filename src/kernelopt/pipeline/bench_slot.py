@@ -6,11 +6,15 @@ must work out from how long each problem takes. ``--slot`` works it out per prob
 only where the seconds it is expected to take fit in what is left. The expectation is read from the
 results, never guessed: the problem's own earlier row (a ``--rerun``), else the longest row the results
 hold (a conservative stand-in, since problems of one suite differ several-fold), else the worker's
-time-out, the most any problem may take.
+time-out, the most any problem may take. A problem that outlasts its expectation is stopped when the slot
+ends (:func:`slot_deadline`): the bench then writes its results and ends within its slot, and the
+problem's run, unfinished in the store with the stages it had done, is what ``--resume`` goes on with,
+where the lender of the slot would have killed the whole bench.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -63,3 +67,19 @@ def start_refusal(
     if stop_after_s is not None and elapsed_s >= stop_after_s:
         return "--stop-after has passed"
     return slot_refusal(elapsed_s, slot_s, expected()) if slot_s is not None else None
+
+
+def slot_deadline(slot_s: float | None, elapsed_s: float, on_end: Callable[[], None]) -> threading.Timer | None:
+    """A started timer that calls ``on_end`` when a slot of ``slot_s`` seconds ends, ``elapsed_s`` of it
+    gone now (at once where none is left); None without a slot. The caller cancels it when the bench ends."""
+    if slot_s is None:
+        return None
+    timer = threading.Timer(max(slot_s - elapsed_s, 0.0), on_end)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def cut_reason(slot_s: float) -> str:
+    """What a problem stopped at the slot's end is told: why, and what goes on with it."""
+    return f"stopped at the end of --slot ({slot_s:.0f} s); --resume goes on with its unfinished run"
