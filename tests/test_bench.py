@@ -1054,6 +1054,54 @@ def test_a_problem_still_running_when_the_slot_ends_is_stopped_and_resumed(tmp_p
     later.cancel()
 
 
+def test_a_slot_expects_each_problem_from_another_benchs_rows(tmp_path: Path) -> None:
+    """--expect-from: each problem is expected to take its seconds in another bench's results (another GPU's
+    scoreboard of the suite), scaled by how this bench's rows ran against the same problems there, so a
+    short problem is not refused because nothing is known here yet, nor because the longest row was long."""
+    from kernelopt.pipeline.bench_slot import Expected, Reference, expected_seconds
+
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST})
+    other = tmp_path / "other"  # the other card's scoreboard: 01 and 02 short there, 03 long
+    _bench(suite, other)
+    document = json.loads((other / "results.json").read_text())
+    for row, seconds in zip(document["outcomes"], (2.0, 3.0, 5000.0)):
+        row["details"]["worker_s"] = seconds
+    (other / "results.json").write_text(json.dumps(document))
+
+    events: list[BenchEvent] = []
+    report = _bench(suite, tmp_path / "here", slot_s=100.0, worker_timeout_s=1000.0, expect_from=other,
+                    on_event=events.append)  # fmt: skip
+    assert [o.name for o in report.outcomes] == ["level1/01_fast", "level1/02_fast"]  # without it: none (1000 s each)
+    (refused,) = [e for e in events if e.kind == "not-started"]
+    assert refused.name == "level1/03_fast"
+    assert re.fullmatch(
+        rf"it would not end within --slot: \d+ s expected \(its row in {re.escape(str(other))} × \d\.\d\d, the "
+        r"median over 2 problem\(s\) both ran\), \d+ s left", refused.why), refused.why  # fmt: skip
+    assert report.meta["expect_from"] == str(other)
+
+    # the rule alone: its own earlier row first, then the reference scaled, capped at the time-out
+    def row(name: str, seconds: float) -> ProblemOutcome:
+        return ProblemOutcome.from_dict({"name": name, "path": f"{name}.py", "status": "ok", "correct": True,
+                                         "details": {"worker_s": seconds}})  # fmt: skip
+
+    ref = Reference("h200", {"a": 100.0, "b": 200.0, "c": 50.0})
+    here = [row("a", 150.0), row("b", 400.0)]  # 1.5x and 2x as long here: the median 1.75
+    assert ref.scale(here) == (1.75, 2)
+    assert expected_seconds("c", {}, here, 600.0, ref) == Expected(87.5, "its row in h200 × 1.75, the median over 2 "
+                                                                   "problem(s) both ran")  # fmt: skip
+    assert expected_seconds("c", {}, [], 600.0, ref) == Expected(50.0, "its row in h200, as no problem ran in both")
+    assert expected_seconds("c", {}, here, 60.0, ref).seconds == 60.0
+    assert expected_seconds("a", {"a": row("a", 9.0)}, here, 600.0, ref) == Expected(9.0, "its earlier row")
+    assert expected_seconds("d", {}, here, 600.0, ref) == Expected(400.0, "the longest row so far")
+
+    with pytest.raises(KerneloptError, match="--expect-from needs --slot"):
+        _bench(suite, tmp_path / "x1", expect_from=other)
+    with pytest.raises(KerneloptError, match="no results.json there"):
+        _bench(suite, tmp_path / "x2", slot_s=100.0, expect_from=tmp_path / "nowhere")
+    with pytest.raises(KerneloptError, match="none of the selected problems has a row"):
+        _bench(_suite(tmp_path / "suite2", {"09_other": FAST}), tmp_path / "x3", slot_s=100.0, expect_from=other)
+
+
 def test_with_an_llm_every_problem_gets_the_relays_access_and_the_results_record_only_the_model(tmp_path: Path) -> None:
     """``bench --llm``: each problem's worker is handed the relay's address and token (never the key);
     the results' record of the bench names the provider and model, and neither address nor token."""

@@ -32,7 +32,8 @@ def bench_step(tmp_path: Path, card: str, **env: str) -> tuple[subprocess.Comple
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     variables = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALLS": str(calls), **env}
     named = ("BENCH_CARD", "BENCH_ELSE_PROBLEMS", "BENCH_ELSE_RESUME", "BENCH_RESUME", "BENCH_NAME", "PROBLEMS", "RERUN",
-             "BENCH_SLOT", "BENCH_STOP_AFTER", "BENCH_TIMEOUT", "PROBLEM_TIMEOUT")
+             "BENCH_SLOT", "BENCH_STOP_AFTER", "BENCH_TIMEOUT", "PROBLEM_TIMEOUT", "BENCH_EXPECT_FROM",
+             "BENCH_ELSE_EXPECT_FROM")
     for name in named:
         if name not in env:
             variables.pop(name, None)
@@ -122,4 +123,19 @@ def test_a_slot_replaces_the_fixed_stop_after_unless_one_is_given(tmp_path: Path
     _, (args,), _ = bench_step(slot, H200, BENCH_TIMEOUT="560", PROBLEM_TIMEOUT="300", BENCH_SLOT="540")
     assert flag(args, "--slot") == "540" and "--stop-after" not in args and flag(args, "--timeout") == "300"
     _, (args,), _ = bench_step(both, H200, BENCH_SLOT="540", BENCH_STOP_AFTER="400")
-    assert flag(args, "--slot") == "540" and flag(args, "--stop-after") == "400"
+    assert flag(args, "--slot") == "540" and flag(args, "--stop-after") == "400" and "--expect-from" not in args
+
+
+def test_a_slot_expects_each_problem_from_the_other_cards_scoreboard(tmp_path: Path) -> None:
+    """BENCH_EXPECT_FROM (bench --expect-from, with the slot); on the other card's branch
+    BENCH_ELSE_EXPECT_FROM, so one command names each card's reference."""
+    same, other, plain = tmp_path / "same", tmp_path / "other", tmp_path / "plain"
+    for folder in (same, other, plain):
+        folder.mkdir()
+    pair = {"BENCH_SLOT": "540", "BENCH_EXPECT_FROM": "benchmarks/h100", "BENCH_ELSE_EXPECT_FROM": "benchmarks/h200"}
+    _, (args,), _ = bench_step(same, H200, **NAMED, **pair)
+    assert flag(args, "--expect-from") == "benchmarks/h100"
+    _, (args,), _ = bench_step(other, H100, **NAMED, **pair)
+    assert flag(args, "--expect-from") == "benchmarks/h200" and flag(args, "--problems") == "c"
+    _, (args,), _ = bench_step(plain, H100, **NAMED, BENCH_SLOT="540", BENCH_EXPECT_FROM="benchmarks/h100")
+    assert "--expect-from" not in args  # the H200's reference is not the H100's

@@ -105,7 +105,9 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # BENCH_SLOT (instead): the bench's whole seconds, a little under BENCH_TIMEOUT; a problem starts only where
   # the seconds it is expected to take fit in what is left (bench --slot: its earlier row on a rerun, else
   # the longest row of the results, else PROBLEM_TIMEOUT), and one still running when it ends is stopped there,
-  # its run left for the next call's resume; BENCH_STOP_AFTER then applies only where given
+  # its run left for the next call's resume; BENCH_STOP_AFTER then applies only where given; with it,
+  # BENCH_EXPECT_FROM=benchmarks/<folder> (another card's scoreboard of the suite) says how long each problem
+  # takes (bench --expect-from), and BENCH_ELSE_EXPECT_FROM is that for the other card's branch below
   # BENCH_CARD=H200: where this GPU's name lacks it (a call for one kind may get another), the resumed
   # scoreboard is left alone and BENCH_ELSE_PROBLEMS (if set; else nothing) runs into a folder of its own,
   # <BENCH_NAME>_<card>, so the call still measures something: a fresh one, or the other card's own
@@ -117,11 +119,12 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
     fi
     echo "this GPU is $card, not an $BENCH_CARD: running $BENCH_ELSE_PROBLEMS in a folder of its own${BENCH_ELSE_RESUME:+, resuming $BENCH_ELSE_RESUME}"
     BENCH_RESUME=${BENCH_ELSE_RESUME:-} RERUN= PROBLEMS=$BENCH_ELSE_PROBLEMS BENCH_NAME=${BENCH_NAME:-bench}_$(echo "$card" | tr -c 'A-Za-z0-9\n' '_')
+    BENCH_EXPECT_FROM=${BENCH_ELSE_EXPECT_FROM:-}
   fi
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
   if [[ -n ${BENCH_SLOT:-} ]]; then
-    WHEN="--slot $BENCH_SLOT ${BENCH_STOP_AFTER:+--stop-after $BENCH_STOP_AFTER}"
+    WHEN="--slot $BENCH_SLOT ${BENCH_STOP_AFTER:+--stop-after $BENCH_STOP_AFTER} ${BENCH_EXPECT_FROM:+--expect-from $BENCH_EXPECT_FROM}"
   else
     WHEN="--stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 ))"
   fi

@@ -84,6 +84,13 @@ def bench(
         "(its earlier row on --rerun, else the longest row so far, else --timeout) fit in what is left, and one "
         "still running at the end is stopped; --resume runs the rest, going on with a stopped one's run.",
     ),
+    expect_from: Path | None = typer.Option(
+        None,
+        "--expect-from",
+        help="With --slot: a bench results folder (another GPU's scoreboard of this suite, or an earlier run) "
+        "whose rows say how long each problem takes, scaled by how this bench's rows ran against the same "
+        "problems there.",
+    ),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
@@ -188,6 +195,7 @@ def bench(
                 "--shard": shard is not None,
                 "--stop-after": stop_after is not None,
                 "--slot": slot is not None,
+                "--expect-from": expect_from is not None,
             },
         )
         done = bench_kernel_files(
@@ -250,6 +258,7 @@ def bench(
             sizes=sizes,
             stop_after_s=stop_after,
             slot_s=slot,
+            expect_from=expect_from,
             llm=relay,
         )
     _show(report, as_json)

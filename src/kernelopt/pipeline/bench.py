@@ -72,7 +72,7 @@ from kernelopt.pipeline.bench_resume import (
     results_meta,
     resumed_sizes,
 )
-from kernelopt.pipeline.bench_slot import cut_reason, expected_seconds, slot_deadline, start_refusal
+from kernelopt.pipeline.bench_slot import cut_reason, expected_seconds, read_reference, slot_deadline, start_refusal
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry, matches, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
@@ -147,6 +147,7 @@ def run_bench(
     sizes: dict[str, Any] | None = None,
     stop_after_s: float | None = None,
     slot_s: float | None = None,
+    expect_from: str | Path | None = None,
     llm: RelayAccess | None = None,
     _clock: Callable[[], float] = time.monotonic,
 ) -> BenchReport:
@@ -179,7 +180,9 @@ def run_bench(
     starts only where the seconds it is expected to take
     (:func:`~kernelopt.pipeline.bench_slot.expected_seconds`) fit in what is left, and the others are
     left for a resumed bench as ``stop_after_s`` leaves them; one still running when the slot ends is
-    stopped, and a resumed bench goes on with its unfinished run. ``llm``: every problem's search adds the
+    stopped, and a resumed bench goes on with its unfinished run. ``expect_from`` (with ``slot_s``): a
+    bench results folder whose rows say how long each problem takes
+    (:class:`~kernelopt.pipeline.bench_slot.Reference`; recorded in the results). ``llm``: every problem's search adds the
     LLM agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
@@ -195,6 +198,8 @@ def run_bench(
         extra_options = {"settings": config.values(), **(extra_options or {})}
     timeout_s = default_worker_timeout(time_limit_s, config) if worker_timeout_s is None else worker_timeout_s
     _check_numbers(timeout_s, gpus, stop_after_s, slot_s)
+    if expect_from is not None and slot_s is None:
+        raise KerneloptError("--expect-from needs --slot: it says how long each problem is expected to take in one")
     check_rerun(rerun, resume)
     began = _clock()
     began_s = time.monotonic()  # the slot's timer runs on real seconds, whatever _clock a test gives
@@ -219,6 +224,7 @@ def run_bench(
     require_readable(root, "the suite")
 
     entries = _selected(root, problems, shard, extra_path)
+    reference = read_reference(Path(expect_from), [e.name for e in entries], read_results) if expect_from else None
     again = rerun_names(root, [(e.name, e.path) for e in entries], rerun)
 
     now = timestamp()
@@ -240,6 +246,7 @@ def run_bench(
         sizes=dict(sizes or {}),
         suite_problems=[name for name, _ in suite_files(root)],  # what "run so far" is counted against
         llm=f"{llm.kind}:{llm.model}" if llm else None,  # the relay's address and token are never recorded
+        expect_from=reference.where if reference else None,
     )
     order = meta["suite_problems"]  # the scoreboard's rows in suite order, whatever order they ran in
     outcomes = {**done, **earlier}
@@ -264,7 +271,7 @@ def run_bench(
                 elapsed,
                 stop_after_s,
                 slot_s,
-                lambda: expected_seconds(entry.name, replaced, outcomes.values(), timeout_s),
+                lambda: expected_seconds(entry.name, replaced, outcomes.values(), timeout_s, reference),
             )
             if not why and slot_over.is_set():  # the slot's timer has rung, whatever the clock read
                 why = "--slot has ended"

@@ -10,14 +10,22 @@ time-out, the most any problem may take. A problem that outlasts its expectation
 ends (:func:`slot_deadline`): the bench then writes its results and ends within its slot, and the
 problem's run, unfinished in the store with the stages it had done, is what ``--resume`` goes on with,
 where the lender of the slot would have killed the whole bench.
+
+Another bench's rows can say more (``--expect-from``: another card's scoreboard of the same suite, or an
+earlier run's): each problem there is expected to take its seconds there, scaled by how this bench's rows
+ran against the same problems' rows there (the median ratio), so a short problem is not refused because
+the longest row so far was long.
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from kernelopt.errors import KerneloptError
 from kernelopt.report.metrics import ProblemOutcome
 
 
@@ -26,18 +34,61 @@ class Expected:
     """How many seconds a problem is expected to take, and where that number comes from."""
 
     seconds: float
-    source: str  # "its earlier row", "the longest row so far" or "the worker time-out"
+    source: str  # "its earlier row", "its row in ...", "the longest row so far" or "the worker time-out"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Another bench's rows (``--expect-from``): each problem's worker seconds there, and the folder."""
+
+    where: str
+    seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def scale(self, rows: Iterable[ProblemOutcome]) -> tuple[float, int]:
+        """(how this bench's ``rows`` ran against the same problems here: the median ratio of their
+        seconds, 1.0 where no problem is in both; how many problems that is)."""
+        ratios = [row.worker_s / self.seconds[row.name] for row in rows if row.worker_s and self.seconds.get(row.name)]
+        return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
+
+
+def read_reference(results_dir: Path, selected: Sequence[str], read: Callable[[Path], dict]) -> Reference:
+    """The rows of the bench results in ``results_dir`` (``read`` parses its results.json) that give a
+    worker's seconds, for the problems ``selected``; one line where there is no such folder or none of
+    them has a row there."""
+    path = results_dir / "results.json"
+    if not path.is_file():
+        raise KerneloptError(f"--expect-from {results_dir}: no results.json there; name a bench's results folder")
+    rows = read(path)["outcomes"]
+    seconds = {row.name: float(row.worker_s) for row in rows if row.worker_s and row.name in set(selected)}
+    if not seconds:
+        raise KerneloptError(
+            f"--expect-from {results_dir}: none of the selected problems has a row with its seconds there; "
+            "name a results folder of this suite"
+        )
+    return Reference(str(results_dir), seconds)
 
 
 def expected_seconds(
-    name: str, earlier: Mapping[str, ProblemOutcome], rows: Iterable[ProblemOutcome], timeout_s: float
+    name: str,
+    earlier: Mapping[str, ProblemOutcome],
+    rows: Iterable[ProblemOutcome],
+    timeout_s: float,
+    reference: Reference | None = None,
 ) -> Expected:
     """The seconds problem ``name`` is expected to take: its row in ``earlier`` (the rows a rerun
-    replaces), else the longest of ``rows`` (every row the results hold, those of this bench included),
-    else ``timeout_s``. Never more than ``timeout_s``: the worker is killed there."""
+    replaces), else its row in ``reference`` scaled by :meth:`Reference.scale` over ``rows``, else the
+    longest of ``rows`` (every row the results hold, those of this bench included), else ``timeout_s``.
+    Never more than ``timeout_s``: the worker is killed there."""
     own = earlier.get(name)
     if own is not None and own.worker_s is not None:
         return Expected(min(own.worker_s, timeout_s), "its earlier row")
+    rows = list(rows)
+    if reference is not None and name in reference.seconds:
+        scale, common = reference.scale(rows)
+        how = (
+            f" × {scale:.2f}, the median over {common} problem(s) both ran" if common else ", as no problem ran in both"
+        )
+        return Expected(min(reference.seconds[name] * scale, timeout_s), f"its row in {reference.where}{how}")
     known = [row.worker_s for row in rows if row.worker_s is not None]
     if known:
         return Expected(min(max(known), timeout_s), "the longest row so far")
