@@ -1098,6 +1098,12 @@ def test_a_slot_expects_each_problem_from_another_benchs_rows(tmp_path: Path) ->
         _bench(suite, tmp_path / "x1", expect_from=other)
     with pytest.raises(KerneloptError, match="no results.json there"):
         _bench(suite, tmp_path / "x2", slot_s=100.0, expect_from=tmp_path / "nowhere")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "results.json").write_text("{not json")
+    with pytest.raises(KerneloptError, match=r"--expect-from .*broken: its results.json does not read as a bench of "
+                                             r"model problems \(Expecting property name"):  # fmt: skip
+        _bench(suite, tmp_path / "x4", slot_s=100.0, expect_from=broken)
     with pytest.raises(KerneloptError, match="none of the selected problems has a row"):
         _bench(_suite(tmp_path / "suite2", {"09_other": FAST}), tmp_path / "x3", slot_s=100.0, expect_from=other)
 

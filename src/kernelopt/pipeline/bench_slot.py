@@ -58,7 +58,13 @@ def read_reference(results_dir: Path, selected: Sequence[str], read: Callable[[P
     path = results_dir / "results.json"
     if not path.is_file():
         raise KerneloptError(f"--expect-from {results_dir}: no results.json there; name a bench's results folder")
-    rows = read(path)["outcomes"]
+    try:
+        rows = read(path)["outcomes"]
+    except KerneloptError as exc:  # read's own line speaks of resuming: say what was asked instead
+        raise KerneloptError(
+            f"--expect-from {results_dir}: its results.json does not read as a bench of model problems "
+            f"({exc.__cause__ or exc})"
+        ) from exc
     seconds = {row.name: float(row.worker_s) for row in rows if row.worker_s and row.name in set(selected)}
     if not seconds:
         raise KerneloptError(
