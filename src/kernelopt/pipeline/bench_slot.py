@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelopt.errors import KerneloptError
@@ -42,10 +42,10 @@ class Reference:
     """Another bench's rows (``--expect-from``): each problem's worker seconds there, and the folder."""
 
     where: str
-    seconds: Mapping[str, float] = field(default_factory=dict)
+    seconds: Mapping[str, float]
 
     def scale(self, rows: Iterable[ProblemOutcome]) -> tuple[float, int]:
-        """(how this bench's ``rows`` ran against the same problems here: the median ratio of their
+        """(how this bench's ``rows`` ran against the same problems' rows there: the median ratio of their
         seconds, 1.0 where no problem is in both; how many problems that is)."""
         ratios = [row.worker_s / self.seconds[row.name] for row in rows if row.worker_s and self.seconds.get(row.name)]
         return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
@@ -65,7 +65,8 @@ def read_reference(results_dir: Path, selected: Sequence[str], read: Callable[[P
             f"--expect-from {results_dir}: its results.json does not read as a bench of model problems "
             f"({exc.__cause__ or exc})"
         ) from exc
-    seconds = {row.name: float(row.worker_s) for row in rows if row.worker_s and row.name in set(selected)}
+    wanted = set(selected)
+    seconds = {row.name: float(row.worker_s) for row in rows if row.worker_s and row.name in wanted}
     if not seconds:
         raise KerneloptError(
             f"--expect-from {results_dir}: none of the selected problems has a row with its seconds there; "
