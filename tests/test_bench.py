@@ -1104,8 +1104,59 @@ def test_a_slot_expects_each_problem_from_another_benchs_rows(tmp_path: Path) ->
     with pytest.raises(KerneloptError, match=r"--expect-from .*broken: its results.json does not read as a bench of "
                                              r"model problems \(Expecting property name"):  # fmt: skip
         _bench(suite, tmp_path / "x4", slot_s=100.0, expect_from=broken)
-    with pytest.raises(KerneloptError, match="none of the selected problems has a row"):
+    with pytest.raises(KerneloptError, match="none of this suite.s problems has a row"):
         _bench(_suite(tmp_path / "suite2", {"09_other": FAST}), tmp_path / "x3", slot_s=100.0, expect_from=other)
+
+
+def test_a_plan_says_what_a_slot_would_run_and_runs_and_writes_nothing(tmp_path: Path) -> None:
+    """bench --plan: each problem left to run, when it would start and how long it is expected to take, or
+    why it would not start, under the slot's own rules; no worker runs, no file is written, no GPU is asked
+    for (the default target on this CPU machine)."""
+    from kernelopt.pipeline.bench_slot import Expected, plan_slot
+
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST})
+    out = tmp_path / "out"
+    _bench(suite, out, problems=["01_fast"])
+    document = json.loads((out / "results.json").read_text())
+    document["outcomes"][0]["details"]["worker_s"] = 100.0  # the longest row so far: what 02 and 03 expect
+    (out / "results.json").write_text(json.dumps(document))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    events: list[BenchEvent] = []
+    report = _bench(suite, out, resume=True, slot_s=250.0, worker_timeout_s=1000.0, plan_only=True,
+                    on_event=events.append)  # fmt: skip
+    assert [(e.kind, e.name, e.elapsed_s) for e in events] == [
+        ("planned", "level1/02_fast", 0.0), ("planned", "level1/03_fast", 100.0)]  # fmt: skip
+    assert events[-1].why == "100 s expected (the longest row so far)"
+    assert report.meta["planned"] == {"start": ["level1/02_fast", "level1/03_fast"], "of": 2}
+    assert _calls(suite) == ["01_fast.py"]  # only the first bench ran a worker
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    tight = _bench(suite, out, resume=True, slot_s=150.0, worker_timeout_s=1000.0, plan_only=True)
+    assert tight.meta["planned"] == {"start": ["level1/02_fast"], "of": 2}
+
+    # the default target, on this machine without a GPU: a plan still needs none
+    cli = _runner().invoke(app, ["bench", str(suite), "--out", str(tmp_path / "cli"), "--plan", "--slot", "100",
+                                 "--timeout", "60"])  # fmt: skip
+    assert cli.exit_code == 0, cli.output
+    assert "[1/3] level1/01_fast would start at 0 s: 60 s expected (the worker time-out)" in cli.stderr
+    assert "[2/3] level1/02_fast not started: it would not end within --slot: 60 s expected (the worker time-out)" \
+        ", 40 s left" in cli.stderr
+    assert "plan: 1 of the 3 problems left to run would start within --slot 100 s; nothing was run or written" \
+        in cli.stdout
+    assert not (tmp_path / "cli").exists()
+
+    # the rule alone: lanes, the slot and --stop-after
+    seconds = {"a": 100.0, "b": 200.0, "c": 50.0}
+
+    def expect(name: str) -> Expected:
+        return Expected(seconds[name], "x")
+
+    one = plan_slot(["a", "b", "c"], expect, 1, None, 250.0)
+    assert [(p.name, p.start_s) for p in one] == [("a", 0.0), ("b", None), ("c", 100.0)]
+    assert one[1].why == "it would not end within --slot: 200 s expected (x), 150 s left"
+    two = plan_slot(["a", "b", "c"], expect, 2, None, 250.0)
+    assert [(p.name, p.start_s) for p in two] == [("a", 0.0), ("b", 0.0), ("c", 100.0)]
+    late = plan_slot(["a", "b", "c"], expect, 2, 50.0, None)
+    assert [(p.name, p.start_s, p.why) for p in late][2] == ("c", None, "--stop-after has passed")
 
 
 def test_with_an_llm_every_problem_gets_the_relays_access_and_the_results_record_only_the_model(tmp_path: Path) -> None:

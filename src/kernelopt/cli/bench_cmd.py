@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,6 +128,12 @@ def bench(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
     no_report: bool = typer.Option(False, "--no-report", help="Do not write report.html beside the results."),
+    plan: bool = typer.Option(
+        False,
+        "--plan",
+        help="Run nothing and write nothing: say when each problem left to run would start and how long it is "
+        "expected to take, under --slot, --stop-after and --expect-from as given (needs no GPU).",
+    ),
     store: Path | None = STORE_OPTION,
     size: list[str] | None = typer.Option(
         None,
@@ -196,6 +202,7 @@ def bench(
                 "--stop-after": stop_after is not None,
                 "--slot": slot is not None,
                 "--expect-from": expect_from is not None,
+                "--plan": plan,
             },
         )
         done = bench_kernel_files(
@@ -230,7 +237,8 @@ def bench(
         return
     chosen = [name.strip() for name in operators.split(",") if name.strip()]
     make_operators(chosen)  # an unknown operator stops here, not in every problem's worker
-    with llm_relay(llm, llm_config, llm_max_requests, llm_max_usd) as relay:  # a bad --llm or a missing key: here
+    relay_for = nullcontext(None) if plan else llm_relay(llm, llm_config, llm_max_requests, llm_max_usd)
+    with relay_for as relay:  # a bad --llm or a missing key: here
         report = run_bench(
             suite_dir,
             problems=selected,
@@ -259,8 +267,12 @@ def bench(
             stop_after_s=stop_after,
             slot_s=slot,
             expect_from=expect_from,
+            plan_only=plan,
             llm=relay,
         )
+    if plan:
+        _plan_line(report, slot)
+        return
     _show(report, as_json)
 
 
@@ -313,6 +325,18 @@ def _show(report: BenchReport, as_json: bool) -> None:
         err.print(f"warning: {report.report_error}", markup=False, highlight=False)
 
 
+def _plan_line(report: BenchReport, slot: float | None) -> None:
+    """``bench --plan``'s last line: how many of the problems left would start, and that nothing ran."""
+    plan = report.meta.get("planned") or {}
+    within = f" within --slot {slot:g} s" if slot is not None else ""
+    out.print(
+        f"plan: {len(plan.get('start') or [])} of the {plan.get('of', 0)} problems left to run would start{within}; "
+        "nothing was run or written",
+        markup=False,
+        highlight=False,
+    )
+
+
 def _shard(text: str | None) -> tuple[int, int] | None:
     from kernelopt.errors import KerneloptError
 
@@ -346,6 +370,9 @@ def _print_event(event: BenchEvent, console: Console) -> None:
     position = f"[{event.index}/{event.total}]"
     if event.kind == "start":
         console.print(f"{position} {event.name} ...", markup=False, highlight=False)
+    elif event.kind == "planned":
+        at = f"at {event.elapsed_s:.0f} s" if event.elapsed_s is not None else ""
+        console.print(f"{position} {event.name} would start {at}: {event.why}", markup=False, highlight=False)
     elif event.kind in ("not-started", "cut"):
         since = f" ({event.elapsed_s:.0f} s since the bench began)" if event.elapsed_s is not None else ""
         verb = "not started" if event.kind == "not-started" else "cut"

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -72,11 +72,19 @@ from kernelopt.pipeline.bench_resume import (
     results_meta,
     resumed_sizes,
 )
-from kernelopt.pipeline.bench_slot import cut_reason, expected_seconds, read_reference, slot_deadline, start_refusal
+from kernelopt.pipeline.bench_slot import (
+    Expected,
+    cut_reason,
+    expected_seconds,
+    plan_slot,
+    read_reference,
+    slot_deadline,
+    start_refusal,
+)
 from kernelopt.pipeline.suite_check import check_suite
 from kernelopt.problem.loader import SuiteEntry, matches, size_names, suite_files
 from kernelopt.problem.suite_kinds import KERNEL_FILES, suite_kinds
-from kernelopt.report.metrics import ProblemOutcome
+from kernelopt.report.metrics import ProblemOutcome, not_run, summarize
 from kernelopt.workers import WorkerResult, run_isolated
 from kernelopt.workers.identity import require_readable
 
@@ -148,6 +156,7 @@ def run_bench(
     stop_after_s: float | None = None,
     slot_s: float | None = None,
     expect_from: str | Path | None = None,
+    plan_only: bool = False,
     llm: RelayAccess | None = None,
     _clock: Callable[[], float] = time.monotonic,
 ) -> BenchReport:
@@ -182,7 +191,10 @@ def run_bench(
     left for a resumed bench as ``stop_after_s`` leaves them; one still running when the slot ends is
     stopped, and a resumed bench goes on with its unfinished run. ``expect_from`` (with ``slot_s``): a
     bench results folder whose rows say how long each problem takes
-    (:class:`~kernelopt.pipeline.bench_slot.Reference`; recorded in the results). ``llm``: every problem's search adds the
+    (:class:`~kernelopt.pipeline.bench_slot.Reference`; recorded in the results). ``plan_only``: nothing
+    runs, nothing is written and no GPU is asked for; each problem left to run is said as a ``"planned"``
+    event (when it would start, expected how long) or a ``"not-started"`` one, as the slot's rules would
+    take them (:func:`~kernelopt.pipeline.bench_slot.plan_slot`), and the report holds the results so far. ``llm``: every problem's search adds the
     LLM agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
@@ -217,14 +229,13 @@ def run_bench(
     if previous is not None:  # a resumed bench goes on at the sizes it started with
         sizes = resumed_sizes(out_dir, previous["meta"], sizes)
     applied = problem_sizes(root, problems, sizes)  # bad input before the GPU check
-    if target == DEFAULT_TARGET:
+    if target == DEFAULT_TARGET and not plan_only:
         require_gpus(gpus)
         if previous is not None:
             check_resumed_gpus(previous, machine_gpus(gpus), out_dir / RESULTS_JSON)
     require_readable(root, "the suite")
 
     entries = _selected(root, problems, shard, extra_path)
-    reference = read_reference(Path(expect_from), [e.name for e in entries], read_results) if expect_from else None
     again = rerun_names(root, [(e.name, e.path) for e in entries], rerun)
 
     now = timestamp()
@@ -246,11 +257,25 @@ def run_bench(
         sizes=dict(sizes or {}),
         suite_problems=[name for name, _ in suite_files(root)],  # what "run so far" is counted against
         llm=f"{llm.kind}:{llm.model}" if llm else None,  # the relay's address and token are never recorded
-        expect_from=reference.where if reference else None,
     )
     order = meta["suite_problems"]  # the scoreboard's rows in suite order, whatever order they ran in
+    reference = read_reference(Path(expect_from), order, read_results) if expect_from else None
+    meta["expect_from"] = reference.where if reference else None
     outcomes = {**done, **earlier}
     resumed = [entry.name for entry in entries if entry.name in done]
+    if plan_only:  # nothing below runs: the plan's names stand in the report's meta, which is not written
+        meta["planned"] = _plan(
+            entries,
+            done,
+            lambda name: expected_seconds(name, replaced, outcomes.values(), timeout_s, reference),
+            gpus,
+            stop_after_s,
+            slot_s,
+            on_event,
+        )
+        rows = ordered(outcomes, order)
+        summary = {**summarize(rows), "not_run": not_run(meta, rows)}
+        return BenchReport(root, out_dir, rows, summary, meta, resumed)
 
     def write() -> dict[str, Any]:
         rows = ordered(outcomes, order)
@@ -334,6 +359,32 @@ def run_bench(
 
 
 # -- one problem -----------------------------------------------------------------------
+
+
+def _plan(
+    entries: Sequence[SuiteEntry],
+    done: Mapping[str, ProblemOutcome],
+    expected: Callable[[str], Expected],
+    gpus: int,
+    stop_after_s: float | None,
+    slot_s: float | None,
+    on_event: Callable[[BenchEvent], None] | None,
+) -> dict[str, Any]:
+    """``run_bench(plan_only=True)``'s events: each problem left to run as the slot's rules would take it;
+    the names of those that would start (``start``) and how many were left (``of``)."""
+    index = {entry.name: i for i, entry in enumerate(entries, start=1)}
+    todo = [entry.name for entry in entries if entry.name not in done]
+    plan = plan_slot(todo, expected, gpus, stop_after_s, slot_s)
+    for planned in plan:
+        kind = "planned" if planned.start_s is not None else "not-started"
+        why = (
+            f"{planned.expected.seconds:.0f} s expected ({planned.expected.source})" if not planned.why else planned.why
+        )
+        _emit(
+            on_event,
+            BenchEvent(kind, planned.name, index[planned.name], len(entries), elapsed_s=planned.start_s, why=why),
+        )
+    return {"start": [p.name for p in plan if p.start_s is not None], "of": len(plan)}
 
 
 def _bench_one(

@@ -19,6 +19,7 @@ the longest row so far was long.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,10 +52,11 @@ class Reference:
         return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
 
 
-def read_reference(results_dir: Path, selected: Sequence[str], read: Callable[[Path], dict]) -> Reference:
+def read_reference(results_dir: Path, suite_problems: Sequence[str], read: Callable[[Path], dict]) -> Reference:
     """The rows of the bench results in ``results_dir`` (``read`` parses its results.json) that give a
-    worker's seconds, for the problems ``selected``; one line where there is no such folder or none of
-    them has a row there."""
+    worker's seconds for a problem of this suite (``suite_problems``): all of them, since the ones this
+    bench does not run still scale the others; one line where there is no such folder or none of its rows
+    is of this suite."""
     path = results_dir / "results.json"
     if not path.is_file():
         raise KerneloptError(f"--expect-from {results_dir}: no results.json there; name a bench's results folder")
@@ -65,11 +67,11 @@ def read_reference(results_dir: Path, selected: Sequence[str], read: Callable[[P
             f"--expect-from {results_dir}: its results.json does not read as a bench of model problems "
             f"({exc.__cause__ or exc})"
         ) from exc
-    wanted = set(selected)
+    wanted = set(suite_problems)
     seconds = {row.name: float(row.worker_s) for row in rows if row.worker_s and row.name in wanted}
     if not seconds:
         raise KerneloptError(
-            f"--expect-from {results_dir}: none of the selected problems has a row with its seconds there; "
+            f"--expect-from {results_dir}: none of this suite's problems has a row with its seconds there; "
             "name a results folder of this suite"
         )
     return Reference(str(results_dir), seconds)
@@ -141,3 +143,40 @@ def slot_deadline(slot_s: float | None, elapsed_s: float, on_end: Callable[[], N
 def cut_reason(slot_s: float) -> str:
     """What a problem stopped at the slot's end is told: why, and what goes on with it."""
     return f"stopped at the end of --slot ({slot_s:.0f} s); --resume goes on with its unfinished run"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One problem of a bench's plan (``bench --plan``): when it would start on which GPU lane, or why not."""
+
+    name: str
+    expected: Expected
+    start_s: float | None  # seconds into the bench; None: it would not start
+    why: str = ""
+
+
+def plan_slot(
+    names: Sequence[str],
+    expected: Callable[[str], Expected],
+    lanes: int = 1,
+    stop_after_s: float | None = None,
+    slot_s: float | None = None,
+) -> list[Planned]:
+    """The problems ``names`` as a bench would start them, each taking what it is expected to take
+    (``expected``), one a lane at a time on ``lanes`` GPUs, under :func:`start_refusal`'s rule: what to
+    expect of a slot before spending it. A problem that would not start leaves its lane free."""
+    free = [0.0] * max(lanes, 1)  # when each lane is next free
+    plan = []
+    for name in names:
+        lane = min(range(len(free)), key=free.__getitem__)
+        at = free[lane]
+        guess = expected(name)
+        why = start_refusal(at, stop_after_s, slot_s, functools.partial(_known, guess))
+        plan.append(Planned(name, guess, None if why else at, why or ""))
+        if not why:
+            free[lane] = at + guess.seconds
+    return plan
+
+
+def _known(value: Expected) -> Expected:
+    return value
