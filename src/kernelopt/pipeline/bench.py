@@ -5,8 +5,8 @@ Each problem runs in its own isolated worker (``target``, by default
 exhausts memory costs one row of the table, never the suite. After every problem
 the whole result is rewritten atomically to ``results.json`` and ``results.csv``,
 so a bench killed at any moment resumes (``resume=True``) from the last finished
-problem. (About 400 lines: the run's stages, GPU lanes and resume are one loop; the result
-files and the per-problem worker live in ``bench_results`` and ``bench_problem``.)
+problem. (The run's stages, GPU lanes and resume are one loop; the result files, the per-problem
+worker and the slot's rules live in ``bench_results``, ``bench_problem`` and ``bench_slot``.)
 
 The worker target is called as ``target(problem_path: str, options: dict) -> dict``
 where ``options`` holds ``name`` and ``time_limit_s`` (the per-problem budget, None
@@ -101,8 +101,10 @@ _WORKER_STATUS = {"timeout": "timeout", "crash": "crash", "oom": "crash", "error
 class BenchEvent:
     """Progress for a display: ``kind`` is ``"start"``, ``"done"``, ``"skip"`` (already in the results),
     ``"not-started"`` (``stop_after_s`` had passed, or the problem would not end within ``slot_s``: left for
-    a resumed bench) or ``"cut"`` (running when ``slot_s`` ended: stopped, its run left unfinished for a
-    resumed bench); ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up included."""
+    a resumed bench), ``"cut"`` (running when ``slot_s`` ended: stopped, its run left unfinished for a
+    resumed bench) or, in a plan, ``"planned"`` (``elapsed_s``: when it would start; ``why``: how long it
+    is expected to take); ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up
+    included."""
 
     kind: str
     name: str
@@ -194,8 +196,9 @@ def run_bench(
     (:class:`~kernelopt.pipeline.bench_slot.Reference`; recorded in the results). ``plan_only``: nothing
     runs, nothing is written and no GPU is asked for; each problem left to run is said as a ``"planned"``
     event (when it would start, expected how long) or a ``"not-started"`` one, as the slot's rules would
-    take them (:func:`~kernelopt.pipeline.bench_slot.plan_slot`), and the report holds the results so far. ``llm``: every problem's search adds the
-    LLM agents, reaching the provider through the caller's relay (:mod:`kernelopt.agents.relay`).
+    take them (:func:`~kernelopt.pipeline.bench_slot.plan_slot`), and the report holds the results so far.
+    ``llm``: every problem's search adds the LLM agents, reaching the provider through the caller's relay
+    (:mod:`kernelopt.agents.relay`).
 
     Raises :class:`KerneloptError` for a missing suite, a selection that matches
     nothing, existing results without ``resume``, ``rerun`` without ``resume`` or naming no selected

@@ -147,7 +147,7 @@ def cut_reason(slot_s: float) -> str:
 
 @dataclass(frozen=True)
 class Planned:
-    """One problem of a bench's plan (``bench --plan``): when it would start on which GPU lane, or why not."""
+    """One problem of a bench's plan (``bench --plan``): when it would start, or why it would not."""
 
     name: str
     expected: Expected
