@@ -33,7 +33,7 @@ def bench_step(tmp_path: Path, card: str, **env: str) -> tuple[subprocess.Comple
     variables = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALLS": str(calls), **env}
     named = ("BENCH_CARD", "BENCH_ELSE_PROBLEMS", "BENCH_ELSE_RESUME", "BENCH_RESUME", "BENCH_NAME", "PROBLEMS", "RERUN",
              "BENCH_SLOT", "BENCH_STOP_AFTER", "BENCH_TIMEOUT", "PROBLEM_TIMEOUT", "BENCH_EXPECT_FROM",
-             "BENCH_ELSE_EXPECT_FROM")
+             "BENCH_ELSE_EXPECT_FROM", "BENCH_ELSE_RERUN")
     for name in named:
         if name not in env:
             variables.pop(name, None)
@@ -139,3 +139,14 @@ def test_a_slot_expects_each_problem_from_the_other_cards_scoreboard(tmp_path: P
     assert flag(args, "--expect-from") == "benchmarks/h200" and flag(args, "--problems") == "c"
     _, (args,), _ = bench_step(plain, H100, **NAMED, BENCH_SLOT="540", BENCH_EXPECT_FROM="benchmarks/h100")
     assert "--expect-from" not in args  # the H200's reference is not the H100's
+
+
+def test_the_other_cards_branch_reruns_what_bench_else_rerun_names_not_rerun(tmp_path: Path) -> None:
+    """RERUN names the H200's rows to measure again; BENCH_ELSE_RERUN the other card's."""
+    plain, named = tmp_path / "plain", tmp_path / "named"
+    for folder in (plain, named):
+        folder.mkdir()
+    _, (args,), _ = bench_step(plain, H100, **NAMED)  # RERUN=b
+    assert "--rerun" not in args
+    _, (args,), _ = bench_step(named, H100, **NAMED, BENCH_ELSE_RERUN="c")
+    assert flag(args, "--rerun") == "c" and flag(args, "--problems") == "c"

@@ -7,8 +7,10 @@ import pytest
 import torch
 from conftest import EXAMPLES
 
-from kernelopt.evaluate.forced_rereads import ON_CHIP, merged, reshaped, traced_rereads
+from kernelopt.evaluate.forced_rereads import held_on_chip, merged, reshaped, traced_rereads
 from kernelopt.problem import load_problem
+
+HELD = held_on_chip(4)  # the widest statistic of float32 elements the chip holds
 
 
 def _on_meta(name: str):
@@ -24,7 +26,6 @@ def _on_meta(name: str):
     [
         ("level1/11_frobenius_normalize", 16 * 64 * 512 * 512),  # the sum over the whole tensor
         ("level1/22_center_then_scale", 16384 * 8192),  # a column mean, then each row's scale of the centred rows
-        ("level1/16_groupnorm", 8 * 256 * 256),  # a group: 8 channels of 256 x 256
     ],
 )
 def test_a_statistic_wider_than_the_chip_reads_its_input_twice(name: str, statistic: int) -> None:
@@ -40,6 +41,7 @@ def test_a_statistic_wider_than_the_chip_reads_its_input_twice(name: str, statis
     "name",
     [
         "level1/14_layernorm",  # rows of 4096: held on chip
+        "level1/16_groupnorm",  # a group of 8 channels of 256 x 256: the row split holds it in registers
         "level1/13_log_softmax_wide",  # 131072: exactly what a cluster holds
         "level1/24_log_softmax_vocab",
         "level1/26_token_log_probs",  # logsumexp over 128256
@@ -58,21 +60,36 @@ def test_statistics_the_chip_holds_and_other_graphs_read_their_inputs_once(name:
 
 def test_the_limit_is_the_chip_and_a_wider_row_reads_twice() -> None:
     softmax = torch.nn.Softmax(dim=-1)
-    assert traced_rereads(softmax, [torch.empty(4, ON_CHIP, device="meta")]).bytes == 0
-    assert traced_rereads(softmax, [torch.empty(4, 2 * ON_CHIP, device="meta")]).bytes == 4 * 2 * ON_CHIP * 4
-    assert traced_rereads(softmax, [torch.empty(4, 2 * ON_CHIP, device="meta")], on_chip=4 * ON_CHIP).bytes == 0
+    assert traced_rereads(softmax, [torch.empty(4, HELD, device="meta")]).bytes == 0
+    assert traced_rereads(softmax, [torch.empty(4, 2 * HELD, device="meta")]).bytes == 4 * 2 * HELD * 4
+    assert traced_rereads(softmax, [torch.empty(4, 2 * HELD, device="meta")], on_chip=4 * HELD).bytes == 0
 
 
 def test_the_chip_holds_a_row_as_it_is_stored_in_the_shared_memory_form() -> None:
-    """The op's shared-memory form holds float32 rows of 229344 and 16-bit rows of 458688: a 256000
-    vocabulary in bf16 is read once, in float32 twice."""
-    from kernelopt.evaluate.forced_rereads import held_on_chip
+    """The op's shared-memory form holds float32 rows of 229344 and 16-bit rows of 458688, each read once;
+    the row split holds wider ones still."""
+    from kernelopt.capture.rewrites.row_softmax_op import max_columns
 
-    assert held_on_chip(4) == 229344 and held_on_chip(2) == 458688 and held_on_chip(8) == ON_CHIP
+    assert max_columns(True, 4) == 229344 and max_columns(True, 2) == 458688
+    assert held_on_chip(4) == held_on_chip(2) == held_on_chip(8) == 524288  # the row split's, below
     softmax = torch.nn.Softmax(dim=-1)
-    assert traced_rereads(softmax, [torch.empty(4, 256000, device="meta", dtype=torch.bfloat16)]).bytes == 0
-    assert traced_rereads(softmax, [torch.empty(4, 256000, device="meta")]).bytes == 4 * 256000 * 4
+    assert traced_rereads(softmax, [torch.empty(4, 458688, device="meta", dtype=torch.bfloat16)]).bytes == 0
     assert traced_rereads(softmax, [torch.empty(4, 229344, device="meta")]).bytes == 0
+
+
+def test_the_row_split_holds_half_a_million_elements_of_a_row_and_a_wider_group_reads_twice() -> None:
+    """64 programs of 8192 elements each hold a row in registers (kernelopt.capture.row_split): the suite's
+    group norm (groups of 8 x 256 x 256) is read once under it, a group twice as wide twice."""
+    from kernelopt.capture.row_split import CHUNKS, HELD, MAX_RSPLIT
+
+    assert HELD == MAX_RSPLIT * CHUNKS[0] == 524288
+    softmax = torch.nn.Softmax(dim=-1)
+    assert traced_rereads(softmax, [torch.empty(2, HELD, device="meta")]).bytes == 0
+    assert traced_rereads(softmax, [torch.empty(2, HELD + 1, device="meta")]).bytes == 2 * (HELD + 1) * 4
+    norm = torch.nn.GroupNorm(8, 128, device="meta")
+    x = torch.empty(2, 128, 256, 256, device="meta")  # groups of 16 x 256 x 256: 1M elements
+    found = traced_rereads(norm, [x])
+    assert found.bytes == x.numel() * 4 and f"{16 * 256 * 256:,} of its elements" in found.lines[0]
 
 
 def test_a_permuted_statistic_is_followed_to_the_input_s_own_dimensions() -> None:
@@ -81,9 +98,9 @@ def test_a_permuted_statistic_is_followed_to_the_input_s_own_dimensions() -> Non
             t = x.t()  # the rows of t are x's columns
             return t / t.sum(dim=-1, keepdim=True)
 
-    # t's rows span x's first dimension, 300000 elements of stride 8: more than the chip holds
-    assert traced_rereads(ColumnsThenRows(), [torch.empty(300_000, 8, device="meta")]).bytes == 300_000 * 8 * 4
-    assert traced_rereads(ColumnsThenRows(), [torch.empty(8, 300_000, device="meta")]).bytes == 0
+    # t's rows span x's first dimension, 600000 elements of stride 8: more than the chip holds
+    assert traced_rereads(ColumnsThenRows(), [torch.empty(600_000, 8, device="meta")]).bytes == 600_000 * 8 * 4
+    assert traced_rereads(ColumnsThenRows(), [torch.empty(8, 600_000, device="meta")]).bytes == 0
 
 
 def test_a_model_export_cannot_trace_keeps_the_once_read_floor_and_says_why() -> None:
@@ -140,9 +157,9 @@ def test_the_floor_counts_a_forced_second_read_and_the_fusion_bound_drops_with_i
 
 def test_tracing_runs_nothing_of_the_model_and_changes_none_of_its_state() -> None:
     """The analysis traces the user's own model object: a training batch norm's running statistics (a
-    statistic over the batch, 300000 rows: its input is read twice) stay as they were."""
+    statistic over the batch, 600000 rows: its input is read twice) stay as they were."""
     model = torch.nn.Sequential(torch.nn.BatchNorm1d(8), torch.nn.ReLU()).train()
-    x = torch.randn(300_000, 8) * 5 + 3
+    x = torch.randn(600_000, 8) * 5 + 3
     mean, batches = model[0].running_mean.clone(), model[0].num_batches_tracked.clone()
     assert traced_rereads(model, [x]).bytes == x.numel() * 4
     assert torch.equal(model[0].running_mean, mean) and torch.equal(model[0].num_batches_tracked, batches)
@@ -151,7 +168,7 @@ def test_tracing_runs_nothing_of_the_model_and_changes_none_of_its_state() -> No
 def test_an_expanded_input_and_a_graph_that_cannot_be_read_are_not_fatal(monkeypatch) -> None:
     from kernelopt.evaluate import forced_rereads
 
-    row = torch.empty(1, 2 * ON_CHIP, device="meta").expand(4, 2 * ON_CHIP)  # a stride of 0: one row's memory
+    row = torch.empty(1, 2 * HELD, device="meta").expand(4, 2 * HELD)  # a stride of 0: one row's memory
     found = traced_rereads(torch.nn.Softmax(dim=-1), [row])
     assert found.lines and all(line.startswith("input read twice") for line in found.lines)
 
@@ -176,9 +193,9 @@ class _VarMean(torch.nn.Module):
 
 @pytest.mark.parametrize("model", [_VectorNorm(), _VarMean()])
 def test_a_reduction_s_dimensions_are_read_by_its_schema(model: torch.nn.Module) -> None:
-    wide = torch.empty(4, 300_000, device="meta")
-    assert traced_rereads(model, [wide]).bytes == wide.numel() * 4  # a row of 300000: read twice
-    assert traced_rereads(model, [torch.empty(300_000, 4, device="meta")]).bytes == 0  # rows of 4
+    wide = torch.empty(4, 600_000, device="meta")
+    assert traced_rereads(model, [wide]).bytes == wide.numel() * 4  # a row of 600000: read twice
+    assert traced_rereads(model, [torch.empty(600_000, 4, device="meta")]).bytes == 0  # rows of 4
 
 
 def test_an_elementwise_overload_of_a_reduction_s_name_is_not_a_reduction() -> None:
@@ -190,7 +207,7 @@ def test_an_elementwise_overload_of_a_reduction_s_name_is_not_a_reduction() -> N
 
     graph = torch.fx.Graph()
     with FakeTensorMode():
-        x_value, y_value = torch.empty(4, 2 * ON_CHIP), torch.empty(4, 2 * ON_CHIP)
+        x_value, y_value = torch.empty(4, 2 * HELD), torch.empty(4, 2 * HELD)
         x, y = graph.placeholder("x"), graph.placeholder("y")
         x.meta["val"], y.meta["val"] = x_value, y_value
         both = graph.call_function(torch.ops.aten.max.other, (x, y))
@@ -204,4 +221,4 @@ def test_an_elementwise_overload_of_a_reduction_s_name_is_not_a_reduction() -> N
     graph.erase_node(next(n for n in graph.nodes if n.op == "output"))
     graph.output(scaled)  # x elementwise over its own sum: read twice; y only elementwise: once
     (reread,) = forced_rereads(graph, {"x": x_value, "y": y_value})
-    assert reread.name == "x" and reread.statistic_elements == 4 * 2 * ON_CHIP
+    assert reread.name == "x" and reread.statistic_elements == 4 * 2 * HELD

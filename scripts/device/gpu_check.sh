@@ -107,7 +107,8 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # the longest row of the results, else PROBLEM_TIMEOUT), and one still running when it ends is stopped there,
   # its run left for the next call's resume; BENCH_STOP_AFTER then applies only where given; with it,
   # BENCH_EXPECT_FROM=benchmarks/<folder> (another card's scoreboard of the suite) says how long each problem
-  # takes (bench --expect-from), and BENCH_ELSE_EXPECT_FROM is that for the other card's branch below
+  # takes (bench --expect-from), and BENCH_ELSE_EXPECT_FROM is that for the other card's branch below, as
+  # BENCH_ELSE_RERUN is RERUN there
   # BENCH_CARD=H200: where this GPU's name lacks it (a call for one kind may get another), the resumed
   # scoreboard is left alone and BENCH_ELSE_PROBLEMS (if set; else nothing) runs into a folder of its own,
   # <BENCH_NAME>_<card>, so the call still measures something: a fresh one, or the other card's own
@@ -118,7 +119,7 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
       echo "this GPU is $card, not an $BENCH_CARD: nothing run (BENCH_ELSE_PROBLEMS names what to run there)"; exit 3
     fi
     echo "this GPU is $card, not an $BENCH_CARD: running $BENCH_ELSE_PROBLEMS in a folder of its own${BENCH_ELSE_RESUME:+, resuming $BENCH_ELSE_RESUME}"
-    BENCH_RESUME=${BENCH_ELSE_RESUME:-} RERUN= PROBLEMS=$BENCH_ELSE_PROBLEMS BENCH_NAME=${BENCH_NAME:-bench}_$(echo "$card" | tr -c 'A-Za-z0-9\n' '_')
+    BENCH_RESUME=${BENCH_ELSE_RESUME:-} RERUN=${BENCH_ELSE_RERUN:-} PROBLEMS=$BENCH_ELSE_PROBLEMS BENCH_NAME=${BENCH_NAME:-bench}_$(echo "$card" | tr -c 'A-Za-z0-9\n' '_')
     BENCH_EXPECT_FROM=${BENCH_ELSE_EXPECT_FROM:-}
   fi
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"

@@ -207,7 +207,7 @@ def row_split_compile(chunk: int, wide: int) -> Iterator[None]:
         size_hints: Any, reduction_hint: Any, triton_meta: Any, filename: Any, inductor_meta: Any
     ) -> Any:
         # Inductor's split is last_power_of_2(SMs) // xnumel (at most 64): give it the grid the split asks.
-        split = max(2, min(64, int(size_hints["r0_"]) // chunk))
+        split = max(2, min(64, int(size_hints["r0_"]) // chunk))  # 64: row_split.MAX_RSPLIT
         meta = dict(triton_meta)
         device, count = meta["device"], split * int(size_hints["x"])
         meta["device"] = (

@@ -225,8 +225,10 @@ class EvaluationSession:
         stage(tag)
         # one graph: a compile whose own rewrites change nothing stops before Inductor's codegen (with
         # more, another graph may hold what the rewrite is for); a row split's, where no reduction is wide
+        # (a row split with a rewrite of its own, group_rows: where that rewrite changes nothing, since the
+        # row split alone is a variant of its own)
         one_graph = len(self.artifact.graphs) == 1
-        probe = wide_reductions if chunk else None
+        probe = wide_reductions if chunk and not any(options.get(name) for name in COMPILE_PASSES) else None
         with compat.stopped_compile_dirs() as kept:
             try:
                 with (

@@ -15,6 +15,7 @@ from typing import Any
 from kernelopt.capture.graph_swap import describe_options
 from kernelopt.capture.rewrites.cluster_norm import CLUSTER_NORM_BULK_OPTION
 from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
+from kernelopt.capture.rewrites.group_rows import GROUP_ROWS_OPTION
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
 from kernelopt.capture.row_split import CHUNKS, ROW_SPLIT_OPTION
 from kernelopt.search.candidate import Candidate
@@ -51,6 +52,10 @@ LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
 # or norm that Inductor writes as two passes over each row reads it once. Where a one-graph model has no
 # reduction that wide (row_split.wide_reductions), the compile stops after the post-grad pass.
 ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS)
+# A group norm whose weight and bias Inductor writes as a second kernel over the input, given to it in the
+# groups' shape (kernelopt.capture.rewrites.group_rows) so that it writes one, which the row split then
+# splits: its groups of half a million elements read once. Alone the rewrite keeps both reads.
+GROUP_ROWS_OPTIONS: tuple[dict[str, Any], ...] = ({GROUP_ROWS_OPTION: True, ROW_SPLIT_OPTION: CHUNKS[0]},)
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
 # softmax (kernelopt.capture.rewrites.online_softmax): a looped one reads its rows once less. A wide softmax
 # handed to kernelopt's own kernel, which holds each row on chip across a Hopper cluster, in shared
@@ -67,6 +72,7 @@ REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {CLUSTER_SOFTMAX_BULK_OPTION: True},
     {CLUSTER_NORM_BULK_OPTION: True},  # a row's L2 normalisation by the same kernel
     *ROW_SPLIT_OPTIONS,
+    *GROUP_ROWS_OPTIONS,
 )
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS
 

@@ -23,6 +23,7 @@ from kernelopt.capture.rewrites.cluster_softmax import (
     rewrite_for_cluster_softmax,
     rewrite_for_cluster_softmax_bulk,
 )
+from kernelopt.capture.rewrites.group_rows import GROUP_ROWS_OPTION, rewrite_for_group_rows
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION, rewrite_for_online_softmax
 from kernelopt.capture.rewrites.row_softmax_op import NORM_OP_NAME as ROW_NORM_OP
 from kernelopt.capture.rewrites.row_softmax_op import OP_NAME as ROW_SOFTMAX_OP
@@ -33,6 +34,7 @@ COMPILE_PASSES: dict[str, Callable[[torch.fx.Graph], int]] = {  # each returns h
     CLUSTER_SOFTMAX_BULK_OPTION: rewrite_for_cluster_softmax_bulk,
     CLUSTER_NORM_OPTION: rewrite_for_cluster_norm,
     CLUSTER_NORM_BULK_OPTION: rewrite_for_cluster_norm_bulk,
+    GROUP_ROWS_OPTION: rewrite_for_group_rows,
 }
 # The ops of kernelopt's own those rewrites put in a graph, as Inductor's wrapper calls them: what gate 1
 # accepts in a graph candidate's call sequence besides the original's own calls.

@@ -1,0 +1,214 @@
+"""A group norm's per-channel scale and shift, and what follows them elementwise, computed in its groups'
+shape, so that Inductor fuses them into the kernel that computes the groups' statistics.
+
+On a GPU, torch decomposes ``nn.GroupNorm`` into the input viewed as groups (``N, G, C/G, H*W``), its
+``var_mean`` over each group, the normalisation in that shape, a view back to ``N, C, H, W``, then the
+weight and bias by channel. Inductor cannot fuse that last part into the statistics' kernel: read in
+``N, C, H, W``, a group's mean sits at ``8 * n + c // 8``, which its fusion does not match with the
+statistics' own index. So it writes two kernels, the statistics (one read of the input) and the output
+(a second read), whatever its options (none of them fused it on the suite's group norm). This post-grad
+rewrite, run where the compile options hold ``kernelopt.group_rows``, moves the view back after the
+weight, the bias and every elementwise op that follows with only such per-channel operands (a SiLU, a
+cast): the weight is viewed as ``1, G, C/G, 1`` instead. Inductor then writes one kernel per group norm,
+its statistics and its output in two loops over each group, and that kernel is what
+:mod:`kernelopt.capture.row_split` splits across programs that hold a group in registers: one read.
+
+It changes only the order of views and elementwise ops: the values are the graph's. The graph stage
+compiles it with the row split (:data:`~kernelopt.search.graph_variants.REREAD_OPTIONS`) and judges it end
+to end, as every graph variant is judged.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import torch
+
+from kernelopt.capture.rewrites.cluster_softmax import node_value
+from kernelopt.capture.rewrites.online_softmax import _call, is_call
+
+GROUP_ROWS_OPTION = "kernelopt.group_rows"  # a compile option of kernelopt's own: True
+
+_aten = torch.ops.aten
+_cast = torch.ops.prims.convert_element_type.default
+_VIEWS = (_aten.view.default, _aten.reshape.default, _aten._unsafe_view.default)
+# elementwise ops moved into the groups' shape: each reads only tensors of the region or per-channel ones
+_ELEMENTWISE = frozenset(
+    {
+        _aten.add.Tensor,
+        _aten.sub.Tensor,
+        _aten.mul.Tensor,
+        _aten.div.Tensor,
+        _aten.maximum.default,
+        _aten.minimum.default,
+        _aten.sigmoid.default,
+        _aten.relu.default,
+        _aten.silu.default,
+        _aten.gelu.default,
+        _aten.tanh.default,
+        _aten.neg.default,
+        _aten.exp.default,
+        _aten.abs.default,
+        _aten.clamp_min.default,
+        _aten.clamp_max.default,
+        _aten.clamp.default,
+        _aten.hardtanh.default,
+        _aten.leaky_relu.default,
+        _cast,
+    }
+)
+_STEPS = 8  # elementwise ops between a group's statistics and the view back, at most
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    value = node_value(node)
+    if not isinstance(value, torch.Tensor) or not all(isinstance(s, int) for s in value.shape):
+        return None
+    return tuple(int(s) for s in value.shape)
+
+
+def _groups_of(view: torch.fx.Node) -> tuple[int, int] | None:
+    """``(G, C/G)`` where ``view`` turns a tensor of its groups' shape ``(N, G, C/G, H*W)`` back into
+    ``(N, C, ...)``, the groups normalised by their own ``var_mean`` (at most :data:`_STEPS` elementwise
+    ops before it); else None."""
+    src, out = _shape(view.args[0]), _shape(view)
+    if src is None or out is None or len(src) != 4 or len(out) < 3:
+        return None
+    if src[0] != out[0] or src[1] * src[2] != out[1] or src[3] != math.prod(out[2:]) or src[1] < 2:
+        return None
+    return (src[1], src[2]) if _normalised_groups(view.args[0], src) else None
+
+
+def _normalised_groups(node: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``node`` reaches, through elementwise ops, a ``var_mean`` over the last two dimensions of a
+    tensor of ``shape``."""
+    pending, seen = [node], 0
+    while pending and seen < 4 * _STEPS:
+        n = pending.pop()
+        seen += 1
+        if not isinstance(n, torch.fx.Node):
+            continue
+        if n.op == "call_function" and n.target is operator.getitem:
+            stats: Any = n.args[0]
+            if is_call(stats, _aten.var_mean.correction) and _shape(stats.args[0]) == shape:
+                dims = stats.args[1] if len(stats.args) > 1 else stats.kwargs.get("dim")
+                if isinstance(dims, (list, tuple)) and sorted(d % 4 for d in dims) == [2, 3]:
+                    return True
+            continue
+        if n.op == "call_function" and (n.target in _ELEMENTWISE or n.target is _aten.rsqrt.default):
+            pending.extend(n.all_input_nodes)
+    return False
+
+
+def _per_channel(node: Any, out: tuple[int, ...]) -> bool | None:
+    """True for a tensor that varies along ``out``'s channel dimension alone (``(C,)`` broadcast as
+    ``(1, C, 1, 1)``), False for one the same everywhere (a number, a one-element tensor), None for
+    anything else."""
+    if not isinstance(node, torch.fx.Node):
+        return False if isinstance(node, (int, float, bool)) else None
+    shape = _shape(node)
+    if shape is None or len(shape) > len(out):
+        return None
+    aligned = (1,) * (len(out) - len(shape)) + shape
+    if any(size != 1 for i, size in enumerate(aligned) if i != 1):
+        return None
+    if aligned[1] == 1:
+        return False
+    return True if aligned[1] == out[1] else None
+
+
+def _elementwise(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is one of :data:`_ELEMENTWISE`, or a cast written as ``_to_copy`` to a dtype alone."""
+    if node.op != "call_function":
+        return False
+    if node.target is _aten._to_copy.default:
+        return set(node.kwargs) <= {"dtype"}
+    return node.target in _ELEMENTWISE
+
+
+def _region(view: torch.fx.Node, out: tuple[int, ...]) -> list[torch.fx.Node]:
+    """The elementwise ops after ``view`` (in graph order) that read only ``view``, each other, numbers and
+    per-channel tensors, and have ``out``'s shape."""
+    inside = {view}
+    region: list[torch.fx.Node] = []
+    node = view.next
+    while node.op != "output":
+        if _elementwise(node) and _shape(node) == out:
+            reads = [a for a in (*node.args, *node.kwargs.values()) if isinstance(a, torch.fx.Node)]
+            if any(a in inside for a in reads) and all(a in inside or _per_channel(a, out) is not None for a in reads):
+                inside.add(node)
+                region.append(node)
+        node = node.next
+    return region
+
+
+def _regroup(graph: torch.fx.Graph, view: torch.fx.Node, groups: tuple[int, int]) -> bool:
+    out = _shape(view)
+    assert out is not None
+    region = _region(view, out)
+    if not any(_per_channel(a, out) for n in region for a in (*n.args, *n.kwargs.values())):
+        return False  # no weight or bias read by channel: nothing Inductor fails to fuse
+    grouped: dict[torch.fx.Node, torch.fx.Node] = {view: view.args[0]}  # type: ignore[dict-item]
+    for node in region:
+        with graph.inserting_before(node):
+            new = _grouped_call(graph, node, grouped, out, [1, groups[0], groups[1], 1])
+            grouped[node] = new
+            outside = [u for u in node.users if u not in grouped and u not in region]
+            if outside:
+                back = _call(graph, _aten.reshape.default, new, list(out), like=node)
+                for user in outside:
+                    user.replace_input_with(node, back)
+    for node in reversed(region):
+        if not node.users:
+            graph.erase_node(node)
+    if not view.users:
+        graph.erase_node(view)
+    return True
+
+
+def _grouped_call(
+    graph: torch.fx.Graph,
+    node: torch.fx.Node,
+    grouped: dict[torch.fx.Node, torch.fx.Node],
+    out: tuple[int, ...],
+    by_group: list[int],
+) -> torch.fx.Node:
+    """``node``'s op on the groups' shape: its region inputs by their grouped nodes, its per-channel
+    tensors viewed as ``by_group``."""
+
+    def moved(a: Any) -> Any:
+        if isinstance(a, torch.fx.Node) and a in grouped:
+            return grouped[a]
+        if isinstance(a, torch.fx.Node) and _per_channel(a, out):
+            return _call(graph, _aten.reshape.default, a, by_group, like=node)
+        return a
+
+    args = tuple(moved(a) for a in node.args)
+    kwargs = {k: moved(v) for k, v in node.kwargs.items()}
+    new = graph.call_function(node.target, args, kwargs)  # type: ignore[arg-type]
+    new.meta.update({k: v for k, v in node.meta.items() if k in ("stack_trace", "nn_module_stack")})
+    values = [node_value(a) if isinstance(a, torch.fx.Node) else a for a in args]
+    named = {k: node_value(v) if isinstance(v, torch.fx.Node) else v for k, v in kwargs.items()}
+    known = [*values, *named.values()]
+    modes = {id(getattr(v, "fake_mode", None)) for v in known if isinstance(v, torch.Tensor)}
+    if all(v is not None for v in known) and len(modes) == 1:  # one graph's values, as _call computes them
+        new.meta["val"] = node.target(*values, **named)  # type: ignore[operator]
+    return new
+
+
+def rewrite_for_group_rows(graph: torch.fx.Graph) -> int:
+    """Each group norm's per-channel weight and bias, and the elementwise ops after them, moved into its
+    groups' shape (the view back after them); how many group norms changed."""
+    changed = 0
+    views = [
+        n for n in graph.nodes if n.op == "call_function" and n.target in _VIEWS
+    ]  # a rewrite erases no view but its own
+    for node in views:
+        groups = _groups_of(node)
+        if groups is not None and _regroup(graph, node, groups):
+            changed += 1
+    if changed:
+        graph.lint()
+    return changed
