@@ -236,8 +236,24 @@ def test_a_variant_of_kernelopts_options_that_change_no_graph_of_several_is_not_
         assert first == second == (
             f"not compiled: {name} found nothing to rewrite in any of the 2 graphs: Inductor would compile each as it is"
         )
+    # beside an option of Inductor's (or the row split), a rewrite that changes nothing leaves that option
+    # alone, a variant of its own: not compiled either
+    (first, _) = s.graph_variants({ONLINE_SOFTMAX_OPTION: True, "triton.prefer_nd_tiling": True})
+    assert first == (
+        f"not compiled: {ONLINE_SOFTMAX_OPTION} found nothing to rewrite in any of the 2 graphs: the other options "
+        "alone compile it so"
+    )
     assert asked == []
-    # an option of Inductor's beside them: what it changes is not probed, so it is compiled
+
+
+def test_an_option_of_inductors_beside_a_rewrite_that_changes_a_graph_is_compiled(monkeypatch) -> None:
+    """What an option of Inductor's changes is not probed: beside a rewrite that counts something, or alone,
+    the set is compiled."""
+    s = session_of(Broken(), torch.randn(8, 64), probed=True)
+    assert s._probed is not None and s._probed[0][ONLINE_SOFTMAX_OPTION] == 1
+    no_compile(monkeypatch, s)
+    assert s.unchanged_by({ONLINE_SOFTMAX_OPTION: True, "triton.prefer_nd_tiling": True}) is None
+    assert s.unchanged_by({"triton.prefer_nd_tiling": True}) is None
     with pytest.raises(AssertionError, match="compiled"):
         s.graph_variants({ONLINE_SOFTMAX_OPTION: True, "triton.prefer_nd_tiling": True})
 
@@ -311,3 +327,18 @@ def test_a_users_own_post_grad_pass_keeps_its_place_and_the_probes_say_nothing()
     assert inductor_config.post_grad_custom_pre_pass is None
     assert len(ran) == 2 and s._probed is None
     assert s.unchanged_by({ONLINE_SOFTMAX_OPTION: True}) is None
+
+
+def test_the_group_norm_row_split_is_left_out_where_no_group_norm_is(monkeypatch) -> None:
+    """{group_rows, row_split} on a graph with a wide row but no group norm would compile as the row split
+    alone does, a variant of its own: left out from the capture's probes."""
+    from kernelopt.capture.rewrites.group_rows import GROUP_ROWS_OPTION
+    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
+
+    wide = session_of(TwoGraphs(), torch.randn(4, 8192), probed=True)
+    assert wide._probed is not None and wide._probed[0][ROW_SPLIT_OPTION] == 1
+    assert all(row[GROUP_ROWS_OPTION] == 0 for row in wide._probed)
+    asked = no_compile(monkeypatch, wide)
+    first, second = wide.graph_variants({GROUP_ROWS_OPTION: True, ROW_SPLIT_OPTION: 8192})
+    assert first == second and first.startswith(f"not compiled: {GROUP_ROWS_OPTION} found nothing to rewrite")
+    assert asked == [] and wide.unchanged_by({ROW_SPLIT_OPTION: 8192}) is None

@@ -256,16 +256,19 @@ class EvaluationSession:
         left out as a model of one is stopped (:func:`~kernelopt.capture.compile_stop.stop_where_unchanged`)."""
         probed = self._probed
         own = [name for name, value in options.items() if name in PROBES and value]
-        if probed is None or not own or len(own) != len(options):
+        if probed is None or not own:
             return None
-        if any(row.get(name) != 0 for row in probed for name in own):
-            return None
-        where = (
-            "the graph: Inductor would compile it"
-            if len(probed) == 1
-            else f"any of the {len(probed)} graphs: Inductor would compile each"
-        )
-        return f"not compiled: {', '.join(own)} {STOPPED} in {where} as it is"
+        idle = [name for name in own if all(row.get(name) == 0 for row in probed)]
+        one = len(probed) == 1
+        where = "the graph" if one else f"any of the {len(probed)} graphs"
+        if len(idle) == len(own) == len(options):
+            compiled = "Inductor would compile it" if one else "Inductor would compile each"
+            return f"not compiled: {', '.join(own)} {STOPPED} in {where}: {compiled} as it is"
+        # a rewrite of kernelopt's that changes nothing beside other options: those alone, a variant of their own
+        passes = [name for name in idle if name in COMPILE_PASSES]
+        if passes:
+            return f"not compiled: {', '.join(passes)} {STOPPED} in {where}: the other options alone compile it so"
+        return None
 
     def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
         unchanged = self.unchanged_by(options)
