@@ -241,3 +241,15 @@ def test_a_kernel_reading_its_rows_twice_at_its_roofline_reads_them_again_from_c
     slow = build_launch_reports([at], {0: 6.0}, peak, sources)  # 35 % of the peak: a read from memory to lose
     report = summarize_analysis("p", "dev", peak, timing(1.0), timing(0.006), slow, 6.0)
     assert report.rereads_ms == pytest.approx(0.006) and report.rereads_cached_ms == 0.0
+
+
+def test_reread_options_go_first_where_rows_are_read_twice_or_the_graph_is_far_above_its_floor() -> None:
+    """The suite's group norm on an H100: two kernels at their rooflines (Amdahl 1.00x) but 1.53x its traffic
+    floor; its compile budget ran out before the row split (twenty-fifth session). A graph near its floor
+    whose kernels hold the headroom keeps the fusion options first."""
+    from kernelopt.search.targets import reread_options_first
+
+    assert reread_options_first(1.0, 1.525, 0.0)
+    assert reread_options_first(1.0, None, 0.5)
+    assert not reread_options_first(1.0, 1.01, 0.0) and not reread_options_first(1.6, 1.525, 0.0)
+    assert not reread_options_first(1.0, None, 0.0)

@@ -65,7 +65,14 @@ from kernelopt.search.graph_variants import graph_target
 from kernelopt.search.nodes import Node, NodeStore
 from kernelopt.search.operators import DEFAULT_OPERATORS, SearchContext, make_operators
 from kernelopt.search.policy import make_policy
-from kernelopt.search.targets import COPY_SHARE, Target, headroom_elsewhere, select_targets, structure_pays
+from kernelopt.search.targets import (
+    COPY_SHARE,
+    Target,
+    headroom_elsewhere,
+    reread_options_first,
+    select_targets,
+    structure_pays,
+)
 from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 from kernelopt.workers.identity import require_readable
@@ -394,7 +401,8 @@ def _optimize(run: RunContext) -> OptimizeReport:
         graph_stage=graph_run is not None,
     ):
         run.emit("warning", {"message": note})
-    copies_first, rereads_first = measured.moves_share >= COPY_SHARE, measured.rereads_share >= COPY_SHARE
+    copies_first = measured.moves_share >= COPY_SHARE
+    rereads_first = reread_options_first(measured.amdahl_bound, measured.fusion_bound, measured.rereads_share)
     # the graph stage before the kernels, on the knob winner's compile where there is one (options stack)
     first = None if graph_run is None else graph_first(run, graph_run, nodes, copies_first, rereads_first)
     promoted = first.promoted if first is not None else None

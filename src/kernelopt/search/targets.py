@@ -131,6 +131,15 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rere
     return None
 
 
+def reread_options_first(amdahl: float, fusion: float | None, rereads_share: float) -> bool:
+    """Whether the graph stage compiles its reread option sets (online softmax, on-chip softmax and norm,
+    row splits) before the others, as its compile budget may not reach them all: where kernels read their
+    rows twice, and where the graph sits far above a traffic floor that already counts every second read
+    the chip cannot hold (a group norm's two kernels, each at its roofline). They cost no compile where
+    they find nothing to rewrite (the capture's probes leave them out)."""
+    return rereads_share >= COPY_SHARE or _beyond_fusion(amdahl, fusion) is not None
+
+
 def headroom_elsewhere(
     amdahl: float, fusion: float | None, launch_overhead: float, gpu_busy: float, graph_stage: bool = False
 ) -> list[str]:
