@@ -71,8 +71,8 @@ REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {ONLINE_SOFTMAX_OPTION: True},
     {CLUSTER_SOFTMAX_BULK_OPTION: True},
     {CLUSTER_NORM_BULK_OPTION: True},  # a row's L2 normalisation by the same kernel
+    *GROUP_ROWS_OPTIONS,  # before the row splits alone: no compile where it finds nothing, one kernel where it does
     *ROW_SPLIT_OPTIONS,
-    *GROUP_ROWS_OPTIONS,
 )
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS
 
