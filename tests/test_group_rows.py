@@ -20,10 +20,11 @@ def gpu_group_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
     xr = x.float().reshape(x.shape[0], G, x.shape[1] // G, -1)
     var, mean = torch.var_mean(xr, dim=[2, 3], unbiased=False, keepdim=True)
     out = ((xr - mean) * torch.rsqrt(var + 1e-5)).view(x.shape)
+    by_channel = (1, -1) + (1,) * (x.dim() - 2)
     if weight is not None:
-        out = out * weight[None, :, None, None]
+        out = out * weight.view(by_channel)
     if bias is not None:
-        out = out + bias[None, :, None, None]
+        out = out + bias.view(by_channel)
     return out.to(x.dtype)
 
 
@@ -139,3 +140,20 @@ def test_under_inductor_the_option_runs_the_rewrite_and_keeps_eager_values(monke
     assert artifact.options == {GROUP_ROWS_OPTION: True}
     with torch.no_grad():
         torch.testing.assert_close(artifact.compiled(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_volume_s_group_norm_and_a_one_element_scale_of_its_rank_keep_their_shape() -> None:
+    """``N, C, D, H, W``: the groups' shape is still ``N, G, C/G, D*H*W``; a one-element tensor of the
+    volume's rank is viewed as one of the groups' rank, so the result is not broadcast wider."""
+    g = torch.Generator().manual_seed(1)
+    x, w, b = torch.randn(2, 8, 3, 4, 5, generator=g), torch.rand(8, generator=g) + 0.5, torch.randn(8, generator=g)
+    scale = torch.full((1, 1, 1, 1, 1), 0.5)
+
+    def fn(x, w, b, scale):
+        return gpu_group_norm(x, w, b) * scale
+
+    gm, count = _rewritten(fn, x, w, b, scale)
+    assert count == 1
+    assert _shapes(gm, _aten.mul.Tensor)[-2:] == [(2, G, 2, 60)] * 2  # the weight, then the scale: groups' rank
+    got = gm(x, w, b, scale)
+    assert got.shape == (2, 8, 3, 4, 5) and torch.equal(got, fn(x, w, b, scale))

@@ -59,7 +59,7 @@ _ELEMENTWISE = frozenset(
         _cast,
     }
 )
-_STEPS = 8  # elementwise ops between a group's statistics and the view back, at most
+_STEPS = 8  # how far back from the view a group's statistics are looked for (4x as many nodes visited)
 
 
 def _shape(node: Any) -> tuple[int, ...] | None:
@@ -183,6 +183,9 @@ def _grouped_call(
             return grouped[a]
         if isinstance(a, torch.fx.Node) and _per_channel(a, out):
             return _call(graph, _aten.reshape.default, a, by_group, like=node)
+        shape = _shape(a) if isinstance(a, torch.fx.Node) else None
+        if shape is not None and len(shape) > len(by_group):  # one element of out's rank: not a wider result
+            return _call(graph, _aten.reshape.default, a, [1] * len(by_group), like=node)
         return a
 
     args = tuple(moved(a) for a in node.args)
