@@ -1125,7 +1125,7 @@ def test_a_plan_says_what_a_slot_would_run_and_runs_and_writes_nothing(tmp_path:
     report = _bench(suite, out, resume=True, slot_s=250.0, worker_timeout_s=1000.0, plan_only=True,
                     on_event=events.append)  # fmt: skip
     assert [(e.kind, e.name, e.elapsed_s) for e in events] == [
-        ("planned", "level1/02_fast", 0.0), ("planned", "level1/03_fast", 100.0)]  # fmt: skip
+        ("planned", "level1/02_fast", 8.0), ("planned", "level1/03_fast", 108.0)]  # fmt: skip: after the start-up
     assert events[-1].why == "100 s expected (the longest row so far)"
     assert report.meta["planned"] == {"start": ["level1/02_fast", "level1/03_fast"], "of": 2}
     assert _calls(suite) == ["01_fast.py"]  # only the first bench ran a worker
@@ -1137,9 +1137,9 @@ def test_a_plan_says_what_a_slot_would_run_and_runs_and_writes_nothing(tmp_path:
     cli = _runner().invoke(app, ["bench", str(suite), "--out", str(tmp_path / "cli"), "--plan", "--slot", "100",
                                  "--timeout", "60"])  # fmt: skip
     assert cli.exit_code == 0, cli.output
-    assert "[1/3] level1/01_fast would start at 0 s: 60 s expected (the worker time-out)" in cli.stderr
+    assert "[1/3] level1/01_fast would start at 8 s: 60 s expected (the worker time-out)" in cli.stderr
     assert "[2/3] level1/02_fast not started: it would not end within --slot: 60 s expected (the worker time-out)" \
-        ", 40 s left" in cli.stderr
+        ", 32 s left" in cli.stderr
     assert "plan: 1 of the 3 problems left to run would start within --slot 100 s; nothing was run or written" \
         in cli.stdout
     assert not (tmp_path / "cli").exists()
@@ -1157,6 +1157,10 @@ def test_a_plan_says_what_a_slot_would_run_and_runs_and_writes_nothing(tmp_path:
     assert [(p.name, p.start_s) for p in two] == [("a", 0.0), ("b", 0.0), ("c", 100.0)]
     late = plan_slot(["a", "b", "c"], expect, 2, 50.0, None)
     assert [(p.name, p.start_s, p.why) for p in late][2] == ("c", None, "--stop-after has passed")
+    # the bench's own start-up comes first: c no longer fits after a where it did
+    started = plan_slot(["a", "b", "c"], expect, 1, None, 155.0, startup_s=8.0)
+    assert [(p.name, p.start_s) for p in started] == [("a", 8.0), ("b", None), ("c", None)]
+    assert plan_slot(["a", "c"], expect, 1, None, 155.0)[1].start_s == 100.0
 
 
 def test_with_an_llm_every_problem_gets_the_relays_access_and_the_results_record_only_the_model(tmp_path: Path) -> None:

@@ -73,6 +73,7 @@ from kernelopt.pipeline.bench_resume import (
     resumed_sizes,
 )
 from kernelopt.pipeline.bench_slot import (
+    STARTUP_S,
     Expected,
     cut_reason,
     expected_seconds,
@@ -377,7 +378,7 @@ def _plan(
     the names of those that would start (``start``) and how many were left (``of``)."""
     index = {entry.name: i for i, entry in enumerate(entries, start=1)}
     todo = [entry.name for entry in entries if entry.name not in done]
-    plan = plan_slot(todo, expected, gpus, stop_after_s, slot_s)
+    plan = plan_slot(todo, expected, gpus, stop_after_s, slot_s, STARTUP_S)
     for planned in plan:
         kind = "planned" if planned.start_s is not None else "not-started"
         why = (

@@ -29,6 +29,10 @@ from pathlib import Path
 from kernelopt.errors import KerneloptError
 from kernelopt.report.metrics import ProblemOutcome
 
+STARTUP_S = 8.0
+"""Seconds a bench's slot spends before its first problem starts (its GPU and resume checks), which a plan
+counts first (``docs/measurements.md``, 2026-12-06)."""
+
 
 @dataclass(frozen=True)
 class Expected:
@@ -161,11 +165,13 @@ def plan_slot(
     lanes: int = 1,
     stop_after_s: float | None = None,
     slot_s: float | None = None,
+    startup_s: float = 0.0,
 ) -> list[Planned]:
     """The problems ``names`` as a bench would start them, each taking what it is expected to take
     (``expected``), one a lane at a time on ``lanes`` GPUs, under :func:`start_refusal`'s rule: what to
-    expect of a slot before spending it. A problem that would not start leaves its lane free."""
-    free = [0.0] * max(lanes, 1)  # when each lane is next free
+    expect of a slot before spending it. A problem that would not start leaves its lane free. The first
+    start on each lane comes ``startup_s`` into the slot (:data:`STARTUP_S` for a bench's own)."""
+    free = [startup_s] * max(lanes, 1)  # when each lane is next free
     plan = []
     for name in names:
         lane = min(range(len(free)), key=free.__getitem__)
