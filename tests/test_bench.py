@@ -1034,6 +1034,7 @@ def test_a_problem_still_running_when_the_slot_ends_is_stopped_and_resumed(tmp_p
     assert report.summary["not_run"] == ["level1/02_sleeps", "level1/03_fast"]
     written = json.loads((out / "results.json").read_text())
     assert written["meta"]["finished"] and [o["name"] for o in written["outcomes"]] == ["level1/01_fast"]
+    assert written["meta"]["cut"] == ["level1/02_sleeps"]  # its next worker goes on with its run uncounted
     console = Console(file=io.StringIO(), width=200)
     _print_event(cut, console)
     assert console.file.getvalue().startswith(f"[2/3] level1/02_sleeps cut: {cut_reason(15.0)} (")
@@ -1042,6 +1043,10 @@ def test_a_problem_still_running_when_the_slot_ends_is_stopped_and_resumed(tmp_p
     resumed = _bench(suite, out, resume=True)
     assert [o.name for o in resumed.outcomes] == ["level1/01_fast", "level1/02_sleeps", "level1/03_fast"]
     assert _calls(suite) == ["01_fast.py", "02_sleeps.py", "02_sleeps.py", "03_fast.py"]
+    by_name = {o.name: o for o in resumed.outcomes}
+    assert by_name["level1/02_sleeps"].details["options"].get("after_cut") is True
+    assert "after_cut" not in by_name["level1/03_fast"].details["options"]
+    assert json.loads((out / "results.json").read_text())["meta"]["cut"] == []  # it ended: nothing pending
 
     # the timer alone: none without a slot, at once where the slot is spent, else when it ends
     rang = threading.Event()

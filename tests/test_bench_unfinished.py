@@ -247,3 +247,21 @@ def test_a_kernel_file_its_time_out_cut_goes_on_with_its_run(monkeypatch, tmp_pa
         row = bench_file.bench_kernel_file(str(kernel), {"settings": settings.values(), "name": "softmax"})
         assert row["status"] == "run_error"
     assert given == [killed] * BENCH_RESUMES + [None]
+
+
+def test_a_run_the_bench_stopped_at_its_slots_end_is_gone_on_with_uncounted(tmp_path: Path) -> None:
+    """A cut at a slot's end says nothing about the run: its resume is recorded apart and does not count
+    toward BENCH_RESUMES, and it is gone on with even after the killed worker's resumes ran out."""
+    from kernelopt.pipeline.bench_problem import AFTER_CUT, resume_unfinished
+
+    store = Store(tmp_path / "k.db")
+    problem = tmp_path / "11_frob.py"
+    run = _run(store, problem)
+    assert resume_unfinished(store, str(problem), None, after_cut=True) == run
+    assert len(store.measurements(run, AFTER_CUT)) == 1 and not store.measurements(run, "bench_resume:")
+    for _ in range(BENCH_RESUMES):
+        assert resume_unfinished(store, str(problem), None) == run  # a killed worker's: counted
+    assert unfinished_run(store, str(problem), None) is None  # its resumes ran out: afresh
+    assert resume_unfinished(store, str(problem), None, after_cut=True) == run  # but a cut run goes on
+    assert len(store.measurements(run, AFTER_CUT)) == 2
+    assert len(store.measurements(run, "bench_resume:")) == BENCH_RESUMES

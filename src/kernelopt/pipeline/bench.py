@@ -91,6 +91,7 @@ from kernelopt.workers.identity import require_readable
 
 EXPORT_DIR = "models"  # under the results: <problem name>.kopt.json
 DEFAULT_TARGET = "kernelopt.pipeline.bench_problem:bench_problem"
+CUT = "cut"  # the results' meta: problems stopped at a slot's end whose unfinished run has not ended since
 DEFAULT_WORKER_TIMEOUT_S: float = default_of("bench_timeout_s")  # without a time limit (the bench_timeout_s setting)
 WORKER_TIMEOUT_MARGIN_S: float = default_of("bench_timeout_margin_s")  # with one: room for timing three baselines
 EXTRA_STOCK_MODE_S = 600.0
@@ -313,6 +314,8 @@ def run_bench(
             options = {**(extra_options or {}), **({"sizes": applied[entry.path]} if applied.get(entry.path) else {})}
             if entry.name in again:  # its worker takes no finished run of the problem for the new row
                 options["rerun"] = True
+            if entry.name in meta.get(CUT, []):  # its run, stopped at a slot's end, is gone on with uncounted
+                options["after_cut"] = True
             if llm is not None:
                 options["llm"] = llm.to_dict()
             outcome = _bench_one(entry, target, time_limit_s, timeout_s, options, extra_path, gpu, stop)
@@ -325,6 +328,8 @@ def run_bench(
                 with lock:
                     elapsed = _clock() - began
                     why = cut_reason(slot_s)
+                    if entry.name not in meta.setdefault(CUT, []):
+                        meta[CUT].append(entry.name)
                     _emit(on_event, BenchEvent("cut", entry.name, index, len(entries), elapsed_s=elapsed, why=why))
             return
         with lock:
@@ -334,6 +339,8 @@ def run_bench(
                 files = ([old.details.get("exported")], [outcome.details.get("exported")])
                 replace_row(meta, outcome, old, timestamp(), _reading(old), files, out_dir)
             outcomes[entry.name] = outcome
+            if entry.name in meta.get(CUT, []):
+                meta[CUT].remove(entry.name)
             write()
             _emit(on_event, BenchEvent("done", entry.name, index, len(entries), outcome))
 

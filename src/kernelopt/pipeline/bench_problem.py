@@ -142,14 +142,16 @@ RESUMABLE_ACROSS = ("kernelopt", "kernelopt_source")
 between two device calls); the stack its timings were taken on may not."""
 BENCH_RESUMES = 2
 """How often a bench goes on with one problem's unfinished run before it starts that problem afresh: a run
-whose worker keeps being killed at the same point is not resumed forever."""
+whose worker keeps being killed at the same point is not resumed forever. A run the bench itself stopped at
+the end of its ``--slot`` is gone on with uncounted (``after_cut``): that stop says nothing about the run."""
 
 
 def unfinished_run(
-    store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False
+    store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False, counted: bool = True
 ) -> int | None:
     """The optimize run of this problem at these sizes that a killed worker left unfinished, to go on
-    with; None where the problem's latest run finished, or was resumed ``BENCH_RESUMES`` times already.
+    with; None where the problem's latest run finished, or was resumed ``BENCH_RESUMES`` times already
+    (``counted``; a run stopped at a slot's end is gone on with whatever its count).
 
     A bench's time-out kills the problem's worker, which cannot mark its run, so the run stays
     "running" with its base mode, analysis, graph variants and judged candidates in the store. A
@@ -161,7 +163,7 @@ def unfinished_run(
     run of a kernel file (``optimize_file``, its run args name the file's kind as ``input``), never a
     problem's run of the same name, nor the other way round."""
     run = _latest_run(store, problem_path, sizes, kernel_file)
-    if run is None or run.status != "running" or _resumes(store, run.id) >= BENCH_RESUMES:
+    if run is None or run.status != "running" or (counted and _resumes(store, run.id) >= BENCH_RESUMES):
         return None
     return run.id
 
@@ -193,14 +195,20 @@ def _resumes(store: Store, run_id: int) -> int:
 
 
 def resume_unfinished(
-    store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False
+    store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False, after_cut: bool = False
 ) -> int | None:
-    """:func:`unfinished_run`, counted in the store as resumed once more, and said on the worker's log."""
-    run_id = unfinished_run(store, problem_path, sizes, kernel_file)
+    """:func:`unfinished_run`, counted in the store as resumed once more (``after_cut``: recorded apart,
+    uncounted, as the bench stopped it at its slot's end), and said on the worker's log."""
+    run_id = unfinished_run(store, problem_path, sizes, kernel_file, counted=not after_cut)
     if run_id is not None:
-        store.add_measurement(run_id, f"bench_resume:{_resumes(store, run_id) + 1}", {"at": time.time()})
-        _log_event("stage", {"stage": f"resuming run {run_id}, left unfinished by a killed worker"})
+        kind = AFTER_CUT if after_cut else "bench_resume:"
+        store.add_measurement(run_id, f"{kind}{len(store.measurements(run_id, kind)) + 1}", {"at": time.time()})
+        why = "stopped at the end of the bench's slot" if after_cut else "left unfinished by a killed worker"
+        _log_event("stage", {"stage": f"resuming run {run_id}, {why}"})
     return run_id
+
+
+AFTER_CUT = "bench_resume_after_cut:"  # a resume of a run the bench stopped at its slot's end: not counted
 
 
 FINISHED = "bench_finished"
@@ -261,7 +269,8 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
     search = {"operators": list(operators), "budget": asdict(budget), "llm": llm_name(relay.spec() if relay else None)}
     # a rerun (bench --rerun) is asked for a new measurement: the run that made its earlier row is not taken
     finished = None if options.get("rerun") else finished_run(store, problem_path, sizes, export_dir, search)
-    resumed = None if finished else resume_unfinished(store, problem_path, sizes)
+    after_cut = bool(options.get("after_cut"))  # the bench stopped this problem at its last slot's end
+    resumed = None if finished else resume_unfinished(store, problem_path, sizes, after_cut=after_cut)
     if finished:
         report, timed = finished
         _log_event("stage", {"stage": f"taking run {report.run_id}, finished before its worker was killed"})
