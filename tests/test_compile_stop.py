@@ -342,3 +342,10 @@ def test_the_group_norm_row_split_is_left_out_where_no_group_norm_is(monkeypatch
     first, second = wide.graph_variants({GROUP_ROWS_OPTION: True, ROW_SPLIT_OPTION: 8192})
     assert first == second and first.startswith(f"not compiled: {GROUP_ROWS_OPTION} found nothing to rewrite")
     assert asked == [] and wide.unchanged_by({ROW_SPLIT_OPTION: 8192}) is None
+    # what the worker compiles first: sets whose own rewrite the probes matched (the row split's count aside)
+    assert not wide.rewrites_found({GROUP_ROWS_OPTION: True, ROW_SPLIT_OPTION: 8192})
+    assert not wide.rewrites_found({ROW_SPLIT_OPTION: 8192})
+    softmax = session_of(Broken(), torch.randn(8, 64), probed=True)
+    assert softmax.rewrites_found({ONLINE_SOFTMAX_OPTION: True, "triton.prefer_nd_tiling": True})
+    softmax._probed = None  # counts that could not be matched to the graphs: nothing known to come first
+    assert not softmax.rewrites_found({ONLINE_SOFTMAX_OPTION: True})

@@ -373,3 +373,33 @@ def test_warming_for_models_compiles_and_runs_the_model_in_both_timing_processes
     session.warm_for_models()
     assert calls == ["candidate: calibrate", "reference: capture", "reference: forward"]
 
+
+
+def test_option_sets_whose_rewrite_the_capture_found_something_for_are_compiled_first(monkeypatch) -> None:
+    """Conv2d + group norm on the H100 ran out of its 20 s compile budget before the group norm's set (the
+    copies' sets first): a set holding a rewrite of kernelopt's that the capture's probes matched is now
+    compiled first, the rows still in the order given."""
+    from kernelopt.evaluate import worker_targets
+
+    clock, compiled_order = [0.0], []
+
+    class Session:
+        artifact = type("A", (), {"graphs": [0]})()
+
+        def rewrites_found(self, options):
+            return bool(options.get("kernelopt.group_rows"))
+
+        def graph_variants(self, options):
+            compiled_order.append(options)
+            clock[0] += 40.0
+            return [GRAPH]
+
+    monkeypatch.setattr(worker_targets, "_session", lambda spec, peak: Session())
+    monkeypatch.setattr(worker_targets, "captured_shape", lambda graph: {"kernels": 2, "copies": 0, "buffers": 2})
+    monkeypatch.setattr(worker_targets.time, "monotonic", lambda: clock[0])
+    group = {"kernelopt.group_rows": True, "kernelopt.row_split": 8192}
+    sets = [{"layout_optimization": False}, {"combo_kernels": True}, group]
+    rows = worker_targets.graph_variants({}, sets, None, budget_s=60.0)
+    assert compiled_order == [group, {"layout_optimization": False}]  # 40 s, 80 s: then no more
+    assert [row[0]["options"] for row in rows] == sets
+    assert [row[0]["available"] for row in rows] == [True, False, True]

@@ -270,6 +270,13 @@ class EvaluationSession:
             return f"not compiled: {', '.join(passes)} {STOPPED} in {where}: the other options alone compile it so"
         return None
 
+    def rewrites_found(self, options: dict[str, Any]) -> bool:
+        """Whether a rewrite of kernelopt's among ``options`` changes some graph of the model, by the
+        capture's probes (False where they could not say)."""
+        probed = self._probed or []
+        passes = [name for name, value in options.items() if name in COMPILE_PASSES and value]
+        return any((row.get(name) or 0) > 0 for row in probed for name in passes)
+
     def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
         unchanged = self.unchanged_by(options)
         if unchanged is not None:

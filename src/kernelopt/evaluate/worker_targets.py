@@ -251,15 +251,21 @@ def graph_variants(
     session.
 
     A real model can take a minute a compile: once ``budget_s`` seconds have gone on compiling, the
-    option sets left are not compiled and say so (the first one always is)."""
+    option sets left are not compiled and say so (the first one always is). Those holding a rewrite of
+    kernelopt's that the capture's probes found something for (a group norm, a wide softmax) are compiled
+    first, in their given order, then the rest: they were written for what this model holds. The rows
+    come back in ``option_sets``' order."""
     s = _session(spec, peak_gbps)
     started = time.monotonic()
     compiled = [_compiled_shape(graph) for graph in s.artifact.graphs]
-    out = []
-    for i, options in enumerate(option_sets):
-        if budget_s is not None and i > 0 and time.monotonic() - started > budget_s:
+    found = getattr(s, "rewrites_found", None)
+    order = sorted(range(len(option_sets)), key=lambda i: not (found is not None and found(option_sets[i])))
+    rows: dict[int, list[dict[str, Any]]] = {}
+    for rank, i in enumerate(order):
+        options = option_sets[i]
+        if budget_s is not None and rank > 0 and time.monotonic() - started > budget_s:
             why = f"not compiled: the {budget_s:.0f} s for compiling graph variants ran out"
-            out.append([{"options": dict(options), "available": False, "reason": why} for _ in s.artifact.graphs])
+            rows[i] = [{"options": dict(options), "available": False, "reason": why} for _ in s.artifact.graphs]
             continue
         row = []
         for graph, made in enumerate(s.graph_variants(dict(options))):
@@ -276,8 +282,8 @@ def graph_variants(
                 row.append(
                     {"options": dict(options), "available": True, "reason": None, **counts, "compiled": compiled[graph]}
                 )
-        out.append(row)
-    return out
+        rows[i] = row
+    return [rows[i] for i in range(len(option_sets))]
 
 
 def warm_model_processes(spec: dict[str, Any], peak_gbps: float | None) -> dict[str, Any]:
