@@ -194,6 +194,9 @@ def _resumes(store: Store, run_id: int) -> int:
     return len(store.measurements(run_id, "bench_resume:"))
 
 
+AFTER_CUT = "bench_resume_after_cut:"  # a resume of a run the bench stopped at its slot's end: not counted
+
+
 def resume_unfinished(
     store: Store, problem_path: str, sizes: dict[str, Any] | None, kernel_file: bool = False, after_cut: bool = False
 ) -> int | None:
@@ -206,9 +209,6 @@ def resume_unfinished(
         why = "stopped at the end of the bench's slot" if after_cut else "left unfinished by a killed worker"
         _log_event("stage", {"stage": f"resuming run {run_id}, {why}"})
     return run_id
-
-
-AFTER_CUT = "bench_resume_after_cut:"  # a resume of a run the bench stopped at its slot's end: not counted
 
 
 FINISHED = "bench_finished"

@@ -205,9 +205,8 @@ def rewrite_for_group_rows(graph: torch.fx.Graph) -> int:
     """Each group norm's per-channel weight and bias, and the elementwise ops after them, moved into its
     groups' shape (the view back after them); how many group norms changed."""
     changed = 0
-    views = [
-        n for n in graph.nodes if n.op == "call_function" and n.target in _VIEWS
-    ]  # a rewrite erases no view but its own
+    # listed first: a rewrite adds views (the weight's, the way back) and erases no view but its own
+    views = [n for n in graph.nodes if n.op == "call_function" and n.target in _VIEWS]
     for node in views:
         groups = _groups_of(node)
         if groups is not None and _regroup(graph, node, groups):
