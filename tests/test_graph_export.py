@@ -282,8 +282,8 @@ def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> N
 
 def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewhere() -> None:
     """Compiling stops when its budget runs out: the online softmax, the cluster softmax and the cluster
-    L2 norm in the op's shared-memory form, the row split at two widths and a group norm given to the row
-    split in its groups' shape (six option sets) go first where the analysis
+    L2 norm in the op's shared-memory form, a group norm in its groups' shape with and without the row
+    split, and the row split at two widths (seven option sets) go first where the analysis
     found kernels that read their rows twice, after every other set elsewhere (a graph with no wide
     reduction compiles the same under them, for the price of a compile; a one-graph model's rewrite that
     finds nothing stops before code generation)."""
@@ -294,14 +294,15 @@ def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewh
         {"kernelopt.online_softmax": True}, {"kernelopt.cluster_softmax_bulk": True},
         {"kernelopt.cluster_norm_bulk": True},
     ]  # fmt: skip
-    assert len(rows) == 6 and all(set(o) == {"kernelopt.row_split"} for o in rows[4:])
-    assert rows[3] == {"kernelopt.group_rows": True, "kernelopt.row_split": 8192}  # free where it finds nothing
+    assert len(rows) == 7 and all(set(o) == {"kernelopt.row_split"} for o in rows[5:])
+    assert rows[3:5] == [  # free where they find nothing
+        {"kernelopt.group_rows": True, "kernelopt.row_split": 8192}, {"kernelopt.group_rows": True}]  # fmt: skip
     every = [o for sets in (option_sets(False), option_sets(True, rereads_first=True)) for o in sets]
     assert {"kernelopt.cluster_softmax": True} not in every and {"kernelopt.cluster_norm": True} not in every
     assert option_sets(False) == [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS] + rows
     assert option_sets(True) == [dict(o) for o in LAYOUT_OPTIONS + FUSION_OPTIONS] + rows
     assert option_sets(False, rereads_first=True) == rows + [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS]
-    assert option_sets(True, rereads_first=True)[:7] == rows + [dict(LAYOUT_OPTIONS[0])]
+    assert option_sets(True, rereads_first=True)[:8] == rows + [dict(LAYOUT_OPTIONS[0])]
 
 
 def test_an_option_set_that_wrote_the_same_code_as_one_judged_is_not_judged_again(monkeypatch) -> None:

@@ -14,8 +14,9 @@ its statistics and its output in two loops over each group, and that kernel is w
 :mod:`kernelopt.capture.row_split` splits across programs that hold a group in registers: one read.
 
 It changes only the order of views and elementwise ops: the values are the graph's. The graph stage
-compiles it with the row split (:data:`~kernelopt.search.graph_variants.REREAD_OPTIONS`) and judges it end
-to end, as every graph variant is judged.
+compiles it with the row split and alone (:data:`~kernelopt.search.graph_variants.GROUP_ROWS_OPTIONS`: alone,
+a small group's second loop may read it from L2) and judges each end to end, as every graph variant is
+judged; it is a compile knob too.
 """
 
 from __future__ import annotations
