@@ -71,17 +71,26 @@ def test_a_16_bit_group_norm_moves_with_its_cast_back() -> None:
     assert gm(*args).dtype == torch.bfloat16 and torch.equal(gm(*args), gpu_group_norm(*args))
 
 
-def test_a_full_size_operand_stays_after_the_view_and_a_view_read_elsewhere_is_kept() -> None:
-    def norm_residual(x, w, b):
-        y = gpu_group_norm(x, w, b)
-        return y + x, y.sum()
+def test_a_residual_and_a_time_embedding_s_scale_move_and_a_partial_broadcast_stays() -> None:
+    """A residual (``N, C, H, W``) and a diffusion block's scale and shift by sample and channel (``N, C, 1,
+    1``) take the groups' shape too; an operand broadcast along part of the spatial dimensions cannot, so
+    it stays after the view, and a view read elsewhere (a sum of the output) is kept for that reader."""
+    x, w, b = _inputs()
+    g = torch.Generator().manual_seed(2)
+    scale, shift = torch.randn(N, C, 1, 1, generator=g), torch.randn(N, C, 1, 1, generator=g)
+    rows = torch.randn(1, 1, H, 1, generator=g)
 
-    args = _inputs()
-    gm, count = _rewritten(norm_residual, *args)
+    def conditioned(x, w, b, scale, shift, rows):
+        y = gpu_group_norm(x, w, b) * (1 + scale) + shift + x
+        return y * rows, y.sum()
+
+    args = (x, w, b, scale, shift, rows)
+    gm, count = _rewritten(conditioned, *args)
     assert count == 1
-    adds = _shapes(gm, _aten.add.Tensor)
-    assert (N, G, C // G, H * W) in adds and adds[-1] == (N, C, H, W)  # the bias moved, the residual stayed
-    for got, want in zip(gm(*args), norm_residual(*args)):
+    grouped = (N, G, C // G, H * W)
+    assert _shapes(gm, _aten.add.Tensor)[-2:] == [grouped, grouped]  # the shift, then the residual
+    assert _shapes(gm, _aten.mul.Tensor)[-1] == (N, C, H, W)  # the partial broadcast, after the view
+    for got, want in zip(gm(*args), conditioned(*args)):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 

@@ -8,8 +8,9 @@ weight and bias by channel. Inductor cannot fuse that last part into the statist
 statistics' own index. So it writes two kernels, the statistics (one read of the input) and the output
 (a second read), whatever its options (none of them fused it on the suite's group norm). This post-grad
 rewrite, run where the compile options hold ``kernelopt.group_rows``, moves the view back after the
-weight, the bias and every elementwise op that follows with only such per-channel operands (a SiLU, a
-cast): the weight is viewed as ``1, G, C/G, 1`` instead. Inductor then writes one kernel per group norm,
+weight, the bias and every elementwise op that follows whose other operands the groups' shape can take (a
+SiLU, a cast, a diffusion block's scale and shift by sample and channel, a residual): the weight is viewed
+as ``1, G, C/G, 1`` instead. Inductor then writes one kernel per group norm,
 its statistics and its output in two loops over each group, and that kernel is what
 :mod:`kernelopt.capture.row_split` splits across programs that hold a group in registers: one read.
 
@@ -103,21 +104,35 @@ def _normalised_groups(node: Any, shape: tuple[int, ...]) -> bool:
     return False
 
 
-def _per_channel(node: Any, out: tuple[int, ...]) -> bool | None:
-    """True for a tensor that varies along ``out``'s channel dimension alone (``(C,)`` broadcast as
-    ``(1, C, 1, 1)``), False for one the same everywhere (a number, a one-element tensor), None for
-    anything else."""
-    if not isinstance(node, torch.fx.Node):
-        return False if isinstance(node, (int, float, bool)) else None
-    shape = _shape(node)
+def _grouped_shape(node: Any, out: tuple[int, ...], groups: tuple[int, int]) -> list[int] | None:
+    """The shape ``node`` (a tensor broadcast against ``out``, ``N, C, ...``) takes in the groups' shape
+    ``N, G, C/G, H*W``: each of its batch, channel and spatial parts either whole or broadcast (``(C,)``
+    as ``1, G, C/G, 1``; a time embedding's ``N, C, 1, 1`` as ``N, G, C/G, 1``; a residual as
+    ``N, G, C/G, H*W``); None for a tensor broadcast along part of the spatial dimensions, a symbolic
+    shape, or anything but a tensor."""
+    shape = _shape(node) if isinstance(node, torch.fx.Node) else None
     if shape is None or len(shape) > len(out):
         return None
     aligned = (1,) * (len(out) - len(shape)) + shape
-    if any(size != 1 for i, size in enumerate(aligned) if i != 1):
+    spatial, whole = aligned[2:], out[2:]
+    if aligned[0] not in (1, out[0]) or aligned[1] not in (1, out[1]) or spatial not in ((1,) * len(whole), whole):
         return None
-    if aligned[1] == 1:
+    by_channel = aligned[1] == out[1]
+    return [
+        aligned[0],
+        groups[0] if by_channel else 1,
+        groups[1] if by_channel else 1,
+        math.prod(whole) if spatial == whole else 1,
+    ]
+
+
+def _by_channel(node: Any, out: tuple[int, ...]) -> bool:
+    """Whether ``node`` is a tensor that varies along ``out``'s channels (a weight, a bias, a time
+    embedding's scale): what Inductor fails to fuse when read in ``N, C, ...``."""
+    shape = _shape(node) if isinstance(node, torch.fx.Node) else None
+    if shape is None or len(shape) > len(out):
         return False
-    return True if aligned[1] == out[1] else None
+    return ((1,) * (len(out) - len(shape)) + shape)[1] == out[1] > 1  # aligned from the right, as broadcast
 
 
 def _elementwise(node: torch.fx.Node) -> bool:
@@ -129,16 +144,16 @@ def _elementwise(node: torch.fx.Node) -> bool:
     return node.target in _ELEMENTWISE
 
 
-def _region(view: torch.fx.Node, out: tuple[int, ...]) -> list[torch.fx.Node]:
+def _region(view: torch.fx.Node, out: tuple[int, ...], groups: tuple[int, int]) -> list[torch.fx.Node]:
     """The elementwise ops after ``view`` (in graph order) that read only ``view``, each other, numbers and
-    per-channel tensors, and have ``out``'s shape."""
+    tensors the groups' shape takes (:func:`_grouped_shape`), and have ``out``'s shape."""
     inside = {view}
     region: list[torch.fx.Node] = []
     node = view.next
     while node.op != "output":
         if _elementwise(node) and _shape(node) == out:
             reads = [a for a in (*node.args, *node.kwargs.values()) if isinstance(a, torch.fx.Node)]
-            if any(a in inside for a in reads) and all(a in inside or _per_channel(a, out) is not None for a in reads):
+            if any(a in inside for a in reads) and all(a in inside or _grouped_shape(a, out, groups) for a in reads):
                 inside.add(node)
                 region.append(node)
         node = node.next
@@ -148,13 +163,16 @@ def _region(view: torch.fx.Node, out: tuple[int, ...]) -> list[torch.fx.Node]:
 def _regroup(graph: torch.fx.Graph, view: torch.fx.Node, groups: tuple[int, int]) -> bool:
     out = _shape(view)
     assert out is not None
-    region = _region(view, out)
-    if not any(_per_channel(a, out) for n in region for a in (*n.args, *n.kwargs.values())):
-        return False  # no weight or bias read by channel: nothing Inductor fails to fuse
+    region = _region(view, out, groups)
+    inside = {view, *region}
+    reads = [a for n in region for a in (*n.args, *n.kwargs.values()) if isinstance(a, torch.fx.Node)]
+    operands = [a for a in reads if a not in inside]
+    if not any(_by_channel(a, out) for a in operands):
+        return False  # nothing read by channel: nothing Inductor fails to fuse
     grouped: dict[torch.fx.Node, torch.fx.Node] = {view: view.args[0]}  # type: ignore[dict-item]
     for node in region:
         with graph.inserting_before(node):
-            new = _grouped_call(graph, node, grouped, out, [1, groups[0], groups[1], 1])
+            new = _grouped_call(graph, node, grouped, out, groups)
             grouped[node] = new
             outside = [u for u in node.users if u not in grouped and u not in region]
             if outside:
@@ -174,19 +192,17 @@ def _grouped_call(
     node: torch.fx.Node,
     grouped: dict[torch.fx.Node, torch.fx.Node],
     out: tuple[int, ...],
-    by_group: list[int],
+    groups: tuple[int, int],
 ) -> torch.fx.Node:
-    """``node``'s op on the groups' shape: its region inputs by their grouped nodes, its per-channel
-    tensors viewed as ``by_group``."""
+    """``node``'s op on the groups' shape: its region inputs by their grouped nodes, its other tensors
+    viewed in the groups' shape (:func:`_grouped_shape`)."""
 
     def moved(a: Any) -> Any:
         if isinstance(a, torch.fx.Node) and a in grouped:
             return grouped[a]
-        if isinstance(a, torch.fx.Node) and _per_channel(a, out):
-            return _call(graph, _aten.reshape.default, a, by_group, like=node)
-        shape = _shape(a) if isinstance(a, torch.fx.Node) else None
-        if shape is not None and len(shape) > len(by_group):  # one element of out's rank: not a wider result
-            return _call(graph, _aten.reshape.default, a, [1] * len(by_group), like=node)
+        shape = _grouped_shape(a, out, groups)
+        if shape is not None and (_shape(a) != tuple(shape)):
+            return _call(graph, _aten.reshape.default, a, shape, like=node)
         return a
 
     args = tuple(moved(a) for a in node.args)
