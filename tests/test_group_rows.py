@@ -166,3 +166,30 @@ def test_a_volume_s_group_norm_and_a_one_element_scale_of_its_rank_keep_their_sh
     assert _shapes(gm, _aten.mul.Tensor)[-2:] == [(2, G, 2, 60)] * 2  # the weight, then the scale: groups' rank
     got = gm(x, w, b, scale)
     assert got.shape == (2, 8, 3, 4, 5) and torch.equal(got, fn(x, w, b, scale))
+
+
+def _meta_traced(name: str) -> torch.fx.GraphModule:
+    """An example problem at its small sizes, traced to ATen on the meta device with torch's own group
+    norm decomposition, whose form off the CPU (any other device) is the GPU's."""
+    from conftest import EXAMPLES
+
+    from kernelopt.problem import load_problem
+
+    problem = load_problem(EXAMPLES / f"{name}.py").small()
+    with torch.device("meta"):
+        model = problem.model_class(*problem.init_inputs(0)).eval()
+    inputs = problem.raw_inputs(0, "meta")
+    table = {_aten.native_group_norm.default: torch._refs.native_group_norm}
+    with torch.no_grad():
+        return make_fx(model, decomposition_table=table)(*inputs)  # meta tensors: nothing computed
+
+
+def test_the_suite_s_group_norms_in_torch_s_own_gpu_decomposition_are_rewritten() -> None:
+    """The form the rewrite matches is torch's, pinned: a torch that decomposes group norm otherwise fails
+    here. The view back to ``N, C, H, W`` ends up after every elementwise op."""
+    for name in ("level1/16_groupnorm", "level2/09_conv2d_groupnorm", "level2/13_groupnorm_scale_shift_silu"):
+        gm = _meta_traced(name)
+        assert rewrite_for_group_rows(gm.graph) == 1, name
+        returned = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+        (out,) = returned if isinstance(returned, (list, tuple)) else (returned,)
+        assert out.target is _aten.reshape.default, (name, out.target)
