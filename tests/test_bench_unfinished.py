@@ -86,10 +86,19 @@ def test_a_resumed_problem_says_which_run_it_went_on_with(monkeypatch, tmp_path:
     settings = load_settings({"store": str(store_path), "stock_modes": "max-autotune-no-cudagraphs"}, env={})
     row = bench_problem.bench_problem(str(problem), {"settings": settings.values(), "name": "level1/11_frob"})
     assert row["details"]["resumed"] == killed and row["details"]["run_id"] == killed
+    assert row["details"]["resumed_after_cut"] is False
     from kernelopt.report.metrics import ProblemOutcome
     from kernelopt.report.scoreboard import problem_notes
 
     assert f"went on with run {killed}, which a time-out had cut short" in problem_notes(ProblemOutcome.from_dict(row))
+    with Store(store_path) as store:
+        stopped = _run(store, problem)  # a run the bench's slot stopped: its worker is told so
+    options = {"settings": settings.values(), "name": "level1/11_frob", "after_cut": True}
+    cut = bench_problem.bench_problem(str(problem), options)
+    assert cut["details"]["resumed"] == stopped and cut["details"]["resumed_after_cut"] is True
+    assert f"went on with run {stopped}, which the end of the bench's --slot had stopped" in problem_notes(
+        ProblemOutcome.from_dict(cut)
+    )
 
 
 # -- a run its worker finished before the time-out killed it (while timing the stock modes) --------------

@@ -376,6 +376,7 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "device": report.device,
             "run_id": report.run_id,
             "resumed": resumed,  # the run a killed worker left unfinished, gone on with (unfinished_run)
+            "resumed_after_cut": bool(resumed) and after_cut,  # that run stopped by the bench's --slot, not a time-out
             "taken": report.run_id if finished else None,  # the run a killed worker had finished (finished_run)
             "stock_taken": sorted(timed),  # stock modes timed before the worker was killed, not again
             "max_autotune": stock.get("max-autotune-no-cudagraphs", "not in the stock_modes setting"),

@@ -132,7 +132,9 @@ def problem_notes(outcome: ProblemOutcome) -> list[str]:
     if details.get("rescored"):
         notes.append(str(details["rescored"]))
     if details.get("resumed"):
-        notes.append(f"went on with run {details['resumed']}, which a time-out had cut short")
+        after_cut = details.get("resumed_after_cut")
+        stopped_by = "the end of the bench's --slot had stopped" if after_cut else "a time-out had cut short"
+        notes.append(f"went on with run {details['resumed']}, which {stopped_by}")
     if details.get("taken"):
         timed = ", ".join(details.get("stock_taken") or []) or "none"
         notes.append(
