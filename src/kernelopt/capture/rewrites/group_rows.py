@@ -205,17 +205,8 @@ def _grouped_call(
             return _call(graph, _aten.reshape.default, a, shape, like=node)
         return a
 
-    args = tuple(moved(a) for a in node.args)
-    kwargs = {k: moved(v) for k, v in node.kwargs.items()}
-    new = graph.call_function(node.target, args, kwargs)  # type: ignore[arg-type]
-    new.meta.update({k: v for k, v in node.meta.items() if k in ("stack_trace", "nn_module_stack")})
-    values = [node_value(a) if isinstance(a, torch.fx.Node) else a for a in args]
-    named = {k: node_value(v) if isinstance(v, torch.fx.Node) else v for k, v in kwargs.items()}
-    known = [*values, *named.values()]
-    modes = {id(getattr(v, "fake_mode", None)) for v in known if isinstance(v, torch.Tensor)}
-    if all(v is not None for v in known) and len(modes) == 1:  # one graph's values, as _call computes them
-        new.meta["val"] = node.target(*values, **named)  # type: ignore[operator]
-    return new
+    args = [moved(a) for a in node.args]
+    return _call(graph, node.target, *args, like=node, kwargs={k: moved(v) for k, v in node.kwargs.items()})
 
 
 def rewrite_for_group_rows(graph: torch.fx.Graph) -> int:

@@ -81,15 +81,19 @@ def _plain_form(scaled: torch.fx.Node, graph: torch.fx.Graph) -> torch.fx.Node |
         )
 
 
-def _call(graph: torch.fx.Graph, op: Any, *args: Any, like: Any) -> torch.fx.Node:
-    """A new node ``op(*args)`` at the graph's insertion point, with ``like``'s source location and its
-    value's shape and dtype (``op`` run on the arguments' fake tensors), as Inductor's lowering wants."""
-    node = graph.call_function(op, tuple(args))
+def _call(graph: torch.fx.Graph, op: Any, *args: Any, like: Any, kwargs: dict[str, Any] | None = None) -> torch.fx.Node:
+    """A new node ``op(*args, **kwargs)`` at the graph's insertion point, with ``like``'s source location
+    and its value's shape and dtype (``op`` run on the arguments' fake tensors), as Inductor's lowering
+    wants."""
+    kwargs = kwargs or {}
+    node = graph.call_function(op, tuple(args), kwargs)
     node.meta.update({k: v for k, v in like.meta.items() if k in ("stack_trace", "nn_module_stack")})
     vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in args]
-    modes = {id(getattr(v, "fake_mode", None)) for v in vals if isinstance(v, torch.Tensor)}
-    if all(v is not None for v in vals) and len(modes) == 1:  # one graph's values (a traced graph may mix)
-        node.meta["val"] = op(*vals)
+    named = {k: v.meta.get("val") if isinstance(v, torch.fx.Node) else v for k, v in kwargs.items()}
+    known = [*vals, *named.values()]
+    modes = {id(getattr(v, "fake_mode", None)) for v in known if isinstance(v, torch.Tensor)}
+    if all(v is not None for v in known) and len(modes) == 1:  # one graph's values (a traced graph may mix)
+        node.meta["val"] = op(*vals, **named)
     return node
 
 
