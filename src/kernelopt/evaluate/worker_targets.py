@@ -258,8 +258,7 @@ def graph_variants(
     s = _session(spec, peak_gbps)
     started = time.monotonic()
     compiled = [_compiled_shape(graph) for graph in s.artifact.graphs]
-    found = getattr(s, "rewrites_found", None)
-    order = sorted(range(len(option_sets)), key=lambda i: not (found is not None and found(option_sets[i])))
+    order = sorted(range(len(option_sets)), key=lambda i: not s.rewrites_found(option_sets[i]))
     rows: dict[int, list[dict[str, Any]]] = {}
     for rank, i in enumerate(order):
         options = option_sets[i]

@@ -189,12 +189,13 @@ def _latest_run(store: Store, problem_path: str, sizes: dict[str, Any] | None, k
     return None
 
 
-def _resumes(store: Store, run_id: int) -> int:
-    """How often a bench has gone on with run ``run_id`` (one ``bench_resume:N`` measurement each)."""
-    return len(store.measurements(run_id, "bench_resume:"))
-
-
+RESUMED = "bench_resume:"  # a resume of a run a killed worker left: counted against BENCH_RESUMES
 AFTER_CUT = "bench_resume_after_cut:"  # a resume of a run the bench stopped at its slot's end: not counted
+
+
+def _resumes(store: Store, run_id: int, kind: str = RESUMED) -> int:
+    """How often a bench has gone on with run ``run_id`` (one ``<kind>N`` measurement each)."""
+    return len(store.measurements(run_id, kind))
 
 
 def resume_unfinished(
@@ -204,8 +205,8 @@ def resume_unfinished(
     uncounted, as the bench stopped it at its slot's end), and said on the worker's log."""
     run_id = unfinished_run(store, problem_path, sizes, kernel_file, counted=not after_cut)
     if run_id is not None:
-        kind = AFTER_CUT if after_cut else "bench_resume:"
-        store.add_measurement(run_id, f"{kind}{len(store.measurements(run_id, kind)) + 1}", {"at": time.time()})
+        kind = AFTER_CUT if after_cut else RESUMED
+        store.add_measurement(run_id, f"{kind}{_resumes(store, run_id, kind) + 1}", {"at": time.time()})
         why = "stopped at the end of the bench's slot" if after_cut else "left unfinished by a killed worker"
         _log_event("stage", {"stage": f"resuming run {run_id}, {why}"})
     return run_id
