@@ -299,7 +299,8 @@ def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewh
     ]  # fmt: skip
     assert len(rows) == 7 and all(set(o) == {"kernelopt.row_split"} for o in rows[5:])
     assert rows[3:5] == [  # free where they find nothing
-        {"kernelopt.group_rows": True, "kernelopt.row_split": 8192}, {"kernelopt.group_rows": True}]  # fmt: skip
+        {"kernelopt.group_rows": True, "kernelopt.var_sums": True, "kernelopt.row_split": 8192},
+        {"kernelopt.group_rows": True}]  # fmt: skip
     every = [o for sets in (option_sets(False), option_sets(True, rereads_first=True)) for o in sets]
     assert {"kernelopt.cluster_softmax": True} not in every and {"kernelopt.cluster_norm": True} not in every
     assert option_sets(False) == [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS] + rows

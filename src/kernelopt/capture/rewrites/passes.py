@@ -27,14 +27,18 @@ from kernelopt.capture.rewrites.group_rows import GROUP_ROWS_OPTION, rewrite_for
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION, rewrite_for_online_softmax
 from kernelopt.capture.rewrites.row_softmax_op import NORM_OP_NAME as ROW_NORM_OP
 from kernelopt.capture.rewrites.row_softmax_op import OP_NAME as ROW_SOFTMAX_OP
+from kernelopt.capture.rewrites.var_sums import VAR_SUMS_OPTION, rewrite_for_var_sums
 
-COMPILE_PASSES: dict[str, Callable[[torch.fx.Graph], int]] = {  # each returns how many changes it made
+# Each returns how many changes it made; they run in this order whatever the options' (group_rows finds a
+# group norm by its var_mean, which var_sums rewrites).
+COMPILE_PASSES: dict[str, Callable[[torch.fx.Graph], int]] = {
     ONLINE_SOFTMAX_OPTION: rewrite_for_online_softmax,
     CLUSTER_SOFTMAX_OPTION: rewrite_for_cluster_softmax,
     CLUSTER_SOFTMAX_BULK_OPTION: rewrite_for_cluster_softmax_bulk,
     CLUSTER_NORM_OPTION: rewrite_for_cluster_norm,
     CLUSTER_NORM_BULK_OPTION: rewrite_for_cluster_norm_bulk,
     GROUP_ROWS_OPTION: rewrite_for_group_rows,
+    VAR_SUMS_OPTION: rewrite_for_var_sums,
 }
 # The ops of kernelopt's own those rewrites put in a graph, as Inductor's wrapper calls them: what gate 1
 # accepts in a graph candidate's call sequence besides the original's own calls.
@@ -45,7 +49,7 @@ def split_options(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], li
     """``options`` as Inductor's own config patches and the rewrites of kernelopt's options set to True."""
     options = options or {}
     patches = {k: v for k, v in options.items() if k not in COMPILE_PASSES}
-    rewrites = [COMPILE_PASSES[k] for k, v in options.items() if k in COMPILE_PASSES and v]
+    rewrites = [rewrite for name, rewrite in COMPILE_PASSES.items() if options.get(name)]
     return patches, rewrites
 
 
