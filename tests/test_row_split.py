@@ -164,7 +164,7 @@ def test_a_looped_two_pass_kernel_counts_as_a_second_pass_and_a_row_split_as_non
 def test_a_session_compiles_a_row_split_under_its_hooks_and_pins_the_config_inductor_chose(monkeypatch) -> None:
     """The worker's side (CPU: Inductor writes C++ here, so the split changes nothing and says so):
     the option is kernelopt's, not refused as an unknown Inductor option, and compiles under
-    compat.row_split_compile; a variant's cooperative kernels get the config their first run chose,
+    compat.row_split_compile with wide var_means as two sums; a variant's cooperative kernels get the config their first run chose,
     read by the name they have in the variant's own module."""
     import contextlib
     import types
@@ -192,9 +192,19 @@ def test_a_session_compiles_a_row_split_under_its_hooks_and_pins_the_config_indu
     s.spec, s.device, s._graph_variants = spec, torch.device("cpu"), {}
     s.model, s.inputs = problem.build_model(0, s.device), problem.make_inputs(0, s.device)
     s.artifact = capture(s.model, s.inputs, {})
+    compiled_with = []
+
+    def recorded_capture(model, inputs, compile_options, **kwargs):  # type: ignore[no-untyped-def]
+        compiled_with.append(dict(compile_options))
+        return capture(model, inputs, compile_options, **kwargs)
+
+    monkeypatch.setattr(session_module, "capture", recorded_capture)
     options = {ROW_SPLIT_OPTION: 8192}
     assert s.graph_variants(options) == ["the same call sequence and kernels, or other parameters or outputs"]
     assert entered == [8192]
+    # a wide var_mean as two sums under every row split (kernelopt.capture.rewrites.var_sums); the split is
+    # kernelopt's own, never an Inductor option
+    assert compiled_with == [{"kernelopt.var_sums": True}]
     assert s.compile_variant({**options, "no_such_option": 1}, "t") == "this torch has no option no_such_option"
 
     # a variant whose kernel is cooperative: pinned to what its launcher chose

@@ -32,6 +32,7 @@ from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_
 from kernelopt.capture.kernel_source import as_launched
 from kernelopt.capture.output_code import source_hash
 from kernelopt.capture.rewrites.passes import COMPILE_PASSES, is_compile_option
+from kernelopt.capture.rewrites.var_sums import VAR_SUMS_OPTION
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, WIDE, RowSplitError, row_split, wide_reductions
 from kernelopt.capture.snapshot import snapshot_launches
 from kernelopt.capture.swap import KernelAddress, build_kernel, find_kernel
@@ -215,13 +216,16 @@ class EvaluationSession:
     def compile_variant(self, options: dict[str, Any], tag: str) -> Artifact | str:
         """The model compiled under ``options`` beside the capture (a forward with its own code object,
         so the captured model keeps its kernels), or why it could not be. ``kernelopt.row_split`` among
-        them compiles under :func:`~kernelopt.capture.compat.row_split_compile`; kernelopt's own compile
-        options (``kernelopt.online_softmax``) go with Inductor's to the compile."""
+        them compiles under :func:`~kernelopt.capture.compat.row_split_compile`, a wide ``var_mean`` as two
+        sums (:mod:`~kernelopt.capture.rewrites.var_sums`); kernelopt's own compile options
+        (``kernelopt.online_softmax``) go with Inductor's to the compile."""
         inductor = {k: v for k, v in options.items() if k not in OWN_OPTIONS}
         unknown = [name for name in inductor if not is_compile_option(name)]
         if unknown:
             return f"this torch has no option {unknown[0]}"
         chunk = options.get(ROW_SPLIT_OPTION)
+        if chunk:  # its cooperative reductions hold a wide var_mean's elements alone, not Welford's arrays too
+            inductor[VAR_SUMS_OPTION] = True
         stage(tag)
         # one graph: a compile whose own rewrites change nothing stops before Inductor's codegen (with
         # more, another graph may hold what the rewrite is for); a row split's, where no reduction is wide

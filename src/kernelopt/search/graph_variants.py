@@ -15,9 +15,7 @@ from typing import Any
 from kernelopt.capture.graph_swap import describe_options
 from kernelopt.capture.rewrites.cluster_norm import CLUSTER_NORM_BULK_OPTION
 from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
-from kernelopt.capture.rewrites.group_rows import GROUP_ROWS_OPTION
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
-from kernelopt.capture.rewrites.var_sums import VAR_SUMS_OPTION
 from kernelopt.capture.row_split import CHUNKS, ROW_SPLIT_OPTION
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
@@ -53,17 +51,11 @@ LAYOUT_OPTIONS: tuple[dict[str, Any], ...] = (
 # or norm that Inductor writes as two passes over each row reads it once. Where a one-graph model has no
 # reduction that wide (row_split.wide_reductions), the compile stops after the post-grad pass.
 ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} for chunk in CHUNKS)
-# A group norm whose weight and bias Inductor writes as a second kernel over the input, given to it in the
-# groups' shape (kernelopt.capture.rewrites.group_rows) so that it writes one, which the row split then
-# splits: its groups of half a million elements read once, their statistics as two sums
-# (kernelopt.capture.rewrites.var_sums), since Inductor's cooperative Welford holds four times the registers
-# (on the H100, level1/16 under the row split ran 0.82x with Welford's). Alone, the rewrite's one kernel still reads each
-# group twice, in two loops; where groups are small (a diffusion model's 32 groups of 10 x 64 x 64, 160 KB)
-# the second read may come from L2 rather than memory: the graph stage judges both.
-GROUP_ROWS_OPTIONS: tuple[dict[str, Any], ...] = (
-    {GROUP_ROWS_OPTION: True, VAR_SUMS_OPTION: True, ROW_SPLIT_OPTION: CHUNKS[0]},
-    {GROUP_ROWS_OPTION: True},
-)
+# Not here: a group norm given to Inductor in its groups' shape (kernelopt.group_rows: one kernel), alone or
+# with the row split. On the H100 every form ran slower than the stock two kernels, each at its roofline
+# (level1/16: 0.976x alone, 0.82x split with Inductor's cooperative Welford, 0.89-0.92x with two sums;
+# level2/13 split 0.26x): benchmarks/h100-2026-12-06-suite-modes, twenty-sixth session. It stays a compile
+# option and a knob.
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
 # softmax (kernelopt.capture.rewrites.online_softmax): a looped one reads its rows once less. A wide softmax
 # handed to kernelopt's own kernel, which holds each row on chip across a Hopper cluster, in shared
@@ -79,7 +71,6 @@ REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {ONLINE_SOFTMAX_OPTION: True},
     {CLUSTER_SOFTMAX_BULK_OPTION: True},
     {CLUSTER_NORM_BULK_OPTION: True},  # a row's L2 normalisation by the same kernel
-    *GROUP_ROWS_OPTIONS,  # before the row splits alone: no compile where it finds nothing, one kernel where it does
     *ROW_SPLIT_OPTIONS,
 )
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS
