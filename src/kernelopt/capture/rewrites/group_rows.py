@@ -14,10 +14,10 @@ as ``1, G, C/G, 1`` instead. Inductor then writes one kernel per group norm,
 its statistics and its output in two loops over each group, and that kernel is what
 :mod:`kernelopt.capture.row_split` splits across programs that hold a group in registers: one read.
 
-It changes only the order of views and elementwise ops: the values are the graph's. The graph stage
-compiles it with the row split and alone (:data:`~kernelopt.search.graph_variants.GROUP_ROWS_OPTIONS`: alone,
-a small group's second loop may read it from L2) and judges each end to end, as every graph variant is
-judged; it is a compile knob too.
+It changes only the order of views and elementwise ops: the values are the graph's. It is a compile
+option and a knob, not a graph variant: on the H100 every form ran slower than the stock two kernels, each
+at its roofline (the suite's group norm 0.976x alone, 0.82-0.92x under the row split, whose two grid
+barriers a group cost about a program's own read; benchmarks/h100-2026-12-06-suite-modes).
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ Under its cooperative reductions Inductor computes a ``var_mean`` with Welford's
 block: three arrays of a program's elements (mean, second moment, count) besides the elements
 themselves, and a division per element in the combine. For an ordinary persistent reduction Inductor
 takes two sums instead ("it uses fewer registers"), but not for a cooperative one, so a row split
-(:mod:`kernelopt.capture.row_split`) of a group norm's 8192 elements a program holds four times the
-registers its softmax does. Written as two sums, the statistics are two cooperative reductions over the
-elements held (two barriers, as a softmax has), the mean exact to a sum's rounding and the variance the
-textbook two-pass one, no less accurate than Welford's: gate 3 judges the values against float64.
+(:mod:`kernelopt.capture.row_split`) of a group norm holds all four. Written as two sums, the statistics
+are two cooperative reductions over the elements held (two barriers, as a softmax has): the mean to a
+sum's rounding and the variance the textbook two-pass one, from deviations from that mean (never the sum
+of squares less the squared mean); gate 3 judges the values against float64.
 
 Every row split's compile applies it (:meth:`~kernelopt.evaluate.session.EvaluationSession.compile_variant`);
 without one, a looped kernel would read the row once more for the second sum. On the H100 it took the
