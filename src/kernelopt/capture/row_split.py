@@ -41,9 +41,6 @@ ROW_SPLIT_OPTION = "kernelopt.row_split"  # a graph option of kernelopt's own: e
 # (log-softmax 131072 wide: RSPLIT 16; softmax 65536 wide: 8) or 16384 (log-softmax 50257 wide: 4).
 CHUNKS = (8192, 16384)
 MAX_RSPLIT = 64  # programs a row is split across at most (compat.row_split_compile)
-# The widest row the split holds in registers: 64 programs of 8192 elements (a group norm's group of 8
-# channels of 256 x 256), each element as float32 whatever the input's dtype.
-HELD = MAX_RSPLIT * CHUNKS[0]
 # A reduction of this many elements or more the row split's compile makes cooperative
 # (compat.row_split_compile); a graph without one it writes as compiled.
 WIDE = 4096

@@ -2,8 +2,7 @@
 
 The traffic floor (:func:`~kernelopt.evaluate.analysis.graph_floor_bytes`) reads every input once. A
 graph whose output needs an input's values *and* a statistic of more of that input than the chip can hold
-(one Hopper cluster, :mod:`kernelopt.capture.rewrites.row_softmax_op`; a row split across programs,
-:mod:`kernelopt.capture.row_split`) must read the input again once the statistic is known: a Frobenius
+(one Hopper cluster, :mod:`kernelopt.capture.rewrites.row_softmax_op`) must read the input again once the statistic is known: a Frobenius
 normalisation (the sum over the whole tensor), a centring by a column mean followed by a row's scale. No
 fusion removes that read, so a floor without it calls such a graph "far above its floor" and sends it to the graph stage
 for nothing (251 s on the Frobenius norm on the H200, 2026-12-04).
@@ -29,7 +28,6 @@ import torch
 
 from kernelopt.capture import compat
 from kernelopt.capture.rewrites.row_softmax_op import MAX_COLUMNS, max_columns
-from kernelopt.capture.row_split import HELD as ROW_SPLIT_HELD
 
 ON_CHIP = MAX_COLUMNS
 """Elements of one statistic a kernel can hold on chip while it waits for the statistic, whatever their
@@ -39,9 +37,12 @@ dtype: the widest row kernelopt's own cluster softmax keeps in registers across 
 
 def held_on_chip(itemsize: int) -> int:
     """Elements of one statistic over an input of ``itemsize`` bytes an element that a kernel can hold on
-    chip: the widest of the op's two forms (float32 229344, a 16-bit dtype 458688) and the row split's
-    registers (524288, any dtype: a group norm's group of 8 x 256 x 256)."""
-    return max(ON_CHIP, max_columns(True, itemsize), ROW_SPLIT_HELD)
+    chip and still win: the widest of the op's two forms (float32 229344, a 16-bit dtype 458688). Not the
+    row split's registers (:mod:`kernelopt.capture.row_split`): 64 programs of 8192 elements do hold a
+    group norm's group of 8 x 256 x 256, but its two grid barriers a group cost more than the second read
+    (0.907x of the stock two kernels on the H100, benchmarks/h100-2026-12-06-gpu-tests-26), and its wins
+    were rows of 131072 at most."""
+    return max(ON_CHIP, max_columns(True, itemsize))
 
 
 Interval = tuple[int, int]  # [lo, hi) in an input's flat index, as strides: a dimension of size hi / lo
