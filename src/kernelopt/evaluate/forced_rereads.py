@@ -2,8 +2,9 @@
 
 The traffic floor (:func:`~kernelopt.evaluate.analysis.graph_floor_bytes`) reads every input once. A
 graph whose output needs an input's values *and* a statistic of more of that input than the chip can hold
-(one Hopper cluster, :mod:`kernelopt.capture.rewrites.row_softmax_op`) must read the input again once the statistic is known: a Frobenius
-normalisation (the sum over the whole tensor), a centring by a column mean followed by a row's scale. No
+(one Hopper cluster, :mod:`kernelopt.capture.rewrites.row_softmax_op`) must read the input again once the
+statistic is known: a Frobenius normalisation (the sum over the whole tensor), a centring by a column mean
+followed by a row's scale, a group norm's groups of 8 x 256 x 256 (:func:`held_on_chip`). No
 fusion removes that read, so a floor without it calls such a graph "far above its floor" and sends it to the graph stage
 for nothing (251 s on the Frobenius norm on the H200, 2026-12-04).
 

@@ -135,9 +135,9 @@ def reread_options_first(amdahl: float, fusion: float | None, rereads_share: flo
     """Whether the graph stage compiles its reread option sets (online softmax, on-chip softmax and norm,
     row splits) before the others, as its compile budget may not reach them all: where kernels read their
     rows twice, and where the graph sits far above a traffic floor that already counts every second read
-    the chip cannot hold (kernels each at its roofline that a kernel holding the statistic would fuse). A rewrite of kernelopt's that
-    finds nothing, and a row split where no reduction is wide, cost no compile (the capture's probes leave
-    them out)."""
+    the chip cannot hold (kernels each at its roofline that a kernel holding the statistic would fuse). A
+    rewrite of kernelopt's that finds nothing, and a row split where no reduction is wide, cost no compile
+    (the capture's probes leave them out)."""
     return rereads_share >= COPY_SHARE or _beyond_fusion(amdahl, fusion) is not None
 
 
