@@ -48,8 +48,9 @@ BULK_PIECES = 2
 BULK_FAST_EXP = True
 BULK_STREAMING = True
 
-CUDA_SOURCE = (
-    r"""
+# What every kernelopt cluster kernel's source starts with: the dtypes' conversions, 16-byte packs, a
+# cluster launch, shared-memory addresses and 16-byte stores.
+CUDA_PRELUDE = r"""
 #include <cstdint>
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>
@@ -66,6 +67,102 @@ template <> __device__ __forceinline__ float from_float<float>(float v) { return
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
 
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
+
+// rows x clusters blocks of `threads`, one row a cluster of `clusters` blocks, on `stream` (used in place:
+// the config points at the struct's own attribute)
+struct ClusterLaunch {
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute attribute[1];
+  ClusterLaunch(int64_t rows, int64_t clusters, int threads, size_t smem, cudaStream_t stream) {
+    config.gridDim = dim3((unsigned)(rows * clusters));
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = (unsigned)clusters;
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <typename T> __device__ __forceinline__ void store16(T* p, const T* v, bool streaming) {
+  const uint4 bits = *reinterpret_cast<const uint4*>(v);
+  if (streaming) __stcs(reinterpret_cast<uint4*>(p), bits);
+  else *reinterpret_cast<uint4*>(p) = bits;
+}
+
+// A block's part of a row (n elements from src) in shared memory at smem_raw: its 16-byte-aligned middle
+// by bulk (TMA) copies in PIECES pieces, each completing its own mbarrier (bars: PIECES of them, in shared
+// memory), issued by thread 0 at construction (every thread constructs it: it holds a __syncthreads); the
+// elements before it (head) and after it (from tail) are the caller's to load into buf. buf + head is
+// 16-byte aligned.
+template <typename T, int PIECES>
+struct BulkPart {
+  static constexpr int VEC = 16 / sizeof(T);
+  T* buf;
+  int head, tail, vectors, per_piece;
+  const Pack<T, VEC>* middle;
+  __device__ __forceinline__ BulkPart(const T* src, int n, unsigned char* smem_raw, unsigned long long* bars) {
+    const unsigned long long g0 = reinterpret_cast<unsigned long long>(src);
+    const unsigned long long gend = g0 + (unsigned long long)n * sizeof(T);
+    const unsigned long long a0 = min((g0 + 15ull) & ~15ull, gend);
+    const unsigned long long a1 = max(gend & ~15ull, a0);
+    head = (int)((a0 - g0) / sizeof(T));
+    tail = (int)((a1 - g0) / sizeof(T));
+    vectors = (tail - head) / VEC;
+    per_piece = (vectors + PIECES - 1) / PIECES;
+    buf = reinterpret_cast<T*>(smem_raw + ((16u - (unsigned)(a0 - g0)) & 15u));
+    middle = reinterpret_cast<const Pack<T, VEC>*>(buf + head);
+    if (threadIdx.x == 0) {
+      #pragma unroll
+      for (int p = 0; p < PIECES; ++p) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[p])));
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int p = 0; p < PIECES; ++p) {
+        const unsigned first = (unsigned)min(p * per_piece, vectors) * 16u;
+        const unsigned bytes = (unsigned)min((p + 1) * per_piece, vectors) * 16u - first;
+        const unsigned barrier = smem_addr(&bars[p]);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+        for (unsigned done = 0; done < bytes; done += 32768u) {
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+              ::"r"(smem_addr(middle) + first + done), "l"(a0 + first + done), "r"(min(32768u, bytes - done)),
+                "r"(barrier) : "memory");
+        }
+      }
+    }
+  }
+  // the first and past-the-last pack of piece p
+  __device__ __forceinline__ int first(int p) const { return p * per_piece; }
+  __device__ __forceinline__ int last(int p) const { return min((p + 1) * per_piece, vectors); }
+  // until piece p has landed
+  __device__ __forceinline__ void wait(unsigned long long* bars, int p) const {
+    asm volatile(
+        "{\n"
+        ".reg .pred ready;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], 0;\n"
+        "@!ready bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_addr(&bars[p])) : "memory");
+  }
+};
+
+"""
+
+CUDA_SOURCE = (
+    CUDA_PRELUDE
+    + r"""
 // the larger of two floats, NaN where either is one (fmaxf drops a NaN), as torch's amax: PTX's max.NaN,
 // one FMNMX.NAN as fmaxf is one FMNMX (sm_80+). Written as (isnan(a) || a > b) ? a : b it compiled to
 // compares and selects interleaved with the row's loads, and the kernel ran 2x slower on the H200 (0.651
@@ -139,8 +236,6 @@ __device__ __forceinline__ RowStats cluster_stats(cg::cluster_group& cluster, fl
   return {M, S, lse && isinf(M) ? natural : natural + logf(S), 1.0f / S};
 }
 
-template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
-
 template <typename TI, typename TO, int ITEMS, int VEC, int THREADS, bool NORM>
 __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
     const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
@@ -204,27 +299,6 @@ __global__ void __launch_bounds__(THREADS, __MIN_BLOCKS__) row_softmax_kernel(
   }
 }
 
-// rows x clusters blocks of `threads`, one row a cluster of `clusters` blocks, on `stream` (used in place:
-// the config points at the struct's own attribute)
-struct ClusterLaunch {
-  cudaLaunchConfig_t config = {};
-  cudaLaunchAttribute attribute[1];
-  ClusterLaunch(int64_t rows, int64_t clusters, int threads, size_t smem, cudaStream_t stream) {
-    config.gridDim = dim3((unsigned)(rows * clusters));
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = (unsigned)clusters;
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-  }
-  ClusterLaunch(const ClusterLaunch&) = delete;
-  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
-};
-
 template <typename TI, typename TO, int VEC, bool NORM>
 static cudaError_t launch_typed(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters,
                                 int64_t chunk, float scale, bool log_out, bool lse, float eps, cudaStream_t stream) {
@@ -271,10 +345,6 @@ extern "C" int kopt_row_softmax(const void* x, void* y, int64_t rows, int64_t co
 // the H200 the form that read shared memory one element at a time, in three passes (max, sum, output),
 // moved 73-76 % of the copy roofline on softmax rows (benchmarks/h200-2026-12-05-bulk-probe): its compute
 // was not hidden behind the loads.
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // Fold (m2, s2) into the running max and sum (m, s) of exponentials relative to m; a sum of 0 adds
 // nothing (its max may be -inf, whose difference with another -inf is NaN); a NaN max or sum stays.
 template <bool FAST>
@@ -313,12 +383,6 @@ __device__ __forceinline__ void take(float& m, float& s, float t) {
   s += t == -INFINITY ? 0.0f : exp_of<FAST>(t - m);
 }
 
-template <typename T> __device__ __forceinline__ void store16(T* p, const T* v, bool streaming) {
-  const uint4 bits = *reinterpret_cast<const uint4*>(v);
-  if (streaming) __stcs(reinterpret_cast<uint4*>(p), bits);
-  else *reinterpret_cast<uint4*>(p) = bits;
-}
-
 template <typename TI, typename TO, int THREADS, bool NORM, int PIECES, bool FAST, bool STREAMING>
 __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
     const TI* __restrict__ x, TO* __restrict__ y, int64_t cols, int64_t chunk, float scale, bool log_out,
@@ -340,36 +404,10 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
   TO* yr = y + row * cols + start;
 
   // the part's 16-byte-aligned middle goes by bulk copies; the elements before and after it by loads
-  const unsigned long long g0 = reinterpret_cast<unsigned long long>(src);
-  const unsigned long long gend = g0 + (unsigned long long)n * sizeof(TI);
-  const unsigned long long a0 = min((g0 + 15ull) & ~15ull, gend);
-  const unsigned long long a1 = max(gend & ~15ull, a0);
-  const int head = (int)((a0 - g0) / sizeof(TI));
-  const int tail = (int)((a1 - g0) / sizeof(TI));
-  const int vectors = (tail - head) / VEC;
-  const int per_piece = (vectors + PIECES - 1) / PIECES;
-  TI* buf = reinterpret_cast<TI*>(smem_raw + ((16u - (unsigned)(a0 - g0)) & 15u));  // buf + head: 16-aligned
-  const Pack<TI, VEC>* middle = reinterpret_cast<const Pack<TI, VEC>*>(buf + head);
-  if (threadIdx.x == 0) {
-    #pragma unroll
-    for (int p = 0; p < PIECES; ++p) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[p])));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int p = 0; p < PIECES; ++p) {
-      const unsigned first = (unsigned)min(p * per_piece, vectors) * 16u;
-      const unsigned bytes = (unsigned)min((p + 1) * per_piece, vectors) * 16u - first;
-      const unsigned barrier = smem_addr(&bars[p]);
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
-      for (unsigned done = 0; done < bytes; done += 32768u) {
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-            ::"r"(smem_addr(middle) + first + done), "l"(a0 + first + done), "r"(min(32768u, bytes - done)),
-              "r"(barrier) : "memory");
-      }
-    }
-  }
+  const BulkPart<TI, PIECES> bulk(src, n, smem_raw, bars);
+  TI* buf = bulk.buf;
+  const int head = bulk.head, tail = bulk.tail;
+  const Pack<TI, VEC>* middle = bulk.middle;
   // FAST: exponentials are 2^t of t = v * scale * log2(e), the max and the sum in those units
   const float k = FAST && !NORM ? scale * LOG2E : scale;
   float m = NORM ? 0.0f : -INFINITY, s = 0.0f;
@@ -384,15 +422,8 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
   edge(0, head);
   edge(tail, n);
   for (int p = 0; p < PIECES; ++p) {
-    asm volatile(
-        "{\n"
-        ".reg .pred ready;\n"
-        "WAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], 0;\n"
-        "@!ready bra WAIT_%=;\n"
-        "}\n" ::"r"(smem_addr(&bars[p])) : "memory");
-    const int last = min((p + 1) * per_piece, vectors);
-    for (int i = p * per_piece + threadIdx.x; i < last; i += THREADS) {
+    bulk.wait(bars, p);
+    for (int i = bulk.first(p) + threadIdx.x; i < bulk.last(p); i += THREADS) {
       const Pack<TI, VEC> v = middle[i];
       float t[VEC];
       #pragma unroll
