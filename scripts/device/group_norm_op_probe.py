@@ -1,0 +1,92 @@
+"""Probe: ``torch.ops.kernelopt.group_norm`` (each group read once, held in one cluster's shared memory)
+against the stock compile of ``F.group_norm``, at the suite's group norms' shapes and at every cluster size
+that holds their groups.
+
+    PYTHONPATH=src python3 scripts/device/group_norm_op_probe.py [--mode max-autotune-no-cudagraphs]
+
+One JSON line per case and cluster size as it is measured: the largest error against float64 (the op's
+and the stock compile's beside it), the clusters the GPU holds at once for the shape, and the op timed
+interleaved with the stock compile of the same function in this process (``kernelopt.measure.compare``:
+L2 flushed, 30 rounds; medians in ms), through the registered op (its whole host path and output
+allocation, as a compiled graph calls it). Needs an sm_90 GPU and nvcc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+
+from kernelopt.capture.rewrites import group_norm_kernel as kernel
+from kernelopt.capture.rewrites import group_norm_op as op
+from kernelopt.measure import compare
+
+CASES = [  # name, shape, groups, dtype
+    ("level1/16_groupnorm", (64, 64, 256, 256), 8, torch.float32),
+    ("level2/09_conv2d_groupnorm", (64, 128, 128, 128), 8, torch.float32),
+    ("level2/13_groupnorm_scale_shift_silu", (64, 320, 64, 64), 32, torch.bfloat16),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", default="max-autotune-no-cudagraphs")
+    args = parser.parse_args()
+    for name, shape, groups, dtype in CASES:
+        probe_case(name, shape, groups, dtype, args.mode)
+
+
+def probe_case(name: str, shape: tuple[int, ...], groups: int, dtype: torch.dtype, mode: str) -> None:
+    torch.manual_seed(0)
+    channels = shape[1]
+    x = (torch.randn(shape, device="cuda") * 2 + 0.5).to(dtype)
+    weight = (torch.rand(channels, device="cuda") + 0.5).to(dtype)
+    bias = torch.randn(channels, device="cuda").to(dtype)
+    eps = 1e-5
+
+    def stock_fn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.group_norm(x, groups, weight, bias, eps)
+
+    compiled = torch.compile(stock_fn, mode=mode)
+    exact = F.group_norm(x.double(), groups, weight.double(), bias.double(), eps)
+    stock_out = compiled(x, weight, bias)
+    stock_err = (stock_out.double() - exact).abs().max().item()
+    columns = channels // groups * (x.numel() // (shape[0] * channels))
+    chosen = op.cluster_blocks(columns, x.element_size())
+    library = kernel.launcher(dtype, op.row_softmax_op.capability(x.device.index))
+    base = {"case": name, "shape": list(shape), "groups": groups, "dtype": str(dtype), "mode": mode,
+            "columns": columns, "chosen": chosen}  # fmt: skip
+    for clusters in op.CLUSTER_SIZES:
+        if -(-columns // clusters) * x.element_size() + 16 > kernel.PART_BYTES_LIMIT:
+            continue
+        row = {**base, "clusters": clusters}
+        try:
+            row["active_clusters"] = library.active_clusters(x, groups, clusters)
+
+            def call(clusters: int = clusters) -> torch.Tensor:
+                return torch.ops.kernelopt.group_norm(x, weight, bias, groups, eps, clusters)
+
+            got = call()
+            torch.cuda.synchronize()
+            row["max_abs_err"] = (got.double() - exact).abs().max().item()
+            row["stock_max_abs_err"] = stock_err
+            timed = compare(lambda: compiled(x, weight, bias), call, device="cuda", trials=30)
+        except Exception as exc:  # a shape the GPU refuses: said, and the next one measured
+            print(json.dumps({**row, "error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
+            continue
+        moved = 2 * x.numel() * x.element_size()
+        row.update(
+            stock_ms=round(timed.baseline.median_ms, 4),
+            op_ms=round(timed.candidate.median_ms, 4),
+            speedup=round(timed.speedup, 3),
+            op_tb_per_s=round(moved / (timed.candidate.median_ms * 1e-3) / 1e12, 2),
+            stock_tb_per_s_if_read_once=round(moved / (timed.baseline.median_ms * 1e-3) / 1e12, 2),
+        )
+        print(json.dumps(row), flush=True)
+    print(json.dumps({**base, "kind": "fallbacks", "fallbacks": dict(op.row_softmax_op.FALLBACKS)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
