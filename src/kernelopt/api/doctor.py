@@ -59,8 +59,8 @@ def diagnose(store: Store | None, remeasure: bool = False) -> Diagnosis:
         refused = (
             ""
             if cuda_toolchain.nvcc_missing() is None
-            else ", and the kernelopt.cluster_softmax and cluster_norm options are refused unless the op was built "
-            "for this GPU where "
+            else ", and the kernelopt.cluster_softmax, cluster_norm and cluster_group_norm options are refused unless "
+            "their ops were built for this GPU where "
             "nvcc is (kernelopt build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR"
         )
         problems.append(f"no CUDA C++ builds ({cuda_builds}): the LLM agents plan Triton only{refused}")

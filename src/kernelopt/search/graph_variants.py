@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelopt.capture.graph_swap import describe_options
+from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION
 from kernelopt.capture.rewrites.cluster_norm import CLUSTER_NORM_BULK_OPTION
 from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
@@ -55,7 +56,9 @@ ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} 
 # with the row split. On the H100 every form ran slower than the stock two kernels, each at its roofline
 # (level1/16: 0.976x alone, 0.82x split with Inductor's cooperative Welford, 0.89-0.92x with two sums;
 # level2/13 split 0.26x): benchmarks/h100-2026-12-06-suite-modes, twenty-sixth session. It stays a compile
-# option and a knob.
+# option and a knob. What reads a group once instead is kernelopt's own group norm, each group held in one
+# cluster's shared memory (kernelopt.capture.rewrites.cluster_group_norm; on the H100 2.7x and 6.2x the
+# stock compile of the suite's level2 group norms alone: benchmarks/h100-2026-12-06-group-norm-op).
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
 # softmax (kernelopt.capture.rewrites.online_softmax): a looped one reads its rows once less. A wide softmax
 # handed to kernelopt's own kernel, which holds each row on chip across a Hopper cluster, in shared
@@ -71,6 +74,7 @@ REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {ONLINE_SOFTMAX_OPTION: True},
     {CLUSTER_SOFTMAX_BULK_OPTION: True},
     {CLUSTER_NORM_BULK_OPTION: True},  # a row's L2 normalisation by the same kernel
+    {CLUSTER_GROUP_NORM_OPTION: True},  # a group norm's groups, by kernelopt's group-norm kernel
     *ROW_SPLIT_OPTIONS,
 )
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS

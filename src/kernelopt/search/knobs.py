@@ -49,6 +49,7 @@ KNOBS: tuple[tuple[str, Any], ...] = (
     ("kernelopt.cluster_softmax_bulk", True),
     ("kernelopt.cluster_norm", True),  # a wide row's L2 normalisation by the same kernel
     ("kernelopt.cluster_norm_bulk", True),
+    ("kernelopt.cluster_group_norm", True),  # a wide group norm by kernelopt's kernel: each group read once
     ("kernelopt.group_rows", True),  # a group norm's weight and bias in its groups' shape: one kernel
 )
 # Knobs that only mean something together with another.

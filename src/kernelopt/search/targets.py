@@ -113,7 +113,8 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rere
     did not compute in one loop: :mod:`kernelopt.capture.rewrites.online_softmax` gives them back to its online
     softmax; a second read: a split of each row across programs that keep it in registers removes it,
     :mod:`kernelopt.capture.row_split`, as does kernelopt's own softmax or L2 norm across a Hopper cluster,
-    :mod:`kernelopt.capture.rewrites.cluster_softmax`, :mod:`kernelopt.capture.rewrites.cluster_norm`)."""
+    :mod:`kernelopt.capture.rewrites.cluster_softmax`, :mod:`kernelopt.capture.rewrites.cluster_norm`, and a group norm's
+    by :mod:`kernelopt.capture.rewrites.cluster_group_norm`)."""
     fused = _beyond_fusion(amdahl, fusion)
     if fused is not None:
         return f"{fused}, headroom only other fusion can buy"

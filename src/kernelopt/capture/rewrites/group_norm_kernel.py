@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from pathlib import Path
 
 import torch
 
@@ -247,6 +248,13 @@ def launcher(dtype: torch.dtype, arch: tuple[int, int]) -> Library:
     from kernelopt.capture.rewrites.cuda_library import build_library
 
     return Library(build_library(source_for(dtype), LIBRARY, arch))
+
+
+def build_all(arch: tuple[int, int]) -> list[Path]:
+    """The op built for every dtype and ``arch`` into the build folder (``kernelopt build-op``)."""
+    from kernelopt.capture.rewrites.cuda_library import ensure_built
+
+    return [ensure_built(source_for(dtype), LIBRARY, arch) for dtype in DTYPES]
 
 
 def prebuilt(dtype: torch.dtype, arch: tuple[int, int]) -> bool:

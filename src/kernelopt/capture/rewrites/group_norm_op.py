@@ -14,6 +14,9 @@ The kernel, its build and launch: :mod:`~kernelopt.capture.rewrites.group_norm_k
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 
@@ -21,54 +24,58 @@ from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.capture.rewrites.group_norm_kernel import DTYPES, MAX_CLUSTER, PART_BYTES_LIMIT, launcher
 
 OP_NAME = "torch.ops.kernelopt.group_norm.default"  # as Inductor's wrapper calls it
-# A block's part at most this many bytes where a cluster of that many blocks holds the group, so that an SM
-# holds two blocks (as the row softmax's BULK_PART_BYTES); past it, parts up to the 227 KB a block may ask.
-SHARED_PART_BYTES = 112 * 1024
+# A block's part at most this many bytes, so that an SM holds three blocks. On an H100
+# (scripts/device/group_norm_op_probe.py, benchmarks/h100-2026-12-06-group-norm-op) the suite's groups ran
+# fastest so: 262144 float32 in 16 blocks of 64 KB 2.7x the stock compile (8 of 128 KB 2.3x), 40960
+# bfloat16 in 2 of 40 KB 6.2x (1 of 80 KB 5.5x); 524288 float32 in 16 of 128 KB, one block an SM and 7
+# clusters at once, ran 0.71x, so groups that wide are left to Inductor.
+PART_BYTES = 65 * 1024
 CLUSTER_SIZES = tuple(2**k for k in range(MAX_CLUSTER.bit_length()) if 2**k <= MAX_CLUSTER)  # 1 ... 16
 MIN_GROUP = 4096  # narrower groups: Inductor's persistent reductions read them once already
 
 
-def cluster_blocks(columns: int, itemsize: int) -> int | None:
-    """The blocks of a cluster for groups of ``columns`` elements: the fewest whose parts fit
-    :data:`SHARED_PART_BYTES`, else the fewest whose parts fit the most a block may ask; None past that."""
-    for limit in (SHARED_PART_BYTES, PART_BYTES_LIMIT):
-        blocks = next((b for b in CLUSTER_SIZES if -(-columns // b) * itemsize + 16 <= limit), None)
-        if blocks is not None:
-            return blocks
-    return None
+def cluster_blocks(columns: int, itemsize: int, part_bytes: int = PART_BYTES) -> int | None:
+    """The blocks of a cluster for groups of ``columns`` elements: the fewest whose parts fit ``part_bytes``;
+    None where no cluster holds the group so."""
+    return next((b for b in CLUSTER_SIZES if -(-columns // b) * itemsize + 16 <= part_bytes), None)
 
 
 def max_columns(itemsize: int) -> int:
-    """The widest group the op holds: 16 blocks' parts of 227 KB (float32 929792 elements)."""
-    return MAX_CLUSTER * ((PART_BYTES_LIMIT - 16) // itemsize)
+    """The widest group the op takes: 16 blocks' parts of :data:`PART_BYTES` (float32 266176 elements)."""
+    return MAX_CLUSTER * ((PART_BYTES - 16) // itemsize)
 
 
-def unsupported(x: torch.Tensor, groups: int) -> str | None:
+def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_bytes: int = PART_BYTES) -> str | None:
+    """Why the kernel would not take a group norm of an input of ``shape`` (``itemsize`` bytes an element)
+    in ``groups`` groups, each block's part at most ``part_bytes``, else None."""
+    if len(shape) < 3 or math.prod(shape) == 0:
+        return "an input with no spatial dimension, or an empty one"
+    if groups < 1 or shape[1] % groups:
+        return f"{shape[1]} channels in {groups} groups"
+    hw = math.prod(shape[2:])
+    if hw < 16 // itemsize:
+        return f"{hw} elements a channel, fewer than a 16-byte pack"
+    columns = shape[1] // groups * hw
+    if cluster_blocks(columns, itemsize, part_bytes) is None:
+        return f"groups of {columns} elements, wider than a cluster holds ({max_columns(itemsize)})"
+    return None
+
+
+def unsupported(x: torch.Tensor, groups: int, part_bytes: int = PART_BYTES) -> str | None:
     """Why the kernel would not compute a group norm of this CUDA input, else None."""
     if x.dtype not in DTYPES:
         return f"no build for {x.dtype}"
-    if x.dim() < 3 or x.numel() == 0:
-        return "an input with no spatial dimension, or an empty one"
-    if x.shape[1] % groups:
-        return f"{x.shape[1]} channels in {groups} groups"
-    hw = x.numel() // (x.shape[0] * x.shape[1])
-    if hw < 16 // x.element_size():
-        return f"{hw} elements a channel, fewer than a 16-byte pack"
     if not row_softmax_op.has_clusters(x.device.index):
         return f"no thread-block clusters on a GPU of compute capability {row_softmax_op.capability(x.device.index)}"
-    columns = x.shape[1] // groups * hw
-    if cluster_blocks(columns, x.element_size()) is None:
-        return f"groups of {columns} elements, wider than a cluster holds ({max_columns(x.element_size())})"
-    return None
+    return unsupported_shape(x.shape, x.element_size(), groups, part_bytes)
 
 
 def reference(
     x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, groups: int, eps: float
 ) -> torch.Tensor:
-    """What the op computes, by torch: the group norm in float32, in ``x``'s dtype."""
-    w = weight.float() if weight is not None else None
-    b = bias.float() if bias is not None else None
-    return F.group_norm(x.float(), groups, w, b, eps).to(x.dtype)
+    """What the op computes, by torch: the group norm in float32, in ``x``'s dtype (a weight and bias of
+    ``C`` elements, flat or as the graph broadcasts them)."""
+    return F.group_norm(x.float(), groups, _by_channel(weight), _by_channel(bias), eps).to(x.dtype)
 
 
 def group_norm(
@@ -80,11 +87,12 @@ def group_norm(
     clusters: int = 0,
 ) -> torch.Tensor:
     """``F.group_norm(x, groups, weight, bias, eps)``, one read of each group (``clusters``: the blocks of a
-    cluster, 0 for the op's own choice)."""
+    cluster, 0 for the op's own choice; the probe's, which may ask for parts up to the 227 KB a block may
+    have, past the op's own rule)."""
     row_softmax_op._forward_only(x, "kernelopt.group_norm")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, weight, bias, groups, eps)
-    reason = unsupported(x, groups)
+    reason = unsupported(x, groups, PART_BYTES_LIMIT if clusters else PART_BYTES)
     if reason is None and not x.is_contiguous():
         reason = "a non-contiguous input"  # the rewrite asks only for contiguous ones: a copy would cost a pass
     if reason is not None:
@@ -92,7 +100,8 @@ def group_norm(
         return reference(x, weight, bias, groups, eps)
     columns = x.shape[1] // groups * (x.numel() // (x.shape[0] * x.shape[1]))
     blocks = clusters or cluster_blocks(columns, x.element_size())
-    assert blocks is not None
+    if blocks is None or -(-columns // blocks) * x.element_size() + 16 > PART_BYTES_LIMIT:
+        raise ValueError(f"kernelopt.group_norm: {clusters} blocks a cluster cannot hold groups of {columns} elements")
     y = torch.empty_like(x)
     kernel = launcher(x.dtype, row_softmax_op.capability(x.device.index))
     kernel.run(x, y, _by_channel(weight), _by_channel(bias), groups, blocks, float(eps))
@@ -100,7 +109,8 @@ def group_norm(
 
 
 def _by_channel(t: torch.Tensor | None) -> torch.Tensor | None:
-    """A weight or bias as the kernel reads it: contiguous float32 (a copy only where it is not already)."""
+    """A weight or bias (``C`` elements, flat or broadcast by channel as ``1, C, 1, 1``) as the kernel reads
+    it: flat contiguous float32, a copy only where it is not already."""
     return None if t is None else t.reshape(-1).float().contiguous()
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
+from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION, rewrite_for_cluster_group_norm
 from kernelopt.capture.rewrites.cluster_norm import (
     CLUSTER_NORM_BULK_OPTION,
     CLUSTER_NORM_OPTION,
@@ -23,26 +24,28 @@ from kernelopt.capture.rewrites.cluster_softmax import (
     rewrite_for_cluster_softmax,
     rewrite_for_cluster_softmax_bulk,
 )
+from kernelopt.capture.rewrites.group_norm_op import OP_NAME as GROUP_NORM_OP
 from kernelopt.capture.rewrites.group_rows import GROUP_ROWS_OPTION, rewrite_for_group_rows
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION, rewrite_for_online_softmax
 from kernelopt.capture.rewrites.row_softmax_op import NORM_OP_NAME as ROW_NORM_OP
 from kernelopt.capture.rewrites.row_softmax_op import OP_NAME as ROW_SOFTMAX_OP
 from kernelopt.capture.rewrites.var_sums import VAR_SUMS_OPTION, rewrite_for_var_sums
 
-# Each returns how many changes it made; they run in this order whatever the options' (group_rows finds a
-# group norm by its var_mean, which var_sums rewrites).
+# Each returns how many changes it made; they run in this order whatever the options' (the group norm's
+# op and group_rows find a group norm by its var_mean, which var_sums rewrites; the op takes it whole).
 COMPILE_PASSES: dict[str, Callable[[torch.fx.Graph], int]] = {
     ONLINE_SOFTMAX_OPTION: rewrite_for_online_softmax,
     CLUSTER_SOFTMAX_OPTION: rewrite_for_cluster_softmax,
     CLUSTER_SOFTMAX_BULK_OPTION: rewrite_for_cluster_softmax_bulk,
     CLUSTER_NORM_OPTION: rewrite_for_cluster_norm,
     CLUSTER_NORM_BULK_OPTION: rewrite_for_cluster_norm_bulk,
+    CLUSTER_GROUP_NORM_OPTION: rewrite_for_cluster_group_norm,
     GROUP_ROWS_OPTION: rewrite_for_group_rows,
     VAR_SUMS_OPTION: rewrite_for_var_sums,
 }
 # The ops of kernelopt's own those rewrites put in a graph, as Inductor's wrapper calls them: what gate 1
 # accepts in a graph candidate's call sequence besides the original's own calls.
-OWN_OPS = frozenset({ROW_SOFTMAX_OP, ROW_NORM_OP})
+OWN_OPS = frozenset({ROW_SOFTMAX_OP, ROW_NORM_OP, GROUP_NORM_OP})
 
 
 def split_options(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[Callable[[torch.fx.Graph], int]]]:

@@ -1,0 +1,206 @@
+"""A wide group norm handed to kernelopt's own kernel, which reads each group once.
+
+On a GPU, torch decomposes ``nn.GroupNorm`` (``torch._refs.native_group_norm``) into the input (cast to
+float32 where it is 16-bit) viewed as its groups ``N, G, C/G, H*W``, their ``var_mean``, the normalisation
+``(x - mean) * rsqrt(var + eps)`` in that shape, a view back to ``N, C, ...``, the weight and the bias by
+channel, and a cast back to the input's dtype. Inductor writes that as two kernels, statistics and output,
+so each group is read twice. This post-grad rewrite, run where the compile options hold
+``kernelopt.cluster_group_norm`` (a graph variant of the graph stage, a knob, an export verified under
+it), replaces each such group norm of a contiguous CUDA input on an sm_90 GPU whose groups are
+:data:`~kernelopt.capture.rewrites.group_norm_op.MIN_GROUP` elements wide or wider and fit a cluster
+(:func:`~kernelopt.capture.rewrites.group_norm_op.cluster_blocks`) with one call of
+``torch.ops.kernelopt.group_norm`` (:mod:`~kernelopt.capture.rewrites.group_norm_op`). What follows the
+group norm (a SiLU, a scale and shift) stays Inductor's.
+
+A group norm whose statistics, normalised groups or any step between is read by anything else (a
+training graph's saved mean and rstd) is left as it is, as is a 16-bit group norm not cast back to its
+input's dtype. On a machine that cannot build the op (no nvcc and no build of it in place) a graph the
+rewrite would change fails to compile, in one line naming what to do. Whether it pays is the graph stage's
+to judge, end to end.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, NamedTuple
+
+import torch
+
+from kernelopt.capture import cuda_toolchain
+from kernelopt.capture.rewrites import cluster_softmax, group_norm_kernel, group_norm_op, row_softmax_op
+from kernelopt.capture.rewrites.cluster_softmax import node_value, only_users, replace_with_call
+from kernelopt.capture.rewrites.online_softmax import is_call
+from kernelopt.errors import UnsupportedEnvironment
+
+CLUSTER_GROUP_NORM_OPTION = "kernelopt.cluster_group_norm"  # a compile option of kernelopt's own: True
+
+_aten = torch.ops.aten
+_cast = torch.ops.prims.convert_element_type.default
+_VIEWS = (_aten.view.default, _aten.reshape.default, _aten._unsafe_view.default)
+
+
+class _GroupNorm(NamedTuple):
+    """A group norm the op computes: its input, weight, bias (nodes as the graph broadcasts them, or None),
+    groups and eps, and the node whose value is its output."""
+
+    x: torch.fx.Node
+    weight: torch.fx.Node | None
+    bias: torch.fx.Node | None
+    groups: int
+    eps: float
+    out: torch.fx.Node
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    value = node_value(node)
+    if not isinstance(value, torch.Tensor) or not all(isinstance(s, int) for s in value.shape):
+        return None
+    return tuple(int(s) for s in value.shape)
+
+
+def _cast_to(node: Any) -> torch.dtype | None:
+    """The dtype ``node`` casts its one input to (``convert_element_type``, or ``_to_copy`` of a dtype
+    alone), else None."""
+    if is_call(node, _cast):
+        return node.args[1]
+    if is_call(node, _aten._to_copy.default) and set(node.kwargs) == {"dtype"}:
+        return node.kwargs["dtype"]
+    return None
+
+
+def _only_user(node: Any) -> Any:
+    """The one node that reads ``node`` (a node), else None."""
+    return next(iter(node.users)) if isinstance(node, torch.fx.Node) and len(node.users) == 1 else None
+
+
+def _by_channel(node: Any, out: tuple[int, ...]) -> bool:
+    """Whether ``node`` is a tensor of ``out``'s channels alone as broadcast against it (``1, C, 1, 1``,
+    ``C, 1, 1``): a group norm's weight or bias."""
+    shape = _shape(node)
+    if shape is None or len(shape) > len(out) or len(shape) < len(out) - 1:
+        return False
+    aligned = (1,) * (len(out) - len(shape)) + shape
+    return aligned[1] == out[1] and all(s == 1 for i, s in enumerate(aligned) if i != 1)
+
+
+def _affine(node: Any, target: Any, out: tuple[int, ...]) -> tuple[Any, Any] | None:
+    """``(next, t)`` where ``node``'s one reader is ``target(node, t)`` (either order) with ``t`` by
+    channel; else None."""
+    user: Any = _only_user(node)
+    if not is_call(user, target) or len(user.args) != 2 or user.kwargs.get("alpha", 1) != 1:
+        return None
+    other = user.args[1] if user.args[0] is node else user.args[0]
+    if other is node or not _by_channel(other, out) or _shape(user) != out:
+        return None
+    return user, other
+
+
+def _group_norm(var_mean: torch.fx.Node) -> _GroupNorm | None:
+    """The group norm whose statistics ``var_mean`` computes, as torch decomposes it for a CUDA input;
+    else None."""
+    grouped: Any = var_mean.args[0]
+    dims = var_mean.args[1] if len(var_mean.args) > 1 else var_mean.kwargs.get("dim")
+    shape = _shape(grouped)
+    if (
+        shape is None
+        or len(shape) != 4
+        or not isinstance(dims, (list, tuple))
+        or sorted(d % 4 for d in dims) != [2, 3]
+        or var_mean.kwargs.get("correction", 1) != 0
+        or not var_mean.kwargs.get("keepdim", False)
+        or not any(is_call(grouped, v) for v in _VIEWS)
+    ):
+        return None
+    acc: Any = grouped.args[0]
+    x = acc.args[0] if _cast_to(acc) == torch.float32 else acc
+    x_shape, value = _shape(x), node_value(x)
+    if x_shape is None or len(x_shape) < 3 or x_shape[0] != shape[0] or x_shape[1] != shape[1] * shape[2]:
+        return None
+    if math.prod(x_shape[2:]) != shape[3] or value.dtype not in group_norm_op.DTYPES:
+        return None
+    if (x is acc) != (value.dtype == torch.float32):
+        return None  # a 16-bit x not computed in float32, or a float32 one cast: not torch's decomposition
+    stats = {n.args[1]: n for n in var_mean.users if n.op == "call_function" and n.target is operator.getitem}
+    if len(stats) != 2 or len(var_mean.users) != 2:
+        return None
+    var, mean = stats.get(0), stats.get(1)
+    plus: Any = _only_user(var)
+    root: Any = _only_user(plus) if is_call(plus, _aten.add.Tensor) else None
+    eps = plus.args[1] if root is not None and len(plus.args) == 2 and plus.args[0] is var else None
+    if not is_call(root, _aten.rsqrt.default) or isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        return None
+    centred: Any = _only_user(mean)
+    if not is_call(centred, _aten.sub.Tensor) or centred.args[:2] != (grouped, mean) or "alpha" in centred.kwargs:
+        return None
+    normalised: Any = _only_user(centred)
+    if not is_call(normalised, _aten.mul.Tensor) or set(normalised.args) != {centred, root}:
+        return None
+    if not only_users(root, normalised) or not only_users(grouped, var_mean, centred):
+        return None
+    if x is not acc and not only_users(acc, grouped):
+        return None
+    back: Any = _only_user(normalised)
+    if not any(is_call(back, v) for v in _VIEWS) or _shape(back) != x_shape:
+        return None
+    end, weight, bias = back, None, None
+    step = _affine(end, _aten.mul.Tensor, x_shape)
+    if step is not None:
+        end, weight = step
+    step = _affine(end, _aten.add.Tensor, x_shape)
+    if step is not None:
+        end, bias = step
+    if value.dtype != torch.float32:
+        cast: Any = _only_user(end)
+        if _cast_to(cast) != value.dtype:
+            return None  # the 16-bit group norm's float32 output read as such: not the op's
+        end = cast
+    return _GroupNorm(x, weight, bias, shape[1], float(eps), end)
+
+
+def takes_groups(value: Any, groups: int) -> bool:
+    """Whether the op's kernel takes this input (a node's fake tensor) in ``groups`` groups as the rewrite
+    hands it over: contiguous, of a dtype it is built for, each group :data:`~group_norm_op.MIN_GROUP`
+    elements or more and held by a cluster, on a GPU with clusters."""
+    if value is None or value.dtype not in group_norm_op.DTYPES or not value.is_contiguous():
+        return False
+    if group_norm_op.unsupported_shape(value.shape, value.element_size(), groups) is not None:
+        return False
+    return value.numel() // (value.shape[0] * groups) >= group_norm_op.MIN_GROUP and cluster_softmax.on_cluster_gpu(
+        value
+    )
+
+
+def check_buildable(dtype: torch.dtype, device: torch.device) -> None:
+    """The op builds its kernel at its first call, with nvcc: where this machine has none and no build of
+    it for this dtype and GPU is in place (``kernelopt build-op``), the rewrite is refused here, at the
+    compile, in one line, rather than a call failing later."""
+    unable = cuda_toolchain.nvcc_missing()
+    if unable is None or group_norm_kernel.prebuilt(dtype, row_softmax_op.capability(device.index)):
+        return
+    raise UnsupportedEnvironment(
+        f"{CLUSTER_GROUP_NORM_OPTION}: kernelopt's group norm is built with nvcc at its first call, and {unable}; "
+        "or build it where nvcc is (kernelopt build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR; or leave "
+        "the option out"
+    )
+
+
+def rewrite_for_cluster_group_norm(graph: torch.fx.Graph) -> int:
+    """Replace every group norm of ``graph`` (a post-grad ATen graph) that ``torch.ops.kernelopt.group_norm``
+    computes with a call of it; how many were replaced."""
+    count = 0
+    # listed first: a replacement erases its own var_mean and nothing another group norm reads
+    for node in [n for n in graph.nodes if n.op == "call_function" and n.target is _aten.var_mean.correction]:
+        found = _group_norm(node)
+        if found is None:
+            continue
+        value = node_value(found.x)
+        if not takes_groups(value, found.groups):
+            continue
+        check_buildable(value.dtype, value.device)
+        arguments = (found.x, found.weight, found.bias, found.groups, found.eps)
+        replace_with_call(graph, found.out, torch.ops.kernelopt.group_norm.default, arguments)
+        count += 1
+    if count:
+        graph.lint()
+    return count

@@ -1,0 +1,268 @@
+"""The cluster group-norm compile option (kernelopt.capture.rewrites.cluster_group_norm) and its op,
+``torch.ops.kernelopt.group_norm`` (kernelopt.capture.rewrites.group_norm_op). CPU: which group norms the
+rewrite hands to the op, traced from torch's own decomposition as it runs for a CUDA input (a meta tensor
+takes that branch), the values (the op computes by torch off a Hopper GPU), the op's launch shapes, the
+compile through Inductor and gate 1 on the call sequence it writes. The CUDA kernel itself is the GPU
+test's (tests/test_gpu_group_norm.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import captured_under
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from kernelopt.capture import cuda_toolchain
+from kernelopt.capture.rewrites import group_norm_kernel, group_norm_op
+from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION, rewrite_for_cluster_group_norm
+from kernelopt.capture.rewrites.passes import OWN_OPS, split_options
+from kernelopt.errors import UnsupportedEnvironment
+
+OP = torch.ops.kernelopt.group_norm.default
+EPS = 1e-5
+
+
+def _decomposed(shape, groups: int, dtype=torch.float32, weight: bool = True, bias: bool = True, outputs: str = "out"):
+    """torch's own decomposition of ``native_group_norm`` as it runs for a CUDA input (a meta input takes
+    that branch), traced, dead code removed as Inductor's post-grad graph has it."""
+
+    def group_norm(x, w, b):
+        out, mean, rstd = torch._refs.native_group_norm(x, w, b, x.shape[0], x.shape[1], x[0, 0].numel(), groups, EPS)
+        return (out, mean, rstd) if outputs == "all" else out
+
+    channels = shape[1]
+    x = torch.empty(shape, device="meta", dtype=dtype)
+    w = torch.empty(channels, device="meta", dtype=dtype) if weight else None
+    b = torch.empty(channels, device="meta", dtype=dtype) if bias else None
+    gm = make_fx(group_norm)(x, w, b)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _calls(gm: torch.fx.GraphModule, target) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is target]
+
+
+def _root(node):
+    """The tensor ``node`` views (through unsqueezes and views), None for None."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        node = node.args[0]
+    return node
+
+
+def _values(shape, dtype):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(shape, generator=g) * 3 + 1).to(dtype)
+    return x, (torch.rand(shape[1], generator=g) + 0.5).to(dtype), torch.randn(shape[1], generator=g).to(dtype)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "weight", "bias"),
+    [
+        (torch.float32, True, True),
+        (torch.bfloat16, True, True),
+        (torch.float16, True, False),
+        (torch.float32, False, False),
+    ],
+)
+def test_torchs_cuda_decomposition_becomes_one_call_with_the_same_values(
+    hopper: None, dtype: torch.dtype, weight: bool, bias: bool
+) -> None:
+    shape, groups = (2, 8, 64, 64), 4  # groups of 2 x 4096
+    gm = _decomposed(shape, groups, dtype, weight, bias)
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    gm.recompile()
+    (call,) = _calls(gm, OP)
+    x, w, b = (n for n in gm.graph.nodes if n.op == "placeholder")
+    assert call.args[0] is x and call.args[3:] == (groups, EPS)
+    # the weight and bias as the graph broadcast them by channel (the op reads them flat)
+    assert _root(call.args[1]) is (w if weight else None) and _root(call.args[2]) is (b if bias else None)
+    assert not _calls(gm, torch.ops.aten.var_mean.correction)  # the statistics are the op's
+    assert list(gm.graph.nodes)[-1].args[0] is call  # the output is the op's, in the input's dtype
+    xv, wv, bv = _values(shape, dtype)
+    got = gm(xv, wv, bv)
+    expected = F.group_norm(xv.float(), groups, wv.float() if weight else None, bv.float() if bias else None, EPS)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, expected.to(dtype))
+
+
+def test_what_follows_the_group_norm_stays_inductors(hopper: None) -> None:
+    shape, groups = (2, 8, 64, 64), 4
+
+    def norm_silu(x, w, b):
+        out = torch._refs.native_group_norm(x, w, b, 2, 8, 4096, groups, EPS)[0]
+        return out * torch.sigmoid(out)
+
+    args = [torch.empty(s, device="meta") for s in (shape, (8,), (8,))]
+    gm = make_fx(norm_silu)(*args)
+    gm.graph.eliminate_dead_code()
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    gm.recompile()
+    (call,) = _calls(gm, OP)
+    assert {u.target for u in call.users} == {torch.ops.aten.mul.Tensor, torch.ops.aten.sigmoid.default}
+    xv, wv, bv = _values(shape, torch.float32)
+    out = F.group_norm(xv, groups, wv, bv, EPS)
+    torch.testing.assert_close(gm(xv, wv, bv), out * torch.sigmoid(out))
+
+
+@pytest.mark.parametrize(
+    ("case", "shape", "groups", "layout"),
+    [
+        ("statistics read too (a training graph saves them)", (2, 8, 64, 64), 4, "all"),
+        ("groups narrower than 4096", (2, 8, 16, 16), 4, "out"),
+        ("groups wider than 16 blocks of 65 KB hold", (1, 8, 256, 256), 1, "out"),  # 524288 float32
+        ("channels-last input", (2, 8, 64, 64), 4, "channels_last"),
+    ],
+)
+def test_group_norms_the_op_does_not_take_are_left_alone(
+    hopper: None, case: str, shape, groups: int, layout: str
+) -> None:
+    gm = _decomposed(shape, groups, outputs="all" if layout == "all" else "out")
+    if layout == "channels_last":
+        x = next(n for n in gm.graph.nodes if n.op == "placeholder")
+        x.meta["val"] = torch.empty(shape, device="meta").to(memory_format=torch.channels_last)
+    before = str(gm.graph)
+    assert rewrite_for_cluster_group_norm(gm.graph) == 0, case
+    assert str(gm.graph) == before
+
+
+def test_a_16_bit_group_norm_not_cast_back_is_left_alone(hopper: None) -> None:
+    """A bfloat16 input normalised in float32 and read as float32 (not torch's group norm): the op's output
+    is the input's dtype, so it is not the op's."""
+
+    def float_out(x):
+        xr = x.float().reshape(2, 4, 2, 4096)
+        var, mean = torch.var_mean(xr, dim=[2, 3], correction=0, keepdim=True)
+        return ((xr - mean) * torch.rsqrt(var + EPS)).view(2, 8, 64, 64)
+
+    gm = make_fx(float_out)(torch.empty(2, 8, 64, 64, device="meta", dtype=torch.bfloat16))
+    assert rewrite_for_cluster_group_norm(gm.graph) == 0
+
+
+def test_a_layer_norm_over_the_same_shape_is_not_a_group_norm(hopper: None) -> None:
+    def layer_norm_like(x):
+        xr = x.reshape(2, 4, 2, 4096)
+        var, mean = torch.var_mean(xr, dim=[3], correction=0, keepdim=True)  # per channel, not per group
+        return ((xr - mean) * torch.rsqrt(var + EPS)).view(2, 8, 64, 64)
+
+    gm = make_fx(layer_norm_like)(torch.empty(2, 8, 64, 64, device="meta"))
+    assert rewrite_for_cluster_group_norm(gm.graph) == 0
+
+
+def test_off_a_cluster_gpu_nothing_changes() -> None:
+    gm = _decomposed((2, 8, 64, 64), 4)
+    assert rewrite_for_cluster_group_norm(gm.graph) == 0  # a meta tensor is no sm_90 GPU
+
+
+def test_without_nvcc_or_a_build_in_place_the_compile_stops_in_one_line(
+    hopper: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: "no nvcc on PATH")
+    monkeypatch.setattr(group_norm_kernel, "prebuilt", lambda dtype, arch: False)
+    gm = _decomposed((2, 8, 64, 64), 4)
+    with pytest.raises(UnsupportedEnvironment, match=r"kernelopt.cluster_group_norm: .*no nvcc on PATH.*build-op"):
+        rewrite_for_cluster_group_norm(gm.graph)
+    monkeypatch.setattr(group_norm_kernel, "prebuilt", lambda dtype, arch: True)  # a build in place is enough
+    assert rewrite_for_cluster_group_norm(_decomposed((2, 8, 64, 64), 4).graph) == 1
+
+
+def test_launch_shapes_follow_the_probed_rule() -> None:
+    """Parts of at most 65 KB (three blocks an SM), the fewest blocks that hold the group so: the suite's
+    group norms' shapes as the H100 probe ran fastest (group_norm_op.PART_BYTES)."""
+    assert group_norm_op.cluster_blocks(262144, 4) == 16  # level2/09: 16 x 64 KB
+    assert group_norm_op.cluster_blocks(40960, 2) == 2  # level2/13 in bfloat16: 2 x 40 KB
+    assert group_norm_op.cluster_blocks(524288, 4) is None  # level1/16: left to Inductor (0.71x at 16 x 128 KB)
+    assert group_norm_op.cluster_blocks(524288, 4, group_norm_kernel.PART_BYTES_LIMIT) == 16  # the probe's
+    widest = group_norm_op.max_columns(4)
+    assert group_norm_op.cluster_blocks(widest, 4) == 16 and group_norm_op.cluster_blocks(widest + 1, 4) is None
+    assert group_norm_op.unsupported_shape((2, 8, 64, 64), 4, 3) == "8 channels in 3 groups"
+    assert group_norm_op.unsupported_shape((2, 8, 2), 4, 4) == "2 elements a channel, fewer than a 16-byte pack"
+    assert "wider than a cluster holds (266176)" in str(group_norm_op.unsupported_shape((1, 8, 256, 256), 4, 1))
+
+
+def test_the_op_on_cpu_is_torchs_group_norm_and_refuses_autograd() -> None:
+    x, w, b = _values((2, 8, 16, 16), torch.float32)
+    torch.testing.assert_close(OP(x, w, b, 4, EPS), F.group_norm(x, 4, w, b, EPS))
+    with pytest.raises(RuntimeError, match="no backward"):
+        OP(x.requires_grad_(), w, b, 4, EPS)
+
+
+def test_a_compile_under_the_option_calls_the_op_and_gate_1_takes_it(hopper: None) -> None:
+    """An nn.GroupNorm without affine (on the CPU torch decomposes it as for a CUDA input only then)
+    compiled by Inductor under the option: one call of the op, the same values, and gate 1 accepts the
+    call among kernelopt's own ops."""
+    torch.manual_seed(0)
+    model = torch.nn.GroupNorm(4, 8, affine=False).eval()
+    x = torch.randn(2, 8, 64, 64)
+    artifact = captured_under(model, x, {CLUSTER_GROUP_NORM_OPTION: True})
+    (graph,) = artifact.graphs
+    assert graph.source_code.count("torch.ops.kernelopt.group_norm.default(") == 1, graph.source_code
+    torch.testing.assert_close(artifact.compiled(x), model(x))
+    assert group_norm_op.OP_NAME in OWN_OPS
+    assert split_options({CLUSTER_GROUP_NORM_OPTION: True})[1]  # a rewrite of kernelopt's own
+
+
+def test_gate_1_refuses_the_call_sequence_doctored_around_the_op(hopper: None) -> None:
+    from kernelopt.capture.call_sequence import call_source_of
+    from kernelopt.verify.static_wrapper import check_static_wrapper
+
+    model = torch.nn.GroupNorm(4, 8, affine=False).eval()
+    x = torch.randn(2, 8, 64, 64)
+    (graph,) = captured_under(model, x, {CLUSTER_GROUP_NORM_OPTION: True}).graphs
+    (original,) = captured_under(model, x, {}).graphs
+    honest = call_source_of(graph.source_code)
+    verdict = check_static_wrapper(honest, original_source=original.source_code)
+    assert verdict.passed, verdict.details.get("violations")
+    for cheat in (
+        honest.replace("group_norm.default(", "group_norm_cached.default("),  # not an op of ours
+        honest.replace("    return (", "    buf99 = torch.ops.kernelopt.group_norm.default(arg0_1, None, None, 4, 1e-05) * 2\n    return ("),
+    ):
+        refused = check_static_wrapper(cheat, original_source=original.source_code)
+        assert not refused.passed and refused.details["rule"] == "torch_op", refused.reason
+
+
+GROUP_NORM_PROBLEM = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.GroupNorm(4, 8, affine=False)
+
+    def forward(self, x):
+        return torch.relu(self.norm(x))
+
+
+def get_inputs():
+    return [torch.randn(2, 8, 64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_variant_passes_the_gates_in_a_candidate_process_of_its_own(hopper: None, worker_tmp) -> None:
+    """The graph candidate the option writes, judged as the graph stage judges it: gate 1 on its call
+    sequence, then the candidate's own process (which must know the op) against the float64 reference
+    through the model gate."""
+    from conftest import graph_variant_judged
+
+    candidate, result = graph_variant_judged(
+        worker_tmp / "group_norm.py", GROUP_NORM_PROBLEM, {CLUSTER_GROUP_NORM_OPTION: True}
+    )
+    assert candidate is not None and "torch.ops.kernelopt.group_norm.default(" in candidate.call_source, candidate
+    gates = {v["gate"]: v["passed"] for v in result["verdicts"]}
+    assert gates["static"] and gates["correctness"] and gates["model"], result["verdicts"]
+
+
+def test_the_option_is_a_compile_option_a_reread_variant_and_a_knob() -> None:
+    from kernelopt.capture.rewrites.passes import is_compile_option
+    from kernelopt.search.graph_variants import option_sets
+    from kernelopt.search.knobs import KNOBS
+
+    assert is_compile_option(CLUSTER_GROUP_NORM_OPTION) and (CLUSTER_GROUP_NORM_OPTION, True) in KNOBS
+    assert {CLUSTER_GROUP_NORM_OPTION: True} in option_sets(copies_first=False, rereads_first=True)[:5]
