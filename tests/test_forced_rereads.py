@@ -66,11 +66,14 @@ def test_the_limit_is_the_chip_and_a_wider_row_reads_twice() -> None:
 
 
 def test_the_chip_holds_a_row_as_it_is_stored_in_the_shared_memory_form() -> None:
-    """The op's shared-memory form holds float32 rows of 229344 and 16-bit rows of 458688, each read once."""
+    """The op's shared-memory form holds float32 rows of 229344 and 16-bit rows of 458688, each read once;
+    the group-norm op's 16 blocks of 65 KB a little more (float32 266176, 16-bit 532352), and no float64."""
+    from kernelopt.capture.rewrites import group_norm_op
     from kernelopt.capture.rewrites.row_softmax_op import max_columns
 
     assert max_columns(True, 4) == 229344 and max_columns(True, 2) == 458688
-    assert (held_on_chip(8), held_on_chip(4), held_on_chip(2)) == (131072, 229344, 458688)  # 131072: ON_CHIP
+    assert group_norm_op.max_columns(4) == 266176 and group_norm_op.max_columns(2) == 532352
+    assert (held_on_chip(8), held_on_chip(4), held_on_chip(2)) == (131072, 266176, 532352)  # 131072: ON_CHIP
     softmax = torch.nn.Softmax(dim=-1)
     assert traced_rereads(softmax, [torch.empty(4, 458688, device="meta", dtype=torch.bfloat16)]).bytes == 0
     assert traced_rereads(softmax, [torch.empty(4, 229344, device="meta")]).bytes == 0
@@ -87,6 +90,8 @@ def test_a_group_norm_s_half_million_element_groups_are_read_twice() -> None:
     assert found.bytes == x.numel() * 4 and f"{8 * 256 * 256:,} of its elements" in found.lines[0]
     small = torch.empty(2, 64, 128, 128, device="meta")  # groups of 131072: held, read once
     assert traced_rereads(norm, [small]).bytes == 0
+    conv_norm = torch.empty(2, 128, 128, 128, device="meta")  # level2/09's groups of 262144: the group-norm op's
+    assert traced_rereads(torch.nn.GroupNorm(8, 128, device="meta"), [conv_norm]).bytes == 0
 
 
 def test_a_permuted_statistic_is_followed_to_the_input_s_own_dimensions() -> None:

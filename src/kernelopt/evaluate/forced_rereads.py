@@ -45,7 +45,8 @@ def held_on_chip(itemsize: int) -> int:
     group norm's group of 8 x 256 x 256, but its two grid barriers a group cost more than the second read
     (0.907x of the stock two kernels on the H100, benchmarks/h100-2026-12-06-gpu-tests-26), and its wins
     were rows of 131072 at most."""
-    return max(ON_CHIP, max_columns(True, itemsize), group_norm_op.max_columns(itemsize))
+    grouped = group_norm_op.max_columns(itemsize) if itemsize in (2, 4) else 0  # the dtypes it is built for
+    return max(ON_CHIP, max_columns(True, itemsize), grouped)
 
 
 Interval = tuple[int, int]  # [lo, hi) in an input's flat index, as strides: a dimension of size hi / lo
