@@ -11,7 +11,7 @@ import torch
 
 from kernelopt.capture import cuda_toolchain
 from kernelopt.capture.cuda_kernel import CudaBuildError
-from kernelopt.capture.rewrites import cuda_library, row_softmax_kernel
+from kernelopt.capture.rewrites import cuda_library, group_norm_kernel, row_softmax_kernel
 
 NAME = "kernelopt.test_library"
 
@@ -83,8 +83,9 @@ def test_a_build_already_in_place_loads_on_a_machine_without_nvcc(builds, monkey
 
 
 def test_build_op_builds_every_dtype_pair_the_op_launches(builds, monkeypatch) -> None:
-    """``kernelopt build-op --arch 9.0`` (a Docker stage with the toolkit, say): the five builds the op can
-    ask for, where a machine without nvcc finds them; a wrong architecture is one line."""
+    """``kernelopt build-op --arch 9.0`` (a Docker stage with the toolkit, say): the five builds the row op can
+    ask for and the group norm's three, where a machine without nvcc finds them; a wrong architecture is one
+    line."""
     from typer.testing import CliRunner
 
     from kernelopt.cli.main import app
@@ -99,6 +100,9 @@ def test_build_op_builds_every_dtype_pair_the_op_launches(builds, monkeypatch) -
     assert result.exit_code == 0, result.output
     built = sorted(builds.glob("lib-*/kernelopt_row_softmax.so"))
     assert len(built) == len(row_softmax_kernel.PAIRS) == 5 and all(str(b) in result.output for b in built)
+    group_norms = sorted(builds.glob("lib-*/kernelopt_group_norm.so"))  # and the group norm's, one a dtype
+    assert len(group_norms) == 3 and all(str(b) in result.output for b in group_norms)
+    assert all(group_norm_kernel.prebuilt(d, (9, 0)) for d in group_norm_kernel.DTYPES)
     pairs = [(torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.float16, torch.float16)]
     assert all(row_softmax_kernel.prebuilt(i, o, (9, 0)) for i, o in pairs)
     assert not row_softmax_kernel.prebuilt(torch.float32, torch.float32, (10, 0))
@@ -127,9 +131,9 @@ def test_the_op_builds_in_seconds_and_its_entry_point_answers_through_ctypes(bui
     ("nvcc", "ninja", "said"),
     [
         (None, "no ninja (PyTorch's extensions build with it): pip install ninja", "the LLM agents plan Triton only"),
-        ("no nvcc at /x/bin/nvcc", "no nvcc at /x/bin/nvcc", "and the kernelopt.cluster_softmax and cluster_norm options "
-         "are refused unless the op was built for this GPU where nvcc is (kernelopt build-op) into this machine's "
-         "KERNELOPT_CUDA_BUILD_DIR"),
+        ("no nvcc at /x/bin/nvcc", "no nvcc at /x/bin/nvcc", "and the kernelopt.cluster_softmax, cluster_norm and "
+         "cluster_group_norm options are refused unless their ops were built for this GPU where nvcc is (kernelopt "
+         "build-op) into this machine's KERNELOPT_CUDA_BUILD_DIR"),
     ],
 )
 def test_doctor_says_the_cluster_op_is_refused_only_without_nvcc(monkeypatch, nvcc, ninja, said) -> None:
