@@ -266,3 +266,23 @@ def test_the_option_is_a_compile_option_a_reread_variant_and_a_knob() -> None:
 
     assert is_compile_option(CLUSTER_GROUP_NORM_OPTION) and (CLUSTER_GROUP_NORM_OPTION, True) in KNOBS
     assert {CLUSTER_GROUP_NORM_OPTION: True} in option_sets(copies_first=False, rereads_first=True)[:5]
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc (the CUDA toolkit), not a GPU")
+@pytest.mark.parametrize("dtype", group_norm_kernel.DTYPES)
+def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
+    """Each dtype's source compiles for Hopper, its registers few enough for the three blocks an SM its
+    parts are sized for, and nothing spilled to local memory."""
+    import re
+    import subprocess
+
+    (tmp_path / "group_norm.cu").write_text(group_norm_kernel.source_for(dtype))
+    built = subprocess.run(
+        ["nvcc", "-O3", "-std=c++17", "-cubin", "-gencode=arch=compute_90,code=sm_90", "-Xptxas", "-v",
+         "group_norm.cu", "-o", "group_norm.cubin"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    registers = [int(r) for r in re.findall(r"Used (\d+) registers", built.stderr)]
+    assert registers and max(registers) * group_norm_kernel.THREADS * 3 <= 65536, built.stderr
+    assert re.search(r"[1-9]\d* bytes spill stores", built.stderr) is None, built.stderr

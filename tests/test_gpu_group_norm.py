@@ -56,7 +56,7 @@ def _close(got: torch.Tensor, x, groups, w, b) -> None:
     [
         ((4, 32, 64, 64), 8),  # groups of 16384, aligned
         ((3, 12, 33, 35), 3),  # 1155 elements a channel: packs that straddle channels, unaligned parts
-        ((2, 10, 9, 1000), 5),  # a 3-D spatial size, odd channels per group
+        ((2, 10, 9, 1000), 5),  # two channels a group, 9000 elements a channel
     ],
 )
 @pytest.mark.parametrize("affine", ["both", "weight", "none"])
@@ -72,6 +72,16 @@ def test_the_kernel_computes_the_group_norm_of_every_group(hopper_gpu, dtype, sh
 
 
 @pytest.mark.parametrize("clusters", group_norm_op.CLUSTER_SIZES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_input_with_a_storage_offset_is_stored_element_by_element_where_unaligned(hopper_gpu, dtype) -> None:
+    """A contiguous slice of a batch starts where its bytes fall: 12 x 1155 bfloat16 elements a sample put
+    sample 1 8 bytes off a 16-byte boundary, while the op's output starts on one."""
+    base, w, b = _inputs((4, 12, 33, 35), dtype)
+    x = base[1:]
+    assert x.is_contiguous()
+    _close(torch.ops.kernelopt.group_norm(x, w, b, 3, EPS), x, 3, w, b)
+
+
 def test_every_cluster_size_computes_the_same_group_norm(hopper_gpu, clusters) -> None:
     x, w, b = _inputs((4, 16, 96, 97), torch.float32)  # groups of 37248: each size holds them
     if -(-37248 // clusters) * 4 + 16 > group_norm_kernel.PART_BYTES_LIMIT:

@@ -134,8 +134,10 @@ __global__ void __launch_bounds__(THREADS) group_norm_bulk(
   };
   edge_out(0, bulk.head);
   edge_out(bulk.tail, n);
-  // the middle 16 bytes a store; hw >= VEC (the caller's check), so a pack spans at most two channels
+  // the middle 16 bytes a store where the output is aligned as the input (element by element where an
+  // input with a storage offset is not); hw >= VEC (the caller's check), so a pack spans at most two channels
   T* ymid = dst + bulk.head;
+  const bool aligned = (reinterpret_cast<uintptr_t>(ymid) & 15u) == 0;
   for (int i = threadIdx.x; i < bulk.vectors; i += THREADS) {
     const Pack<T, VEC> v = bulk.middle[i];
     const int64_t col = start + bulk.head + (int64_t)i * VEC;
@@ -147,7 +149,12 @@ __global__ void __launch_bounds__(THREADS) group_norm_bulk(
     Pack<T, VEC> o;
     #pragma unroll
     for (int j = 0; j < VEC; ++j) o.v[j] = from_float<T>(as_float<T>(v.v[j]) * (j < next ? a0 : a1) + (j < next ? b0 : b1));
-    store16<T>(ymid + (int64_t)i * VEC, o.v, true);
+    if (aligned) {
+      store16<T>(ymid + (int64_t)i * VEC, o.v, true);
+    } else {
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) ymid[(int64_t)i * VEC + j] = o.v[j];
+    }
   }
 }
 
