@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from kernelopt.capture.rewrites.row_softmax_kernel import C_TYPES, CUDA_PRELUDE, _on_device
+from kernelopt.capture.rewrites.row_softmax_kernel import C_TYPES, CUDA_PRELUDE, BuiltLibrary, _on_device
 
 THREADS = 256  # per block
 PIECES = 2  # bulk copies a block's part arrives in, as the row softmax's shared-memory form
@@ -204,10 +204,13 @@ def source_for(dtype: torch.dtype) -> str:
     )
 
 
-class Library:
+class Library(BuiltLibrary):
     """One dtype's built kernel, launched through its C entry point."""
 
+    op = "kernelopt.group_norm"
+
     def __init__(self, library: ctypes.CDLL) -> None:
+        super().__init__(library)
         self._launch = library.kopt_group_norm
         self._launch.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
@@ -215,9 +218,6 @@ class Library:
             ctypes.POINTER(ctypes.c_int),
         ]  # fmt: skip
         self._launch.restype = ctypes.c_int
-        self._error = library.kopt_error_string
-        self._error.argtypes = [ctypes.c_int]
-        self._error.restype = ctypes.c_char_p
 
     def run(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
             groups: int, clusters: int, eps: float) -> None:  # fmt: skip
@@ -241,12 +241,6 @@ class Library:
             bias.data_ptr() if bias is not None else None, n * groups, per_group * hw, hw, per_group, groups,
             clusters, eps, stream, ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
-
-    def _check(self, error: int) -> None:
-        if error != 0:
-            raise RuntimeError(
-                f"kernelopt.group_norm launch failed: {self._error(error).decode()} (CUDA error {error})"
-            )
 
 
 @functools.cache

@@ -559,11 +559,28 @@ def source_for(
     )
 
 
-class Library:
+class BuiltLibrary:
+    """A built library of kernelopt's own (every one has ``kopt_error_string``): a launch's CUDA error back
+    as a one-line error naming the op."""
+
+    op = "kernelopt.row_softmax"
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._error = library.kopt_error_string
+        self._error.argtypes = [ctypes.c_int]
+        self._error.restype = ctypes.c_char_p
+
+    def _check(self, error: int) -> None:
+        if error != 0:
+            raise RuntimeError(f"{self.op} launch failed: {self._error(error).decode()} (CUDA error {error})")
+
+
+class Library(BuiltLibrary):
     """One dtype pair's built kernel, launched through its C entry point (``ctypes``: a few microseconds a
     call, under the op's own Python path)."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
+        super().__init__(library)
         self._launch = library.kopt_row_softmax
         self._launch.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
@@ -577,9 +594,6 @@ class Library:
             ctypes.POINTER(ctypes.c_int),
         ]  # fmt: skip
         self._bulk.restype = ctypes.c_int
-        self._error = library.kopt_error_string
-        self._error.argtypes = [ctypes.c_int]
-        self._error.restype = ctypes.c_char_p
 
     def run(self, x: torch.Tensor, y: torch.Tensor, clusters: int, vectorized: bool, scale: float, log: bool,
             lse: bool, norm: bool = False, eps: float = 0.0) -> None:  # fmt: skip
@@ -610,12 +624,6 @@ class Library:
             x.data_ptr(), y.data_ptr(), x.numel() // cols, cols, clusters, threads, scale, int(log), int(lse),
             int(norm), eps, stream, ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
-
-    def _check(self, error: int) -> None:
-        if error != 0:
-            raise RuntimeError(
-                f"kernelopt.row_softmax launch failed: {self._error(error).decode()} (CUDA error {error})"
-            )
 
 
 def _on_device(x: torch.Tensor, launch: Callable[[int], int]) -> int:
