@@ -71,7 +71,6 @@ def test_the_kernel_computes_the_group_norm_of_every_group(hopper_gpu, dtype, sh
     _close(got, x, groups, w, b)
 
 
-@pytest.mark.parametrize("clusters", group_norm_op.CLUSTER_SIZES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_an_input_with_a_storage_offset_is_stored_element_by_element_where_unaligned(hopper_gpu, dtype) -> None:
     """A contiguous slice of a batch starts where its bytes fall: 12 x 1155 bfloat16 elements a sample put
@@ -82,6 +81,7 @@ def test_an_input_with_a_storage_offset_is_stored_element_by_element_where_unali
     _close(torch.ops.kernelopt.group_norm(x, w, b, 3, EPS), x, 3, w, b)
 
 
+@pytest.mark.parametrize("clusters", group_norm_op.CLUSTER_SIZES)
 def test_every_cluster_size_computes_the_same_group_norm(hopper_gpu, clusters) -> None:
     x, w, b = _inputs((4, 16, 96, 97), torch.float32)  # groups of 37248: each size holds them
     if -(-37248 // clusters) * 4 + 16 > group_norm_kernel.PART_BYTES_LIMIT:
