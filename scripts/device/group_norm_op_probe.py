@@ -1,6 +1,7 @@
 """Probe: ``torch.ops.kernelopt.group_norm`` (each group read once, held in one cluster's shared memory)
 against the stock compile of ``F.group_norm``, at the suite's group norms' shapes and at every cluster size
-that holds their groups.
+that holds their groups, each part in shared memory alone or (``regs``, clusters of 8 and 16) partly in
+registers.
 
     PYTHONPATH=src python3 scripts/device/group_norm_op_probe.py [--mode max-autotune-no-cudagraphs]
 
@@ -14,6 +15,7 @@ allocation, as a compiled graph calls it). Needs an sm_90 GPU and nvcc.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 
 import torch
@@ -58,15 +60,15 @@ def probe_case(name: str, shape: tuple[int, ...], groups: int, dtype: torch.dtyp
     library = kernel.launcher(dtype, op.row_softmax_op.capability(x.device.index))
     base = {"case": name, "shape": list(shape), "groups": groups, "dtype": str(dtype), "mode": mode,
             "columns": columns, "chosen": chosen}  # fmt: skip
-    for clusters in op.CLUSTER_SIZES:
-        if -(-columns // clusters) * x.element_size() + 16 > kernel.PART_BYTES_LIMIT:
+    for clusters, regs in itertools.product(op.CLUSTER_SIZES, (0, kernel.REGS_WIDE)):
+        if not op.fits(columns, x.element_size(), clusters, regs) or (regs and clusters < 8):
             continue
-        row = {**base, "clusters": clusters}
+        row = {**base, "clusters": clusters, "regs": regs}
         try:
-            row["active_clusters"] = library.active_clusters(x, groups, clusters)
+            row["active_clusters"] = library.active_clusters(x, groups, clusters, regs)
 
-            def call(clusters: int = clusters) -> torch.Tensor:
-                return torch.ops.kernelopt.group_norm(x, weight, bias, groups, eps, clusters)
+            def call(clusters: int = clusters, regs: int = regs) -> torch.Tensor:
+                return torch.ops.kernelopt.group_norm(x, weight, bias, groups, eps, clusters, regs)
 
             got = call()
             torch.cuda.synchronize()

@@ -28,6 +28,9 @@ from kernelopt.capture.rewrites.row_softmax_kernel import C_TYPES, CUDA_PRELUDE,
 
 THREADS = 256  # per block
 PIECES = 2  # bulk copies a block's part arrives in, as the row softmax's shared-memory form
+# The form for parts wider than three blocks an SM hold in shared memory: this many 16-byte packs a thread
+# (32 KB a block) in registers, the rest of a 128 KB part (96 KB) in shared memory, two blocks an SM.
+REGS_WIDE = 8
 MAX_CLUSTER = 16  # Hopper's non-portable cluster size
 PART_BYTES_LIMIT = 227 * 1024  # the shared memory a block may ask for on sm_90
 DTYPES = tuple(C_TYPES)
@@ -52,9 +55,13 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 }
 
 // One group (cols elements: channels_per_group channels of hw each) a cluster; row r of x is group
-// r % groups of sample r / groups. weight and bias: float32 by channel, or null (1 and 0).
-template <typename T, int THREADS, int PIECES>
-__global__ void __launch_bounds__(THREADS) group_norm_bulk(
+// r % groups of sample r / groups. weight and bias: float32 by channel, or null (1 and 0). REGS > 0: the
+// last REGS 16-byte packs a thread of each block's part are held in registers, the rest in shared memory
+// (the host launches that form only where rows and parts are whole packs from 16-byte boundaries), so that
+// a part of 128 KB leaves room for two blocks an SM.
+template <typename T, int THREADS, int PIECES, int REGS>
+// three blocks an SM for parts in shared memory alone, two for the form that holds some in registers
+__global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
     const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ weight, const float* __restrict__ bias,
     int64_t cols, int64_t chunk, int64_t hw, int64_t channels_per_group, int64_t groups, float eps) {
   constexpr int VEC = 16 / sizeof(T);
@@ -70,11 +77,29 @@ __global__ void __launch_bounds__(THREADS) group_norm_bulk(
   const int n = (int)(min(start + chunk, cols) - start);
   const T* src = x + row * cols + start;
   T* dst = y + row * cols + start;
-  const BulkPart<T, PIECES> bulk(src, n, smem_raw, bars);
+  const int held_n = REGS > 0 ? min(n, REGS * VEC * THREADS) : 0;  // elements in registers, after the rest
+  const int n_smem = n - held_n;
+  const BulkPart<T, PIECES> bulk(src, n_smem, smem_raw, bars);
   T* buf = bulk.buf;
 
-  // pass 1, as the part lands: its sum
+  // pass 1, as the part lands: its sum (the registers' packs loaded while the bulk copies fly)
   float s = 0.0f;
+  float held[REGS > 0 ? REGS * VEC : 1];
+  if constexpr (REGS > 0) {
+    const Pack<T, VEC>* from = reinterpret_cast<const Pack<T, VEC>*>(src + n_smem);
+    #pragma unroll
+    for (int k = 0; k < REGS; ++k) {
+      const int i = k * THREADS + threadIdx.x;
+      const bool in = i * VEC < held_n;
+      Pack<T, VEC> v;
+      if (in) v = from[i];
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        held[k * VEC + j] = in ? as_float<T>(v.v[j]) : 0.0f;
+        s += held[k * VEC + j];
+      }
+    }
+  }
   auto edge = [&](int from, int to) {
     for (int i = from + threadIdx.x; i < to; i += THREADS) {
       const T v = src[i];
@@ -83,7 +108,7 @@ __global__ void __launch_bounds__(THREADS) group_norm_bulk(
     }
   };
   edge(0, bulk.head);
-  edge(bulk.tail, n);
+  edge(bulk.tail, n_smem);
   for (int p = 0; p < PIECES; ++p) {
     bulk.wait(bars, p);
     for (int i = bulk.first(p) + threadIdx.x; i < bulk.last(p); i += THREADS) {
@@ -97,11 +122,19 @@ __global__ void __launch_bounds__(THREADS) group_norm_bulk(
   // pass 2, over shared memory: the squared deviations from the part's own mean
   float q = 0.0f;
   for (int i = threadIdx.x; i < bulk.head; i += THREADS) { const float d = as_float<T>(buf[i]) - local_mean; q += d * d; }
-  for (int i = bulk.tail + threadIdx.x; i < n; i += THREADS) { const float d = as_float<T>(buf[i]) - local_mean; q += d * d; }
+  for (int i = bulk.tail + threadIdx.x; i < n_smem; i += THREADS) { const float d = as_float<T>(buf[i]) - local_mean; q += d * d; }
   for (int i = threadIdx.x; i < bulk.vectors; i += THREADS) {
     const Pack<T, VEC> v = bulk.middle[i];
     #pragma unroll
     for (int j = 0; j < VEC; ++j) { const float d = as_float<T>(v.v[j]) - local_mean; q += d * d; }
+  }
+  if constexpr (REGS > 0) {
+    #pragma unroll
+    for (int k = 0; k < REGS; ++k) {
+      const bool in = (k * THREADS + (int)threadIdx.x) * VEC < held_n;
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) { const float d = held[k * VEC + j] - local_mean; q += in ? d * d : 0.0f; }
+    }
   }
   q = block_sum<THREADS>(q, scratch);
   if (threadIdx.x == 0) { part[0] = (float)n; part[1] = s; part[2] = q; }
@@ -133,14 +166,11 @@ __global__ void __launch_bounds__(THREADS) group_norm_bulk(
     }
   };
   edge_out(0, bulk.head);
-  edge_out(bulk.tail, n);
+  edge_out(bulk.tail, n_smem);
   // the middle 16 bytes a store where the output is aligned as the input (element by element where an
   // input with a storage offset is not); hw >= VEC (the caller's check), so a pack spans at most two channels
-  T* ymid = dst + bulk.head;
-  const bool aligned = (reinterpret_cast<uintptr_t>(ymid) & 15u) == 0;
-  for (int i = threadIdx.x; i < bulk.vectors; i += THREADS) {
-    const Pack<T, VEC> v = bulk.middle[i];
-    const int64_t col = start + bulk.head + (int64_t)i * VEC;
+  // the pack of VEC values t starting at column col of the group, normalised into out
+  auto pack_out = [&](const Pack<float, VEC> t, int64_t col, T* out, bool aligned) {
     const int64_t c = col / hw;
     const int64_t next = (c + 1) * hw - col;  // elements of the pack in channel c
     float a0, b0, a1 = 0.0f, b1 = 0.0f;
@@ -148,46 +178,86 @@ __global__ void __launch_bounds__(THREADS) group_norm_bulk(
     if (next < VEC) scale_shift(c + 1, a1, b1);
     Pack<T, VEC> o;
     #pragma unroll
-    for (int j = 0; j < VEC; ++j) o.v[j] = from_float<T>(as_float<T>(v.v[j]) * (j < next ? a0 : a1) + (j < next ? b0 : b1));
+    for (int j = 0; j < VEC; ++j) o.v[j] = from_float<T>(t.v[j] * (j < next ? a0 : a1) + (j < next ? b0 : b1));
     if (aligned) {
-      store16<T>(ymid + (int64_t)i * VEC, o.v, true);
+      store16<T>(out, o.v, true);
     } else {
       #pragma unroll
-      for (int j = 0; j < VEC; ++j) ymid[(int64_t)i * VEC + j] = o.v[j];
+      for (int j = 0; j < VEC; ++j) out[j] = o.v[j];
+    }
+  };
+  T* ymid = dst + bulk.head;
+  const bool aligned = (reinterpret_cast<uintptr_t>(ymid) & 15u) == 0;
+  for (int i = threadIdx.x; i < bulk.vectors; i += THREADS) {
+    const Pack<T, VEC> v = bulk.middle[i];
+    Pack<float, VEC> t;
+    #pragma unroll
+    for (int j = 0; j < VEC; ++j) t.v[j] = as_float<T>(v.v[j]);
+    pack_out(t, start + bulk.head + (int64_t)i * VEC, ymid + (int64_t)i * VEC, aligned);
+  }
+  if constexpr (REGS > 0) {
+    #pragma unroll
+    for (int k = 0; k < REGS; ++k) {
+      const int i = k * THREADS + threadIdx.x;
+      Pack<float, VEC> t;
+      #pragma unroll
+      for (int j = 0; j < VEC; ++j) t.v[j] = held[k * VEC + j];
+      if (i * VEC < held_n)
+        pack_out(t, start + n_smem + (int64_t)i * VEC, dst + n_smem + (int64_t)i * VEC, true);
     }
   }
 }
 
 constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory the kernel remembers
 
-// rows groups of cols elements, one a cluster of `clusters` blocks; with active != NULL, how many such
-// clusters the GPU holds at once is written there and nothing is launched.
-extern "C" int kopt_group_norm(const void* x, void* y, const float* weight, const float* bias, int64_t rows,
-                               int64_t cols, int64_t hw, int64_t channels_per_group, int64_t groups,
-                               int64_t clusters, float eps, void* stream, int* active) {
-  auto kernel = group_norm_bulk<__T__, __THREADS__, __PIECES__>;
-  const int64_t chunk = (cols + clusters - 1) / clusters;
-  const size_t smem = (size_t)chunk * sizeof(__T__) + 16;
+template <int REGS>
+static cudaError_t launch(const void* x, void* y, const float* weight, const float* bias, int64_t rows,
+                          int64_t cols, int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters,
+                          float eps, cudaStream_t stream, int* active) {
+  constexpr int VEC = 16 / sizeof(__T__);
+  auto kernel = group_norm_bulk<__T__, __THREADS__, __PIECES__, REGS>;
+  int64_t chunk = (cols + clusters - 1) / clusters;
+  if (REGS > 0) {  // whole packs from 16-byte boundaries, or not this form
+    if (cols % VEC || reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16)
+      return cudaErrorInvalidValue;
+    chunk = (chunk + VEC - 1) / VEC * VEC;
+  }
+  const int64_t in_registers = (int64_t)REGS * VEC * __THREADS__;
+  const size_t smem = (size_t)(chunk > in_registers ? chunk - in_registers : 0) * sizeof(__T__) + 16;
   // raised once per device and size, as the row softmax's shared-memory form does (not inside a CUDA graph)
   static int allowed[MAX_DEVICES] = {};
   static bool non_portable[MAX_DEVICES] = {};
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return (int)err;
+  if (err != cudaSuccess) return err;
   if (device >= MAX_DEVICES || allowed[device] < (int)smem) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (err != cudaSuccess) return (int)err;
+    if (err != cudaSuccess) return err;
     if (device < MAX_DEVICES) allowed[device] = (int)smem;
   }
   if (clusters > 8 && (device >= MAX_DEVICES || !non_portable[device])) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess) return (int)err;
+    if (err != cudaSuccess) return err;
     if (device < MAX_DEVICES) non_portable[device] = true;
   }
-  const ClusterLaunch launch(rows, clusters, __THREADS__, smem, (cudaStream_t)stream);
-  if (active != nullptr) return (int)cudaOccupancyMaxActiveClusters(active, (void*)kernel, &launch.config);
-  return (int)cudaLaunchKernelEx(&launch.config, kernel, (const __T__*)x, (__T__*)y, weight, bias, cols, chunk, hw,
-                                 channels_per_group, groups, eps);
+  const ClusterLaunch config(rows, clusters, __THREADS__, smem, stream);
+  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config.config);
+  return cudaLaunchKernelEx(&config.config, kernel, (const __T__*)x, (__T__*)y, weight, bias, cols, chunk, hw,
+                            channels_per_group, groups, eps);
+}
+
+// rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
+// registers (0, or REGS_WIDE); with active != NULL, how many such clusters the GPU holds at once is
+// written there and nothing is launched.
+extern "C" int kopt_group_norm(const void* x, void* y, const float* weight, const float* bias, int64_t rows,
+                               int64_t cols, int64_t hw, int64_t channels_per_group, int64_t groups,
+                               int64_t clusters, int regs, float eps, void* stream, int* active) {
+  if (regs == __REGS_WIDE__)
+    return (int)launch<__REGS_WIDE__>(x, y, weight, bias, rows, cols, hw, channels_per_group, groups, clusters,
+                                      eps, (cudaStream_t)stream, active);
+  if (regs != 0) return (int)cudaErrorInvalidValue;
+  return (int)launch<0>(x, y, weight, bias, rows, cols, hw, channels_per_group, groups, clusters, eps,
+                        (cudaStream_t)stream, active);
 }
 
 extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
@@ -201,6 +271,7 @@ def source_for(dtype: torch.dtype) -> str:
         CUDA_SOURCE.replace("__T__", C_TYPES[dtype])
         .replace("__THREADS__", str(THREADS))
         .replace("__PIECES__", str(PIECES))
+        .replace("__REGS_WIDE__", str(REGS_WIDE))
     )
 
 
@@ -214,32 +285,33 @@ class Library(BuiltLibrary):
         self._launch = library.kopt_group_norm
         self._launch.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p,
-            ctypes.POINTER(ctypes.c_int),
+            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_float,
+            ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
         ]  # fmt: skip
         self._launch.restype = ctypes.c_int
 
     def run(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-            groups: int, clusters: int, eps: float) -> None:  # fmt: skip
+            groups: int, clusters: int, eps: float, regs: int = 0) -> None:  # fmt: skip
         """Launch on the current stream of ``x``'s device: contiguous ``x`` (``N, C, ...``) into ``y``,
-        ``weight`` and ``bias`` contiguous float32 of ``C`` elements or None."""
-        self._check(self._call(x, y, weight, bias, groups, clusters, eps, None))
+        ``weight`` and ``bias`` contiguous float32 of ``C`` elements or None; ``regs``: 0, or
+        :data:`REGS_WIDE` for the form that holds part of each block's part in registers."""
+        self._check(self._call(x, y, weight, bias, groups, clusters, regs, eps, None))
 
-    def active_clusters(self, x: torch.Tensor, groups: int, clusters: int) -> int:
+    def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, regs: int = 0) -> int:
         """How many clusters of this shape for ``x`` the GPU holds at once (0: none fits)."""
         active = ctypes.c_int(0)
-        self._check(self._call(x, x, None, None, groups, clusters, 0.0, active))
+        self._check(self._call(x, x, None, None, groups, clusters, regs, 0.0, active))
         return active.value
 
     def _call(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-              groups: int, clusters: int, eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
+              groups: int, clusters: int, regs: int, eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
         n, channels = x.shape[0], x.shape[1]
         hw = x.numel() // (n * channels)
         per_group = channels // groups
         return _on_device(x, lambda stream: int(self._launch(
             x.data_ptr(), y.data_ptr(), weight.data_ptr() if weight is not None else None,
             bias.data_ptr() if bias is not None else None, n * groups, per_group * hw, hw, per_group, groups,
-            clusters, eps, stream, ctypes.byref(active) if active is not None else None,
+            clusters, regs, eps, stream, ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
 
 

@@ -21,7 +21,14 @@ import torch
 import torch.nn.functional as F
 
 from kernelopt.capture.rewrites import row_softmax_op
-from kernelopt.capture.rewrites.group_norm_kernel import DTYPES, MAX_CLUSTER, PART_BYTES_LIMIT, launcher
+from kernelopt.capture.rewrites.group_norm_kernel import (
+    DTYPES,
+    MAX_CLUSTER,
+    PART_BYTES_LIMIT,
+    REGS_WIDE,
+    THREADS,
+    launcher,
+)
 
 OP_NAME = "torch.ops.kernelopt.group_norm.default"  # as Inductor's wrapper calls it
 # A block's part at most this many bytes, so that an SM holds three blocks. On an H100
@@ -38,6 +45,17 @@ def cluster_blocks(columns: int, itemsize: int, part_bytes: int = PART_BYTES) ->
     """The blocks of a cluster for groups of ``columns`` elements: the fewest whose parts fit ``part_bytes``;
     None where no cluster holds the group so."""
     return next((b for b in CLUSTER_SIZES if -(-columns // b) * itemsize + 16 <= part_bytes), None)
+
+
+def fits(columns: int, itemsize: int, blocks: int, regs: int) -> bool:
+    """Whether ``blocks`` blocks a cluster hold groups of ``columns`` elements, each block's part in shared
+    memory but for ``regs`` 16-byte packs a thread in registers (the wide form: whole packs only)."""
+    if regs:
+        vec = 16 // itemsize
+        per_block = -(-columns // blocks)
+        part = -(-per_block // vec) * vec  # whole packs
+        return columns % vec == 0 and max(part * itemsize - regs * 16 * THREADS, 0) + 16 <= PART_BYTES_LIMIT
+    return -(-columns // blocks) * itemsize + 16 <= PART_BYTES_LIMIT
 
 
 def max_columns(itemsize: int) -> int:
@@ -85,14 +103,15 @@ def group_norm(
     groups: int,
     eps: float,
     clusters: int = 0,
+    regs: int = 0,
 ) -> torch.Tensor:
-    """``F.group_norm(x, groups, weight, bias, eps)``, one read of each group (``clusters``: the blocks of a
-    cluster, 0 for the op's own choice; the probe's, which may ask for parts up to the 227 KB a block may
-    have, past the op's own rule)."""
+    """``F.group_norm(x, groups, weight, bias, eps)``, one read of each group. ``clusters`` (the blocks of a
+    cluster, 0 for the op's own choice) and ``regs`` (0, or ``REGS_WIDE`` packs a thread in registers) are
+    the probe's, which may ask for parts up to what a block may hold, past the op's own rule."""
     row_softmax_op._forward_only(x, "kernelopt.group_norm")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, weight, bias, groups, eps)
-    reason = unsupported(x, groups, PART_BYTES_LIMIT if clusters else PART_BYTES)
+    reason = unsupported(x, groups, PART_BYTES_LIMIT + regs * 16 * THREADS if clusters else PART_BYTES)
     if reason is None and not x.is_contiguous():
         reason = "a non-contiguous input"  # the rewrite asks only for contiguous ones: a copy would cost a pass
     if reason is not None:
@@ -100,11 +119,14 @@ def group_norm(
         return reference(x, weight, bias, groups, eps)
     columns = x.shape[1] // groups * (x.numel() // (x.shape[0] * x.shape[1]))
     blocks = clusters or cluster_blocks(columns, x.element_size())
-    if blocks is None or -(-columns // blocks) * x.element_size() + 16 > PART_BYTES_LIMIT:
-        raise ValueError(f"kernelopt.group_norm: {clusters} blocks a cluster cannot hold groups of {columns} elements")
+    if blocks is None or regs not in (0, REGS_WIDE) or not fits(columns, x.element_size(), blocks, regs):
+        raise ValueError(
+            f"kernelopt.group_norm: {clusters} blocks a cluster with {regs} packs a thread in registers cannot hold "
+            f"groups of {columns} elements"
+        )
     y = torch.empty_like(x)
     kernel = launcher(x.dtype, row_softmax_op.capability(x.device.index))
-    kernel.run(x, y, _by_channel(weight), _by_channel(bias), groups, blocks, float(eps))
+    kernel.run(x, y, _by_channel(weight), _by_channel(bias), groups, blocks, float(eps), regs)
     return y
 
 
@@ -121,6 +143,7 @@ def _group_norm_fake(
     groups: int,
     eps: float,
     clusters: int = 0,
+    regs: int = 0,
 ) -> torch.Tensor:
     return torch.empty_like(x)
 
