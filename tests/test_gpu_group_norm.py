@@ -89,6 +89,17 @@ def test_every_cluster_size_computes_the_same_group_norm(hopper_gpu, clusters) -
     _close(torch.ops.kernelopt.group_norm(x, w, b, 4, EPS, clusters), x, 4, w, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("shape", "clusters"), [((2, 16, 256, 256), 16), ((2, 8, 64, 80), 8)])
+def test_the_wide_form_holds_part_of_each_part_in_registers(hopper_gpu, dtype, shape, clusters) -> None:
+    """Parts of 128 KB (level1/16's groups of 2 x 256 x 256 channels, 2 groups a sample) with 8 packs a thread
+    in registers and the rest in shared memory; and parts smaller than the registers hold (none in shared
+    memory)."""
+    x, w, b = _inputs(shape, dtype)
+    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters, group_norm_kernel.REGS_WIDE)
+    _close(got, x, 2, w, b)
+
+
 def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) -> None:
     """Chan's combination of the blocks' deviations, not a sum of squares less a squared mean: a group at
     1000 +- 0.01 keeps its spread, and a constant group comes out as the bias."""
