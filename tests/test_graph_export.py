@@ -285,25 +285,26 @@ def test_compiling_graph_variants_stops_when_its_time_runs_out(monkeypatch) -> N
 
 def test_row_splits_are_compiled_first_where_rows_are_read_twice_and_last_elsewhere() -> None:
     """Compiling stops when its budget runs out: the online softmax, the cluster softmax and the cluster
-    L2 norm in the op's shared-memory form, kernelopt's group norm, and the row split at two widths (six
-    option sets) go first where the analysis found kernels that read their rows twice, after every other
+    L2 norm in the op's shared-memory form, kernelopt's group norm (with Inductor's convolution layouts and
+    without), and the row split at two widths (seven option sets) go first where the analysis found kernels that read their rows twice, after every other
     set elsewhere (a graph with no wide reduction compiles the same under them, for the price of a
     compile; a one-graph model's rewrite that finds nothing stops before code generation)."""
     from kernelopt.search.graph_variants import FUSION_OPTIONS, LAYOUT_OPTIONS, REREAD_OPTIONS, option_sets
 
     rows = [dict(o) for o in REREAD_OPTIONS]
-    assert rows[:4] == [  # the op in its shared-memory form only: faster than its register form at every width
+    assert rows[:5] == [  # the op in its shared-memory form only: faster than its register form at every width
         {"kernelopt.online_softmax": True}, {"kernelopt.cluster_softmax_bulk": True},
         {"kernelopt.cluster_norm_bulk": True}, {"kernelopt.cluster_group_norm": True},
+        {"kernelopt.cluster_group_norm": True, "layout_optimization": False},
     ]  # fmt: skip
-    assert len(rows) == 6 and all(set(o) == {"kernelopt.row_split"} for o in rows[4:])
+    assert len(rows) == 7 and all(set(o) == {"kernelopt.row_split"} for o in rows[5:])
     assert not any("kernelopt.group_rows" in o for o in rows)  # slower than the stock group norm on the H100
     every = [o for sets in (option_sets(False), option_sets(True, rereads_first=True)) for o in sets]
     assert {"kernelopt.cluster_softmax": True} not in every and {"kernelopt.cluster_norm": True} not in every
     assert option_sets(False) == [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS] + rows
     assert option_sets(True) == [dict(o) for o in LAYOUT_OPTIONS + FUSION_OPTIONS] + rows
     assert option_sets(False, rereads_first=True) == rows + [dict(o) for o in FUSION_OPTIONS + LAYOUT_OPTIONS]
-    assert option_sets(True, rereads_first=True)[:7] == rows + [dict(LAYOUT_OPTIONS[0])]
+    assert option_sets(True, rereads_first=True)[:8] == rows + [dict(LAYOUT_OPTIONS[0])]
 
 
 def test_an_option_set_that_wrote_the_same_code_as_one_judged_is_not_judged_again(monkeypatch) -> None:

@@ -75,6 +75,9 @@ REREAD_OPTIONS: tuple[dict[str, Any], ...] = (
     {CLUSTER_SOFTMAX_BULK_OPTION: True},
     {CLUSTER_NORM_BULK_OPTION: True},  # a row's L2 normalisation by the same kernel
     {CLUSTER_GROUP_NORM_OPTION: True},  # a group norm's groups, by kernelopt's group-norm kernel
+    # the same after a convolution: Inductor's layout optimisation writes a convolution's output channels-last,
+    # and the op takes its input contiguous, so a copy would stand between them
+    {CLUSTER_GROUP_NORM_OPTION: True, "layout_optimization": False},
     *ROW_SPLIT_OPTIONS,
 )
 GRAPH_OPTIONS: tuple[dict[str, Any], ...] = FUSION_OPTIONS + LAYOUT_OPTIONS + REREAD_OPTIONS
