@@ -289,3 +289,14 @@ def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     for regs, registers in forms:
         assert int(registers) * group_norm_kernel.THREADS * (2 if int(regs) else 3) <= 65536, built.stderr
     assert re.search(r"[1-9]\d* bytes spill stores", built.stderr) is None, built.stderr
+
+
+def test_the_op_asks_inductor_for_its_input_as_traced_and_returns_a_contiguous_output() -> None:
+    """A convolution's output that Inductor lays out channels-last would reach the op so, and the output's
+    strides would not be the traced ones (level2/09 failed to compile so on the H100): the op is tagged for
+    its input in the traced layout, and what it returns is contiguous whatever the input's."""
+    assert torch.Tag.needs_fixed_stride_order in OP.tags
+    x, w, b = _values((2, 8, 16, 16), torch.float32)
+    out = OP(x.to(memory_format=torch.channels_last), w, b, 4, EPS)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, F.group_norm(x, 4, w, b, EPS))

@@ -9,8 +9,7 @@ cluster (sm_90): each block copies its part of the group into shared memory by b
 over shared memory, not memory); the blocks exchange their count, sum and sum of squared deviations
 through distributed shared memory at one cluster barrier and combine them (Chan's parallel variance:
 no cancellation of a sum of squares less a squared mean), and each block writes its part as
-``x * a[c] + b[c]`` (``a = rstd * weight[c]``, ``b = bias[c] - mean * a``). One read of the group, one
-write.
+``(x - mean) * a[c] + bias[c]`` (``a = rstd * weight[c]``). One read of the group, one write.
 
 A group of 8 channels x 256 x 256 float32 is 2 MB: more than the 8 blocks of a portable cluster hold in
 227 KB of shared memory each, so the kernel may launch clusters of 16 (Hopper's non-portable size).
@@ -153,16 +152,17 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
   cluster.sync();  // every block has read the others' parts: each may now exit
   const float rstd = rsqrtf(m2 / (float)cols + eps);
   const int64_t channel0 = (row % groups) * channels_per_group;
-  // element e of the part (column start + e): its channel's a and b
+  // channel c of the group: its a and b, the output (x - mean) * a + b (not x * a + (b - mean * a), which
+  // cancels where the mean is large against the spread: a constant group at 3 came out 0.25 +- 1e-4)
   auto scale_shift = [&](int64_t c, float& a, float& b) {
     a = rstd * (weight != nullptr ? weight[channel0 + c] : 1.0f);
-    b = (bias != nullptr ? bias[channel0 + c] : 0.0f) - mean * a;
+    b = bias != nullptr ? bias[channel0 + c] : 0.0f;
   };
   auto edge_out = [&](int from, int to) {
     for (int i = from + threadIdx.x; i < to; i += THREADS) {
       float a, b;
       scale_shift((start + i) / hw, a, b);
-      dst[i] = from_float<T>(as_float<T>(buf[i]) * a + b);
+      dst[i] = from_float<T>((as_float<T>(buf[i]) - mean) * a + b);
     }
   };
   edge_out(0, bulk.head);
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
     if (next < VEC) scale_shift(c + 1, a1, b1);
     Pack<T, VEC> o;
     #pragma unroll
-    for (int j = 0; j < VEC; ++j) o.v[j] = from_float<T>(t.v[j] * (j < next ? a0 : a1) + (j < next ? b0 : b1));
+    for (int j = 0; j < VEC; ++j) o.v[j] = from_float<T>((t.v[j] - mean) * (j < next ? a0 : a1) + (j < next ? b0 : b1));
     if (aligned) {
       store16<T>(out, o.v, true);
     } else {

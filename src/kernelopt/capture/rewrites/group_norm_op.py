@@ -93,7 +93,8 @@ def reference(
 ) -> torch.Tensor:
     """What the op computes, by torch: the group norm in float32, in ``x``'s dtype (a weight and bias of
     ``C`` elements, flat or as the graph broadcasts them)."""
-    return F.group_norm(x.float(), groups, _by_channel(weight), _by_channel(bias), eps).to(x.dtype)
+    out = F.group_norm(x.float(), groups, _by_channel(weight), _by_channel(bias), eps)
+    return out.to(x.dtype).contiguous()  # contiguous whatever x's layout, as the kernel's output and the fake
 
 
 def group_norm(
@@ -124,7 +125,7 @@ def group_norm(
             f"kernelopt.group_norm: {clusters} blocks a cluster with {regs} packs a thread in registers cannot hold "
             f"groups of {columns} elements"
         )
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, as the fake says
     kernel = launcher(x.dtype, row_softmax_op.capability(x.device.index))
     kernel.run(x, y, _by_channel(weight), _by_channel(bias), groups, blocks, float(eps), regs)
     return y
@@ -145,11 +146,16 @@ def _group_norm_fake(
     clusters: int = 0,
     regs: int = 0,
 ) -> torch.Tensor:
-    return torch.empty_like(x)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 # registered on the dispatcher directly, as the row softmax's ops are (no custom_op wrappers)
-row_softmax_op._LIBRARY.define("group_norm" + torch.library.infer_schema(group_norm, mutates_args=()))
+# needs_fixed_stride_order: Inductor hands the op its input in the layout the graph traced (contiguous),
+# copying where it laid it out otherwise (a convolution's channels-last output), where without the tag it
+# passed the channels-last tensor as it was and its assertion of the output's strides failed (H100, level2/09)
+row_softmax_op._LIBRARY.define(
+    "group_norm" + torch.library.infer_schema(group_norm, mutates_args=()), tags=(torch.Tag.needs_fixed_stride_order,)
+)
 for _key in ("CPU", "CUDA"):
     row_softmax_op._LIBRARY.impl("group_norm", group_norm, _key)
 torch.library.register_fake("kernelopt::group_norm", _group_norm_fake, lib=row_softmax_op._LIBRARY)
