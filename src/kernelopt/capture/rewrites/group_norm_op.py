@@ -33,9 +33,10 @@ from kernelopt.capture.rewrites.group_norm_kernel import (
 OP_NAME = "torch.ops.kernelopt.group_norm.default"  # as Inductor's wrapper calls it
 # A block's part at most this many bytes, so that an SM holds three blocks. On an H100
 # (scripts/device/group_norm_op_probe.py, benchmarks/h100-2026-12-06-group-norm-op) the suite's groups ran
-# fastest so: 262144 float32 in 16 blocks of 64 KB 2.7x the stock compile (8 of 128 KB 2.3x), 40960
-# bfloat16 in 2 of 40 KB 6.2x (1 of 80 KB 5.5x); 524288 float32 in 16 of 128 KB, one block an SM and 7
-# clusters at once, ran 0.71x, so groups that wide are left to Inductor.
+# fastest so: 262144 float32 in 16 blocks of 64 KB (2.06 TB/s; 8 of 128 KB 1.77), 40960 bfloat16 in 2 of
+# 40 KB (2.40 TB/s; 1 of 80 KB 2.10); 524288 float32 in 16 of 128 KB, one block an SM and 7 clusters at
+# once, moved 1.39 TB/s (0.70x Inductor's two kernels; 0.86x with the wide form), so groups that wide
+# are left to Inductor.
 PART_BYTES = 65 * 1024
 CLUSTER_SIZES = tuple(2**k for k in range(MAX_CLUSTER.bit_length()) if 2**k <= MAX_CLUSTER)  # 1 ... 16
 MIN_GROUP = 4096  # narrower groups: Inductor's persistent reductions read them once already
