@@ -176,6 +176,11 @@ def mode_options(mode: str) -> dict[str, Any]:
     return dict(torch._inductor.list_mode_options(mode))
 
 
+# Programs a row is split across at most: Inductor's cooperative split is last_power_of_2(SMs) // xnumel,
+# at most 64 (row_split.MAX_RSPLIT is this)
+MAX_ROW_SPLIT = 64
+
+
 @contextlib.contextmanager
 def row_split_compile(chunk: int, wide: int) -> Iterator[None]:
     """Inductor writing every reduction of ``wide`` elements or more (``row_split.WIDE``) as a persistent cooperative one
@@ -207,7 +212,7 @@ def row_split_compile(chunk: int, wide: int) -> Iterator[None]:
         size_hints: Any, reduction_hint: Any, triton_meta: Any, filename: Any, inductor_meta: Any
     ) -> Any:
         # Inductor's split is last_power_of_2(SMs) // xnumel (at most 64): give it the grid the split asks.
-        split = max(2, min(64, int(size_hints["r0_"]) // chunk))  # 64: row_split.MAX_RSPLIT
+        split = max(2, min(MAX_ROW_SPLIT, int(size_hints["r0_"]) // chunk))
         meta = dict(triton_meta)
         device, count = meta["device"], split * int(size_hints["x"])
         meta["device"] = (

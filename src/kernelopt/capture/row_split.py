@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from kernelopt.capture import compat
 from kernelopt.capture.graph_swap import GraphCandidate, GraphKernel
 from kernelopt.capture.kernel_source import heuristic_decorator, pin_launch_config
 
@@ -40,7 +41,7 @@ ROW_SPLIT_OPTION = "kernelopt.row_split"  # a graph option of kernelopt's own: e
 # What the graph stage tries. On the H200 the best split gave each program about 8192 elements
 # (log-softmax 131072 wide: RSPLIT 16; softmax 65536 wide: 8) or 16384 (log-softmax 50257 wide: 4).
 CHUNKS = (8192, 16384)
-MAX_RSPLIT = 64  # programs a row is split across at most (compat.row_split_compile)
+MAX_RSPLIT = compat.MAX_ROW_SPLIT  # programs a row is split across at most (compat.row_split_compile)
 # A reduction of this many elements or more the row split's compile makes cooperative
 # (compat.row_split_compile); a graph without one it writes as compiled.
 WIDE = 4096
