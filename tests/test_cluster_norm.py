@@ -184,10 +184,10 @@ def test_a_cuda_input_the_kernel_does_not_take_is_counted_under_the_op_s_name(mo
     row_softmax_op._warn_fallback.cache_clear()
     before = Counter(row_softmax_op.FALLBACKS)
     with pytest.warns(UserWarning, match="kernelopt.row_l2_normalize computed by torch on a CUDA tensor, not by its kernel"):
-        row_softmax_op._fell_back("no build for torch.float64", "kernelopt.row_l2_normalize")
+        row_softmax_op.count_fallback("no build for torch.float64", "kernelopt.row_l2_normalize")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        row_softmax_op._fell_back("no build for torch.float64")
+        row_softmax_op.count_fallback("no build for torch.float64")
     assert sorted(row_softmax_op.fallbacks_since(before)) == [
         "1 call(s) computed by torch, not the kernel: kernelopt.row_l2_normalize: no build for torch.float64",
         "1 call(s) computed by torch, not the kernel: kernelopt.row_softmax: no build for torch.float64",

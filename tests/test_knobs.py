@@ -113,7 +113,7 @@ def test_a_whole_model_candidate_whose_op_torch_computed_is_named_and_not_timed(
     def capture(model, inputs, options=None, **kwargs):
         compiled = real_capture(model, inputs, options, **kwargs)
         if options and "epilogue_fusion" in options:  # the variant's capture ran the op, and torch computed it
-            row_softmax_op._fell_back("no build for torch.float64")
+            row_softmax_op.count_fallback("no build for torch.float64")
         return compiled
 
     monkeypatch.setattr(knob_candidate, "capture", capture)

@@ -110,14 +110,14 @@ def group_norm(
     """``F.group_norm(x, groups, weight, bias, eps)``, one read of each group. ``clusters`` (the blocks of a
     cluster, 0 for the op's own choice) and ``regs`` (0, or ``REGS_WIDE`` packs a thread in registers) are
     the probe's, which may ask for parts up to what a block may hold, past the op's own rule."""
-    row_softmax_op._forward_only(x, "kernelopt.group_norm")
+    row_softmax_op.forward_only(x, "kernelopt.group_norm")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, weight, bias, groups, eps)
     reason = unsupported(x, groups, PART_BYTES_LIMIT + regs * 16 * THREADS if clusters else PART_BYTES)
     if reason is None and not x.is_contiguous():
         reason = "a non-contiguous input"  # the rewrite asks only for contiguous ones: a copy would cost a pass
     if reason is not None:
-        row_softmax_op._fell_back(reason, "kernelopt.group_norm")
+        row_softmax_op.count_fallback(reason, "kernelopt.group_norm")
         return reference(x, weight, bias, groups, eps)
     columns = x.shape[1] // groups * (x.numel() // (x.shape[0] * x.shape[1]))
     blocks = clusters or cluster_blocks(columns, x.element_size())
@@ -154,9 +154,9 @@ def _group_norm_fake(
 # needs_fixed_stride_order: Inductor hands the op its input in the layout the graph traced (contiguous),
 # copying where it laid it out otherwise (a convolution's channels-last output), where without the tag it
 # passed the channels-last tensor as it was and its assertion of the output's strides failed (H100, level2/09)
-row_softmax_op._LIBRARY.define(
+row_softmax_op.OPS_LIBRARY.define(
     "group_norm" + torch.library.infer_schema(group_norm, mutates_args=()), tags=(torch.Tag.needs_fixed_stride_order,)
 )
 for _key in ("CPU", "CUDA"):
-    row_softmax_op._LIBRARY.impl("group_norm", group_norm, _key)
-torch.library.register_fake("kernelopt::group_norm", _group_norm_fake, lib=row_softmax_op._LIBRARY)
+    row_softmax_op.OPS_LIBRARY.impl("group_norm", group_norm, _key)
+torch.library.register_fake("kernelopt::group_norm", _group_norm_fake, lib=row_softmax_op.OPS_LIBRARY)

@@ -122,7 +122,7 @@ def fallback_verdict(lines: list[str]) -> str:
     return "kernelopt's own op did not run its kernel in the candidate's process: " + "; ".join(lines)
 
 
-def _fell_back(reason: str, op: str = "kernelopt.row_softmax") -> None:
+def count_fallback(reason: str, op: str = "kernelopt.row_softmax") -> None:
     """Count a CUDA call torch computed, by the op's name and its reason, and say so once per reason."""
     FALLBACKS[f"{op}: {reason}"] += 1
     _warn_fallback(reason, op)
@@ -137,7 +137,7 @@ def _warn_fallback(reason: str, op: str = "kernelopt.row_softmax") -> None:
     warnings.warn(f"{op} computed by torch on a CUDA tensor, not by its kernel: {reason}", stacklevel=3)
 
 
-def _forward_only(x: torch.Tensor, op: str) -> None:
+def forward_only(x: torch.Tensor, op: str) -> None:
     """Refuse an input autograd would differentiate through the op: neither op has a backward (the rewrites
     put them in compiled graphs, whose forward runs with grad mode off)."""
     if x.requires_grad and torch.is_grad_enabled():
@@ -174,12 +174,12 @@ def row_softmax(
     """Softmax (or log-softmax, ``log``; or ``y - logsumexp(y)``, ``log`` and ``lse``) of
     ``y = x * scale`` over the last dimension, one read of each row; ``bulk``: each block's part of the row
     held in shared memory, copied there by one bulk copy, instead of in registers."""
-    _forward_only(x, "kernelopt.row_softmax")
+    forward_only(x, "kernelopt.row_softmax")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, scale, log, out_float, lse)
     blocks, reason = _planned(x, out_float, bulk)
     if blocks is None:
-        _fell_back(str(reason))
+        count_fallback(str(reason))
         return reference(x, scale, log, out_float, lse)
     x = x.contiguous()
     y = torch.empty(x.shape, dtype=torch.float32 if out_float else x.dtype, device=x.device)
@@ -207,12 +207,12 @@ def norm_reference(x: torch.Tensor, eps: float) -> torch.Tensor:
 def row_l2_normalize(x: torch.Tensor, eps: float, bulk: bool = False) -> torch.Tensor:
     """Each row of ``x`` (the last dimension) divided by its L2 norm, at least ``eps``, one read of each row;
     ``bulk``: the shared-memory form, as :func:`row_softmax` takes it."""
-    _forward_only(x, "kernelopt.row_l2_normalize")
+    forward_only(x, "kernelopt.row_l2_normalize")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return norm_reference(x, eps)
     blocks, reason = _planned(x, False, bulk)
     if blocks is None:
-        _fell_back(str(reason), "kernelopt.row_l2_normalize")
+        count_fallback(str(reason), "kernelopt.row_l2_normalize")
         return norm_reference(x, eps)
     x = x.contiguous()
     y = torch.empty_like(x)
@@ -231,10 +231,12 @@ def _row_l2_normalize_fake(x: torch.Tensor, eps: float, bulk: bool = False) -> t
 # The two ops registered with the dispatcher directly (``define`` and ``impl``), not by
 # ``torch.library.custom_op``, whose Python wrappers on the autograd and backend keys cost several
 # microseconds more a call (pytorch/pytorch#139500): the op's whole host path counts where a forward's
-# launches are not hidden behind the GPU's work. Neither op has a backward (:func:`_forward_only`).
-_LIBRARY = torch.library.Library("kernelopt", "FRAGMENT")
+# launches are not hidden behind the GPU's work. Neither op has a backward (:func:`forward_only`). The
+# library, the fallback count and the forward-only check are every kernelopt op's (the group norm's too,
+# :mod:`~kernelopt.capture.rewrites.group_norm_op`).
+OPS_LIBRARY = torch.library.Library("kernelopt", "FRAGMENT")
 for _function, _fake in ((row_softmax, _row_softmax_fake), (row_l2_normalize, _row_l2_normalize_fake)):
-    _LIBRARY.define(_function.__name__ + torch.library.infer_schema(_function, mutates_args=()))
+    OPS_LIBRARY.define(_function.__name__ + torch.library.infer_schema(_function, mutates_args=()))
     for _key in ("CPU", "CUDA"):
-        _LIBRARY.impl(_function.__name__, _function, _key)
-    torch.library.register_fake(f"kernelopt::{_function.__name__}", _fake, lib=_LIBRARY)
+        OPS_LIBRARY.impl(_function.__name__, _function, _key)
+    torch.library.register_fake(f"kernelopt::{_function.__name__}", _fake, lib=OPS_LIBRARY)
