@@ -76,7 +76,7 @@ def test_torchs_cuda_decomposition_becomes_one_call_with_the_same_values(
     gm.recompile()
     (call,) = _calls(gm, OP)
     x, w, b = (n for n in gm.graph.nodes if n.op == "placeholder")
-    assert call.args[0] is x and call.args[3:] == (groups, EPS)
+    assert call.args[0] is x and call.args[3:] == (groups, EPS, None, None, 0.0, False)  # no epilogue
     # the weight and bias as the graph broadcast them by channel (the op reads them flat)
     assert _root(call.args[1]) is (w if weight else None) and _root(call.args[2]) is (b if bias else None)
     assert not _calls(gm, torch.ops.aten.var_mean.correction)  # the statistics are the op's
@@ -88,23 +88,25 @@ def test_torchs_cuda_decomposition_becomes_one_call_with_the_same_values(
     torch.testing.assert_close(got, expected.to(dtype))
 
 
-def test_what_follows_the_group_norm_stays_inductors(hopper: None) -> None:
+def test_what_follows_the_group_norm_but_its_epilogue_stays_inductors(hopper: None) -> None:
+    """A GELU is no epilogue of the op's: the op writes the group norm, Inductor what reads it."""
     shape, groups = (2, 8, 64, 64), 4
 
-    def norm_silu(x, w, b):
+    def norm_gelu(x, w, b):
         out = torch._refs.native_group_norm(x, w, b, 2, 8, 4096, groups, EPS)[0]
-        return out * torch.sigmoid(out)
+        return out * torch.erf(out)
 
     args = [torch.empty(s, device="meta") for s in (shape, (8,), (8,))]
-    gm = make_fx(norm_silu)(*args)
+    gm = make_fx(norm_gelu)(*args)
     gm.graph.eliminate_dead_code()
     assert rewrite_for_cluster_group_norm(gm.graph) == 1
     gm.recompile()
     (call,) = _calls(gm, OP)
-    assert {u.target for u in call.users} == {torch.ops.aten.mul.Tensor, torch.ops.aten.sigmoid.default}
+    assert {u.target for u in call.users} == {torch.ops.aten.mul.Tensor, torch.ops.aten.erf.default}
+    assert call.args[5:] == (None, None, 0.0, False)
     xv, wv, bv = _values(shape, torch.float32)
     out = F.group_norm(xv, groups, wv, bv, EPS)
-    torch.testing.assert_close(gm(xv, wv, bv), out * torch.sigmoid(out))
+    torch.testing.assert_close(gm(xv, wv, bv), out * torch.erf(out))
 
 
 @pytest.mark.parametrize(
@@ -273,7 +275,8 @@ def test_the_option_is_a_compile_option_a_reread_variant_and_a_knob() -> None:
 def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     """Each dtype's source compiles for Hopper, each form's registers few enough for the blocks an SM its
     parts are sized for (three in shared memory alone, two where a part is partly in registers), and
-    nothing spilled to local memory."""
+    nothing spilled to local memory: both forms with parameters in float32 and, for a 16-bit input, in its
+    own dtype."""
     import re
     import subprocess
 
@@ -285,7 +288,8 @@ def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
     forms = re.findall(r"group_norm_bulk\S*?Li(\d+)EEv.*?Used (\d+) registers", built.stderr, re.S)
-    assert sorted(int(regs) for regs, _ in forms) == [0, group_norm_kernel.REGS_WIDE], built.stderr
+    kinds = 1 if dtype == torch.float32 else 2  # the parameters' dtypes
+    assert sorted(int(regs) for regs, _ in forms) == [0] * kinds + [group_norm_kernel.REGS_WIDE] * kinds, built.stderr
     for regs, registers in forms:
         assert int(registers) * group_norm_kernel.THREADS * (2 if int(regs) else 3) <= 65536, built.stderr
     assert re.search(r"[1-9]\d* bytes spill stores", built.stderr) is None, built.stderr
@@ -300,3 +304,135 @@ def test_the_op_asks_inductor_for_its_input_as_traced_and_returns_a_contiguous_o
     out = OP(x.to(memory_format=torch.channels_last), w, b, 4, EPS)
     assert out.is_contiguous()
     torch.testing.assert_close(out, F.group_norm(x, 4, w, b, EPS))
+
+
+def _modulated(dtype: torch.dtype, silu: str = "sigmoid", offset: bool = True):
+    """A diffusion block's normalisation as level2/13 writes it (group norm, ``* (1 + scale) + shift`` by
+    sample and channel from one linear layer's output, a SiLU), traced as the group norm decomposes for a
+    CUDA input; ``silu``: ``sigmoid`` (``h * sigmoid(h)``), ``decomposed`` (``F.silu`` as torch decomposes
+    it for Inductor, a 16-bit ``h`` in float32) or ``none``."""
+    n, c, groups = 2, 8, 4
+
+    def block(x, w, b, emb, proj):
+        out = torch._refs.native_group_norm(x, w, b, n, c, 4096, groups, EPS)[0]
+        if dtype != torch.float32:
+            out = out.to(dtype)
+        scale, shift = (emb @ proj).chunk(2, dim=1)
+        h = out * ((1 + scale[:, :, None, None]) if offset else scale[:, :, None, None]) + shift[:, :, None, None]
+        if silu == "sigmoid":
+            return h * torch.sigmoid(h)
+        if silu == "decomposed":
+            h32 = h.float() if dtype != torch.float32 else h
+            out = h32 / (torch.exp(-h32) + 1)
+            return out.to(dtype) if dtype != torch.float32 else out
+        return h
+
+    def reference(x, w, b, emb, proj):  # in float32
+        scale, shift = (emb.float() @ proj.float()).chunk(2, dim=1)
+        h = F.group_norm(x.float(), groups, w.float(), b.float(), EPS)
+        h = h * ((1 + scale) if offset else scale)[:, :, None, None] + shift[:, :, None, None]
+        return h if silu == "none" else F.silu(h)
+
+    shapes = [(n, c, 64, 64), (c,), (c,), (n, 16), (16, 2 * c)]
+    gm = make_fx(block)(*(torch.empty(s, device="meta", dtype=dtype) for s in shapes))
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    g = torch.Generator().manual_seed(1)
+    values = [(torch.randn(s, generator=g) * (2 if i == 0 else 0.5)).to(dtype) for i, s in enumerate(shapes)]
+    return gm, reference, values
+
+
+@pytest.mark.parametrize(
+    ("dtype", "silu", "offset"),
+    [
+        (torch.bfloat16, "sigmoid", True),  # level2/13
+        (torch.float32, "sigmoid", False),
+        (torch.bfloat16, "decomposed", True),
+        (torch.float32, "decomposed", True),
+        (torch.float16, "none", True),
+    ],
+)
+def test_a_scale_shift_and_silu_after_the_group_norm_are_the_ops_epilogue(
+    hopper: None, dtype: torch.dtype, silu: str, offset: bool
+) -> None:
+    """What a diffusion block does after its group norm is the op's too: one call, the ``1 +`` of the
+    scale its offset, the scale and shift the linear layer's own output (read in place, no kernel of
+    their own), nothing of the epilogue left in the graph, and the values of the traced function."""
+    gm, reference, values = _modulated(dtype, silu, offset)
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    gm.recompile()
+    (call,) = _calls(gm, OP)
+    scale, shift, scale_offset, act = call.args[5:]
+    assert (scale_offset, act) == ((1.0 if offset else 0.0), silu != "none")
+    for by_sample in (scale, shift):  # views of the linear layer's output, the 1 + not computed apart
+        assert by_sample.target is torch.ops.aten.unsqueeze.default and by_sample.meta["val"].shape == (2, 8, 1, 1)
+    left = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+    for gone in (torch.ops.aten.sigmoid.default, torch.ops.aten.exp.default, torch.ops.aten.div.Tensor):
+        assert gone not in left
+    assert list(gm.graph.nodes)[-1].args[0] is call  # the op's output is the graph's
+    got, expected = gm(*values), reference(*values)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.float(), expected, **({} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 2e-2}))
+
+
+def test_an_epilogue_the_op_does_not_compute_stays_inductors(hopper: None) -> None:
+    """Left to Inductor: a scale by channel alone (a second affine, not a modulation), a step whose value
+    something else reads too, and a step that promotes the dtype; the group norm is still the op's."""
+    shape, groups = (2, 8, 64, 64), 4
+
+    def cases(x, w, b, by_channel, by_sample, wide):
+        out = torch._refs.native_group_norm(x, w, b, 2, 8, 4096, groups, EPS)[0]
+        per_channel = out * by_channel[:, None, None]  # not by sample: stays
+        h = out + by_sample  # read twice below: the SiLU stays
+        return per_channel, h * torch.sigmoid(h), h.sum(), (out * wide)
+
+    args = [torch.empty(s, device="meta") for s in (shape, (8,), (8,), (8,), (2, 8, 1, 1), (2, 8, 1, 1))]
+    args[-1] = args[-1].double()  # float64: the product is promoted
+    gm = make_fx(cases)(*args)
+    gm.graph.eliminate_dead_code()
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    (call,) = _calls(gm, OP)
+    assert call.args[5:] == (None, None, 0.0, False)  # no epilogue: the output has four readers
+
+
+def test_a_compiled_block_writes_the_group_norm_and_its_epilogue_as_one_call(hopper: None) -> None:
+    """Through Inductor (float32 on the CPU, a group norm without affine, as the CPU decomposes one for a
+    CUDA input only then): the modulation and SiLU are arguments of the one call, not a kernel of their
+    own, and the compiled block computes what the module does."""
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.GroupNorm(4, 8, affine=False)
+
+        def forward(self, x, emb):
+            scale, shift = emb.chunk(2, dim=1)
+            h = self.norm(x) * (1 + scale[:, :, None, None]) + shift[:, :, None, None]
+            return torch.nn.functional.silu(h)
+
+    torch.manual_seed(0)
+    model, x, emb = Block().eval(), torch.randn(2, 8, 64, 64), torch.randn(2, 16)
+    from kernelopt.capture import capture, compat
+
+    with compat.fresh_compile():
+        artifact = capture(model, [x, emb], {CLUSTER_GROUP_NORM_OPTION: True})
+    (graph,) = artifact.graphs
+    source = graph.source_code
+    assert source.count("torch.ops.kernelopt.group_norm.default(") == 1, source
+    call = source[source.index("torch.ops.kernelopt.group_norm.default(") :].split("\n")[0]
+    assert call.rstrip(")").endswith("1.0, True"), call  # scale_offset 1, SiLU
+    assert "sigmoid" not in source and "exp(" not in source, source
+    torch.testing.assert_close(artifact.compiled(x, emb), model(x, emb))
+
+
+def test_the_op_checks_its_epilogue_and_computes_it_on_cpu() -> None:
+    x, w, b = _values((2, 8, 16, 16), torch.float32)
+    g = torch.Generator().manual_seed(3)
+    linear = torch.randn(2, 16, generator=g)
+    scale, shift = linear[:, :8, None, None], linear[:, 8:, None, None]  # strided views, as the graph's
+    expected = F.silu(F.group_norm(x, 4, w, b, EPS) * (1 + scale) + shift)
+    torch.testing.assert_close(OP(x, w, b, 4, EPS, scale, shift, 1.0, True), expected)
+    with pytest.raises(ValueError, match=r"scale of shape \(8, 1, 1\); pass it as \(2, 8, 1, 1\)"):
+        OP(x, w, b, 4, EPS, scale[0], None, 1.0, False)
+    with pytest.raises(ValueError, match="a scale_offset without a scale"):
+        OP(x, w, b, 4, EPS, None, shift, 1.0, False)

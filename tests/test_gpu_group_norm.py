@@ -86,7 +86,7 @@ def test_every_cluster_size_computes_the_same_group_norm(hopper_gpu, clusters) -
     x, w, b = _inputs((4, 16, 96, 97), torch.float32)  # groups of 37248: each size holds them
     if -(-37248 // clusters) * 4 + 16 > group_norm_kernel.PART_BYTES_LIMIT:
         pytest.skip("a part wider than a block may have")
-    _close(torch.ops.kernelopt.group_norm(x, w, b, 4, EPS, clusters), x, 4, w, b)
+    _close(torch.ops.kernelopt.group_norm(x, w, b, 4, EPS, clusters=clusters), x, 4, w, b)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -96,8 +96,39 @@ def test_the_wide_form_holds_part_of_each_part_in_registers(hopper_gpu, dtype, s
     in registers and the rest in shared memory; and parts smaller than the registers hold (none in shared
     memory)."""
     x, w, b = _inputs(shape, dtype)
-    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters, group_norm_kernel.REGS_WIDE)
+    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters=clusters, regs=group_norm_kernel.REGS_WIDE)
     _close(got, x, 2, w, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("params", ["own", "float32"])
+@pytest.mark.parametrize("form", ["plain", "wide"])
+def test_the_epilogue_scales_shifts_and_applies_silu_by_sample_and_channel(hopper_gpu, dtype, params, form) -> None:
+    """``silu(group_norm(x) * (1 + scale) + shift)`` with the scale and shift strided views of one linear
+    output (as level2/13's graph passes them), its parameters in the input's dtype or in float32, in both
+    forms (packs that straddle channels in the plain one): within the eager computation's own distance
+    from float64, which rounds at every step."""
+    shape, groups = ((3, 12, 33, 35), 3) if form == "plain" else ((2, 16, 128, 128), 2)
+    x, w, b = _inputs(shape, dtype)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    linear = (torch.randn(shape[0], 2 * shape[1], device="cuda", generator=g) * 0.5).to(dtype)
+    if params == "float32":
+        w, b, linear = w.float(), b.float(), linear.float()
+    scale, shift = (t[:, :, None, None] for t in linear.chunk(2, dim=1))
+    assert not scale.is_contiguous()
+    before = Counter(row_softmax_op.FALLBACKS)
+    wide = {"clusters": 16, "regs": group_norm_kernel.REGS_WIDE} if form == "wide" else {}
+    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, scale, shift, 1.0, True, **wide)
+    assert not row_softmax_op.fallbacks_since(before)
+    assert got.dtype == dtype and got.is_contiguous()
+
+    def block(x, w, b, scale, shift):
+        return F.silu(F.group_norm(x, groups, w, b, EPS) * (1 + scale) + shift)
+
+    exact = block(*(t.double() for t in (x, w, b, scale, shift)))
+    eager = block(x, w.to(dtype), b.to(dtype), scale.to(dtype), shift.to(dtype))
+    ours, theirs = ((t.double() - exact).abs().max().item() for t in (got, eager))
+    assert ours <= 2 * theirs + torch.finfo(dtype).eps * exact.abs().max().item(), (ours, theirs)
 
 
 def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) -> None:
@@ -141,6 +172,9 @@ def test_the_suite_s_group_norms_compile_to_the_op_and_pass_the_gates(hopper_gpu
     print(problem, {g: (v["passed"], v["reason"][:160]) for g, v in gates.items()}, result.get("timings"))
     made = GraphCandidate.from_dict(result["graph_candidate"]) if result.get("graph_candidate") else None
     assert made is None or made.call_source.count("torch.ops.kernelopt.group_norm.default(") == 1
+    if made is not None:  # the SiLU after both, and level2/13's modulation, are the op's epilogue
+        call = made.call_source.split("torch.ops.kernelopt.group_norm.default(")[1].split("\n")[0]
+        assert call.rstrip(")").endswith("True") and ("1.0, True" in call) == ("13_" in problem), call
     assert gates["static"]["passed"], gates["static"]
     assert gates["model"]["passed"], gates["model"]  # every group right against float64
     assert "performance" in gates

@@ -68,7 +68,7 @@ def probe_case(name: str, shape: tuple[int, ...], groups: int, dtype: torch.dtyp
             row["active_clusters"] = library.active_clusters(x, groups, clusters, regs)
 
             def call(clusters: int = clusters, regs: int = regs) -> torch.Tensor:
-                return torch.ops.kernelopt.group_norm(x, weight, bias, groups, eps, clusters, regs)
+                return torch.ops.kernelopt.group_norm(x, weight, bias, groups, eps, clusters=clusters, regs=regs)
 
             got = call()
             torch.cuda.synchronize()

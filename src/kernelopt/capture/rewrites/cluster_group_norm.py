@@ -9,10 +9,14 @@ so each group is read twice. This post-grad rewrite, run where the compile optio
 it), replaces each such group norm of a contiguous CUDA input on an sm_90 GPU whose groups are
 :data:`~kernelopt.capture.rewrites.group_norm_op.MIN_GROUP` elements wide or wider and fit a cluster
 (:func:`~kernelopt.capture.rewrites.group_norm_op.cluster_blocks`) with one call of
-``torch.ops.kernelopt.group_norm`` (:mod:`~kernelopt.capture.rewrites.group_norm_op`). What follows the
-group norm (a SiLU, a scale and shift) stays Inductor's: a kernel of its own, a read and a write that
-Inductor's output kernel had fused, which in level2/13 cost more than the read the op saves (0.74x at
-gate 4 on the H100, benchmarks/h100-2026-12-06-group-norm-op).
+``torch.ops.kernelopt.group_norm`` (:mod:`~kernelopt.capture.rewrites.group_norm_op`).
+
+What follows the group norm is the op's too where the op computes it: a scale by sample and channel
+(``* (1 + scale)``: a number added to the scale is the op's ``scale_offset``), then a shift by sample and
+channel, then a SiLU (``h * sigmoid(h)``, or ``F.silu`` as Inductor decomposes it), each step optional,
+in that order, each read by the next alone and in the input's dtype. Left to Inductor, such an epilogue
+became a kernel of its own, a read and a write that Inductor's output kernel had fused, which in level2/13
+cost more than the read the op saves (0.74x at gate 4 on the H100, benchmarks/h100-2026-12-06-group-norm-op).
 
 A group norm whose statistics, normalised groups or any step between is read by anything else (a
 training graph's saved mean and rstd) is left as it is, as is a 16-bit group norm not cast back to its
@@ -44,7 +48,7 @@ _VIEWS = (_aten.view.default, _aten.reshape.default, _aten._unsafe_view.default)
 
 class _GroupNorm(NamedTuple):
     """A group norm the op computes: its input, weight, bias (nodes as the graph broadcasts them, or None),
-    groups and eps, and the node whose value is its output."""
+    groups and eps, its epilogue, and the node whose value is its output (the epilogue's last)."""
 
     x: torch.fx.Node
     weight: torch.fx.Node | None
@@ -52,6 +56,16 @@ class _GroupNorm(NamedTuple):
     groups: int
     eps: float
     out: torch.fx.Node
+    epilogue: _Epilogue
+
+
+class _Epilogue(NamedTuple):
+    """What follows a group norm that the op computes: ``* (scale + scale_offset) + shift``, then a SiLU."""
+
+    scale: torch.fx.Node | None = None
+    shift: torch.fx.Node | None = None
+    scale_offset: float = 0.0
+    silu: bool = False
 
 
 def _shape(node: Any) -> tuple[int, ...] | None:
@@ -157,7 +171,82 @@ def _group_norm(var_mean: torch.fx.Node) -> _GroupNorm | None:
         if _cast_to(cast) != value.dtype:
             return None  # the 16-bit group norm's float32 output read as such: not the op's
         end = cast
-    return _GroupNorm(x, weight, bias, shape[1], float(eps), end)
+    end, epilogue = _epilogue(end, x_shape, value.dtype)
+    return _GroupNorm(x, weight, bias, shape[1], float(eps), end, epilogue)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _by_sample_channel(node: Any, out: tuple[int, ...]) -> bool:
+    """Whether ``node`` is a tensor by sample and channel as broadcast against ``out`` (``N, C, 1, 1``), as
+    the op takes a scale or shift."""
+    return _shape(node) == (*out[:2], *(1,) * (len(out) - 2))
+
+
+def _step(node: Any, target: Any, out: tuple[int, ...], dtype: torch.dtype) -> tuple[Any, Any] | None:
+    """``(next, t)`` where ``node``'s one reader is ``target(node, t)`` (either order) with ``t`` by sample
+    and channel, and its value of ``out``'s shape in ``dtype``; else None."""
+    user: Any = _only_user(node)
+    if not is_call(user, target) or len(user.args) != 2 or user.kwargs:
+        return None
+    other = user.args[1] if user.args[0] is node else user.args[0]
+    if other is node or not _by_sample_channel(other, out) or _shape(user) != out:
+        return None
+    return (user, other) if node_value(user).dtype == dtype else None
+
+
+def _silu(h: Any, dtype: torch.dtype) -> Any:
+    """The node whose value is SiLU(``h``), read from ``h`` alone, in ``dtype``; else None. Its forms:
+    ``aten.silu``, ``h * sigmoid(h)``, and ``h / (1 + exp(-h))`` (torch's decomposition of ``F.silu``, a
+    16-bit ``h`` computed in float32 and cast back)."""
+    users = list(h.users)
+    if len(users) == 1 and is_call(users[0], _aten.silu.default):
+        return users[0] if node_value(users[0]).dtype == dtype else None
+    sigmoid = next((u for u in users if is_call(u, _aten.sigmoid.default)), None)
+    if sigmoid is not None and len(users) == 2:
+        mul: Any = _only_user(sigmoid)
+        if is_call(mul, _aten.mul.Tensor) and set(mul.args) == {h, sigmoid} and mul in users:
+            return mul if node_value(mul).dtype == dtype else None
+        return None
+    up = users[0] if len(users) == 1 and _cast_to(users[0]) == torch.float32 else h
+    readers = list(up.users)
+    neg = next((u for u in readers if is_call(u, _aten.neg.default)), None)
+    exp: Any = _only_user(neg)
+    plus: Any = _only_user(exp) if is_call(exp, _aten.exp.default) else None
+    if neg is None or len(readers) != 2 or not is_call(plus, _aten.add.Tensor) or len(plus.args) != 2 or plus.kwargs:
+        return None
+    one = plus.args[1] if plus.args[0] is exp else plus.args[0] if plus.args[1] is exp else None
+    if not _number(one) or one != 1:
+        return None
+    div: Any = _only_user(plus)
+    if not is_call(div, _aten.div.Tensor) or div.args != (up, plus) or div not in readers:
+        return None
+    end: Any = div if up is h else _only_user(div)
+    return end if end is not None and _shape(end) == _shape(h) and node_value(end).dtype == dtype else None
+
+
+def _epilogue(end: torch.fx.Node, out: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.fx.Node, _Epilogue]:
+    """The longest epilogue the op computes after the group norm whose output is ``end`` (see the module's
+    docstring), and the node whose value is its last step's."""
+    scale = shift = None
+    offset = 0.0
+    step = _step(end, _aten.mul.Tensor, out, dtype)
+    if step is not None:
+        end, scale = step
+        inner = scale.args if is_call(scale, _aten.add.Tensor) and not scale.kwargs else ()
+        numbers = [a for a in inner if _number(a)]
+        if len(inner) == 2 and len(numbers) == 1 and len(scale.users) == 1:
+            tensor = next(a for a in inner if not _number(a))
+            if _by_sample_channel(tensor, out):
+                scale, offset = tensor, float(numbers[0])
+    step = _step(end, _aten.add.Tensor, out, dtype)
+    if step is not None:
+        end, shift = step
+    activated = _silu(end, dtype)
+    silu = activated is not None
+    return (activated if silu else end), _Epilogue(scale, shift, offset, silu)
 
 
 def takes_groups(value: Any, groups: int) -> bool:
@@ -200,7 +289,18 @@ def rewrite_for_cluster_group_norm(graph: torch.fx.Graph) -> int:
         if not takes_groups(value, found.groups):
             continue
         check_buildable(value.dtype, value.device)
-        arguments = (found.x, found.weight, found.bias, found.groups, found.eps)
+        e = found.epilogue
+        arguments = (
+            found.x,
+            found.weight,
+            found.bias,
+            found.groups,
+            found.eps,
+            e.scale,
+            e.shift,
+            e.scale_offset,
+            e.silu,
+        )
         replace_with_call(graph, found.out, torch.ops.kernelopt.group_norm.default, arguments)
         count += 1
     if count:

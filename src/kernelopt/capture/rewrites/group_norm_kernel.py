@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -56,16 +57,32 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return v;
 }
 
+// What the kernel does to a normalised element of channel ch of sample n, in float32:
+//   act(((x - mean) * rstd * weight[ch] + bias[ch]) * (scale[n, ch] + scale_offset) + shift[n, ch])
+// each of weight, bias (by channel, contiguous), scale and shift (by sample and channel, any strides) of
+// type P (float, or the input's type) or null (1, 0, 1 and 0), act the identity or SiLU: a group norm and
+// the modulation a diffusion block applies after it (x * (1 + scale) + shift, then SiLU) in one kernel.
+template <typename P>
+struct Epilogue {
+  const P* weight;
+  const P* bias;
+  const P* scale;
+  const P* shift;
+  int64_t scale_n, scale_c, shift_n, shift_c;  // strides, elements
+  float scale_offset;
+  int silu;
+};
+
 // One group (cols elements: channels_per_group channels of hw each) a cluster; row r of x is group
-// r % groups of sample r / groups. weight and bias: float32 by channel, or null (1 and 0). REGS > 0: the
+// r % groups of sample r / groups, its epilogue as above. REGS > 0: the
 // last REGS 16-byte packs a thread of each block's part are held in registers, the rest in shared memory
 // (the host launches that form only where rows and parts are whole packs from 16-byte boundaries), so that
 // a part of 128 KB leaves room for two blocks an SM.
-template <typename T, int THREADS, int PIECES, int REGS>
+template <typename T, typename P, int THREADS, int PIECES, int REGS>
 // three blocks an SM for parts in shared memory alone, two for the form that holds some in registers
 __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
-    const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ weight, const float* __restrict__ bias,
-    int64_t cols, int64_t chunk, int64_t hw, int64_t channels_per_group, int64_t groups, float eps) {
+    const T* __restrict__ x, T* __restrict__ y, const Epilogue<P> e, int64_t cols, int64_t chunk, int hw,
+    int64_t channels_per_group, int64_t groups, float eps) {
   constexpr int VEC = 16 / sizeof(T);
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(8) unsigned long long bars[PIECES];
@@ -155,17 +172,32 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
   cluster.sync();  // every block has read the others' parts: each may now exit
   const float rstd = rsqrtf(m2 / (float)cols + eps);
   const int64_t channel0 = (row % groups) * channels_per_group;
-  // channel c of the group: its a and b, the output (x - mean) * a + b (not x * a + (b - mean * a), which
-  // cancels where the mean is large against the spread: a constant group at 3 came out 0.25 +- 1e-4)
-  auto scale_shift = [&](int64_t c, float& a, float& b) {
-    a = rstd * (weight != nullptr ? weight[channel0 + c] : 1.0f);
-    b = bias != nullptr ? bias[channel0 + c] : 0.0f;
+  const int64_t sample = row / groups;
+  // channel c of the group: its a and b, the output act((x - mean) * a + b) (not x * a + (b - mean * a),
+  // which cancels where the mean is large against the spread: a constant group at 3 came out 0.25 +- 1e-4)
+  auto scale_shift = [&](int c, float& a, float& b) {
+    const int64_t ch = channel0 + c;
+    a = e.weight != nullptr ? as_float<P>(e.weight[ch]) : 1.0f;
+    b = e.bias != nullptr ? as_float<P>(e.bias[ch]) : 0.0f;
+    if (e.scale != nullptr) {
+      const float s = as_float<P>(e.scale[sample * e.scale_n + ch * e.scale_c]) + e.scale_offset;
+      a *= s;
+      b *= s;
+    }
+    if (e.shift != nullptr) b += as_float<P>(e.shift[sample * e.shift_n + ch * e.shift_c]);
+    a *= rstd;
   };
+  auto out_of = [&](float v, float a, float b) {
+    const float h = (v - mean) * a + b;
+    return from_float<T>(e.silu ? h / (1.0f + __expf(-h)) : h);
+  };
+  // columns of a group fit an int (the op's widest group is 532352 elements): 32-bit division by hw
+  const int first = (int)start;
   auto edge_out = [&](int from, int to) {
     for (int i = from + threadIdx.x; i < to; i += THREADS) {
       float a, b;
-      scale_shift((start + i) / hw, a, b);
-      dst[i] = from_float<T>((as_float<T>(buf[i]) - mean) * a + b);
+      scale_shift((first + i) / hw, a, b);
+      dst[i] = out_of(as_float<T>(buf[i]), a, b);
     }
   };
   edge_out(0, bulk.head);
@@ -173,15 +205,15 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
   // the middle 16 bytes a store where the output is aligned as the input (element by element where an
   // input with a storage offset is not); hw >= VEC (the caller's check), so a pack spans at most two channels
   // the pack of VEC values t starting at column col of the group, normalised into out
-  auto pack_out = [&](const Pack<float, VEC> t, int64_t col, T* out, bool aligned) {
-    const int64_t c = col / hw;
-    const int64_t next = (c + 1) * hw - col;  // elements of the pack in channel c
+  auto pack_out = [&](const Pack<float, VEC> t, int col, T* out, bool aligned) {
+    const int c = col / hw;
+    const int next = (c + 1) * hw - col;  // elements of the pack in channel c
     float a0, b0, a1 = 0.0f, b1 = 0.0f;
     scale_shift(c, a0, b0);
     if (next < VEC) scale_shift(c + 1, a1, b1);
     Pack<T, VEC> o;
     #pragma unroll
-    for (int j = 0; j < VEC; ++j) o.v[j] = from_float<T>((t.v[j] - mean) * (j < next ? a0 : a1) + (j < next ? b0 : b1));
+    for (int j = 0; j < VEC; ++j) o.v[j] = out_of(t.v[j], j < next ? a0 : a1, j < next ? b0 : b1);
     if (aligned) {
       store16<T>(out, o.v, true);
     } else {
@@ -196,7 +228,7 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
     Pack<float, VEC> t;
     #pragma unroll
     for (int j = 0; j < VEC; ++j) t.v[j] = as_float<T>(v.v[j]);
-    pack_out(t, start + bulk.head + (int64_t)i * VEC, ymid + (int64_t)i * VEC, aligned);
+    pack_out(t, first + bulk.head + i * VEC, ymid + (int64_t)i * VEC, aligned);
   }
   if constexpr (REGS > 0) {
     #pragma unroll
@@ -206,19 +238,19 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
       #pragma unroll
       for (int j = 0; j < VEC; ++j) t.v[j] = held[k * VEC + j];
       if (i * VEC < held_n)
-        pack_out(t, start + n_smem + (int64_t)i * VEC, dst + n_smem + (int64_t)i * VEC, true);
+        pack_out(t, first + n_smem + i * VEC, dst + n_smem + (int64_t)i * VEC, true);
     }
   }
 }
 
 constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory the kernel remembers
 
-template <int REGS>
-static cudaError_t launch(const void* x, void* y, const float* weight, const float* bias, int64_t rows,
-                          int64_t cols, int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters,
-                          float eps, cudaStream_t stream, int* active) {
+template <typename P, int REGS>
+static cudaError_t launch(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t cols, int64_t hw,
+                          int64_t channels_per_group, int64_t groups, int64_t clusters, float eps,
+                          cudaStream_t stream, int* active) {
   constexpr int VEC = 16 / sizeof(__T__);
-  auto kernel = group_norm_bulk<__T__, __THREADS__, __PIECES__, REGS>;
+  auto kernel = group_norm_bulk<__T__, P, __THREADS__, __PIECES__, REGS>;
   int64_t chunk = (cols + clusters - 1) / clusters;
   if (REGS > 0) {  // whole packs from 16-byte boundaries, or not this form
     if (cols % VEC || reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16)
@@ -245,22 +277,38 @@ static cudaError_t launch(const void* x, void* y, const float* weight, const flo
   }
   const ClusterLaunch config(rows, clusters, __THREADS__, smem, stream);
   if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config.config);
-  return cudaLaunchKernelEx(&config.config, kernel, (const __T__*)x, (__T__*)y, weight, bias, cols, chunk, hw,
+  return cudaLaunchKernelEx(&config.config, kernel, (const __T__*)x, (__T__*)y, e, cols, chunk, (int)hw,
                             channels_per_group, groups, eps);
 }
 
-// rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
-// registers (0, or REGS_WIDE); with active != NULL, how many such clusters the GPU holds at once is
-// written there and nothing is launched.
-extern "C" int kopt_group_norm(const void* x, void* y, const float* weight, const float* bias, int64_t rows,
-                               int64_t cols, int64_t hw, int64_t channels_per_group, int64_t groups,
-                               int64_t clusters, int regs, float eps, void* stream, int* active) {
+template <typename P>
+static cudaError_t launch_form(const void* x, void* y, const void* const* params, const int64_t* strides,
+                               float scale_offset, int silu, int64_t rows, int64_t cols, int64_t hw,
+                               int64_t channels_per_group, int64_t groups, int64_t clusters, int regs, float eps,
+                               cudaStream_t stream, int* active) {
+  const Epilogue<P> e{(const P*)params[0], (const P*)params[1], (const P*)params[2], (const P*)params[3],
+                      strides[0], strides[1], strides[2], strides[3], scale_offset, silu};
   if (regs == __REGS_WIDE__)
-    return (int)launch<__REGS_WIDE__>(x, y, weight, bias, rows, cols, hw, channels_per_group, groups, clusters,
-                                      eps, (cudaStream_t)stream, active);
-  if (regs != 0) return (int)cudaErrorInvalidValue;
-  return (int)launch<0>(x, y, weight, bias, rows, cols, hw, channels_per_group, groups, clusters, eps,
-                        (cudaStream_t)stream, active);
+    return launch<P, __REGS_WIDE__>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream,
+                                    active);
+  if (regs != 0) return cudaErrorInvalidValue;
+  return launch<P, 0>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream, active);
+}
+
+// rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
+// registers (0, or REGS_WIDE); params: weight, bias, scale and shift (each may be null), float32 where
+// params_float, else of the input's type; strides: scale's and shift's by sample and by channel. With
+// active != NULL, how many such clusters the GPU holds at once is written there and nothing is launched.
+extern "C" int kopt_group_norm(const void* x, void* y, const void* const* params, int params_float,
+                               const int64_t* strides, float scale_offset, int silu, int64_t rows, int64_t cols,
+                               int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
+                               float eps, void* stream, int* active) {
+  cudaStream_t s = (cudaStream_t)stream;
+  if (params_float)
+    return (int)launch_form<float>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
+                                   groups, clusters, regs, eps, s, active);
+  return (int)launch_form<__T__>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
+                                 groups, clusters, regs, eps, s, active);
 }
 
 extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
@@ -278,6 +326,23 @@ def source_for(dtype: torch.dtype) -> str:
     )
 
 
+class Epilogue(NamedTuple):
+    """What follows the normalisation in the kernel (its ``Epilogue``): ``act(((x - mean) * rstd *
+    weight[c] + bias[c]) * (scale[n, c] + scale_offset) + shift[n, c])``. ``weight`` and ``bias``: ``C``
+    elements, contiguous; ``scale`` and ``shift``: ``N, C, 1, ...`` in any strides; each None (1, 0, 1, 0)
+    or of one dtype for all, float32 or the input's; ``silu``: act is SiLU, else the identity."""
+
+    weight: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
+    shift: torch.Tensor | None = None
+    scale_offset: float = 0.0
+    silu: bool = False
+
+    def params(self) -> list[torch.Tensor | None]:
+        return [self.weight, self.bias, self.scale, self.shift]
+
+
 class Library(BuiltLibrary):
     """One dtype's built kernel, launched through its C entry point."""
 
@@ -287,34 +352,43 @@ class Library(BuiltLibrary):
         super().__init__(library)
         self._launch = library.kopt_group_norm
         self._launch.argtypes = [
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int64), ctypes.c_float, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_float,
             ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
         ]  # fmt: skip
         self._launch.restype = ctypes.c_int
 
-    def run(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-            groups: int, clusters: int, eps: float, regs: int = 0) -> None:  # fmt: skip
-        """Launch on the current stream of ``x``'s device: contiguous ``x`` (``N, C, ...``) into ``y``,
-        ``weight`` and ``bias`` contiguous float32 of ``C`` elements or None; ``regs``: 0, or
-        :data:`REGS_WIDE` for the form that holds part of each block's part in registers."""
-        self._check(self._call(x, y, weight, bias, groups, clusters, regs, eps, None))
+    def run(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, eps: float,
+            regs: int = 0) -> None:  # fmt: skip
+        """Launch on the current stream of ``x``'s device: contiguous ``x`` (``N, C, ...``) into ``y``, then
+        ``epilogue``; ``regs``: 0, or :data:`REGS_WIDE` for the form that holds part of each block's part
+        in registers."""
+        self._check(self._call(x, y, epilogue, groups, clusters, regs, eps, None))
 
     def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, regs: int = 0) -> int:
         """How many clusters of this shape for ``x`` the GPU holds at once (0: none fits)."""
         active = ctypes.c_int(0)
-        self._check(self._call(x, x, None, None, groups, clusters, regs, 0.0, active))
+        self._check(self._call(x, x, Epilogue(), groups, clusters, regs, 0.0, active))
         return active.value
 
-    def _call(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-              groups: int, clusters: int, regs: int, eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
+    def _call(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, regs: int,
+              eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
         n, channels = x.shape[0], x.shape[1]
         hw = x.numel() // (n * channels)
         per_group = channels // groups
+        present = [t for t in epilogue.params() if t is not None]
+        params_float = any(t.dtype == torch.float32 for t in present)
+        if any(t.dtype != (torch.float32 if params_float else x.dtype) for t in present):
+            raise ValueError(f"{self.op}: the weight, bias, scale and shift of one dtype, float32 or the input's")
+        params = (ctypes.c_void_p * 4)(*(t.data_ptr() if t is not None else None for t in epilogue.params()))
+        strides = (ctypes.c_int64 * 4)(*(
+            s for t in (epilogue.scale, epilogue.shift) for s in ((t.stride(0), t.stride(1)) if t is not None else (0, 0))
+        ))  # fmt: skip
         return _on_device(x, lambda stream: int(self._launch(
-            x.data_ptr(), y.data_ptr(), weight.data_ptr() if weight is not None else None,
-            bias.data_ptr() if bias is not None else None, n * groups, per_group * hw, hw, per_group, groups,
-            clusters, regs, eps, stream, ctypes.byref(active) if active is not None else None,
+            x.data_ptr(), y.data_ptr(), params, int(params_float), strides, epilogue.scale_offset,
+            int(epilogue.silu), n * groups, per_group * hw, hw, per_group, groups, clusters, regs, eps, stream,
+            ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
 
 

@@ -1,0 +1,92 @@
+"""Probe: the suite's group-norm problems whole, compiled by stock Inductor and by Inductor under
+``kernelopt.cluster_group_norm`` (the group norm and what follows it one call of kernelopt's op), in the
+same stock mode, timed interleaved in this process.
+
+    PYTHONPATH=src python3 scripts/device/group_norm_block_probe.py [--mode max-autotune-no-cudagraphs]
+
+One JSON line per problem and variant (``layouts``: Inductor's layout optimisation on, as stock, or off):
+each compile's largest error against the float64 model, the op's fallbacks (none, or the variant timed
+torch's group norm), and the two timed by ``kernelopt.measure.compare`` (L2 flushed, 30 rounds; medians
+in ms). A quick reading of whether the op pays inside a model; ``kernelopt bench`` is the judged one.
+Needs an sm_90 GPU and nvcc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelopt.capture import compat
+from kernelopt.capture.rewrites import row_softmax_op
+from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION
+from kernelopt.capture.rewrites.passes import compile_with_options
+from kernelopt.measure import compare
+from kernelopt.problem.loader import load_problem
+
+PROBLEMS = ["level2/13_groupnorm_scale_shift_silu", "level2/09_conv2d_groupnorm"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", default="max-autotune-no-cudagraphs")
+    parser.add_argument("--problems", default=",".join(PROBLEMS))
+    args = parser.parse_args()
+    for name in args.problems.split(","):
+        probe(name, args.mode)
+
+
+def probe(name: str, mode: str) -> None:
+    path = Path("examples/problems") / f"{name}.py"
+    loaded = load_problem(path).module
+    torch.manual_seed(0)
+    model = loaded.Model(*loaded.get_init_inputs()).cuda().eval()
+    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in loaded.get_inputs()]
+    with torch.no_grad():
+        exact = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in inputs])
+    stock = torch.compile(model, mode=mode)
+    stock_err = _err(stock, inputs, exact)
+    for layouts in (True, False):
+        options: dict[str, Any] = {**compat.mode_options(mode), CLUSTER_GROUP_NORM_OPTION: True}
+        if not layouts:
+            options["layout_optimization"] = False
+        # the file loaded afresh: a Model whose forward is a code object of its own, so that Dynamo keeps
+        # the stock compile and this one apart
+        again = load_problem(path).module
+        twin = again.Model(*again.get_init_inputs()).cuda().eval()
+        twin.load_state_dict(model.state_dict())
+        variant = torch.compile(
+            twin, backend=lambda gm, example, o=options: compile_with_options(gm, example, lambda g: None, o)
+        )
+        before = Counter(row_softmax_op.FALLBACKS)
+        row: dict[str, Any] = {"problem": name, "mode": mode, "layouts": layouts, "stock_max_abs_err": stock_err}
+        try:
+            row["max_abs_err"] = _err(variant, inputs, exact)
+            row["fallbacks"] = row_softmax_op.fallbacks_since(before)
+            with torch.no_grad():
+                timed = compare(lambda: stock(*inputs), lambda v=variant: v(*inputs), device="cuda", trials=30)
+        except Exception as exc:  # said, and the next variant measured
+            print(json.dumps({**row, "error": f"{type(exc).__name__}: {exc}"[:400]}), flush=True)
+            continue
+        row.update(
+            stock_ms=round(timed.baseline.median_ms, 4),
+            ms=round(timed.candidate.median_ms, 4),
+            speedup=round(timed.speedup, 3),
+        )
+        print(json.dumps(row), flush=True)
+
+
+def _err(fn: Any, inputs: list[Any], exact: torch.Tensor) -> float:
+    with torch.no_grad():
+        got = fn(*inputs)
+    torch.cuda.synchronize()
+    return (got.double() - exact).abs().max().item()
+
+
+if __name__ == "__main__":
+    main()
