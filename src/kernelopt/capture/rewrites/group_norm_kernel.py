@@ -7,9 +7,11 @@ be given ran slower on the H100 (``kernelopt.group_rows``' docstring). Here one 
 cluster (sm_90): each block copies its part of the group into shared memory by bulk copies
 (``BulkPart``), sums it as it lands, then sums its squared deviations from its own mean (a second pass
 over shared memory, not memory); the blocks exchange their count, sum and sum of squared deviations
-through distributed shared memory at one cluster barrier and combine them (Chan's parallel variance:
-no cancellation of a sum of squares less a squared mean), and each block writes its part as
-``(x - mean) * a[c] + bias[c]`` (``a = rstd * weight[c]``). One read of the group, one write.
+through distributed shared memory at one cluster barrier (each pushes its own into every block's shared
+memory, so that each reads its own alone, and none waits on the others' reads to exit) and combine them
+(Chan's parallel variance: no cancellation of a sum of squares less a squared mean), and each block
+writes its part as ``act((x - mean) * a[c] + b[c])``, ``a`` and ``b`` from rstd, the weight and bias and
+the epilogue's scale and shift (:class:`Epilogue`). One read of the group, one write.
 
 A group of 8 channels x 256 x 256 float32 is 2 MB: more than the 8 blocks of a portable cluster hold in
 227 KB of shared memory each, so the kernel may launch clusters of 16 (Hopper's non-portable size), and a
@@ -42,6 +44,13 @@ LIBRARY = "kernelopt.group_norm"  # the builds' name in the build folder
 CUDA_SOURCE = (
     CUDA_PRELUDE
     + r"""
+// v summed over the warp, in every lane, in one order
+__device__ __forceinline__ float warp_sum(float v) {
+  #pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffff, v, offset);
+  return v;
+}
+
 // v summed over the block, in every thread (scratch: 32 floats, reused by the next call)
 template <int THREADS>
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -87,8 +96,11 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(8) unsigned long long bars[PIECES];
   __shared__ float scratch[32];
-  __shared__ float part[3];  // this block's count, sum and sum of squared deviations, read by the cluster
+  __shared__ float parts[3 * __MAX_CLUSTER__];  // every block's count, sum and sum of squared deviations, by rank
   cg::cluster_group cluster = cg::this_cluster();
+  // arrived at once, waited on before the first write into another block's shared memory: every block of
+  // the cluster has started by then
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   const unsigned rank = cluster.block_rank();
   const unsigned blocks = cluster.num_blocks();
   const int64_t row = blockIdx.x / blocks;
@@ -156,20 +168,24 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 3) group_norm_bulk(
     }
   }
   q = block_sum<THREADS>(q, scratch);
-  if (threadIdx.x == 0) { part[0] = (float)n; part[1] = s; part[2] = q; }
-  cluster.sync();
-  float total = 0.0f;
-  for (unsigned r = 0; r < blocks; ++r) total += cluster.map_shared_rank(part, r)[1];
-  const float mean = total / (float)cols;
-  float m2 = 0.0f;
-  for (unsigned r = 0; r < blocks; ++r) {
-    const float* p = cluster.map_shared_rank(part, r);
-    if (p[0] > 0.0f) {
-      const float d = p[1] / p[0] - mean;
-      m2 += p[2] + p[0] * d * d;
-    }
+  // each block's count, sum and squared deviations pushed into every block's parts (thread r writes rank
+  // r's), once every block has started; after one cluster barrier each block reads its own shared memory
+  // alone, lane r block r's part, so no block waits on another's reads before it may exit
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (threadIdx.x < blocks) {
+    float* to = cluster.map_shared_rank(parts, threadIdx.x) + 3 * rank;
+    to[0] = (float)n;
+    to[1] = s;
+    to[2] = q;
   }
-  cluster.sync();  // every block has read the others' parts: each may now exit
+  cluster.sync();
+  const int lane = threadIdx.x % 32;
+  const float pn = lane < (int)blocks ? parts[3 * lane] : 0.0f;
+  const float ps = lane < (int)blocks ? parts[3 * lane + 1] : 0.0f;
+  const float pq = lane < (int)blocks ? parts[3 * lane + 2] : 0.0f;
+  const float mean = warp_sum(ps) / (float)cols;  // the same in every block: the same sums in the same order
+  const float d = pn > 0.0f ? ps / pn - mean : 0.0f;
+  const float m2 = warp_sum(pq + pn * d * d);
   const float rstd = rsqrtf(m2 / (float)cols + eps);
   const int64_t channel0 = (row % groups) * channels_per_group;
   const int64_t sample = row / groups;
@@ -323,6 +339,7 @@ def source_for(dtype: torch.dtype) -> str:
         .replace("__THREADS__", str(THREADS))
         .replace("__PIECES__", str(PIECES))
         .replace("__REGS_WIDE__", str(REGS_WIDE))
+        .replace("__MAX_CLUSTER__", str(MAX_CLUSTER))
     )
 
 
