@@ -436,3 +436,25 @@ def test_the_op_checks_its_epilogue_and_computes_it_on_cpu() -> None:
         OP(x, w, b, 4, EPS, scale[0], None, 1.0, False)
     with pytest.raises(ValueError, match="a scale_offset without a scale"):
         OP(x, w, b, 4, EPS, None, shift, 1.0, False)
+
+
+def test_a_scale_computed_from_the_group_norm_itself_stays_inductors(hopper: None) -> None:
+    """A gate from the normalised output's own channel means (squeeze-and-excitation after a group norm)
+    reads the output twice, so it is no epilogue: the op computes the group norm alone, before the gate
+    that reads it (each epilogue step is read by the next alone, so no argument of the op can come from
+    its own output)."""
+
+    def gated(x, w, b):
+        out = torch._refs.native_group_norm(x, w, b, 2, 8, 4096, 4, EPS)[0]
+        return out * torch.sigmoid(out.mean((2, 3), keepdim=True))
+
+    gm = make_fx(gated)(*(torch.empty(s, device="meta") for s in ((2, 8, 64, 64), (8,), (8,))))
+    gm.graph.eliminate_dead_code()
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    gm.graph.lint()
+    gm.recompile()
+    (call,) = _calls(gm, OP)
+    assert call.args[5:] == (None, None, 0.0, False)
+    xv, wv, bv = _values((2, 8, 64, 64), torch.float32)
+    out = F.group_norm(xv, 4, wv, bv, EPS)
+    torch.testing.assert_close(gm(xv, wv, bv), out * torch.sigmoid(out.mean((2, 3), keepdim=True)))
