@@ -274,7 +274,8 @@ def test_the_option_is_a_compile_option_a_reread_variant_and_a_knob() -> None:
 @pytest.mark.parametrize("dtype", group_norm_kernel.DTYPES)
 def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     """Each dtype's source compiles for Hopper, each form's registers few enough for the blocks an SM its
-    parts are sized for (three in shared memory alone, two where a part is partly in registers), and
+    parts are sized for (five in shared memory alone, as level2/13's 40 KB parts fit, two where a part is
+    partly in registers), and
     nothing spilled to local memory: both forms with parameters in float32 and, for a 16-bit input, in its
     own dtype."""
     import re
@@ -291,7 +292,7 @@ def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     kinds = 1 if dtype == torch.float32 else 2  # the parameters' dtypes
     assert sorted(int(regs) for regs, _ in forms) == [0] * kinds + [group_norm_kernel.REGS_WIDE] * kinds, built.stderr
     for regs, registers in forms:
-        assert int(registers) * group_norm_kernel.THREADS * (2 if int(regs) else 3) <= 65536, built.stderr
+        assert int(registers) * group_norm_kernel.THREADS * (2 if int(regs) else 5) <= 65536, built.stderr
     assert re.search(r"[1-9]\d* bytes spill stores", built.stderr) is None, built.stderr
 
 
