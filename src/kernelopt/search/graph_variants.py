@@ -59,8 +59,9 @@ ROW_SPLIT_OPTIONS: tuple[dict[str, Any], ...] = tuple({ROW_SPLIT_OPTION: chunk} 
 # option and a knob. What reads a group once instead is kernelopt's own group norm, each group held in one
 # cluster's shared memory (kernelopt.capture.rewrites.cluster_group_norm): correct on the H100, 0.74x in
 # level2/13 at gate 4 while what follows it was a second kernel (benchmarks/h100-2026-12-06-group-norm-op);
-# that epilogue (scale and shift by sample and channel, SiLU) is the op's since, so the stage judges it
-# where it may pay.
+# that epilogue (scale and shift by sample and channel, SiLU) is the op's since: level2/13 whole 1.045x
+# over max-autotune-no-cudagraphs in a probe (benchmarks/h100-2026-12-06-group-norm-epilogue), level2/09
+# 0.80x (a channels-last copy), so the stage judges it where it may pay.
 # A scaled softmax (a temperature, an attention scale) or a logsumexp given back to Inductor's online
 # softmax (kernelopt.capture.rewrites.online_softmax): a looped one reads its rows once less. A wide softmax
 # handed to kernelopt's own kernel, which holds each row on chip across a Hopper cluster, in shared
