@@ -17,7 +17,9 @@ A group of 8 channels x 256 x 256 float32 is 2 MB: more than the 8 blocks of a p
 227 KB of shared memory each, so the kernel may launch clusters of 16 (Hopper's non-portable size), and a
 wide form (:data:`REGS_WIDE`) holds part of each block's part in registers so that two 128 KB parts fit an
 SM. On the H100 the plain form moved 2.06-2.40 TB/s at the level2 problems' groups (61-72 % of the copy
-roofline), the wide form 1.71 TB/s at 2 MB groups (benchmarks/h100-2026-12-06-group-norm-op).
+roofline), the wide form 1.71 TB/s at 2 MB groups (benchmarks/h100-2026-12-06-group-norm-op); with one
+cluster barrier, 2.32 TB/s at level2/09's groups and 2.03 in the wide form
+(benchmarks/h100-2026-12-06-group-norm-epilogue).
 """
 
 from __future__ import annotations
@@ -359,6 +361,7 @@ class Epilogue(NamedTuple):
     silu: bool = False
 
     def params(self) -> list[torch.Tensor | None]:
+        """The four parameters in the order the C entry point takes their pointers."""
         return [self.weight, self.bias, self.scale, self.shift]
 
 
