@@ -100,16 +100,19 @@ def _by_channel(node: Any, out: tuple[int, ...]) -> bool:
     return aligned[1] == out[1] and all(s == 1 for i, s in enumerate(aligned) if i != 1)
 
 
-def _affine(node: Any, target: Any, out: tuple[int, ...]) -> tuple[Any, Any] | None:
-    """``(next, t)`` where ``node``'s one reader is ``target(node, t)`` (either order) with ``t`` by
-    channel; else None."""
+def _affine(
+    node: Any, target: Any, out: tuple[int, ...], by: Any = _by_channel, dtype: torch.dtype | None = None
+) -> tuple[Any, Any] | None:
+    """``(next, t)`` where ``node``'s one reader is ``target(node, t)`` (either order) with ``by(t, out)``
+    (by channel: a weight or bias; by sample and channel: the epilogue's scale or shift), its value of
+    ``out``'s shape and, where ``dtype`` is given, in it; else None."""
     user: Any = _only_user(node)
     if not is_call(user, target) or len(user.args) != 2 or user.kwargs.get("alpha", 1) != 1:
         return None
     other = user.args[1] if user.args[0] is node else user.args[0]
-    if other is node or not _by_channel(other, out) or _shape(user) != out:
+    if other is node or not by(other, out) or _shape(user) != out:
         return None
-    return user, other
+    return (user, other) if dtype is None or node_value(user).dtype == dtype else None
 
 
 def _group_norm(var_mean: torch.fx.Node) -> _GroupNorm | None:
@@ -185,18 +188,6 @@ def _by_sample_channel(node: Any, out: tuple[int, ...]) -> bool:
     return _shape(node) == (*out[:2], *(1,) * (len(out) - 2))
 
 
-def _step(node: Any, target: Any, out: tuple[int, ...], dtype: torch.dtype) -> tuple[Any, Any] | None:
-    """``(next, t)`` where ``node``'s one reader is ``target(node, t)`` (either order) with ``t`` by sample
-    and channel, and its value of ``out``'s shape in ``dtype``; else None."""
-    user: Any = _only_user(node)
-    if not is_call(user, target) or len(user.args) != 2 or user.kwargs:
-        return None
-    other = user.args[1] if user.args[0] is node else user.args[0]
-    if other is node or not _by_sample_channel(other, out) or _shape(user) != out:
-        return None
-    return (user, other) if node_value(user).dtype == dtype else None
-
-
 def _silu(h: Any, dtype: torch.dtype) -> Any:
     """The node whose value is SiLU(``h``), read from ``h`` alone, in ``dtype``; else None. Its forms:
     ``aten.silu``, ``h * sigmoid(h)``, and ``h / (1 + exp(-h))`` (torch's decomposition of ``F.silu``, a
@@ -232,7 +223,7 @@ def _epilogue(end: torch.fx.Node, out: tuple[int, ...], dtype: torch.dtype) -> t
     docstring), and the node whose value is its last step's."""
     scale = shift = None
     offset = 0.0
-    step = _step(end, _aten.mul.Tensor, out, dtype)
+    step = _affine(end, _aten.mul.Tensor, out, _by_sample_channel, dtype)
     if step is not None:
         end, scale = step
         inner = scale.args if is_call(scale, _aten.add.Tensor) and not scale.kwargs else ()
@@ -241,7 +232,7 @@ def _epilogue(end: torch.fx.Node, out: tuple[int, ...], dtype: torch.dtype) -> t
             tensor = next(a for a in inner if not _number(a))
             if _by_sample_channel(tensor, out):
                 scale, offset = tensor, float(numbers[0])
-    step = _step(end, _aten.add.Tensor, out, dtype)
+    step = _affine(end, _aten.add.Tensor, out, _by_sample_channel, dtype)
     if step is not None:
         end, shift = step
     activated = _silu(end, dtype)
