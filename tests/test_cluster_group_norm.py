@@ -115,7 +115,7 @@ def test_what_follows_the_group_norm_but_its_epilogue_stays_inductors(hopper: No
         ("statistics read too (a training graph saves them)", (2, 8, 64, 64), 4, "all"),
         ("groups narrower than 4096", (2, 8, 16, 16), 4, "out"),
         ("groups wider than 16 blocks of 65 KB hold", (1, 8, 256, 256), 1, "out"),  # 524288 float32
-        ("channels-last input", (2, 8, 64, 64), 4, "channels_last"),
+        ("channels-last input, 8 bytes of its group a pixel", (2, 8, 64, 64), 4, "channels_last"),
     ],
 )
 def test_group_norms_the_op_does_not_take_are_left_alone(
@@ -128,6 +128,18 @@ def test_group_norms_the_op_does_not_take_are_left_alone(
     before = str(gm.graph)
     assert rewrite_for_cluster_group_norm(gm.graph) == 0, case
     assert str(gm.graph) == before
+
+
+def test_a_channels_last_input_of_whole_packs_a_pixel_is_handed_over_in_its_layout(hopper: None) -> None:
+    """A traced channels-last input whose group is 16 bytes at each pixel (4 float32 channels) is the op's:
+    its channels-last kernel reads it in place."""
+    shape = (2, 32, 64, 64)
+    gm = _decomposed(shape, 8, outputs="out")
+    x = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    x.meta["val"] = torch.empty(shape, device="meta").to(memory_format=torch.channels_last)
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    (call,) = _calls(gm, OP)
+    assert call.args[0] is x
 
 
 def test_a_16_bit_group_norm_not_cast_back_is_left_alone(hopper: None) -> None:
@@ -219,7 +231,10 @@ def test_gate_1_refuses_the_call_sequence_doctored_around_the_op(hopper: None) -
     assert verdict.passed, verdict.details.get("violations")
     for cheat in (
         honest.replace("group_norm.default(", "group_norm_cached.default("),  # not an op of ours
-        honest.replace("    return (", "    buf99 = torch.ops.kernelopt.group_norm.default(arg0_1, None, None, 4, 1e-05) * 2\n    return ("),
+        honest.replace(
+            "    return (",
+            "    buf99 = torch.ops.kernelopt.group_norm.default(arg0_1, None, None, 4, 1e-05) * 2\n    return (",
+        ),
     ):
         refused = check_static_wrapper(cheat, original_source=original.source_code)
         assert not refused.passed and refused.details["rule"] == "torch_op", refused.reason
@@ -293,18 +308,61 @@ def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     assert sorted(int(regs) for regs, _ in forms) == [0] * kinds + [group_norm_kernel.REGS_WIDE] * kinds, built.stderr
     for regs, registers in forms:
         assert int(registers) * group_norm_kernel.THREADS * (2 if int(regs) else 5) <= 65536, built.stderr
+    # the channels-last kernel: three blocks an SM (its 64 KB parts)
+    channels_last = re.findall(r"group_norm_channels_last\S*?EEv.*?Used (\d+) registers", built.stderr, re.S)
+    assert len(channels_last) == kinds, built.stderr
+    assert all(int(registers) * group_norm_kernel.THREADS * 3 <= 65536 for registers in channels_last), built.stderr
     assert re.search(r"[1-9]\d* bytes spill stores", built.stderr) is None, built.stderr
 
 
-def test_the_op_asks_inductor_for_its_input_as_traced_and_returns_a_contiguous_output() -> None:
-    """A convolution's output that Inductor lays out channels-last would reach the op so, and the output's
-    strides would not be the traced ones (level2/09 failed to compile so on the H100): the op is tagged for
-    its input in the traced layout, and what it returns is contiguous whatever the input's."""
-    assert torch.Tag.needs_fixed_stride_order in OP.tags
+def test_the_op_takes_its_input_in_inductors_layout_and_returns_a_contiguous_output() -> None:
+    """A convolution's output that Inductor lays out channels-last reaches the op so (flexible_layout: no
+    copy into the traced layout, which would cost the pass the op saves in level2/09), and what the op
+    returns is contiguous whatever the input's, as its fake says: an output laid out as the input failed
+    Inductor's check of its strides on the H100."""
+    assert torch.Tag.flexible_layout in OP.tags
+    assert torch.Tag.needs_fixed_stride_order not in OP.tags
     x, w, b = _values((2, 8, 16, 16), torch.float32)
     out = OP(x.to(memory_format=torch.channels_last), w, b, 4, EPS)
     assert out.is_contiguous()
     torch.testing.assert_close(out, F.group_norm(x, 4, w, b, EPS))
+    fake = group_norm_op._group_norm_fake(x.to(memory_format=torch.channels_last), w, b, 4, EPS)
+    assert fake.is_contiguous()
+
+
+@pytest.mark.parametrize(
+    ("shape", "groups", "dtype", "why"),
+    [
+        ((64, 128, 128, 128), 8, torch.float32, None),  # level2/09: 16 channels a group, 64 bytes a pixel
+        ((2, 64, 32, 32), 8, torch.bfloat16, None),  # 8 bfloat16 channels: one pack a pixel
+        ((2, 8, 64, 64), 4, torch.float32, "not whole 16-byte packs"),  # 2 float32 channels: 8 bytes a pixel
+        ((2, 40, 32, 32), 4, torch.bfloat16, "not whole 16-byte packs"),  # 10 bfloat16 channels: 20 bytes
+        ((1, 64, 512, 512), 1, torch.float32, "wider than a cluster holds channels-last"),
+    ],
+)
+def test_the_channels_last_kernel_takes_whole_packs_a_pixel_and_groups_a_cluster_holds(
+    shape, groups: int, dtype: torch.dtype, why: str | None
+) -> None:
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    reason = group_norm_op.channels_last_unsupported(shape, itemsize, groups)
+    assert (reason is None) if why is None else (why in reason), reason
+    if why is None:
+        hw, per_group = shape[2] * shape[3], shape[1] // groups
+        blocks = group_norm_op.channels_last_blocks(hw, per_group, itemsize)
+        part = group_norm_op.channels_last_part(hw, per_group, itemsize, blocks)
+        assert part <= group_norm_op.PART_BYTES  # the fewest blocks whose parts fit
+        assert (
+            blocks == 1
+            or group_norm_op.channels_last_part(hw, per_group, itemsize, blocks // 2) > group_norm_op.PART_BYTES
+        )
+
+
+def test_the_kernel_library_knows_channels_last_from_any_other_layout() -> None:
+    x = torch.empty(2, 16, 8, 8)
+    assert group_norm_kernel.is_channels_last(x.to(memory_format=torch.channels_last))
+    assert not group_norm_kernel.is_channels_last(x)
+    assert not group_norm_kernel.is_channels_last(x.transpose(2, 3))  # strided otherwise: the op copies it
+    assert group_norm_kernel.is_channels_last(torch.empty(2, 16, 4, 4, 4).to(memory_format=torch.channels_last_3d))
 
 
 def _modulated(dtype: torch.dtype, silu: str = "sigmoid", offset: bool = True):
@@ -373,7 +431,9 @@ def test_a_scale_shift_and_silu_after_the_group_norm_are_the_ops_epilogue(
     assert list(gm.graph.nodes)[-1].args[0] is call  # the op's output is the graph's
     got, expected = gm(*values), reference(*values)
     assert got.dtype == dtype
-    torch.testing.assert_close(got.float(), expected, **({} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 2e-2}))
+    torch.testing.assert_close(
+        got.float(), expected, **({} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 2e-2})
+    )
 
 
 def test_an_epilogue_the_op_does_not_compute_stays_inductors(hopper: None) -> None:

@@ -6,8 +6,9 @@ same stock mode, timed interleaved in this process.
 
 One JSON line per problem and variant (``layouts``: Inductor's layout optimisation on, as stock, or off):
 each compile's largest error against the float64 model, the op's fallbacks (none, or the variant timed
-torch's group norm), and the two timed by ``kernelopt.measure.compare`` (L2 flushed, 30 rounds; medians
-in ms). A quick reading of whether the op pays inside a model; ``kernelopt bench`` is the judged one.
+torch's group norm), the kernels each compile launches (a copy before the op, or its channels-last
+kernel reading the convolution's output in place), and the two timed by ``kernelopt.measure.compare``
+(L2 flushed, 30 rounds; medians in ms). A quick reading of whether the op pays inside a model; ``kernelopt bench`` is the judged one.
 Needs an sm_90 GPU and nvcc.
 """
 
@@ -77,8 +78,20 @@ def probe(name: str, mode: str) -> None:
             stock_ms=round(timed.baseline.median_ms, 4),
             ms=round(timed.candidate.median_ms, 4),
             speedup=round(timed.speedup, 3),
+            kernels=_kernels(lambda v=variant: v(*inputs)),  # whether the op read its input in place
+            stock_kernels=_kernels(lambda: stock(*inputs)),
         )
         print(json.dumps(row), flush=True)
+
+
+def _kernels(call: Any) -> list[str]:
+    """The CUDA kernels one call launches, by name (shortened), in order."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return [e.name[:60] for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
 def _err(fn: Any, inputs: list[Any], exact: torch.Tensor) -> float:

@@ -1,9 +1,10 @@
 """Probe: ``torch.ops.kernelopt.group_norm`` (each group read once, held in one cluster's shared memory)
 against the stock compile of ``F.group_norm``, at the suite's group norms' shapes and at every cluster size
 that holds their groups, each part in shared memory alone or (``regs``, clusters of 8 and 16) partly in
-registers.
+registers; level2/09's also channels-last (the channels-last kernel, against the stock compile of the same
+channels-last input).
 
-    PYTHONPATH=src python3 scripts/device/group_norm_op_probe.py [--mode max-autotune-no-cudagraphs]
+    PYTHONPATH=src python3 scripts/device/group_norm_op_probe.py [--mode max-autotune-no-cudagraphs] [--cases ...]
 
 One JSON line per case and cluster size as it is measured: the largest error against float64 (the op's
 and the stock compile's beside it), the clusters the GPU holds at once for the shape, and the op timed
@@ -25,25 +26,37 @@ from kernelopt.capture.rewrites import group_norm_kernel as kernel
 from kernelopt.capture.rewrites import group_norm_op as op
 from kernelopt.measure import compare
 
-CASES = [  # name, shape, groups, dtype
-    ("level1/16_groupnorm", (64, 64, 256, 256), 8, torch.float32),
-    ("level2/09_conv2d_groupnorm", (64, 128, 128, 128), 8, torch.float32),
-    ("level2/13_groupnorm_scale_shift_silu", (64, 320, 64, 64), 32, torch.bfloat16),
+CASES = [  # name, shape, groups, dtype, channels-last input (as Inductor lays out a convolution's output)
+    ("level1/16_groupnorm", (64, 64, 256, 256), 8, torch.float32, False),
+    ("level2/09_conv2d_groupnorm", (64, 128, 128, 128), 8, torch.float32, False),
+    ("level2/09_conv2d_groupnorm", (64, 128, 128, 128), 8, torch.float32, True),
+    ("level2/13_groupnorm_scale_shift_silu", (64, 320, 64, 64), 32, torch.bfloat16, False),
 ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", default="max-autotune-no-cudagraphs")
+    parser.add_argument(
+        "--cases",
+        default="",
+        help="names to probe, comma-separated (a trailing ':cl' for the channels-last case); all by default",
+    )
     args = parser.parse_args()
-    for name, shape, groups, dtype in CASES:
-        probe_case(name, shape, groups, dtype, args.mode)
+    wanted = set(filter(None, args.cases.split(",")))
+    for name, shape, groups, dtype, channels_last in CASES:
+        if not wanted or (name + (":cl" if channels_last else "")) in wanted:
+            probe_case(name, shape, groups, dtype, args.mode, channels_last)
 
 
-def probe_case(name: str, shape: tuple[int, ...], groups: int, dtype: torch.dtype, mode: str) -> None:
+def probe_case(
+    name: str, shape: tuple[int, ...], groups: int, dtype: torch.dtype, mode: str, channels_last: bool = False
+) -> None:
     torch.manual_seed(0)
     channels = shape[1]
     x = (torch.randn(shape, device="cuda") * 2 + 0.5).to(dtype)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
     weight = (torch.rand(channels, device="cuda") + 0.5).to(dtype)
     bias = torch.randn(channels, device="cuda").to(dtype)
     eps = 1e-5
@@ -55,13 +68,23 @@ def probe_case(name: str, shape: tuple[int, ...], groups: int, dtype: torch.dtyp
     exact = F.group_norm(x.double(), groups, weight.double(), bias.double(), eps)
     stock_out = compiled(x, weight, bias)
     stock_err = (stock_out.double() - exact).abs().max().item()
-    columns = channels // groups * (x.numel() // (shape[0] * channels))
-    chosen = op.cluster_blocks(columns, x.element_size())
+    hw = x.numel() // (shape[0] * channels)
+    columns = channels // groups * hw
+    if channels_last:
+        chosen = op.channels_last_blocks(hw, channels // groups, x.element_size())
+    else:
+        chosen = op.cluster_blocks(columns, x.element_size())
     library = kernel.launcher(dtype, op.row_softmax_op.capability(x.device.index))
     base = {"case": name, "shape": list(shape), "groups": groups, "dtype": str(dtype), "mode": mode,
-            "columns": columns, "chosen": chosen}  # fmt: skip
+            "channels_last": channels_last, "columns": columns, "chosen": chosen}  # fmt: skip
     for clusters, regs in itertools.product(op.CLUSTER_SIZES, (0, kernel.REGS_WIDE)):
-        if not op.fits(columns, x.element_size(), clusters, regs) or (regs and clusters < 8):
+        if channels_last:
+            held = not regs and op.channels_last_part(hw, channels // groups, x.element_size(), clusters) <= (
+                kernel.PART_BYTES_LIMIT
+            )
+        else:
+            held = op.fits(columns, x.element_size(), clusters, regs) and not (regs and clusters < 8)
+        if not held:
             continue
         row = {**base, "clusters": clusters, "regs": regs}
         try:

@@ -6,7 +6,7 @@ float32 where it is 16-bit) viewed as its groups ``N, G, C/G, H*W``, their ``var
 channel, and a cast back to the input's dtype. Inductor writes that as two kernels, statistics and output,
 so each group is read twice. This post-grad rewrite, run where the compile options hold
 ``kernelopt.cluster_group_norm`` (a graph variant of the graph stage, a knob, an export verified under
-it), replaces each such group norm of a contiguous CUDA input on an sm_90 GPU whose groups are
+it), replaces each such group norm of a contiguous (or channels-last) CUDA input on an sm_90 GPU whose groups are
 :data:`~kernelopt.capture.rewrites.group_norm_op.MIN_GROUP` elements wide or wider and fit a cluster
 (:func:`~kernelopt.capture.rewrites.group_norm_op.cluster_blocks`) with one call of
 ``torch.ops.kernelopt.group_norm`` (:mod:`~kernelopt.capture.rewrites.group_norm_op`).
@@ -242,11 +242,17 @@ def _epilogue(end: torch.fx.Node, out: tuple[int, ...], dtype: torch.dtype) -> t
 
 def takes_groups(value: Any, groups: int) -> bool:
     """Whether the op's kernel takes this input (a node's fake tensor) in ``groups`` groups as the rewrite
-    hands it over: contiguous, of a dtype it is built for, each group :data:`~group_norm_op.MIN_GROUP`
-    elements or more and held by a cluster, on a GPU with clusters."""
-    if value is None or value.dtype not in group_norm_op.DTYPES or not value.is_contiguous():
+    hands it over: contiguous, or channels-last with each pixel's group whole 16-byte packs (read in place
+    as well: a copy would cost the pass the op saves), of a dtype it is built for, each group
+    :data:`~group_norm_op.MIN_GROUP` elements or more and held by a cluster, on a GPU with clusters."""
+    if value is None or value.dtype not in group_norm_op.DTYPES:
         return False
     if group_norm_op.unsupported_shape(value.shape, value.element_size(), groups) is not None:
+        return False
+    if not value.is_contiguous() and (
+        not group_norm_kernel.is_channels_last(value)
+        or group_norm_op.channels_last_unsupported(value.shape, value.element_size(), groups) is not None
+    ):
         return False
     return value.numel() // (value.shape[0] * groups) >= group_norm_op.MIN_GROUP and cluster_softmax.on_cluster_gpu(
         value

@@ -82,7 +82,46 @@ struct Epilogue {
   int64_t scale_n, scale_c, shift_n, shift_c;  // strides, elements
   float scale_offset;
   int silu;
+  // channel ch of sample n: a and b of its output act((x - mean) * a + b) (not x * a + (b - mean * a), which
+  // cancels where the mean is large against the spread: a constant group at 3 came out 0.25 +- 1e-4)
+  __device__ __forceinline__ void coefficients(int64_t n, int64_t ch, float rstd, float& a, float& b) const {
+    a = weight != nullptr ? as_float<P>(weight[ch]) : 1.0f;
+    b = bias != nullptr ? as_float<P>(bias[ch]) : 0.0f;
+    if (scale != nullptr) {
+      const float s = as_float<P>(scale[n * scale_n + ch * scale_c]) + scale_offset;
+      a *= s;
+      b *= s;
+    }
+    if (shift != nullptr) b += as_float<P>(shift[n * shift_n + ch * shift_c]);
+    a *= rstd;
+  }
+  __device__ __forceinline__ float act(float h) const { return silu ? h / (1.0f + __expf(-h)) : h; }
 };
+
+// A group's mean and rstd from each block's count n, sum s and sum of squared deviations from its own
+// mean q (Chan's parallel variance): each block pushes its three into every block's parts (thread r writes
+// rank r's) once every block has started (the caller's relaxed arrive at its start is waited on here), and
+// after one cluster barrier reads its own shared memory alone, lane r block r's, so that no block waits on
+// another's reads before it may exit. The same sums in the same order in every block: the same mean.
+__device__ __forceinline__ void cluster_moments(cg::cluster_group& cluster, float* parts, float n, float s, float q,
+                                                float cols, float eps, float& mean, float& rstd) {
+  const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (threadIdx.x < blocks) {
+    float* to = cluster.map_shared_rank(parts, threadIdx.x) + 3 * rank;
+    to[0] = n;
+    to[1] = s;
+    to[2] = q;
+  }
+  cluster.sync();
+  const int lane = threadIdx.x % 32;
+  const float pn = lane < (int)blocks ? parts[3 * lane] : 0.0f;
+  const float ps = lane < (int)blocks ? parts[3 * lane + 1] : 0.0f;
+  const float pq = lane < (int)blocks ? parts[3 * lane + 2] : 0.0f;
+  mean = warp_sum(ps) / cols;
+  const float d = pn > 0.0f ? ps / pn - mean : 0.0f;
+  rstd = rsqrtf(warp_sum(pq + pn * d * d) / cols + eps);
+}
 
 // One group (cols elements: channels_per_group channels of hw each) a cluster; row r of x is group
 // r % groups of sample r / groups, its epilogue as above. REGS > 0: the
@@ -172,45 +211,12 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
     }
   }
   q = block_sum<THREADS>(q, scratch);
-  // each block's count, sum and squared deviations pushed into every block's parts (thread r writes rank
-  // r's), once every block has started; after one cluster barrier each block reads its own shared memory
-  // alone, lane r block r's part, so no block waits on another's reads before it may exit
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  if (threadIdx.x < blocks) {
-    float* to = cluster.map_shared_rank(parts, threadIdx.x) + 3 * rank;
-    to[0] = (float)n;
-    to[1] = s;
-    to[2] = q;
-  }
-  cluster.sync();
-  const int lane = threadIdx.x % 32;
-  const float pn = lane < (int)blocks ? parts[3 * lane] : 0.0f;
-  const float ps = lane < (int)blocks ? parts[3 * lane + 1] : 0.0f;
-  const float pq = lane < (int)blocks ? parts[3 * lane + 2] : 0.0f;
-  const float mean = warp_sum(ps) / (float)cols;  // the same in every block: the same sums in the same order
-  const float d = pn > 0.0f ? ps / pn - mean : 0.0f;
-  const float m2 = warp_sum(pq + pn * d * d);
-  const float rstd = rsqrtf(m2 / (float)cols + eps);
+  float mean, rstd;
+  cluster_moments(cluster, parts, (float)n, s, q, (float)cols, eps, mean, rstd);
   const int64_t channel0 = (row % groups) * channels_per_group;
   const int64_t sample = row / groups;
-  // channel c of the group: its a and b, the output act((x - mean) * a + b) (not x * a + (b - mean * a),
-  // which cancels where the mean is large against the spread: a constant group at 3 came out 0.25 +- 1e-4)
-  auto scale_shift = [&](int c, float& a, float& b) {
-    const int64_t ch = channel0 + c;
-    a = e.weight != nullptr ? as_float<P>(e.weight[ch]) : 1.0f;
-    b = e.bias != nullptr ? as_float<P>(e.bias[ch]) : 0.0f;
-    if (e.scale != nullptr) {
-      const float s = as_float<P>(e.scale[sample * e.scale_n + ch * e.scale_c]) + e.scale_offset;
-      a *= s;
-      b *= s;
-    }
-    if (e.shift != nullptr) b += as_float<P>(e.shift[sample * e.shift_n + ch * e.shift_c]);
-    a *= rstd;
-  };
-  auto out_of = [&](float v, float a, float b) {
-    const float h = (v - mean) * a + b;
-    return from_float<T>(e.silu ? h / (1.0f + __expf(-h)) : h);
-  };
+  auto scale_shift = [&](int c, float& a, float& b) { e.coefficients(sample, channel0 + c, rstd, a, b); };
+  auto out_of = [&](float v, float a, float b) { return from_float<T>(e.act((v - mean) * a + b)); };
   // columns of a group fit an int (the op's widest group is 532352 elements): 32-bit division by hw
   const int first = (int)start;
   auto edge_out = [&](int from, int to) {
@@ -263,23 +269,115 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
   }
 }
 
+// The 16-byte slot of pack k of pixel p in a part of ppp packs a pixel: swizzled where ppp is a power of
+// two, so that eight consecutive pixels' pack k lie in eight distinct 16-byte bank groups and the output
+// pass's quarter-warps (eight lanes, eight pixels) read them without conflict; an odd ppp is conflict-free
+// unswizzled (mask 0), an even one that is no power of two reads two-way.
+__device__ __forceinline__ int slot_of(int p, int k, int ppp, int shift, int mask) {
+  return p * ppp + (k ^ ((p >> shift) & mask));
+}
+
+// The same group norm and epilogue of a channels-last input (N, H, W, C in memory: a group is cpg
+// contiguous channels at every pixel, channels apart from one pixel to the next) into a contiguous output
+// (N, C, H, W), the layout the traced graph gives the op where Inductor lays a convolution's output out
+// channels-last (level2/09). One group a cluster, each block a run of `chunk` pixels: each thread copies
+// its own 16-byte packs (cpg / VEC a pixel) into shared memory by asynchronous copies (cp.async, two commit
+// groups) and sums them as they land, then their squared deviations; the output pass reads the part
+// transposed, a warp's lanes consecutive pixels of one pack, so that each of its stores writes 32
+// consecutive pixels of one channel. The host launches it only where cpg is whole packs and x is 16-byte
+// aligned.
+template <typename T, typename P, int THREADS>
+__global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
+    const T* __restrict__ x, T* __restrict__ y, const Epilogue<P> e, int hw, int channels, int cpg, int groups,
+    int chunk, float eps) {
+  constexpr int VEC = 16 / sizeof(T);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ float scratch[32];
+  __shared__ float parts[3 * __MAX_CLUSTER__];
+  cg::cluster_group cluster = cg::this_cluster();
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // waited on in cluster_moments
+  const int rank = (int)cluster.block_rank();
+  const int64_t row = blockIdx.x / cluster.num_blocks();
+  const int64_t sample = row / groups;
+  const int group = (int)(row % groups);
+  const int p0 = min(rank * chunk, hw);
+  const int pixels = min(p0 + chunk, hw) - p0;
+  const int ppp = cpg / VEC;
+  const int packs = pixels * ppp;
+  const int mask = (ppp & (ppp - 1)) ? 0 : min(8, ppp) - 1;
+  const int shift = max(0, 4 - __ffs(ppp));  // log2(8 / ppp) where ppp < 8
+  Pack<T, VEC>* buf = reinterpret_cast<Pack<T, VEC>*>(smem_raw);
+  float* coef = reinterpret_cast<float*>(smem_raw + (size_t)chunk * cpg * sizeof(T));  // a, b by channel
+  const T* src = x + (sample * hw + p0) * (int64_t)channels + (int64_t)group * cpg;
+
+  // pass 1: each thread's packs i = threadIdx.x + j * THREADS, copied in two commit groups, summed as each lands
+  const int rounds = (packs + THREADS - 1) / THREADS, half = (rounds + 1) / 2;
+  auto copy = [&](int j0, int j1) {
+    for (int j = j0; j < j1; ++j) {
+      const int i = j * THREADS + threadIdx.x;
+      if (i < packs) {
+        const int p = i / ppp, k = i - p * ppp;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(buf + slot_of(p, k, ppp, shift, mask))),
+                     "l"(src + (int64_t)p * channels + k * VEC) : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  copy(0, half);
+  copy(half, rounds);
+  float s = 0.0f;
+  auto sum = [&](int j0, int j1) {
+    for (int j = j0; j < j1; ++j) {
+      const int i = j * THREADS + threadIdx.x;
+      if (i < packs) {
+        const int p = i / ppp, k = i - p * ppp;
+        const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
+        #pragma unroll
+        for (int t = 0; t < VEC; ++t) s += as_float<T>(v.v[t]);
+      }
+    }
+  };
+  asm volatile("cp.async.wait_group 1;" ::: "memory");  // a thread's own copies are visible to it alone
+  sum(0, half);
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  sum(half, rounds);
+  s = block_sum<THREADS>(s, scratch);  // its __syncthreads also publishes every thread's copies
+  const int n = pixels * cpg;
+  const float local_mean = n > 0 ? s / (float)n : 0.0f;
+  // pass 2, over shared memory: the squared deviations from the part's own mean
+  float q = 0.0f;
+  for (int i = threadIdx.x; i < packs; i += THREADS) {
+    const int p = i / ppp, k = i - p * ppp;
+    const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
+    #pragma unroll
+    for (int t = 0; t < VEC; ++t) { const float d = as_float<T>(v.v[t]) - local_mean; q += d * d; }
+  }
+  q = block_sum<THREADS>(q, scratch);
+  float mean, rstd;
+  cluster_moments(cluster, parts, (float)n, s, q, (float)hw * (float)cpg, eps, mean, rstd);
+  for (int c = threadIdx.x; c < cpg; c += THREADS)
+    e.coefficients(sample, (int64_t)group * cpg + c, rstd, coef[2 * c], coef[2 * c + 1]);
+  __syncthreads();
+  // the output, transposed: task t is pack k = t / pixels of pixel p = t % pixels
+  T* dst = y + (sample * channels + (int64_t)group * cpg) * hw + p0;
+  for (int t = threadIdx.x; t < packs; t += THREADS) {
+    const int k = t / pixels, p = t - k * pixels;
+    const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
+    #pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int c = k * VEC + j;
+      dst[(int64_t)c * hw + p] = from_float<T>(e.act((as_float<T>(v.v[j]) - mean) * coef[2 * c] + coef[2 * c + 1]));
+    }
+  }
+}
+
 constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory the kernel remembers
 
-template <typename P, int REGS>
-static cudaError_t launch(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t cols, int64_t hw,
-                          int64_t channels_per_group, int64_t groups, int64_t clusters, float eps,
-                          cudaStream_t stream, int* active) {
-  constexpr int VEC = 16 / sizeof(__T__);
-  auto kernel = group_norm_bulk<__T__, P, __THREADS__, __PIECES__, REGS>;
-  int64_t chunk = (cols + clusters - 1) / clusters;
-  if (REGS > 0) {  // whole packs from 16-byte boundaries, or not this form
-    if (cols % VEC || reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16)
-      return cudaErrorInvalidValue;
-    chunk = (chunk + VEC - 1) / VEC * VEC;
-  }
-  const int64_t in_registers = (int64_t)REGS * VEC * __THREADS__;
-  const size_t smem = (size_t)(chunk > in_registers ? chunk - in_registers : 0) * sizeof(__T__) + 16;
-  // raised once per device and size, as the row softmax's shared-memory form does (not inside a CUDA graph)
+// kernel's dynamic shared memory raised to smem and, for clusters past 8 blocks, Hopper's non-portable
+// cluster sizes allowed: once per device, kernel and size (as the row softmax's shared-memory form does;
+// not inside a CUDA graph), each kernel remembering its own (statics per kernel, not per signature)
+template <auto kernel>
+static cudaError_t allow(size_t smem, int64_t clusters) {
   static int allowed[MAX_DEVICES] = {};
   static bool non_portable[MAX_DEVICES] = {};
   int device = 0;
@@ -295,6 +393,25 @@ static cudaError_t launch(const void* x, void* y, const Epilogue<P>& e, int64_t 
     if (err != cudaSuccess) return err;
     if (device < MAX_DEVICES) non_portable[device] = true;
   }
+  return cudaSuccess;
+}
+
+template <typename P, int REGS>
+static cudaError_t launch(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t cols, int64_t hw,
+                          int64_t channels_per_group, int64_t groups, int64_t clusters, float eps,
+                          cudaStream_t stream, int* active) {
+  constexpr int VEC = 16 / sizeof(__T__);
+  constexpr auto kernel = group_norm_bulk<__T__, P, __THREADS__, __PIECES__, REGS>;
+  int64_t chunk = (cols + clusters - 1) / clusters;
+  if (REGS > 0) {  // whole packs from 16-byte boundaries, or not this form
+    if (cols % VEC || reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16)
+      return cudaErrorInvalidValue;
+    chunk = (chunk + VEC - 1) / VEC * VEC;
+  }
+  const int64_t in_registers = (int64_t)REGS * VEC * __THREADS__;
+  const size_t smem = (size_t)(chunk > in_registers ? chunk - in_registers : 0) * sizeof(__T__) + 16;
+  cudaError_t err = allow<kernel>(smem, clusters);
+  if (err != cudaSuccess) return err;
   const ClusterLaunch config(rows, clusters, __THREADS__, smem, stream);
   if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config.config);
   return cudaLaunchKernelEx(&config.config, kernel, (const __T__*)x, (__T__*)y, e, cols, chunk, (int)hw,
@@ -302,12 +419,33 @@ static cudaError_t launch(const void* x, void* y, const Epilogue<P>& e, int64_t 
 }
 
 template <typename P>
+static cudaError_t launch_channels_last(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t hw,
+                                       int64_t channels, int64_t channels_per_group, int64_t groups, int64_t clusters,
+                                       float eps, cudaStream_t stream, int* active) {
+  constexpr int VEC = 16 / sizeof(__T__);
+  constexpr auto kernel = group_norm_channels_last<__T__, P, __THREADS__>;
+  if (channels_per_group % VEC || reinterpret_cast<uintptr_t>(x) % 16) return cudaErrorInvalidValue;
+  const int64_t chunk = (hw + clusters - 1) / clusters;  // pixels a block
+  const size_t smem = (size_t)(chunk * channels_per_group * sizeof(__T__) + 2 * channels_per_group * sizeof(float));
+  cudaError_t err = allow<kernel>(smem, clusters);
+  if (err != cudaSuccess) return err;
+  const ClusterLaunch config(rows, clusters, __THREADS__, smem, stream);
+  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config.config);
+  return cudaLaunchKernelEx(&config.config, kernel, (const __T__*)x, (__T__*)y, e, (int)hw, (int)channels,
+                            (int)channels_per_group, (int)groups, (int)chunk, eps);
+}
+
+template <typename P>
 static cudaError_t launch_form(const void* x, void* y, const void* const* params, const int64_t* strides,
                                float scale_offset, int silu, int64_t rows, int64_t cols, int64_t hw,
-                               int64_t channels_per_group, int64_t groups, int64_t clusters, int regs, float eps,
-                               cudaStream_t stream, int* active) {
+                               int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
+                               int channels_last, float eps, cudaStream_t stream, int* active) {
   const Epilogue<P> e{(const P*)params[0], (const P*)params[1], (const P*)params[2], (const P*)params[3],
                       strides[0], strides[1], strides[2], strides[3], scale_offset, silu};
+  if (channels_last)
+    return regs != 0 ? cudaErrorInvalidValue
+                     : launch_channels_last<P>(x, y, e, rows, hw, channels_per_group * groups, channels_per_group,
+                                               groups, clusters, eps, stream, active);
   if (regs == __REGS_WIDE__)
     return launch<P, __REGS_WIDE__>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream,
                                     active);
@@ -316,19 +454,20 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
 }
 
 // rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
-// registers (0, or REGS_WIDE); params: weight, bias, scale and shift (each may be null), float32 where
-// params_float, else of the input's type; strides: scale's and shift's by sample and by channel. With
-// active != NULL, how many such clusters the GPU holds at once is written there and nothing is launched.
+// registers (0, or REGS_WIDE); x contiguous, or channels-last (channels_last: N, spatial, C in memory; regs
+// 0), y contiguous; params: weight, bias, scale and shift (each may be null), float32 where params_float,
+// else of the input's type; strides: scale's and shift's by sample and by channel. With active != NULL,
+// how many such clusters the GPU holds at once is written there and nothing is launched.
 extern "C" int kopt_group_norm(const void* x, void* y, const void* const* params, int params_float,
                                const int64_t* strides, float scale_offset, int silu, int64_t rows, int64_t cols,
                                int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
-                               float eps, void* stream, int* active) {
+                               int channels_last, float eps, void* stream, int* active) {
   cudaStream_t s = (cudaStream_t)stream;
   if (params_float)
     return (int)launch_form<float>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
-                                   groups, clusters, regs, eps, s, active);
+                                   groups, clusters, regs, channels_last, eps, s, active);
   return (int)launch_form<__T__>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
-                                 groups, clusters, regs, eps, s, active);
+                                 groups, clusters, regs, channels_last, eps, s, active);
 }
 
 extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
@@ -376,16 +515,16 @@ class Library(BuiltLibrary):
         self._launch.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
             ctypes.POINTER(ctypes.c_int64), ctypes.c_float, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
-            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_float,
-            ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
+            ctypes.c_float, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
         ]  # fmt: skip
         self._launch.restype = ctypes.c_int
 
     def run(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, eps: float,
             regs: int = 0) -> None:  # fmt: skip
-        """Launch on the current stream of ``x``'s device: contiguous ``x`` (``N, C, ...``) into ``y``, then
-        ``epilogue``; ``regs``: 0, or :data:`REGS_WIDE` for the form that holds part of each block's part
-        in registers."""
+        """Launch on the current stream of ``x``'s device: ``x`` (``N, C, ...``, contiguous or channels-last,
+        :func:`is_channels_last`) into contiguous ``y``, then ``epilogue``; ``regs``: 0, or :data:`REGS_WIDE`
+        for the form that holds part of each block's part in registers (a contiguous ``x`` only)."""
         self._check(self._call(x, y, epilogue, groups, clusters, regs, eps, None))
 
     def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, regs: int = 0) -> int:
@@ -396,6 +535,9 @@ class Library(BuiltLibrary):
 
     def _call(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, regs: int,
               eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
+        channels_last = not x.is_contiguous()
+        if (channels_last and not is_channels_last(x)) or not y.is_contiguous():
+            raise ValueError(f"{self.op}: x contiguous or channels-last and y contiguous; pass them so")
         n, channels = x.shape[0], x.shape[1]
         hw = x.numel() // (n * channels)
         per_group = channels // groups
@@ -409,9 +551,15 @@ class Library(BuiltLibrary):
         ))  # fmt: skip
         return _on_device(x, lambda stream: int(self._launch(
             x.data_ptr(), y.data_ptr(), params, int(params_float), strides, epilogue.scale_offset,
-            int(epilogue.silu), n * groups, per_group * hw, hw, per_group, groups, clusters, regs, eps, stream,
-            ctypes.byref(active) if active is not None else None,
+            int(epilogue.silu), n * groups, per_group * hw, hw, per_group, groups, clusters, regs,
+            int(channels_last), eps, stream, ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
+
+
+def is_channels_last(x: torch.Tensor) -> bool:
+    """Whether ``x`` (``N, C, ...``) lies in memory as ``N, ..., C``, densely (a convolution's output laid
+    out channels-last): the channels-last kernel's input."""
+    return x.dim() >= 3 and x.movedim(1, -1).is_contiguous()
 
 
 @functools.cache

@@ -3,7 +3,8 @@ memory of one Hopper thread-block cluster.
 
 Inductor writes a group norm whose groups are wider than a program holds as two kernels, the statistics
 and then the output, so the input is read twice; its floor is one read and one write. The op takes the
-group norm's input as the graph holds it (``N, C, ...``, contiguous; float32, bfloat16 or float16), its
+group norm's input as the graph holds it (``N, C, ...``, contiguous or channels-last, as Inductor lays a
+convolution's output out; float32, bfloat16 or float16), its
 weight and bias by channel (or None), the number of groups and eps, and returns the output in the input's
 dtype, computed in float32 and rounded once. What a diffusion block does after its group norm can be the
 op's too, so that the output is written once (Inductor fuses it into its output kernel, which a group
@@ -32,6 +33,7 @@ from kernelopt.capture.rewrites.group_norm_kernel import (
     REGS_WIDE,
     THREADS,
     Epilogue,
+    is_channels_last,
     launcher,
 )
 
@@ -82,6 +84,32 @@ def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_byt
     columns = shape[1] // groups * hw
     if cluster_blocks(columns, itemsize, part_bytes) is None:
         return f"groups of {columns} elements, wider than a cluster holds ({max_columns(itemsize)})"
+    return None
+
+
+def channels_last_part(hw: int, per_group: int, itemsize: int, blocks: int) -> int:
+    """The shared memory of a block of the channels-last kernel: its pixels' ``per_group`` channels and the
+    group's channels' two coefficients (float32)."""
+    return -(-hw // blocks) * per_group * itemsize + 8 * per_group
+
+
+def channels_last_blocks(hw: int, per_group: int, itemsize: int, part_bytes: int = PART_BYTES) -> int | None:
+    """The blocks of a cluster for a channels-last group of ``hw`` pixels of ``per_group`` channels: the
+    fewest whose parts fit ``part_bytes``; None where no cluster holds it so."""
+    return next((b for b in CLUSTER_SIZES if channels_last_part(hw, per_group, itemsize, b) <= part_bytes), None)
+
+
+def channels_last_unsupported(
+    shape: Sequence[int], itemsize: int, groups: int, part_bytes: int = PART_BYTES
+) -> str | None:
+    """Why the channels-last kernel would not read a channels-last input of ``shape`` in ``groups`` groups
+    in place (each pixel's group whole 16-byte packs, a cluster holding the group), else None; the op then
+    copies it contiguous. The shape is one :func:`unsupported_shape` takes."""
+    per_group = shape[1] // groups
+    if per_group * itemsize % 16:
+        return f"{per_group} channels a group, not whole 16-byte packs at a pixel"
+    if channels_last_blocks(math.prod(shape[2:]), per_group, itemsize, part_bytes) is None:
+        return f"groups of {per_group} x {math.prod(shape[2:])} elements, wider than a cluster holds channels-last"
     return None
 
 
@@ -153,18 +181,31 @@ def group_norm(
     check_epilogue(x, scale, shift, scale_offset)
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu)
-    reason = unsupported(x, groups, PART_BYTES_LIMIT + regs * 16 * THREADS if clusters else PART_BYTES)
-    if reason is None and not x.is_contiguous():
-        reason = "a non-contiguous input"  # the rewrite asks only for contiguous ones: a copy would cost a pass
+    limit = PART_BYTES_LIMIT + regs * 16 * THREADS if clusters else PART_BYTES
+    reason = unsupported(x, groups, limit)
     if reason is not None:
         row_softmax_op.count_fallback(reason, "kernelopt.group_norm")
         return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu)
-    columns = x.shape[1] // groups * (x.numel() // (x.shape[0] * x.shape[1]))
-    blocks = clusters or cluster_blocks(columns, x.element_size())
-    if blocks is None or regs not in (0, REGS_WIDE) or not fits(columns, x.element_size(), blocks, regs):
+    in_place = x.is_contiguous() or (
+        not regs
+        and is_channels_last(x)
+        and x.data_ptr() % 16 == 0
+        and channels_last_unsupported(x.shape, x.element_size(), groups, limit) is None
+    )
+    if not in_place:  # a layout the kernel does not read: one copy (as Inductor made before the op took
+        x = x.contiguous()  # channels-last inputs)
+    hw = x.numel() // (x.shape[0] * x.shape[1])
+    per_group = x.shape[1] // groups
+    if x.is_contiguous():
+        blocks = clusters or cluster_blocks(per_group * hw, x.element_size())
+        held = blocks is not None and regs in (0, REGS_WIDE) and fits(per_group * hw, x.element_size(), blocks, regs)
+    else:
+        blocks = clusters or channels_last_blocks(hw, per_group, x.element_size())
+        held = blocks in CLUSTER_SIZES and channels_last_part(hw, per_group, x.element_size(), blocks or 1) <= limit
+    if blocks is None or not held:
         raise ValueError(
             f"kernelopt.group_norm: {clusters} blocks a cluster with {regs} packs a thread in registers cannot hold "
-            f"groups of {columns} elements"
+            f"groups of {per_group * hw} elements"
         )
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, as the fake says
     dtype = params_dtype(x, (weight, bias, scale, shift))
@@ -210,11 +251,12 @@ def _group_norm_fake(
 
 
 # registered on the dispatcher directly, as the row softmax's ops are (no custom_op wrappers)
-# needs_fixed_stride_order: Inductor hands the op its input in the layout the graph traced (contiguous),
-# copying where it laid it out otherwise (a convolution's channels-last output), where without the tag it
-# passed the channels-last tensor as it was and its assertion of the output's strides failed (H100, level2/09)
+# flexible_layout: Inductor hands the op its input in the layout it gave it (a convolution's channels-last
+# output as it is, which the kernel reads in place: level2/09), not copied into the traced one; the output is
+# contiguous whatever the input's, in the fake as in the kernel, so that Inductor's check of its strides
+# holds (an output laid out as the input failed it on the H100)
 row_softmax_op.OPS_LIBRARY.define(
-    "group_norm" + torch.library.infer_schema(group_norm, mutates_args=()), tags=(torch.Tag.needs_fixed_stride_order,)
+    "group_norm" + torch.library.infer_schema(group_norm, mutates_args=()), tags=(torch.Tag.flexible_layout,)
 )
 for _key in ("CPU", "CUDA"):
     row_softmax_op.OPS_LIBRARY.impl("group_norm", group_norm, _key)
