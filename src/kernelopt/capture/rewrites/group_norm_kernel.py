@@ -536,7 +536,7 @@ class Library(BuiltLibrary):
     def _call(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, regs: int,
               eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
         channels_last = not x.is_contiguous()
-        if (channels_last and not is_channels_last(x)) or not y.is_contiguous():
+        if (channels_last and not is_channels_last(x)) or (active is None and not y.is_contiguous()):
             raise ValueError(f"{self.op}: x contiguous or channels-last and y contiguous; pass them so")
         n, channels = x.shape[0], x.shape[1]
         hw = x.numel() // (n * channels)
