@@ -142,6 +142,65 @@ def test_a_channels_last_input_of_whole_packs_a_pixel_is_handed_over_in_its_layo
     assert call.args[0] is x
 
 
+def _conv_group_norm(read_twice: bool = False) -> tuple[torch.fx.GraphModule, tuple[int, ...]]:
+    """A convolution with a bias, then torch's CUDA decomposition of a group norm of its output (level2/09's
+    shape, small), traced on meta tensors; ``read_twice``: the convolution's output is returned as well."""
+    shape = (2, 32, 64, 64)
+
+    def conv_norm(x, w, cb):
+        y = torch.ops.aten.convolution.default(x, w, cb, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        out = torch._refs.native_group_norm(y, None, None, shape[0], shape[1], 64 * 64, 8, EPS)[0]
+        return (out, y) if read_twice else out
+
+    args = (
+        torch.empty(2, 4, 64, 64, device="meta"),
+        torch.empty(32, 4, 3, 3, device="meta"),
+        torch.empty(32, device="meta"),
+    )
+    gm = make_fx(conv_norm)(*args)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm, shape
+
+
+def test_a_convolutions_bias_is_added_by_the_op_as_it_reads(hopper: None) -> None:
+    """Inductor peels a convolution's bias off into an add of its own on the GPU, which stays a kernel of
+    its own before an extern op: where the op alone reads the convolution, the bias is the op's
+    ``input_bias`` and the convolution has none; the values are the same."""
+    gm, _ = _conv_group_norm()
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    gm.recompile()
+    (conv,) = _calls(gm, torch.ops.aten.convolution.default)
+    (call,) = _calls(gm, OP)
+    cb = [n for n in gm.graph.nodes if n.op == "placeholder"][2]
+    assert conv.args[2] is None and call.args[0] is conv and call.args[9] is cb
+    g = torch.Generator().manual_seed(0)
+    x, w, bias = (
+        torch.randn(2, 4, 64, 64, generator=g),
+        torch.randn(32, 4, 3, 3, generator=g),
+        torch.randn(32, generator=g) * 3,
+    )
+    want = F.group_norm(F.conv2d(x, w, bias, padding=1), 8, eps=EPS)
+    torch.testing.assert_close(gm(x, w, bias), want, atol=1e-4, rtol=1e-4)
+
+
+def test_a_convolution_read_by_more_than_the_group_norm_keeps_its_bias(hopper: None) -> None:
+    gm, _ = _conv_group_norm(read_twice=True)
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    (conv,) = _calls(gm, torch.ops.aten.convolution.default)
+    (call,) = _calls(gm, OP)
+    assert conv.args[2] is not None and len(call.args) == 9
+
+
+def test_the_op_adds_its_input_bias_and_checks_its_shape_on_cpu() -> None:
+    x, w, b = _values((2, 8, 16, 16), torch.float32)
+    input_bias = torch.linspace(-3, 3, 8)
+    got = OP(x, w, b, 4, EPS, None, None, 0.0, True, input_bias)
+    torch.testing.assert_close(got, F.silu(F.group_norm(x + input_bias[:, None, None], 4, w, b, EPS)))
+    with pytest.raises(ValueError, match=r"input_bias of shape \(8, 1\); pass it as \(8,\)"):
+        OP(x, w, b, 4, EPS, None, None, 0.0, False, input_bias[:, None])
+
+
 def test_a_16_bit_group_norm_not_cast_back_is_left_alone(hopper: None) -> None:
     """A bfloat16 input normalised in float32 and read as float32 (not torch's group norm): the op's output
     is the input's dtype, so it is not the op's."""
@@ -216,6 +275,21 @@ def test_a_compile_under_the_option_calls_the_op_and_gate_1_takes_it(hopper: Non
     torch.testing.assert_close(artifact.compiled(x), model(x))
     assert group_norm_op.OP_NAME in OWN_OPS
     assert split_options({CLUSTER_GROUP_NORM_OPTION: True})[1]  # a rewrite of kernelopt's own
+
+
+def test_a_compiled_convolution_and_group_norm_hand_the_convolutions_bias_to_the_op(hopper: None) -> None:
+    """A convolution with a bias and a group norm compiled by Inductor under the option: the convolution
+    runs without its bias, the op adds it, and the values are the model's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 32, 3, padding=1), torch.nn.GroupNorm(8, 32, affine=False))
+    model = model.eval()
+    x = torch.randn(2, 4, 64, 64)
+    artifact = captured_under(model, x, {CLUSTER_GROUP_NORM_OPTION: True})
+    (graph,) = artifact.graphs
+    call = graph.source_code.split("torch.ops.kernelopt.group_norm.default(")[1].split("\n")[0]
+    assert len(call.rstrip(")").split(", ")) == 10, call  # the input's bias its last argument
+    with torch.no_grad():
+        torch.testing.assert_close(artifact.compiled(x), model(x), atol=1e-4, rtol=1e-4)
 
 
 def test_gate_1_refuses_the_call_sequence_doctored_around_the_op(hopper: None) -> None:

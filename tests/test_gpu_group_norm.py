@@ -200,6 +200,33 @@ def test_the_channels_last_kernel_computes_the_epilogue(hopper_gpu, dtype) -> No
     assert ours <= 2 * theirs + torch.finfo(dtype).eps * exact.abs().max().item(), (ours, theirs)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
+def test_the_input_bias_is_added_before_the_statistics(hopper_gpu, dtype, layout) -> None:
+    """A convolution's bias handed to the op: ``silu(group_norm(x + input_bias))`` against float64, added
+    by the channels-last kernel as it reads (one kernel), by torch before the contiguous one."""
+    shape, groups = (3, 64, 33, 35), 4
+    x, w, b = _inputs(shape, dtype)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    input_bias = (torch.linspace(-4, 4, shape[1], device="cuda")).to(dtype)
+    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, None, None, 0.0, True, input_bias)
+    assert got.dtype == dtype and got.is_contiguous()
+
+    def block(x, w, b, input_bias):
+        return F.silu(F.group_norm(x + input_bias[:, None, None], groups, w, b, EPS))
+
+    exact = block(*(t.double() for t in (x, w, b, input_bias)))
+    eager = block(x, w, b, input_bias)
+    ours, theirs = ((t.double() - exact).abs().max().item() for t in (got, eager))
+    assert ours <= 2 * theirs + torch.finfo(dtype).eps * exact.abs().max().item(), (ours, theirs)
+    if layout == "channels_last":
+        kernels = _kernels_of(
+            lambda: torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, None, None, 0.0, True, input_bias)
+        )
+        assert len(kernels) == 1 and "group_norm_channels_last" in kernels[0], kernels
+
+
 def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) -> None:
     """Chan's combination of the blocks' deviations, not a sum of squares less a squared mean: a group at
     1000 +- 0.01 keeps its spread, and a constant group comes out as the bias."""
@@ -244,7 +271,9 @@ def test_the_suite_s_group_norms_compile_to_the_op_and_pass_the_gates(hopper_gpu
     if made is not None:  # the SiLU after both, and level2/13's modulation, are the op's epilogue
         print("\n".join(line for line in made.call_source.splitlines() if "(" in line and "del " not in line))
         call = made.call_source.split("torch.ops.kernelopt.group_norm.default(")[1].split("\n")[0]
-        assert call.rstrip(")").endswith("True") and ("1.0, True" in call) == ("13_" in problem), call
+        args = call.rstrip(")").split(", ")
+        assert args[8] == "True" and (args[7] == "1.0") == ("13_" in problem), call
+        assert (len(args) == 10) == ("09_" in problem), call  # the convolution's bias the op's to add
     assert gates["static"]["passed"], gates["static"]
     assert gates["model"]["passed"], gates["model"]  # every group right against float64
     assert "performance" in gates

@@ -11,7 +11,9 @@ it), replaces each such group norm of a contiguous (or channels-last) CUDA input
 (:func:`~kernelopt.capture.rewrites.group_norm_op.cluster_blocks`) with one call of
 ``torch.ops.kernelopt.group_norm`` (:mod:`~kernelopt.capture.rewrites.group_norm_op`).
 
-What follows the group norm is the op's too where the op computes it: a scale by sample and channel
+A convolution's bias before the group norm is the op's too where the op alone reads the convolution
+(Inductor would add it in a kernel of its own before the op). What follows the group norm is the op's
+too where the op computes it: a scale by sample and channel
 (``* (1 + scale)``: a number added to the scale is the op's ``scale_offset``), then a shift by sample and
 channel, then a SiLU (``h * sigmoid(h)``, or ``F.silu`` as Inductor decomposes it), each step optional,
 in that order, each read by the next alone and in the input's dtype. Left to Inductor, such an epilogue
@@ -273,6 +275,23 @@ def check_buildable(dtype: torch.dtype, device: torch.device) -> None:
     )
 
 
+def _take_convolution_bias(x: torch.fx.Node, call: torch.fx.Node) -> None:
+    """Where the group norm's input is a convolution that the op alone reads, the convolution's bias becomes
+    the op's ``input_bias`` (added as the op reads each value) and the convolution computes none. On the GPU
+    Inductor peels a convolution's bias off into an add of its own (cuDNN is slower with it), which it fuses
+    into its own group norm's kernels but not into an extern op: a read and a write of the convolution's
+    output more, which kept level2/09 at 0.79x on the H100 after the op read its channels-last input in
+    place (benchmarks/h100-2026-12-07-group-norm-channels-last)."""
+    if not is_call(x, _aten.convolution.default) or set(x.users) != {call} or len(call.args) != 9:
+        return
+    conv_bias = x.args[2]
+    out = _shape(x)
+    if not isinstance(conv_bias, torch.fx.Node) or out is None or _shape(conv_bias) != (out[1],):
+        return
+    x.update_arg(2, None)
+    call.args = (*call.args, conv_bias)
+
+
 def rewrite_for_cluster_group_norm(graph: torch.fx.Graph) -> int:
     """Replace every group norm of ``graph`` (a post-grad ATen graph) that ``torch.ops.kernelopt.group_norm``
     computes with a call of it; how many were replaced."""
@@ -298,7 +317,8 @@ def rewrite_for_cluster_group_norm(graph: torch.fx.Graph) -> int:
             e.scale_offset,
             e.silu,
         )
-        replace_with_call(graph, found.out, torch.ops.kernelopt.group_norm.default, arguments)
+        call = replace_with_call(graph, found.out, torch.ops.kernelopt.group_norm.default, arguments)
+        _take_convolution_bias(found.x, call)
         count += 1
     if count:
         graph.lint()

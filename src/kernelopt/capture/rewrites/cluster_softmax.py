@@ -73,14 +73,15 @@ def takes_rows(
     return row_softmax_op.MIN_COLUMNS <= columns <= widest and on_cluster_gpu(value)
 
 
-def replace_with_call(graph: torch.fx.Graph, out: torch.fx.Node, op: Any, arguments: tuple[Any, ...]) -> None:
+def replace_with_call(graph: torch.fx.Graph, out: torch.fx.Node, op: Any, arguments: tuple[Any, ...]) -> torch.fx.Node:
     """``out`` replaced by a call of ``op`` on ``arguments`` (its metadata kept for Inductor and the
-    stack traces), and what only ``out`` read erased."""
+    stack traces), and what only ``out`` read erased; the call."""
     with graph.inserting_before(out):
         call = graph.call_function(op, arguments)
     call.meta.update({k: v for k, v in out.meta.items() if k in ("stack_trace", "nn_module_stack", "val")})
     out.replace_all_uses_with(call)
     erase_orphans(graph, out)
+    return call
 
 
 def last_dim(dims: Any, ndim: int) -> bool:

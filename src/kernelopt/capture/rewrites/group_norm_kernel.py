@@ -89,6 +89,9 @@ struct Epilogue {
   int64_t scale_n, scale_c, shift_n, shift_c;  // strides, elements
   float scale_offset;
   int silu;
+  // added to the input by channel before anything (a convolution's bias, which Inductor peels off the
+  // convolution into an add of its own): the channels-last kernel's alone
+  const P* in_bias;
   // channel ch of sample n: a and b of its output act((x - mean) * a + b) (not x * a + (b - mean * a), which
   // cancels where the mean is large against the spread: a constant group at 3 came out 0.25 +- 1e-4)
   __device__ __forceinline__ void coefficients(int64_t n, int64_t ch, float rstd, float& a, float& b) const {
@@ -315,6 +318,7 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   const int shift = max(0, 4 - __ffs(ppp));  // log2(8 / ppp) where ppp < 8
   Pack<T, VEC>* buf = reinterpret_cast<Pack<T, VEC>*>(smem_raw);
   float* coef = reinterpret_cast<float*>(smem_raw + (size_t)chunk * cpg * sizeof(T));  // a, b by channel
+  float* in_bias = coef + 2 * cpg;  // the input's bias by channel (16-byte aligned: cpg is whole packs)
   const T* src = x + (sample * hw + p0) * (int64_t)channels + (int64_t)group * cpg;
 
   // pass 1: each thread's packs i = threadIdx.x + j * THREADS, copied in two commit groups, summed as each lands
@@ -332,7 +336,27 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   };
   copy(0, half);
   copy(half, rounds);
+  // the input's bias, read while the copies fly: in shared memory for the passes below, and its sum over
+  // the block's part added to the part's sum (each pixel has every channel of the group)
+  const bool biased = e.in_bias != nullptr;
   float s = 0.0f;
+  if (biased) {
+    for (int c = threadIdx.x; c < cpg; c += THREADS) {
+      in_bias[c] = as_float<P>(e.in_bias[(int64_t)group * cpg + c]);
+      s += in_bias[c] * (float)pixels;
+    }
+  }
+  // the bias of pack k's channels (zero where there is none)
+  auto bias_of = [&](int k, float (&b)[VEC]) {
+    #pragma unroll
+    for (int t = 0; t < VEC; t += 4) {
+      const float4 f = biased ? reinterpret_cast<const float4*>(in_bias + k * VEC)[t / 4] : make_float4(0.f, 0.f, 0.f, 0.f);
+      b[t] = f.x;
+      b[t + 1] = f.y;
+      b[t + 2] = f.z;
+      b[t + 3] = f.w;
+    }
+  };
   auto sum = [&](int j0, int j1) {
     for (int j = j0; j < j1; ++j) {
       const int i = j * THREADS + threadIdx.x;
@@ -348,7 +372,7 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   sum(0, half);
   asm volatile("cp.async.wait_group 0;" ::: "memory");
   sum(half, rounds);
-  s = block_sum<THREADS>(s, scratch);  // its __syncthreads also publishes every thread's copies
+  s = block_sum<THREADS>(s, scratch);  // its __syncthreads also publishes every thread's copies and the bias
   const int n = pixels * cpg;
   const float local_mean = n > 0 ? s / (float)n : 0.0f;
   // pass 2, over shared memory: the squared deviations from the part's own mean
@@ -356,8 +380,10 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   for (int i = threadIdx.x; i < packs; i += THREADS) {
     const int p = i / ppp, k = i - p * ppp;
     const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
+    float b[VEC];
+    bias_of(k, b);
     #pragma unroll
-    for (int t = 0; t < VEC; ++t) { const float d = as_float<T>(v.v[t]) - local_mean; q += d * d; }
+    for (int t = 0; t < VEC; ++t) { const float d = (as_float<T>(v.v[t]) + b[t]) - local_mean; q += d * d; }
   }
   q = block_sum<THREADS>(q, scratch);
   float mean, rstd;
@@ -370,10 +396,13 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   for (int t = threadIdx.x; t < packs; t += THREADS) {
     const int k = t / pixels, p = t - k * pixels;
     const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
+    float b[VEC];
+    bias_of(k, b);
     #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const int c = k * VEC + j;
-      dst[(int64_t)c * hw + p] = from_float<T>(e.act((as_float<T>(v.v[j]) - mean) * coef[2 * c] + coef[2 * c + 1]));
+      const float h = ((as_float<T>(v.v[j]) + b[j]) - mean) * coef[2 * c] + coef[2 * c + 1];
+      dst[(int64_t)c * hw + p] = from_float<T>(e.act(h));
     }
   }
 }
@@ -433,7 +462,7 @@ static cudaError_t launch_channels_last(const void* x, void* y, const Epilogue<P
   constexpr auto kernel = group_norm_channels_last<__T__, P, __THREADS__>;
   if (channels_per_group % VEC || reinterpret_cast<uintptr_t>(x) % 16) return cudaErrorInvalidValue;
   const int64_t chunk = (hw + clusters - 1) / clusters;  // pixels a block
-  const size_t smem = (size_t)(chunk * channels_per_group * sizeof(__T__) + 2 * channels_per_group * sizeof(float));
+  const size_t smem = (size_t)(chunk * channels_per_group * sizeof(__T__) + 3 * channels_per_group * sizeof(float));
   cudaError_t err = allow<kernel>(smem, clusters);
   if (err != cudaSuccess) return err;
   const ClusterLaunch config(rows, clusters, __THREADS__, smem, stream);
@@ -448,11 +477,12 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
                                int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
                                int channels_last, float eps, cudaStream_t stream, int* active) {
   const Epilogue<P> e{(const P*)params[0], (const P*)params[1], (const P*)params[2], (const P*)params[3],
-                      strides[0], strides[1], strides[2], strides[3], scale_offset, silu};
+                      strides[0], strides[1], strides[2], strides[3], scale_offset, silu, (const P*)params[4]};
   if (channels_last)
     return regs != 0 ? cudaErrorInvalidValue
                      : launch_channels_last<P>(x, y, e, rows, hw, channels_per_group * groups, channels_per_group,
                                                groups, clusters, eps, stream, active);
+  if (e.in_bias != nullptr) return cudaErrorInvalidValue;  // the channels-last kernel's alone
   if (regs == __REGS_WIDE__)
     return launch<P, __REGS_WIDE__>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream,
                                     active);
@@ -462,9 +492,10 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
 
 // rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
 // registers (0, or REGS_WIDE); x contiguous, or channels-last (channels_last: N, spatial, C in memory; regs
-// 0), y contiguous; params: weight, bias, scale and shift (each may be null), float32 where params_float,
-// else of the input's type; strides: scale's and shift's by sample and by channel. With active != NULL,
-// how many such clusters the GPU holds at once is written there and nothing is launched.
+// 0), y contiguous; params: weight, bias, scale, shift and the input's bias (each may be null; the last
+// channels-last only), float32 where params_float, else of the input's type; strides: scale's and shift's
+// by sample and by channel. With active != NULL, how many such clusters the GPU holds at once is written
+// there and nothing is launched.
 extern "C" int kopt_group_norm(const void* x, void* y, const void* const* params, int params_float,
                                const int64_t* strides, float scale_offset, int silu, int64_t rows, int64_t cols,
                                int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
@@ -497,7 +528,9 @@ class Epilogue(NamedTuple):
     """What follows the normalisation in the kernel (its ``Epilogue``): ``act(((x - mean) * rstd *
     weight[c] + bias[c]) * (scale[n, c] + scale_offset) + shift[n, c])``. ``weight`` and ``bias``: ``C``
     elements, contiguous; ``scale`` and ``shift``: ``N, C, 1, ...`` in any strides; each None (1, 0, 1, 0)
-    or of one dtype for all, float32 or the input's; ``silu``: act is SiLU, else the identity."""
+    or of one dtype for all, float32 or the input's; ``silu``: act is SiLU, else the identity;
+    ``input_bias``: ``C`` elements added to ``x`` by channel before the statistics (a convolution's bias;
+    the channels-last kernel's alone)."""
 
     weight: torch.Tensor | None = None
     bias: torch.Tensor | None = None
@@ -505,10 +538,11 @@ class Epilogue(NamedTuple):
     shift: torch.Tensor | None = None
     scale_offset: float = 0.0
     silu: bool = False
+    input_bias: torch.Tensor | None = None
 
     def params(self) -> list[torch.Tensor | None]:
-        """The four parameters in the order the C entry point takes their pointers."""
-        return [self.weight, self.bias, self.scale, self.shift]
+        """The five parameters in the order the C entry point takes their pointers."""
+        return [self.weight, self.bias, self.scale, self.shift, self.input_bias]
 
 
 class Library(BuiltLibrary):
@@ -552,7 +586,7 @@ class Library(BuiltLibrary):
         params_float = any(t.dtype == torch.float32 for t in present)
         if any(t.dtype != (torch.float32 if params_float else x.dtype) for t in present):
             raise ValueError(f"{self.op}: the weight, bias, scale and shift of one dtype, float32 or the input's")
-        params = (ctypes.c_void_p * 4)(*(t.data_ptr() if t is not None else None for t in epilogue.params()))
+        params = (ctypes.c_void_p * 5)(*(t.data_ptr() if t is not None else None for t in epilogue.params()))
         strides = (ctypes.c_int64 * 4)(*(
             s for t in (epilogue.scale, epilogue.shift) for s in ((t.stride(0), t.stride(1)) if t is not None else (0, 0))
         ))  # fmt: skip

@@ -88,9 +88,9 @@ def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_byt
 
 
 def channels_last_part(hw: int, per_group: int, itemsize: int, blocks: int) -> int:
-    """The shared memory of a block of the channels-last kernel: its pixels' ``per_group`` channels and the
-    group's channels' two coefficients (float32)."""
-    return -(-hw // blocks) * per_group * itemsize + 8 * per_group
+    """The shared memory of a block of the channels-last kernel: its pixels' ``per_group`` channels and, for
+    each of the group's channels, its two coefficients and the input's bias (float32)."""
+    return -(-hw // blocks) * per_group * itemsize + 12 * per_group
 
 
 def channels_last_blocks(hw: int, per_group: int, itemsize: int, part_bytes: int = PART_BYTES) -> int | None:
@@ -132,10 +132,13 @@ def reference(
     shift: torch.Tensor | None = None,
     scale_offset: float = 0.0,
     silu: bool = False,
+    input_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """What the op computes, by torch: the group norm and its epilogue in float32, in ``x``'s dtype (a weight
-    and bias of ``C`` elements, flat or as the graph broadcasts them; a scale and shift ``N, C, 1, ...``)."""
-    out = F.group_norm(x.float(), groups, _flat(weight, torch.float32), _flat(bias, torch.float32), eps)
+    """What the op computes, by torch: the group norm of ``x`` plus ``input_bias`` by channel and its epilogue
+    in float32, in ``x``'s dtype (a weight and bias of ``C`` elements, flat or as the graph broadcasts them;
+    a scale and shift ``N, C, 1, ...``)."""
+    xf = x.float() if input_bias is None else x.float() + _by_channel(input_bias, x)
+    out = F.group_norm(xf, groups, _flat(weight, torch.float32), _flat(bias, torch.float32), eps)
     if scale is not None:
         out = out * (scale.float() + scale_offset)
     if shift is not None:
@@ -146,10 +149,20 @@ def reference(
 
 
 def check_epilogue(
-    x: torch.Tensor, scale: torch.Tensor | None, shift: torch.Tensor | None, scale_offset: float
+    x: torch.Tensor,
+    scale: torch.Tensor | None,
+    shift: torch.Tensor | None,
+    scale_offset: float,
+    input_bias: torch.Tensor | None = None,
 ) -> None:
-    """A scale and shift the op takes: ``N, C`` then ones, as many dimensions as ``x``; one line naming
-    what is wrong else (a bad call of the op, not an input it leaves to torch)."""
+    """A scale and shift the op takes: ``N, C`` then ones, as many dimensions as ``x``; an input bias of
+    ``C`` elements; one line naming what is wrong else (a bad call of the op, not an input it leaves to
+    torch)."""
+    if input_bias is not None and tuple(input_bias.shape) != (x.shape[1],):
+        raise ValueError(
+            f"kernelopt.group_norm: input_bias of shape {tuple(input_bias.shape)}; pass it as ({x.shape[1]},) "
+            "(by channel)"
+        )
     want = (*x.shape[:2], *(1,) * (x.dim() - 2))
     for name, t in (("scale", scale), ("shift", shift)):
         if t is not None and tuple(t.shape) != want:
@@ -170,22 +183,24 @@ def group_norm(
     shift: torch.Tensor | None = None,
     scale_offset: float = 0.0,
     silu: bool = False,
+    input_bias: torch.Tensor | None = None,
     clusters: int = 0,
     regs: int = 0,
 ) -> torch.Tensor:
-    """``F.group_norm(x, groups, weight, bias, eps)``, one read of each group, then ``* (scale +
-    scale_offset) + shift`` and a SiLU where asked. ``clusters`` (the blocks of a cluster, 0 for the op's
+    """``F.group_norm(x + input_bias, groups, weight, bias, eps)`` (``input_bias`` by channel: a
+    convolution's bias, which Inductor would otherwise add in a kernel of its own before the op), one read
+    of each group, then ``* (scale + scale_offset) + shift`` and a SiLU where asked. ``clusters`` (the blocks of a cluster, 0 for the op's
     own choice) and ``regs`` (0, or ``REGS_WIDE`` packs a thread in registers) are the probe's, which may
     ask for parts up to what a block may hold, past the op's own rule."""
     row_softmax_op.forward_only(x, "kernelopt.group_norm")
-    check_epilogue(x, scale, shift, scale_offset)
+    check_epilogue(x, scale, shift, scale_offset, input_bias)
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
-        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu)
+        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
     limit = PART_BYTES_LIMIT + regs * 16 * THREADS if clusters else PART_BYTES
     reason = unsupported(x, groups, limit)
     if reason is not None:
         row_softmax_op.count_fallback(reason, "kernelopt.group_norm")
-        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu)
+        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
     in_place = x.is_contiguous() or (
         not regs
         and is_channels_last(x)
@@ -194,6 +209,9 @@ def group_norm(
     )
     if not in_place:  # a layout the kernel does not read: one copy (as Inductor made before the op took
         x = x.contiguous()  # channels-last inputs)
+    if input_bias is not None and x.is_contiguous():  # the contiguous kernel adds no bias: one pass more,
+        x = (x + _by_channel(input_bias, x)).to(x.dtype)  # as Inductor's own add of it before the op
+        input_bias = None
     hw = x.numel() // (x.shape[0] * x.shape[1])
     per_group = x.shape[1] // groups
     if x.is_contiguous():
@@ -208,7 +226,7 @@ def group_norm(
             f"groups of {per_group * hw} elements"
         )
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, as the fake says
-    dtype = params_dtype(x, (weight, bias, scale, shift))
+    dtype = params_dtype(x, (weight, bias, scale, shift, input_bias))
     kernel = launcher(x.dtype, row_softmax_op.capability(x.device.index))
     epilogue = Epilogue(
         _flat(weight, dtype),
@@ -217,6 +235,7 @@ def group_norm(
         None if shift is None else shift.to(dtype),
         float(scale_offset),
         bool(silu),
+        _flat(input_bias, dtype),
     )
     kernel.run(x, y, epilogue, groups, blocks, float(eps), regs)
     return y
@@ -226,6 +245,11 @@ def params_dtype(x: torch.Tensor, params: Sequence[torch.Tensor | None]) -> torc
     """The dtype the kernel reads the weight, bias, scale and shift in: ``x``'s where they all are (a
     16-bit model's own, no cast kernel a call), float32 else (each cast that is not)."""
     return x.dtype if all(t is None or t.dtype == x.dtype for t in params) else torch.float32
+
+
+def _by_channel(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``C`` values by channel as broadcast against ``x`` (``C, 1, ...``)."""
+    return t.reshape(-1, *(1,) * (x.dim() - 2))
 
 
 def _flat(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -244,6 +268,7 @@ def _group_norm_fake(
     shift: torch.Tensor | None = None,
     scale_offset: float = 0.0,
     silu: bool = False,
+    input_bias: torch.Tensor | None = None,
     clusters: int = 0,
     regs: int = 0,
 ) -> torch.Tensor:
