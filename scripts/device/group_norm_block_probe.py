@@ -2,12 +2,12 @@
 ``kernelopt.cluster_group_norm`` (the group norm and what follows it one call of kernelopt's op), in the
 same stock mode, timed interleaved in this process.
 
-    PYTHONPATH=src python3 scripts/device/group_norm_block_probe.py [--mode max-autotune-no-cudagraphs]
+    PYTHONPATH=src python3 scripts/device/group_norm_block_probe.py [--mode max-autotune-no-cudagraphs] [--layouts both|on|off]
 
 One JSON line per problem and variant (``layouts``: Inductor's layout optimisation on, as stock, or off):
 each compile's largest error against the float64 model, the op's fallbacks (none, or the variant timed
-torch's group norm), the kernels each compile launches (a copy before the op, or its channels-last
-kernel reading the convolution's output in place), and the two timed by ``kernelopt.measure.compare``
+torch's group norm), the kernels each compile launches with their device times (a copy before the op, or its
+channels-last kernel reading the convolution's output in place), and the two timed by ``kernelopt.measure.compare``
 (L2 flushed, 30 rounds; medians in ms). A quick reading of whether the op pays inside a model; ``kernelopt bench`` is the judged one.
 Needs an sm_90 GPU and nvcc.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", default="max-autotune-no-cudagraphs")
     parser.add_argument("--problems", default=",".join(PROBLEMS))
+    parser.add_argument("--layouts", choices=["both", "on", "off"], default="both")
     args = parser.parse_args()
+    layouts = {"both": (True, False), "on": (True,), "off": (False,)}[args.layouts]
     for name in args.problems.split(","):
-        probe(name, args.mode)
+        probe(name, args.mode, layouts)
 
 
-def probe(name: str, mode: str) -> None:
+def probe(name: str, mode: str, layouts_tried: tuple[bool, ...]) -> None:
     path = Path("examples/problems") / f"{name}.py"
     loaded = load_problem(path).module
     torch.manual_seed(0)
@@ -52,7 +55,7 @@ def probe(name: str, mode: str) -> None:
         exact = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in inputs])
     stock = torch.compile(model, mode=mode)
     stock_err = _err(stock, inputs, exact)
-    for layouts in (True, False):
+    for layouts in layouts_tried:
         options: dict[str, Any] = {**compat.mode_options(mode), CLUSTER_GROUP_NORM_OPTION: True}
         if not layouts:
             options["layout_optimization"] = False
@@ -84,14 +87,25 @@ def probe(name: str, mode: str) -> None:
         print(json.dumps(row), flush=True)
 
 
-def _kernels(call: Any) -> list[str]:
-    """The CUDA kernels one call launches, by name (shortened), in order."""
+def _kernels(call: Any, calls: int = 5) -> list[list[Any]]:
+    """The CUDA kernels one call launches, in order: name (shortened) and the median of ``calls`` calls'
+    device time in µs. Where a compile's time goes inside the model: a kernel's time beside the others'
+    is what a standalone probe of one part cannot show."""
     from torch.profiler import ProfilerActivity, profile
 
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    return [e.name[:60] for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    per_call: list[list[Any]] = []
+    for _ in range(calls):
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize()
+        per_call.append([e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA])
+    first = per_call[0]
+    if any(len(events) != len(first) for events in per_call):  # a call launched other kernels: names only
+        return [[e.name[:60], None] for e in first]
+    return [
+        [e.name[:60], round(statistics.median(events[i].time_range.elapsed_us() for events in per_call), 1)]
+        for i, e in enumerate(first)
+    ]
 
 
 def _err(fn: Any, inputs: list[Any], exact: torch.Tensor) -> float:
