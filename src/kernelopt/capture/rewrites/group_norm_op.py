@@ -201,20 +201,20 @@ def group_norm(
     if reason is not None:
         row_softmax_op.count_fallback(reason, "kernelopt.group_norm")
         return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
-    in_place = x.is_contiguous() or (
+    contiguous = x.is_contiguous()  # the layout asked once: the checks below are host time every call
+    if not contiguous and not (
         not regs
         and is_channels_last(x)
         and x.data_ptr() % 16 == 0
         and channels_last_unsupported(x.shape, x.element_size(), groups, limit) is None
-    )
-    if not in_place:  # a layout the kernel does not read: one copy (as Inductor made before the op took
-        x = x.contiguous()  # channels-last inputs)
-    if input_bias is not None and x.is_contiguous():  # the contiguous kernel adds no bias: one pass more,
+    ):  # a layout the kernel does not read: one copy (as Inductor made before the op took channels-last inputs)
+        x, contiguous = x.contiguous(), True
+    if input_bias is not None and contiguous:  # the contiguous kernel adds no bias: one pass more,
         x = (x + _by_channel(input_bias, x)).to(x.dtype)  # as Inductor's own add of it before the op
         input_bias = None
     hw = x.numel() // (x.shape[0] * x.shape[1])
     per_group = x.shape[1] // groups
-    if x.is_contiguous():
+    if contiguous:
         blocks = clusters or cluster_blocks(per_group * hw, x.element_size())
         held = blocks is not None and regs in (0, REGS_WIDE) and fits(per_group * hw, x.element_size(), blocks, regs)
     else:
