@@ -114,7 +114,8 @@ def test_what_follows_the_group_norm_but_its_epilogue_stays_inductors(hopper: No
     [
         ("statistics read too (a training graph saves them)", (2, 8, 64, 64), 4, "all"),
         ("groups narrower than 4096", (2, 8, 16, 16), 4, "out"),
-        ("groups wider than 16 blocks of 65 KB hold", (1, 8, 256, 256), 1, "out"),  # 524288 float32
+        ("groups wider than the reread form's 4 MB", (1, 32, 256, 256), 1, "out"),  # 2097152 float32
+        ("groups wider than a cluster holds, not whole packs", (1, 3, 301, 301), 1, "out"),  # 271803 float32
         ("channels-last input, 8 bytes of its group a pixel", (2, 8, 64, 64), 4, "channels_last"),
     ],
 )
@@ -128,6 +129,18 @@ def test_group_norms_the_op_does_not_take_are_left_alone(
     before = str(gm.graph)
     assert rewrite_for_cluster_group_norm(gm.graph) == 0, case
     assert str(gm.graph) == before
+
+
+def test_groups_wider_than_a_cluster_holds_go_to_the_op_s_reread_form(hopper: None) -> None:
+    """level1/16's groups (8 x 256 x 256 float32, 2 MB) are wider than a cluster's shared memory holds; the
+    op's reread form takes them (each part read a second time from L2), so the rewrite hands them over."""
+    shape, groups = (1, 8, 256, 256), 1
+    gm = _decomposed(shape, groups, outputs="out")
+    assert rewrite_for_cluster_group_norm(gm.graph) == 1
+    gm.recompile()
+    (call,) = _calls(gm, OP)
+    xv, wv, bv = _values(shape, torch.float32)
+    torch.testing.assert_close(gm(xv, wv, bv), F.group_norm(xv, groups, wv, bv, EPS))
 
 
 def test_a_channels_last_input_of_whole_packs_a_pixel_is_handed_over_in_its_layout(hopper: None) -> None:
@@ -246,13 +259,31 @@ def test_launch_shapes_follow_the_probed_rule() -> None:
     group norms' shapes as the H100 probe ran fastest (group_norm_op.PART_BYTES)."""
     assert group_norm_op.cluster_blocks(262144, 4) == 16  # level2/09: 16 x 64 KB
     assert group_norm_op.cluster_blocks(40960, 2) == 2  # level2/13 in bfloat16: 2 x 40 KB
-    assert group_norm_op.cluster_blocks(524288, 4) is None  # level1/16: left to Inductor (0.71x at 16 x 128 KB)
+    assert group_norm_op.cluster_blocks(524288, 4) is None  # level1/16: the reread form's (0.71x at 16 x 128 KB)
     assert group_norm_op.cluster_blocks(524288, 4, group_norm_kernel.PART_BYTES_LIMIT) == 16  # the probe's
     widest = group_norm_op.max_columns(4)
     assert group_norm_op.cluster_blocks(widest, 4) == 16 and group_norm_op.cluster_blocks(widest + 1, 4) is None
     assert group_norm_op.unsupported_shape((2, 8, 64, 64), 4, 3) == "8 channels in 3 groups"
     assert group_norm_op.unsupported_shape((2, 8, 2), 4, 4) == "2 elements a channel, fewer than a 16-byte pack"
-    assert "wider than a cluster holds (266176)" in str(group_norm_op.unsupported_shape((1, 8, 256, 256), 4, 1))
+    assert group_norm_op.unsupported_shape((1, 8, 256, 256), 4, 1) is None  # level1/16's 2 MB: the reread form's
+    why = str(group_norm_op.unsupported_shape((1, 32, 256, 256), 4, 1))  # 8 MB
+    assert "wider than a cluster holds (266176) and not whole 16-byte packs of at most 1048576" in why
+    assert group_norm_op.unsupported_shape((1, 3, 301, 301), 4, 1) is not None  # 271803: not whole packs
+
+
+def test_the_reread_form_runs_as_many_groups_at_once_as_half_of_l2_holds() -> None:
+    """Each block of the reread form reads its part a second time after the cluster's barrier: the groups
+    read at once must stay in L2 until then, so the op runs as many clusters at once as half the L2 holds
+    groups, at least one block an SM, never more than there are groups."""
+    mb = 1024 * 1024
+    assert group_norm_op.reread_in_flight(512, 2 * mb, 50 * mb, 132) == 12  # level1/16 on an H100 or H200
+    assert group_norm_op.reread_in_flight(512, 4 * mb, 50 * mb, 132) == 9  # 6 groups fit; 9 x 16 blocks cover 132 SMs
+    assert group_norm_op.reread_in_flight(512, 4 * mb, 50 * mb, 132, blocks=8) == 17
+    assert group_norm_op.reread_in_flight(5, 2 * mb, 50 * mb, 132) == 5  # every group at once
+    assert group_norm_op.reread_in_flight(512, 64 * 1024, 50 * mb, 132) == 400  # narrow groups: L2 is no limit
+    assert group_norm_op.reread_takes(524288, 4) and group_norm_op.reread_takes(1048576, 4)
+    assert not group_norm_op.reread_takes(1048580, 4) and not group_norm_op.reread_takes(524290, 4)
+    assert group_norm_op.reread_takes(524296, 2) and not group_norm_op.reread_takes(524292, 2)  # 8-element packs
 
 
 def test_the_op_on_cpu_is_torchs_group_norm_and_refuses_autograd() -> None:
@@ -386,6 +417,10 @@ def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     channels_last = re.findall(r"group_norm_channels_last\S*?EEv.*?Used (\d+) registers", built.stderr, re.S)
     assert len(channels_last) == kinds, built.stderr
     assert all(int(registers) * group_norm_kernel.THREADS * 3 <= 65536 for registers in channels_last), built.stderr
+    # the reread form: two blocks an SM (its UNROLL packs a thread in flight in each pass)
+    reread = re.findall(r"group_norm_reread\S*?EEv.*?Used (\d+) registers", built.stderr, re.S)
+    assert len(reread) == kinds, built.stderr
+    assert all(int(registers) * group_norm_kernel.THREADS * 2 <= 65536 for registers in reread), built.stderr
     assert re.search(r"[1-9]\d* bytes spill stores", built.stderr) is None, built.stderr
 
 

@@ -40,12 +40,15 @@ dtype: the widest row kernelopt's own cluster softmax keeps in registers across 
 def held_on_chip(itemsize: int) -> int:
     """Elements of one statistic over an input of ``itemsize`` bytes an element that a kernel can hold on
     chip and still win: the widest of the row op's two forms (float32 229344, a 16-bit dtype 458688) and
-    of the group-norm op's groups (float32 266176, 16-bit 532352: its 16 blocks' parts of 65 KB). Not the
+    of the group-norm op's groups (float32 266176, 16-bit 532352: its 16 blocks' parts of 65 KB; its reread
+    form's 4 MB groups, float32 1048576, read a second time from L2, not memory: level1/16's 2 MB). Not the
     row split's registers (:mod:`kernelopt.capture.row_split`): 64 programs of 8192 elements do hold a
     group norm's group of 8 x 256 x 256, but its two grid barriers a group cost more than the second read
     (0.907x of the stock two kernels on the H100, benchmarks/h100-2026-12-06-gpu-tests-26), and its wins
     were rows of 131072 at most."""
-    grouped = group_norm_op.max_columns(itemsize) if itemsize in (2, 4) else 0  # the dtypes it is built for
+    grouped = (  # the dtypes it is built for
+        max(group_norm_op.max_columns(itemsize), group_norm_op.reread_columns(itemsize)) if itemsize in (2, 4) else 0
+    )
     return max(ON_CHIP, max_columns(True, itemsize), grouped)
 
 

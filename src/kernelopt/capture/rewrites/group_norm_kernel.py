@@ -45,6 +45,10 @@ PIECES = 2  # bulk copies a block's part arrives in, as the row softmax's shared
 # The form for parts wider than three blocks an SM hold in shared memory: this many 16-byte packs a thread
 # (32 KB a block) in registers, the rest of a 128 KB part (96 KB) in shared memory, two blocks an SM.
 REGS_WIDE = 8
+# The form for groups wider than a cluster holds (``regs=REREAD``): no part held, each read twice, the
+# second time from L2, UNROLL 16-byte loads a thread in flight.
+REREAD = -1
+UNROLL = 8
 MAX_CLUSTER = 16  # Hopper's non-portable cluster size
 PART_BYTES_LIMIT = 227 * 1024  # the shared memory a block may ask for on sm_90
 DTYPES = tuple(C_TYPES)
@@ -407,6 +411,108 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   }
 }
 
+// A 16-byte load whose line L2 keeps before others (createpolicy evict_last): the reread form's first read,
+// which its second wants from L2
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> load_kept(const Pack<T, VEC>* p, uint64_t policy) {
+  uint4 r;
+  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
+  Pack<T, VEC> v;
+  *reinterpret_cast<uint4*>(&v) = r;
+  return v;
+}
+
+// Groups wider than a cluster holds in shared memory (level1/16: 8 channels x 256 x 256 float32, 2 MB)
+// read twice, the second time from L2: each block reads its part of the group (whole 16-byte packs, UNROLL
+// loads a thread in flight) with its lines marked to stay in L2, each thread keeping its packs' count,
+// mean and squared deviations (Welford by pack: no sum of squares less a squared mean), the block and then
+// the cluster combine them (Chan) at one cluster barrier, and the block reads its part again (streaming:
+// from L2 where it stayed) and writes the output. in_flight clusters loop over the groups, so that only
+// in_flight groups are read at once: the host sizes that to L2, so that memory sees one read and one write.
+template <typename T, typename P, int THREADS, int UNROLL>
+__global__ void __launch_bounds__(THREADS, 2) group_norm_reread(
+    const T* __restrict__ x, T* __restrict__ y, const Epilogue<P> e, int64_t rows, int64_t cols, int64_t chunk,
+    int hw, int64_t channels_per_group, int64_t groups, float eps) {
+  constexpr int VEC = 16 / sizeof(T);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ float scratch[32];
+  __shared__ float parts[3 * __MAX_CLUSTER__];
+  float* coef = reinterpret_cast<float*>(smem_raw);  // a, b by channel of the group
+  cg::cluster_group cluster = cg::this_cluster();
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // waited on in cluster_moments
+  const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
+  const int64_t in_flight = gridDim.x / blocks;
+  const int64_t start = min((int64_t)rank * chunk, cols);  // chunk: whole packs (the host's)
+  const int packs = (int)((min(start + chunk, cols) - start) / VEC);
+  uint64_t keep;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
+  for (int64_t row = blockIdx.x / blocks; row < rows; row += in_flight) {
+    const Pack<T, VEC>* src = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols + start);
+    Pack<T, VEC>* dst = reinterpret_cast<Pack<T, VEC>*>(y + row * cols + start);
+    // pass 1, from memory: Welford by pack
+    float count = 0.0f, mu = 0.0f, m2 = 0.0f;
+    for (int base = threadIdx.x; base < packs; base += UNROLL * THREADS) {
+      Pack<T, VEC> v[UNROLL];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        if (base + u * THREADS < packs) v[u] = load_kept<T, VEC>(src + base + u * THREADS, keep);
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        if (base + u * THREADS < packs) {
+          float pm = 0.0f, pq = 0.0f;
+          #pragma unroll
+          for (int j = 0; j < VEC; ++j) pm += as_float<T>(v[u].v[j]);
+          pm *= 1.0f / VEC;
+          #pragma unroll
+          for (int j = 0; j < VEC; ++j) { const float d = as_float<T>(v[u].v[j]) - pm; pq += d * d; }
+          const float total = count + VEC, delta = pm - mu;
+          mu += delta * __fdividef((float)VEC, total);
+          m2 += pq + delta * delta * __fdividef(count * VEC, total);
+          count = total;
+        }
+      }
+    }
+    const float n = (float)packs * VEC;
+    const float s = block_sum<THREADS>(count * mu, scratch);
+    const float local_mean = n > 0.0f ? s / n : 0.0f;
+    const float q = block_sum<THREADS>(m2 + count * (mu - local_mean) * (mu - local_mean), scratch);
+    float mean, rstd;
+    cluster_moments(cluster, parts, n, s, q, (float)cols, eps, mean, rstd);
+    if (row + in_flight < rows)  // every block has read its parts: the next group's may be written
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    const int64_t channel0 = (row % groups) * channels_per_group;
+    for (int c = threadIdx.x; c < channels_per_group; c += THREADS)
+      e.coefficients(row / groups, channel0 + c, rstd, coef[2 * c], coef[2 * c + 1]);
+    __syncthreads();
+    // pass 2, from L2: the output (hw >= VEC, the host's check: a pack spans at most two channels)
+    for (int base = threadIdx.x; base < packs; base += UNROLL * THREADS) {
+      Pack<T, VEC> v[UNROLL];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        if (base + u * THREADS < packs)
+          *reinterpret_cast<uint4*>(&v[u]) = __ldcs(reinterpret_cast<const uint4*>(src + base + u * THREADS));
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int i = base + u * THREADS;
+        if (i < packs) {
+          const int col = (int)start + i * VEC;
+          const int c = col / hw;
+          const int next = (c + 1) * hw - col;  // elements of the pack in channel c
+          const float a0 = coef[2 * c], b0 = coef[2 * c + 1];
+          const float a1 = next < VEC ? coef[2 * c + 2] : 0.0f, b1 = next < VEC ? coef[2 * c + 3] : 0.0f;
+          Pack<T, VEC> o;
+          #pragma unroll
+          for (int j = 0; j < VEC; ++j)
+            o.v[j] = from_float<T>(e.act((as_float<T>(v[u].v[j]) - mean) * (j < next ? a0 : a1) + (j < next ? b0 : b1)));
+          store16<T>(reinterpret_cast<T*>(dst + i), o.v, true);
+        }
+      }
+    }
+    __syncthreads();  // coef is the next group's
+  }
+}
+
 constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory the kernel remembers
 
 // kernel's dynamic shared memory raised to smem and, for clusters past 8 blocks, Hopper's non-portable
@@ -472,10 +578,28 @@ static cudaError_t launch_channels_last(const void* x, void* y, const Epilogue<P
 }
 
 template <typename P>
+static cudaError_t launch_reread(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t cols, int64_t hw,
+                                 int64_t channels_per_group, int64_t groups, int64_t clusters, int64_t in_flight,
+                                 float eps, cudaStream_t stream, int* active) {
+  constexpr int VEC = 16 / sizeof(__T__);
+  constexpr auto kernel = group_norm_reread<__T__, P, __THREADS__, __UNROLL__>;
+  if (cols % VEC || reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16 || in_flight < 0)
+    return cudaErrorInvalidValue;
+  const int64_t chunk = ((cols + clusters - 1) / clusters + VEC - 1) / VEC * VEC;  // whole packs a block
+  const size_t smem = (size_t)(2 * channels_per_group * sizeof(float));
+  cudaError_t err = allow<kernel>(smem, clusters);
+  if (err != cudaSuccess) return err;
+  const ClusterLaunch config(in_flight > 0 ? min(in_flight, rows) : rows, clusters, __THREADS__, smem, stream);
+  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config.config);
+  return cudaLaunchKernelEx(&config.config, kernel, (const __T__*)x, (__T__*)y, e, rows, cols, chunk, (int)hw,
+                            channels_per_group, groups, eps);
+}
+
+template <typename P>
 static cudaError_t launch_form(const void* x, void* y, const void* const* params, const int64_t* strides,
                                float scale_offset, int silu, int64_t rows, int64_t cols, int64_t hw,
                                int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
-                               int channels_last, float eps, cudaStream_t stream, int* active) {
+                               int channels_last, int64_t in_flight, float eps, cudaStream_t stream, int* active) {
   const Epilogue<P> e{(const P*)params[0], (const P*)params[1], (const P*)params[2], (const P*)params[3],
                       strides[0], strides[1], strides[2], strides[3], scale_offset, silu, (const P*)params[4]};
   if (channels_last)
@@ -483,6 +607,9 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
                      : launch_channels_last<P>(x, y, e, rows, hw, channels_per_group * groups, channels_per_group,
                                                groups, clusters, eps, stream, active);
   if (e.in_bias != nullptr) return cudaErrorInvalidValue;  // the channels-last kernel's alone
+  if (regs == __REREAD__)
+    return launch_reread<P>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, in_flight, eps, stream,
+                            active);
   if (regs == __REGS_WIDE__)
     return launch<P, __REGS_WIDE__>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream,
                                     active);
@@ -491,21 +618,21 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
 }
 
 // rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
-// registers (0, or REGS_WIDE); x contiguous, or channels-last (channels_last: N, spatial, C in memory; regs
-// 0), y contiguous; params: weight, bias, scale, shift and the input's bias (each may be null; the last
+// registers (0, or REGS_WIDE; REREAD: no part held, each read twice, in_flight clusters at once, 0 for one
+// a group); x contiguous, or channels-last (channels_last: N, spatial, C in memory; regs 0), y contiguous; params: weight, bias, scale, shift and the input's bias (each may be null; the last
 // channels-last only), float32 where params_float, else of the input's type; strides: scale's and shift's
 // by sample and by channel. With active != NULL, how many such clusters the GPU holds at once is written
 // there and nothing is launched.
 extern "C" int kopt_group_norm(const void* x, void* y, const void* const* params, int params_float,
                                const int64_t* strides, float scale_offset, int silu, int64_t rows, int64_t cols,
                                int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
-                               int channels_last, float eps, void* stream, int* active) {
+                               int channels_last, int64_t in_flight, float eps, void* stream, int* active) {
   cudaStream_t s = (cudaStream_t)stream;
   if (params_float)
     return (int)launch_form<float>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
-                                   groups, clusters, regs, channels_last, eps, s, active);
+                                   groups, clusters, regs, channels_last, in_flight, eps, s, active);
   return (int)launch_form<__T__>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
-                                 groups, clusters, regs, channels_last, eps, s, active);
+                                 groups, clusters, regs, channels_last, in_flight, eps, s, active);
 }
 
 extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
@@ -520,6 +647,8 @@ def source_for(dtype: torch.dtype) -> str:
         .replace("__THREADS__", str(THREADS))
         .replace("__PIECES__", str(PIECES))
         .replace("__REGS_WIDE__", str(REGS_WIDE))
+        .replace("__REREAD__", str(REREAD))
+        .replace("__UNROLL__", str(UNROLL))
         .replace("__MAX_CLUSTER__", str(MAX_CLUSTER))
     )
 
@@ -557,16 +686,17 @@ class Library(BuiltLibrary):
             ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
             ctypes.POINTER(ctypes.c_int64), ctypes.c_float, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
             ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
-            ctypes.c_float, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+            ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
         ]  # fmt: skip
         self._launch.restype = ctypes.c_int
 
     def run(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, eps: float,
-            regs: int = 0) -> None:  # fmt: skip
+            regs: int = 0, in_flight: int = 0) -> None:  # fmt: skip
         """Launch on the current stream of ``x``'s device: ``x`` (``N, C, ...``, contiguous or channels-last,
-        :func:`is_channels_last`) into contiguous ``y``, then ``epilogue``; ``regs``: 0, or :data:`REGS_WIDE`
-        for the form that holds part of each block's part in registers (a contiguous ``x`` only)."""
-        self._check(self._call(x, y, epilogue, groups, clusters, regs, eps, None))
+        :func:`is_channels_last`) into contiguous ``y``, then ``epilogue``; ``regs``: 0, :data:`REGS_WIDE`
+        for the form that holds part of each block's part in registers, or :data:`REREAD` for the form that
+        reads each part twice, ``in_flight`` clusters at once (0: one a group) (both a contiguous ``x`` only)."""
+        self._check(self._call(x, y, epilogue, groups, clusters, regs, eps, None, in_flight))
 
     def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, regs: int = 0) -> int:
         """How many clusters of this shape for ``x`` the GPU holds at once (0: none fits)."""
@@ -575,7 +705,7 @@ class Library(BuiltLibrary):
         return active.value
 
     def _call(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, regs: int,
-              eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
+              eps: float, active: ctypes.c_int | None, in_flight: int = 0) -> int:  # fmt: skip
         channels_last = not x.is_contiguous()
         if (channels_last and not is_channels_last(x)) or (active is None and not y.is_contiguous()):
             raise ValueError(f"{self.op}: x contiguous or channels-last and y contiguous; pass them so")
@@ -593,7 +723,7 @@ class Library(BuiltLibrary):
         return _on_device(x, lambda stream: int(self._launch(
             x.data_ptr(), y.data_ptr(), params, int(params_float), strides, epilogue.scale_offset,
             int(epilogue.silu), n * groups, per_group * hw, hw, per_group, groups, clusters, regs,
-            int(channels_last), eps, stream, ctypes.byref(active) if active is not None else None,
+            int(channels_last), in_flight, eps, stream, ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from kernelopt.capture.rewrites.group_norm_kernel import (
     MAX_CLUSTER,
     PART_BYTES_LIMIT,
     REGS_WIDE,
+    REREAD,
     THREADS,
     Epilogue,
     is_channels_last,
@@ -47,6 +48,13 @@ OP_NAME = "torch.ops.kernelopt.group_norm.default"  # as Inductor's wrapper call
 PART_BYTES = 65 * 1024
 CLUSTER_SIZES = tuple(2**k for k in range(MAX_CLUSTER.bit_length()) if 2**k <= MAX_CLUSTER)  # 1 ... 16
 MIN_GROUP = 4096  # narrower groups: Inductor's persistent reductions read them once already
+# Groups wider than a cluster holds in shared memory (level1/16's 2 MB) go to the reread form
+# (group_norm_kernel.REREAD): each block reads its part twice, the second time from L2, REREAD_CLUSTER blocks
+# a group, as many groups at once as REREAD_L2_SHARE of L2 holds (and enough blocks for every SM), groups of
+# REREAD_GROUP_BYTES at most (a dozen at once in the H100's and H200's 50 MB). Not yet timed on a GPU.
+REREAD_CLUSTER = 16
+REREAD_L2_SHARE = 0.5
+REREAD_GROUP_BYTES = 4 * 1024 * 1024
 
 
 def cluster_blocks(columns: int, itemsize: int, part_bytes: int = PART_BYTES) -> int | None:
@@ -67,8 +75,28 @@ def fits(columns: int, itemsize: int, blocks: int, regs: int) -> bool:
 
 
 def max_columns(itemsize: int) -> int:
-    """The widest group the op takes: 16 blocks' parts of :data:`PART_BYTES` (float32 266176 elements)."""
+    """The widest group the op holds in shared memory: 16 blocks' parts of :data:`PART_BYTES` (float32
+    266176 elements)."""
     return MAX_CLUSTER * ((PART_BYTES - 16) // itemsize)
+
+
+def reread_columns(itemsize: int) -> int:
+    """The widest group the reread form takes (float32 1048576 elements)."""
+    return REREAD_GROUP_BYTES // itemsize
+
+
+def reread_takes(columns: int, itemsize: int) -> bool:
+    """Whether the reread form takes groups of ``columns`` elements: whole 16-byte packs (so every group
+    starts on one, in a contiguous input), no wider than :func:`reread_columns`."""
+    return columns % (16 // itemsize) == 0 and columns <= reread_columns(itemsize)
+
+
+def reread_in_flight(rows: int, group_bytes: int, l2_bytes: int, sms: int, blocks: int = REREAD_CLUSTER) -> int:
+    """The clusters the reread form runs at once: as many groups as :data:`REREAD_L2_SHARE` of an L2 of
+    ``l2_bytes`` holds, so that each part is still there when its block reads it again, but at least one
+    block an SM (``sms``), and no more than the ``rows`` groups."""
+    held = int(l2_bytes * REREAD_L2_SHARE) // max(group_bytes, 1)
+    return max(1, min(rows, max(held, -(-sms // blocks))))
 
 
 def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_bytes: int = PART_BYTES) -> str | None:
@@ -82,8 +110,11 @@ def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_byt
     if hw < 16 // itemsize:
         return f"{hw} elements a channel, fewer than a 16-byte pack"
     columns = shape[1] // groups * hw
-    if cluster_blocks(columns, itemsize, part_bytes) is None:
-        return f"groups of {columns} elements, wider than a cluster holds ({max_columns(itemsize)})"
+    if cluster_blocks(columns, itemsize, part_bytes) is None and not reread_takes(columns, itemsize):
+        return (
+            f"groups of {columns} elements, wider than a cluster holds ({max_columns(itemsize)}) and not whole "
+            f"16-byte packs of at most {reread_columns(itemsize)} (the reread form's)"
+        )
     return None
 
 
@@ -186,17 +217,20 @@ def group_norm(
     input_bias: torch.Tensor | None = None,
     clusters: int = 0,
     regs: int = 0,
+    in_flight: int = 0,
 ) -> torch.Tensor:
     """``F.group_norm(x + input_bias, groups, weight, bias, eps)`` (``input_bias`` by channel: a
     convolution's bias, which Inductor would otherwise add in a kernel of its own before the op), one read
     of each group, then ``* (scale + scale_offset) + shift`` and a SiLU where asked. ``clusters`` (the blocks of a cluster, 0 for the op's
-    own choice) and ``regs`` (0, or ``REGS_WIDE`` packs a thread in registers) are the probe's, which may
-    ask for parts up to what a block may hold, past the op's own rule."""
+    own choice), ``regs`` (0, ``REGS_WIDE`` packs a thread in registers, or ``REREAD``: each part read twice,
+    the form groups wider than a cluster holds get) and ``in_flight`` (the reread form's clusters at once, 0
+    for :func:`reread_in_flight`) are the probe's, which may ask for parts up to what a block may hold, past
+    the op's own rule."""
     row_softmax_op.forward_only(x, "kernelopt.group_norm")
     check_epilogue(x, scale, shift, scale_offset, input_bias)
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
-    limit = PART_BYTES_LIMIT + regs * 16 * THREADS if clusters else PART_BYTES
+    limit = PART_BYTES_LIMIT + max(regs, 0) * 16 * THREADS if clusters else PART_BYTES
     reason = unsupported(x, groups, limit)
     if reason is not None:
         row_softmax_op.count_fallback(reason, "kernelopt.group_norm")
@@ -214,7 +248,18 @@ def group_norm(
         input_bias = None
     hw = x.numel() // (x.shape[0] * x.shape[1])
     per_group = x.shape[1] // groups
-    if contiguous:
+    reread = contiguous and (regs == REREAD or cluster_blocks(per_group * hw, x.element_size(), limit) is None)
+    if reread:  # wider than a cluster holds: each part read twice, the second time from L2
+        regs, blocks = REREAD, clusters or REREAD_CLUSTER
+        held = blocks in CLUSTER_SIZES and reread_takes(per_group * hw, x.element_size())
+        if x.data_ptr() % 16:  # the form reads 16-byte packs: a copy of an input with an odd storage offset
+            x = x.clone()
+        properties = torch.cuda.get_device_properties(x.device)
+        in_flight = in_flight or reread_in_flight(
+            x.shape[0] * groups, per_group * hw * x.element_size(), properties.L2_cache_size,
+            properties.multi_processor_count, blocks,
+        )  # fmt: skip
+    elif contiguous:
         blocks = clusters or cluster_blocks(per_group * hw, x.element_size())
         held = blocks is not None and regs in (0, REGS_WIDE) and fits(per_group * hw, x.element_size(), blocks, regs)
     else:
@@ -222,8 +267,8 @@ def group_norm(
         held = blocks in CLUSTER_SIZES and channels_last_part(hw, per_group, x.element_size(), blocks or 1) <= limit
     if blocks is None or not held:
         raise ValueError(
-            f"kernelopt.group_norm: {clusters} blocks a cluster with {regs} packs a thread in registers cannot hold "
-            f"groups of {per_group * hw} elements"
+            f"kernelopt.group_norm: {clusters} blocks a cluster in form regs={regs} cannot take groups of "
+            f"{per_group * hw} elements; leave clusters and regs 0 for the op's own choice"
         )
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, as the fake says
     dtype = params_dtype(x, (weight, bias, scale, shift, input_bias))
@@ -237,7 +282,7 @@ def group_norm(
         bool(silu),
         _flat(input_bias, dtype),
     )
-    kernel.run(x, y, epilogue, groups, blocks, float(eps), regs)
+    kernel.run(x, y, epilogue, groups, blocks, float(eps), regs, in_flight)
     return y
 
 
@@ -271,6 +316,7 @@ def _group_norm_fake(
     input_bias: torch.Tensor | None = None,
     clusters: int = 0,
     regs: int = 0,
+    in_flight: int = 0,
 ) -> torch.Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
