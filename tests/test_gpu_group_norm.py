@@ -227,6 +227,60 @@ def test_the_input_bias_is_added_before_the_statistics(hopper_gpu, dtype, layout
         assert len(kernels) == 1 and "group_norm_channels_last" in kernels[0], kernels
 
 
+REREAD = {"regs": group_norm_kernel.REREAD}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    ("shape", "groups", "form"),
+    [
+        ((2, 16, 256, 256), 2, {}),  # groups of 524288 (2 MB in float32): wider than a cluster holds, the op's choice
+        ((3, 12, 35, 34), 3, {"clusters": 4, **REREAD}),  # 1190 elements a channel: packs that straddle channels
+        ((3, 12, 35, 34), 3, {"clusters": 2, "in_flight": 2, **REREAD}),  # 2 clusters loop over the 9 groups
+        ((3, 12, 35, 34), 3, {"clusters": 16, "in_flight": 1, **REREAD}),  # one cluster, every group in turn
+    ],
+)
+def test_the_reread_form_computes_the_group_norm_of_every_group(hopper_gpu, dtype, shape, groups, form) -> None:
+    """Each block reads its part twice (the second time from L2); clusters that loop over the groups
+    (in_flight fewer than the groups) reuse their exchange of statistics group after group."""
+    x, w, b = _inputs(shape, dtype)
+    before = Counter(row_softmax_op.FALLBACKS)
+    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, **form)
+    assert not row_softmax_op.fallbacks_since(before)
+    assert got.dtype == dtype and got.is_contiguous()
+    _close(got, x, groups, w, b)
+
+
+def test_the_op_reads_groups_wider_than_a_cluster_holds_in_its_reread_form(hopper_gpu) -> None:
+    """level1/16's groups (8 x 256 x 256 float32) launch the reread kernel alone, no torch fallback; its
+    epilogue (scale, shift, SiLU) and a storage offset off 16 bytes (copied first) as in the other forms."""
+    x, w, b = _inputs((2, 16, 256, 256), torch.float32)
+    kernels = _kernels_of(lambda: torch.ops.kernelopt.group_norm(x, w, b, 2, EPS))
+    assert len(kernels) == 1 and "group_norm_reread" in kernels[0], kernels
+    g = torch.Generator(device="cuda").manual_seed(1)
+    linear = torch.randn(2, 32, device="cuda", generator=g) * 0.5
+    scale, shift = (t[:, :, None, None] for t in linear.chunk(2, dim=1))
+    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, scale, shift, 1.0, True)
+    exact = F.silu(F.group_norm(x.double(), 2, w.double(), b.double(), EPS) * (1 + scale.double()) + shift.double())
+    eager = F.silu(F.group_norm(x, 2, w, b, EPS) * (1 + scale) + shift)
+    ours, theirs = ((t.double() - exact).abs().max().item() for t in (got, eager))
+    assert ours <= 2 * theirs + torch.finfo(x.dtype).eps * exact.abs().max().item(), (ours, theirs)
+    flat = torch.randn(1 + 16 * 256 * 256, device="cuda")
+    odd = flat[1:].view(1, 16, 256, 256)  # 4 bytes off a 16-byte boundary
+    _close(torch.ops.kernelopt.group_norm(odd, w, b, 2, EPS), odd, 2, w, b)
+
+
+def test_the_reread_form_keeps_the_precision_of_a_constant_group_and_a_large_offset(hopper_gpu) -> None:
+    """Welford by pack within a thread, Chan's combination across threads and blocks: a group at 1000 +-
+    0.01 keeps its spread and a constant group comes out as the bias in the reread form as well."""
+    x = 1000 + 0.01 * torch.randn(2, 16, 128, 128, device="cuda")
+    x[1, :8] = 3.0
+    w, b = torch.ones(16, device="cuda"), torch.full((16,), 0.25, device="cuda")
+    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters=8, **REREAD)
+    _close(got, x, 2, w, b)
+    assert torch.allclose(got[1, :8], torch.full_like(got[1, :8], 0.25))
+
+
 def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) -> None:
     """Chan's combination of the blocks' deviations, not a sum of squares less a squared mean: a group at
     1000 +- 0.01 keeps its spread, and a constant group comes out as the bias."""
@@ -244,6 +298,7 @@ def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) ->
         ("level2/09_conv2d_groupnorm.py", True),  # the convolution's output channels-last: read in place
         ("level2/09_conv2d_groupnorm.py", False),
         ("level2/13_groupnorm_scale_shift_silu.py", True),
+        ("level1/16_groupnorm.py", True),  # groups of 2 MB: the reread form
     ],
 )
 def test_the_suite_s_group_norms_compile_to_the_op_and_pass_the_gates(hopper_gpu, problem, layouts) -> None:
@@ -272,8 +327,11 @@ def test_the_suite_s_group_norms_compile_to_the_op_and_pass_the_gates(hopper_gpu
         print("\n".join(line for line in made.call_source.splitlines() if "(" in line and "del " not in line))
         call = made.call_source.split("torch.ops.kernelopt.group_norm.default(")[1].split("\n")[0]
         args = call.rstrip(")").split(", ")
-        assert args[8] == "True" and (args[7] == "1.0") == ("13_" in problem), call
-        assert (len(args) == 10) == ("09_" in problem), call  # the convolution's bias the op's to add
+        if "16_" in problem:  # a group norm alone: x, weight, bias, groups, eps
+            assert len(args) == 5, call
+        else:
+            assert args[8] == "True" and (args[7] == "1.0") == ("13_" in problem), call
+            assert (len(args) == 10) == ("09_" in problem), call  # the convolution's bias the op's to add
     assert gates["static"]["passed"], gates["static"]
     assert gates["model"]["passed"], gates["model"]  # every group right against float64
     assert "performance" in gates
