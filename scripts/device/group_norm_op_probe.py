@@ -1,7 +1,8 @@
 """Probe: ``torch.ops.kernelopt.group_norm`` (each group read once, held in one cluster's shared memory)
 against the stock compile of ``F.group_norm``, at the suite's group norms' shapes and at every cluster size
 that holds their groups, each part in shared memory alone or (``regs``, clusters of 8 and 16) partly in
-registers; level2/09's also channels-last (the channels-last kernel, against the stock compile of the same
+registers, or each part read twice, the second time from L2 (``regs=REREAD``: 4, 8 and 16 blocks a group,
+``in_flight`` clusters at once, 0 the op's rule); level2/09's also channels-last (the channels-last kernel, against the stock compile of the same
 channels-last input).
 
     PYTHONPATH=src python3 scripts/device/group_norm_op_probe.py [--mode max-autotune-no-cudagraphs] [--cases ...]
@@ -77,8 +78,13 @@ def probe_case(
     library = kernel.launcher(dtype, op.row_softmax_op.capability(x.device.index))
     base = {"case": name, "shape": list(shape), "groups": groups, "dtype": str(dtype), "mode": mode,
             "channels_last": channels_last, "columns": columns, "chosen": chosen}  # fmt: skip
-    for clusters, regs in itertools.product(op.CLUSTER_SIZES, (0, kernel.REGS_WIDE)):
-        if channels_last:
+    forms = [(c, r, 0) for c, r in itertools.product(op.CLUSTER_SIZES, (0, kernel.REGS_WIDE))]
+    if not channels_last:  # the reread form: 4, 8 and 16 blocks a group, the op's clusters at once and others
+        forms += [(c, kernel.REREAD, f) for c in (4, 8, 16) for f in (0, 4, 8, 16, 32)]
+    for clusters, regs, in_flight in forms:
+        if regs == kernel.REREAD:
+            held = op.reread_takes(columns, x.element_size())
+        elif channels_last:
             held = not regs and op.channels_last_part(hw, channels // groups, x.element_size(), clusters) <= (
                 kernel.PART_BYTES_LIMIT
             )
@@ -86,12 +92,14 @@ def probe_case(
             held = op.fits(columns, x.element_size(), clusters, regs) and not (regs and clusters < 8)
         if not held:
             continue
-        row = {**base, "clusters": clusters, "regs": regs}
+        row = {**base, "clusters": clusters, "regs": regs, "in_flight": in_flight}
         try:
             row["active_clusters"] = library.active_clusters(x, groups, clusters, regs)
 
-            def call(clusters: int = clusters, regs: int = regs) -> torch.Tensor:
-                return torch.ops.kernelopt.group_norm(x, weight, bias, groups, eps, clusters=clusters, regs=regs)
+            def call(clusters: int = clusters, regs: int = regs, in_flight: int = in_flight) -> torch.Tensor:
+                return torch.ops.kernelopt.group_norm(
+                    x, weight, bias, groups, eps, clusters=clusters, regs=regs, in_flight=in_flight
+                )
 
             got = call()
             torch.cuda.synchronize()
