@@ -27,6 +27,12 @@ block a run of pixels, each thread's 16-byte packs copied into shared memory by 
 group whole packs), the same statistics and cluster exchange, and the output written transposed into a
 contiguous tensor (what the op returns whatever its input's layout). Before it, the op was handed a copy
 of such an input, a read and a write more than the group norm itself (level2/09 0.80x on the H100).
+
+Groups wider than a cluster holds in shared memory (level1/16's 2 MB) have a third kernel,
+``group_norm_reread``: no part held, each block reads its part twice, the first time with its lines marked
+to stay in L2 and the statistics kept by Welford by pack, the second time (after the same exchange) from
+L2, and a fixed number of clusters loops over the groups so that the groups read at once fit in L2: memory
+sees one read and one write where L2 keeps its promise. Not yet timed on a GPU.
 """
 
 from __future__ import annotations

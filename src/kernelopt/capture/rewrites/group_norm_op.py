@@ -10,8 +10,9 @@ dtype, computed in float32 and rounded once. What a diffusion block does after i
 op's too, so that the output is written once (Inductor fuses it into its output kernel, which a group
 norm of its own would otherwise leave to a kernel of its own: 0.74x in level2/13 on the H100): a scale
 and a shift by sample and channel, ``out * (scale + scale_offset) + shift`` (``scale_offset`` 1 for the
-usual ``1 + scale``), then a SiLU. CPU tensors, GPUs without clusters and groups no cluster
-holds are computed by torch (counted and said once, as the row softmax's fallbacks are: a gate refuses a
+usual ``1 + scale``), then a SiLU. Groups wider than a cluster holds (up to 4 MB) go to the reread form,
+which reads each group a second time from L2 rather than memory. CPU tensors, GPUs without clusters and
+groups no form takes are computed by torch (counted and said once, as the row softmax's fallbacks are: a gate refuses a
 candidate whose op fell back). ``clusters`` (0: the op's own choice) is for the probe that times each.
 
 The kernel, its build and launch: :mod:`~kernelopt.capture.rewrites.group_norm_kernel`.
