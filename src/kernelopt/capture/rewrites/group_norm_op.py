@@ -250,6 +250,7 @@ def group_norm(
     hw = x.numel() // (x.shape[0] * x.shape[1])
     per_group = x.shape[1] // groups
     reread = contiguous and (regs == REREAD or cluster_blocks(per_group * hw, x.element_size(), limit) is None)
+    blocks: int | None
     if reread:  # wider than a cluster holds: each part read twice, the second time from L2
         regs, blocks = REREAD, clusters or REREAD_CLUSTER
         held = blocks in CLUSTER_SIZES and reread_takes(per_group * hw, x.element_size())
