@@ -625,10 +625,11 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
 
 // rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
 // registers (0, or REGS_WIDE; REREAD: no part held, each read twice, in_flight clusters at once, 0 for one
-// a group); x contiguous, or channels-last (channels_last: N, spatial, C in memory; regs 0), y contiguous; params: weight, bias, scale, shift and the input's bias (each may be null; the last
-// channels-last only), float32 where params_float, else of the input's type; strides: scale's and shift's
-// by sample and by channel. With active != NULL, how many such clusters the GPU holds at once is written
-// there and nothing is launched.
+// a group); x contiguous, or channels-last (channels_last: N, spatial, C in memory; regs 0), y contiguous;
+// params: weight, bias, scale, shift and the input's bias (each may be null; the last channels-last only),
+// float32 where params_float, else of the input's type; strides: scale's and shift's by sample and by
+// channel. With active != NULL, how many such clusters the GPU holds at once is written there and nothing
+// is launched.
 extern "C" int kopt_group_norm(const void* x, void* y, const void* const* params, int params_float,
                                const int64_t* strides, float scale_offset, int silu, int64_t rows, int64_t cols,
                                int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
