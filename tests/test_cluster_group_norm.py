@@ -7,6 +7,8 @@ test's (tests/test_gpu_group_norm.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -464,6 +466,24 @@ def test_the_channels_last_kernel_takes_whole_packs_a_pixel_and_groups_a_cluster
             blocks == 1
             or group_norm_op.channels_last_part(hw, per_group, itemsize, blocks // 2) > group_norm_op.PART_BYTES
         )
+
+
+def test_a_form_is_asked_by_name_and_an_unknown_one_is_refused_in_one_line() -> None:
+    """The op and the C entry name the kernel's form ("held", "wide", "reread"; the C entry by its index in
+    ``FORMS``, which the source's switch is written from), not a register count that also meant a form."""
+    x, w, b = _values((2, 8, 16, 16), torch.float32)
+    for form in ("", *group_norm_kernel.FORMS):  # on CPU every form is torch's group norm
+        torch.testing.assert_close(OP(x, w, b, 4, EPS, form=form), F.group_norm(x, 4, w, b, EPS))
+    with pytest.raises(ValueError, match="form 'regs'; pass one of held, wide, reread, or '' for the op's own"):
+        OP(x, w, b, 4, EPS, form="regs")
+    library = group_norm_kernel.Library.__new__(group_norm_kernel.Library)  # no build: refused before the launch
+    with pytest.raises(ValueError, match="form 'auto'; pass one of held, wide, reread"):
+        library.run(x, torch.empty_like(x), group_norm_kernel.Epilogue(), 4, 2, EPS, "auto")
+    source = group_norm_kernel.source_for(torch.float32)
+    assert "__FORM_" not in source
+    for index, form in enumerate(group_norm_kernel.FORMS):
+        launch = {"held": "launch<P, 0>", "wide": f"launch<P, {group_norm_kernel.REGS_WIDE}>"}.get(form, "launch_reread<P>")
+        assert re.search(rf"case {index}:\s*return {re.escape(launch)}\(", source), form
 
 
 def test_the_kernel_library_knows_channels_last_from_any_other_layout() -> None:

@@ -96,7 +96,7 @@ def test_the_wide_form_holds_part_of_each_part_in_registers(hopper_gpu, dtype, s
     in registers and the rest in shared memory; and parts smaller than the registers hold (none in shared
     memory)."""
     x, w, b = _inputs(shape, dtype)
-    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters=clusters, regs=group_norm_kernel.REGS_WIDE)
+    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters=clusters, form="wide")
     _close(got, x, 2, w, b)
 
 
@@ -117,7 +117,7 @@ def test_the_epilogue_scales_shifts_and_applies_silu_by_sample_and_channel(hoppe
     scale, shift = (t[:, :, None, None] for t in linear.chunk(2, dim=1))
     assert not scale.is_contiguous()
     before = Counter(row_softmax_op.FALLBACKS)
-    wide = {"clusters": 16, "regs": group_norm_kernel.REGS_WIDE} if form == "wide" else {}
+    wide = {"clusters": 16, "form": "wide"} if form == "wide" else {}
     got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, scale, shift, 1.0, True, **wide)
     assert not row_softmax_op.fallbacks_since(before)
     assert got.dtype == dtype and got.is_contiguous()
@@ -227,7 +227,7 @@ def test_the_input_bias_is_added_before_the_statistics(hopper_gpu, dtype, layout
         assert len(kernels) == 1 and "group_norm_channels_last" in kernels[0], kernels
 
 
-REREAD = {"regs": group_norm_kernel.REREAD}
+REREAD = {"form": "reread"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -1,7 +1,7 @@
 """Probe: ``torch.ops.kernelopt.group_norm`` (each group read once, held in one cluster's shared memory)
 against the stock compile of ``F.group_norm``, at the suite's group norms' shapes and at every cluster size
-that holds their groups, each part in shared memory alone or (``regs``, clusters of 8 and 16) partly in
-registers, or each part read twice, the second time from L2 (``regs=REREAD``: 4, 8 and 16 blocks a group,
+that holds their groups, each part in shared memory alone ("held") or (clusters of 8 and 16) partly in
+registers ("wide"), or each part read twice, the second time from L2 ("reread": 4, 8 and 16 blocks a group,
 ``in_flight`` clusters at once, 0 the op's rule); level2/09's also channels-last (the channels-last kernel, against the stock compile of the same
 channels-last input).
 
@@ -78,27 +78,28 @@ def probe_case(
     library = kernel.launcher(dtype, op.row_softmax_op.capability(x.device.index))
     base = {"case": name, "shape": list(shape), "groups": groups, "dtype": str(dtype), "mode": mode,
             "channels_last": channels_last, "columns": columns, "chosen": chosen}  # fmt: skip
-    forms = [(c, r, 0) for c, r in itertools.product(op.CLUSTER_SIZES, (0, kernel.REGS_WIDE))]
+    forms = [(c, f, 0) for c, f in itertools.product(op.CLUSTER_SIZES, ("held", "wide"))]
     if not channels_last:  # the reread form: 4, 8 and 16 blocks a group, the op's clusters at once and others
-        forms += [(c, kernel.REREAD, f) for c in (4, 8, 16) for f in (0, 4, 8, 16, 32)]
-    for clusters, regs, in_flight in forms:
-        if regs == kernel.REREAD:
+        forms += [(c, "reread", f) for c in (4, 8, 16) for f in (0, 4, 8, 16, 32)]
+    for clusters, form, in_flight in forms:
+        if form == "reread":
             held = op.reread_takes(columns, x.element_size())
         elif channels_last:
-            held = not regs and op.channels_last_part(hw, channels // groups, x.element_size(), clusters) <= (
+            held = form == "held" and op.channels_last_part(hw, channels // groups, x.element_size(), clusters) <= (
                 kernel.PART_BYTES_LIMIT
             )
         else:
-            held = op.fits(columns, x.element_size(), clusters, regs) and not (regs and clusters < 8)
+            wide = form == "wide"
+            held = op.fits(columns, x.element_size(), clusters, wide) and not (wide and clusters < 8)
         if not held:
             continue
-        row = {**base, "clusters": clusters, "regs": regs, "in_flight": in_flight}
+        row = {**base, "clusters": clusters, "form": form, "in_flight": in_flight}
         try:
-            row["active_clusters"] = library.active_clusters(x, groups, clusters, regs)
+            row["active_clusters"] = library.active_clusters(x, groups, clusters, form)
 
-            def call(clusters: int = clusters, regs: int = regs, in_flight: int = in_flight) -> torch.Tensor:
+            def call(clusters: int = clusters, form: str = form, in_flight: int = in_flight) -> torch.Tensor:
                 return torch.ops.kernelopt.group_norm(
-                    x, weight, bias, groups, eps, clusters=clusters, regs=regs, in_flight=in_flight
+                    x, weight, bias, groups, eps, clusters=clusters, form=form, in_flight=in_flight
                 )
 
             got = call()

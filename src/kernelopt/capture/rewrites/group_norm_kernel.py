@@ -51,9 +51,11 @@ PIECES = 2  # bulk copies a block's part arrives in, as the row softmax's shared
 # The form for parts wider than three blocks an SM hold in shared memory: this many 16-byte packs a thread
 # (32 KB a block) in registers, the rest of a 128 KB part (96 KB) in shared memory, two blocks an SM.
 REGS_WIDE = 8
-# The form for groups wider than a cluster holds (``regs=REREAD``): no part held, each read twice, the
-# second time from L2, UNROLL 16-byte loads a thread in flight.
-REREAD = -1
+# The contiguous input's forms, named in the op and by index in the C entry's `form`: "held" (each block's
+# part in shared memory), "wide" (REGS_WIDE packs a thread of it in registers) and "reread" (for groups
+# wider than a cluster holds: no part held, each read twice, the second time from L2, UNROLL 16-byte loads
+# a thread in flight). A channels-last input has one form, "held".
+FORMS = ("held", "wide", "reread")
 UNROLL = 8
 MAX_CLUSTER = 16  # Hopper's non-portable cluster size
 PART_BYTES_LIMIT = 227 * 1024  # the shared memory a block may ask for on sm_90
@@ -604,42 +606,47 @@ static cudaError_t launch_reread(const void* x, void* y, const Epilogue<P>& e, i
 template <typename P>
 static cudaError_t launch_form(const void* x, void* y, const void* const* params, const int64_t* strides,
                                float scale_offset, int silu, int64_t rows, int64_t cols, int64_t hw,
-                               int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
+                               int64_t channels_per_group, int64_t groups, int64_t clusters, int form,
                                int channels_last, int64_t in_flight, float eps, cudaStream_t stream, int* active) {
   const Epilogue<P> e{(const P*)params[0], (const P*)params[1], (const P*)params[2], (const P*)params[3],
                       strides[0], strides[1], strides[2], strides[3], scale_offset, silu, (const P*)params[4]};
   if (channels_last)
-    return regs != 0 ? cudaErrorInvalidValue
-                     : launch_channels_last<P>(x, y, e, rows, hw, channels_per_group * groups, channels_per_group,
-                                               groups, clusters, eps, stream, active);
+    return form != __FORM_HELD__ ? cudaErrorInvalidValue
+                                 : launch_channels_last<P>(x, y, e, rows, hw, channels_per_group * groups,
+                                                           channels_per_group, groups, clusters, eps, stream, active);
   if (e.in_bias != nullptr) return cudaErrorInvalidValue;  // the channels-last kernel's alone
-  if (regs == __REREAD__)
-    return launch_reread<P>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, in_flight, eps, stream,
-                            active);
-  if (regs == __REGS_WIDE__)
-    return launch<P, __REGS_WIDE__>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream,
-                                    active);
-  if (regs != 0) return cudaErrorInvalidValue;
-  return launch<P, 0>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream, active);
+  switch (form) {
+    case __FORM_HELD__:
+      return launch<P, 0>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream, active);
+    case __FORM_WIDE__:
+      return launch<P, __REGS_WIDE__>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream,
+                                      active);
+    case __FORM_REREAD__:
+      return launch_reread<P>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, in_flight, eps, stream,
+                              active);
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
-// rows groups of cols elements, one a cluster of `clusters` blocks, regs packs a thread of each part in
-// registers (0, or REGS_WIDE; REREAD: no part held, each read twice, in_flight clusters at once, 0 for one
-// a group); x contiguous, or channels-last (channels_last: N, spatial, C in memory; regs 0), y contiguous;
+// rows groups of cols elements, one a cluster of `clusters` blocks, in one of the forms (FORMS' index:
+// each part held in shared memory; REGS_WIDE packs a thread of it in registers; or none held, each read
+// twice, in_flight clusters at once, 0 for one a group); x contiguous, or channels-last (channels_last:
+// N, spatial, C in memory; the held form), y contiguous;
 // params: weight, bias, scale, shift and the input's bias (each may be null; the last channels-last only),
 // float32 where params_float, else of the input's type; strides: scale's and shift's by sample and by
 // channel. With active != NULL, how many such clusters the GPU holds at once is written there and nothing
 // is launched.
 extern "C" int kopt_group_norm(const void* x, void* y, const void* const* params, int params_float,
                                const int64_t* strides, float scale_offset, int silu, int64_t rows, int64_t cols,
-                               int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters, int regs,
+                               int64_t hw, int64_t channels_per_group, int64_t groups, int64_t clusters, int form,
                                int channels_last, int64_t in_flight, float eps, void* stream, int* active) {
   cudaStream_t s = (cudaStream_t)stream;
   if (params_float)
     return (int)launch_form<float>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
-                                   groups, clusters, regs, channels_last, in_flight, eps, s, active);
+                                   groups, clusters, form, channels_last, in_flight, eps, s, active);
   return (int)launch_form<__T__>(x, y, params, strides, scale_offset, silu, rows, cols, hw, channels_per_group,
-                                 groups, clusters, regs, channels_last, in_flight, eps, s, active);
+                                 groups, clusters, form, channels_last, in_flight, eps, s, active);
 }
 
 extern "C" const char* kopt_error_string(int error) { return cudaGetErrorString((cudaError_t)error); }
@@ -654,7 +661,9 @@ def source_for(dtype: torch.dtype) -> str:
         .replace("__THREADS__", str(THREADS))
         .replace("__PIECES__", str(PIECES))
         .replace("__REGS_WIDE__", str(REGS_WIDE))
-        .replace("__REREAD__", str(REREAD))
+        .replace("__FORM_HELD__", str(FORMS.index("held")))
+        .replace("__FORM_WIDE__", str(FORMS.index("wide")))
+        .replace("__FORM_REREAD__", str(FORMS.index("reread")))
         .replace("__UNROLL__", str(UNROLL))
         .replace("__MAX_CLUSTER__", str(MAX_CLUSTER))
     )
@@ -698,21 +707,23 @@ class Library(BuiltLibrary):
         self._launch.restype = ctypes.c_int
 
     def run(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, eps: float,
-            regs: int = 0, in_flight: int = 0) -> None:  # fmt: skip
+            form: str = "held", in_flight: int = 0) -> None:  # fmt: skip
         """Launch on the current stream of ``x``'s device: ``x`` (``N, C, ...``, contiguous or channels-last,
-        :func:`is_channels_last`) into contiguous ``y``, then ``epilogue``; ``regs``: 0, :data:`REGS_WIDE`
-        for the form that holds part of each block's part in registers, or :data:`REREAD` for the form that
-        reads each part twice, ``in_flight`` clusters at once (0: one a group) (both a contiguous ``x`` only)."""
-        self._check(self._call(x, y, epilogue, groups, clusters, regs, eps, None, in_flight))
+        :func:`is_channels_last`) into contiguous ``y``, then ``epilogue``; ``form`` one of :data:`FORMS`
+        ("wide" and "reread" a contiguous ``x`` only), ``in_flight`` the reread form's clusters at once (0:
+        one a group)."""
+        self._check(self._call(x, y, epilogue, groups, clusters, form, eps, None, in_flight))
 
-    def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, regs: int = 0) -> int:
+    def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, form: str = "held") -> int:
         """How many clusters of this shape for ``x`` the GPU holds at once (0: none fits)."""
         active = ctypes.c_int(0)
-        self._check(self._call(x, x, Epilogue(), groups, clusters, regs, 0.0, active))
+        self._check(self._call(x, x, Epilogue(), groups, clusters, form, 0.0, active))
         return active.value
 
-    def _call(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, regs: int,
+    def _call(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, form: str,
               eps: float, active: ctypes.c_int | None, in_flight: int = 0) -> int:  # fmt: skip
+        if form not in FORMS:
+            raise ValueError(f"{self.op}: form {form!r}; pass one of {', '.join(FORMS)}")
         channels_last = not x.is_contiguous()
         if (channels_last and not is_channels_last(x)) or (active is None and not y.is_contiguous()):
             raise ValueError(f"{self.op}: x contiguous or channels-last and y contiguous; pass them so")
@@ -729,7 +740,7 @@ class Library(BuiltLibrary):
         ))  # fmt: skip
         return _on_device(x, lambda stream: int(self._launch(
             x.data_ptr(), y.data_ptr(), params, int(params_float), strides, epilogue.scale_offset,
-            int(epilogue.silu), n * groups, per_group * hw, hw, per_group, groups, clusters, regs,
+            int(epilogue.silu), n * groups, per_group * hw, hw, per_group, groups, clusters, FORMS.index(form),
             int(channels_last), in_flight, eps, stream, ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
 

@@ -29,10 +29,10 @@ import torch.nn.functional as F
 from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.capture.rewrites.group_norm_kernel import (
     DTYPES,
+    FORMS,
     MAX_CLUSTER,
     PART_BYTES_LIMIT,
     REGS_WIDE,
-    REREAD,
     THREADS,
     Epilogue,
     is_channels_last,
@@ -50,7 +50,7 @@ PART_BYTES = 65 * 1024
 CLUSTER_SIZES = tuple(2**k for k in range(MAX_CLUSTER.bit_length()) if 2**k <= MAX_CLUSTER)  # 1 ... 16
 MIN_GROUP = 4096  # narrower groups: Inductor's persistent reductions read them once already
 # Groups wider than a cluster holds in shared memory (level1/16's 2 MB) go to the reread form
-# (group_norm_kernel.REREAD): each block reads its part twice, the second time from L2, REREAD_CLUSTER blocks
+# ("reread"): each block reads its part twice, the second time from L2, REREAD_CLUSTER blocks
 # a group, as many groups at once as REREAD_L2_SHARE of L2 holds (and enough blocks for every SM), groups of
 # REREAD_GROUP_BYTES at most (a dozen at once in the H100's and H200's 50 MB). Not yet timed on a GPU.
 REREAD_CLUSTER = 16
@@ -64,14 +64,15 @@ def cluster_blocks(columns: int, itemsize: int, part_bytes: int = PART_BYTES) ->
     return next((b for b in CLUSTER_SIZES if -(-columns // b) * itemsize + 16 <= part_bytes), None)
 
 
-def fits(columns: int, itemsize: int, blocks: int, regs: int) -> bool:
+def fits(columns: int, itemsize: int, blocks: int, wide: bool) -> bool:
     """Whether ``blocks`` blocks a cluster hold groups of ``columns`` elements, each block's part in shared
-    memory but for ``regs`` 16-byte packs a thread in registers (the wide form: whole packs only)."""
-    if regs:
+    memory but, in the ``wide`` form, :data:`REGS_WIDE` 16-byte packs a thread in registers (whole packs
+    only)."""
+    if wide:
         vec = 16 // itemsize
         per_block = -(-columns // blocks)
         part = -(-per_block // vec) * vec  # whole packs
-        return columns % vec == 0 and max(part * itemsize - regs * 16 * THREADS, 0) + 16 <= PART_BYTES_LIMIT
+        return columns % vec == 0 and max(part * itemsize - REGS_WIDE * 16 * THREADS, 0) + 16 <= PART_BYTES_LIMIT
     return -(-columns // blocks) * itemsize + 16 <= PART_BYTES_LIMIT
 
 
@@ -217,28 +218,31 @@ def group_norm(
     silu: bool = False,
     input_bias: torch.Tensor | None = None,
     clusters: int = 0,
-    regs: int = 0,
+    form: str = "",
     in_flight: int = 0,
 ) -> torch.Tensor:
     """``F.group_norm(x + input_bias, groups, weight, bias, eps)`` (``input_bias`` by channel: a
     convolution's bias, which Inductor would otherwise add in a kernel of its own before the op), one read
     of each group, then ``* (scale + scale_offset) + shift`` and a SiLU where asked. ``clusters`` (the blocks of a cluster, 0 for the op's
-    own choice), ``regs`` (0, ``REGS_WIDE`` packs a thread in registers, or ``REREAD``: each part read twice,
-    the form groups wider than a cluster holds get) and ``in_flight`` (the reread form's clusters at once, 0
+    own choice), ``form`` (one of ``group_norm_kernel.FORMS``: "held" in shared memory, "wide" partly in
+    registers, or "reread", each part read twice, the form groups wider than a cluster holds get; "" for
+    the op's own choice) and ``in_flight`` (the reread form's clusters at once, 0
     for :func:`reread_in_flight`) are the probe's, which may ask for parts up to what a block may hold, past
     the op's own rule."""
     row_softmax_op.forward_only(x, "kernelopt.group_norm")
     check_epilogue(x, scale, shift, scale_offset, input_bias)
+    if form and form not in FORMS:
+        raise ValueError(f"kernelopt.group_norm: form {form!r}; pass one of {', '.join(FORMS)}, or '' for the op's own")
     if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
         return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
-    limit = PART_BYTES_LIMIT + max(regs, 0) * 16 * THREADS if clusters else PART_BYTES
+    limit = PART_BYTES_LIMIT + (REGS_WIDE * 16 * THREADS if form == "wide" else 0) if clusters else PART_BYTES
     reason = unsupported(x, groups, limit)
     if reason is not None:
         row_softmax_op.count_fallback(reason, "kernelopt.group_norm")
         return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
     contiguous = x.is_contiguous()  # the layout asked once: the checks below are host time every call
     if not contiguous and not (
-        not regs
+        form in ("", "held")
         and is_channels_last(x)
         and x.data_ptr() % 16 == 0
         and channels_last_unsupported(x.shape, x.element_size(), groups, limit) is None
@@ -249,10 +253,11 @@ def group_norm(
         input_bias = None
     hw = x.numel() // (x.shape[0] * x.shape[1])
     per_group = x.shape[1] // groups
-    reread = contiguous and (regs == REREAD or cluster_blocks(per_group * hw, x.element_size(), limit) is None)
+    wider = cluster_blocks(per_group * hw, x.element_size(), limit) is None  # than a cluster holds
+    reread = contiguous and (form == "reread" or (not form and wider))
     blocks: int | None
     if reread:  # wider than a cluster holds: each part read twice, the second time from L2
-        regs, blocks = REREAD, clusters or REREAD_CLUSTER
+        form, blocks = "reread", clusters or REREAD_CLUSTER
         held = blocks in CLUSTER_SIZES and reread_takes(per_group * hw, x.element_size())
         if x.data_ptr() % 16:  # the form reads 16-byte packs: a copy of an input with an odd storage offset
             x = x.clone()
@@ -262,15 +267,15 @@ def group_norm(
             properties.multi_processor_count, blocks,
         )  # fmt: skip
     elif contiguous:
-        blocks = clusters or cluster_blocks(per_group * hw, x.element_size())
-        held = blocks is not None and regs in (0, REGS_WIDE) and fits(per_group * hw, x.element_size(), blocks, regs)
+        form, blocks = form or "held", clusters or cluster_blocks(per_group * hw, x.element_size())
+        held = blocks is not None and fits(per_group * hw, x.element_size(), blocks, form == "wide")
     else:
-        blocks = clusters or channels_last_blocks(hw, per_group, x.element_size())
+        form, blocks = "held", clusters or channels_last_blocks(hw, per_group, x.element_size())
         held = blocks in CLUSTER_SIZES and channels_last_part(hw, per_group, x.element_size(), blocks or 1) <= limit
     if blocks is None or not held:
         raise ValueError(
-            f"kernelopt.group_norm: {clusters} blocks a cluster in form regs={regs} cannot take groups of "
-            f"{per_group * hw} elements; leave clusters and regs 0 for the op's own choice"
+            f"kernelopt.group_norm: {clusters} blocks a cluster in the {form} form cannot take groups of "
+            f"{per_group * hw} elements; leave clusters 0 and form '' for the op's own choice"
         )
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, as the fake says
     dtype = params_dtype(x, (weight, bias, scale, shift, input_bias))
@@ -284,7 +289,7 @@ def group_norm(
         bool(silu),
         _flat(input_bias, dtype),
     )
-    kernel.run(x, y, epilogue, groups, blocks, float(eps), regs, in_flight)
+    kernel.run(x, y, epilogue, groups, blocks, float(eps), form, in_flight)
     return y
 
 
@@ -317,7 +322,7 @@ def _group_norm_fake(
     silu: bool = False,
     input_bias: torch.Tensor | None = None,
     clusters: int = 0,
-    regs: int = 0,
+    form: str = "",
     in_flight: int = 0,
 ) -> torch.Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
