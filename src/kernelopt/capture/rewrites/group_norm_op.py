@@ -20,6 +20,7 @@ The kernel, its build and launch: :mod:`~kernelopt.capture.rewrites.group_norm_k
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -99,6 +100,13 @@ def reread_in_flight(rows: int, group_bytes: int, l2_bytes: int, sms: int, block
     block an SM (``sms``), and no more than the ``rows`` groups."""
     held = int(l2_bytes * REREAD_L2_SHARE) // max(group_bytes, 1)
     return max(1, min(rows, max(held, -(-sms // blocks))))
+
+
+@functools.cache
+def l2_and_sms(device: int | None) -> tuple[int, int]:
+    """The GPU's L2 bytes and SM count (:func:`reread_in_flight`'s), asked once per device, not each call."""
+    properties = torch.cuda.get_device_properties(device)
+    return properties.L2_cache_size, properties.multi_processor_count
 
 
 def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_bytes: int = PART_BYTES) -> str | None:
@@ -261,11 +269,9 @@ def group_norm(
         held = blocks in CLUSTER_SIZES and reread_takes(per_group * hw, x.element_size())
         if x.data_ptr() % 16:  # the form reads 16-byte packs: a copy of an input with an odd storage offset
             x = x.clone()
-        properties = torch.cuda.get_device_properties(x.device)
         in_flight = in_flight or reread_in_flight(
-            x.shape[0] * groups, per_group * hw * x.element_size(), properties.L2_cache_size,
-            properties.multi_processor_count, blocks,
-        )  # fmt: skip
+            x.shape[0] * groups, per_group * hw * x.element_size(), *l2_and_sms(x.device.index), blocks
+        )
     elif contiguous:
         form, blocks = form or "held", clusters or cluster_blocks(per_group * hw, x.element_size())
         held = blocks is not None and fits(per_group * hw, x.element_size(), blocks, form == "wide")
