@@ -282,6 +282,15 @@ def test_the_reread_form_keeps_the_precision_of_a_constant_group_and_a_large_off
     assert torch.allclose(got[1, :8], torch.full_like(got[1, :8], 0.25))
 
 
+def test_the_reread_form_refuses_a_cluster_size_in_one_line_before_asking_the_gpu(hopper_gpu) -> None:
+    """A cluster of 3 blocks (no power of two) or one past Hopper's 16 is the op's ValueError, not a CUDA
+    error from the occupancy query the op makes for the clusters in flight."""
+    x, w, b = _inputs((2, 16, 64, 64), torch.float32)
+    for clusters in (3, 32):
+        with pytest.raises(ValueError, match=f"{clusters} blocks a cluster in the reread form cannot take"):
+            torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters=clusters, form="reread")
+
+
 def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) -> None:
     """Chan's combination of the blocks' deviations, not a sum of squares less a squared mean: a group at
     1000 +- 0.01 keeps its spread, and a constant group comes out as the bias."""

@@ -283,12 +283,13 @@ def group_norm(
         held = blocks in CLUSTER_SIZES and reread_takes(per_group * hw, x.element_size())
         if x.data_ptr() % 16:  # the form reads 16-byte packs: a copy of an input with an odd storage offset
             x = x.clone()
-        in_flight = in_flight or min(
-            reread_in_flight(
-                x.shape[0] * groups, per_group * hw * x.element_size(), *l2_and_sms(x.device.index), blocks
-            ),
-            _resident(x, groups, blocks, per_group),
-        )
+        if held and not in_flight:  # (a cluster size the GPU refuses is said below, not asked of it)
+            in_flight = min(
+                reread_in_flight(
+                    x.shape[0] * groups, per_group * hw * x.element_size(), *l2_and_sms(x.device.index), blocks
+                ),
+                _resident(x, groups, blocks, per_group),
+            )
     elif contiguous:
         form, blocks = form or "held", clusters or cluster_blocks(per_group * hw, x.element_size())
         held = blocks is not None and fits(per_group * hw, x.element_size(), blocks, form == "wide")
