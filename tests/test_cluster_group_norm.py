@@ -648,3 +648,115 @@ def test_a_scale_computed_from_the_group_norm_itself_stays_inductors(hopper: Non
     xv, wv, bv = _values((2, 8, 64, 64), torch.float32)
     out = F.group_norm(xv, 4, wv, bv, EPS)
     torch.testing.assert_close(gm(xv, wv, bv), out * torch.sigmoid(out.mean((2, 3), keepdim=True)))
+
+
+@pytest.fixture
+def planned_on_cpu(monkeypatch):
+    """The op's CUDA path (:func:`group_norm_op.planned`) on CPU tensors, on an sm_90 GPU as far as it asks:
+    the built kernel's checks (``Library.shape``) are the real ones, its launches are recorded; so are the
+    plans made."""
+    from kernelopt.capture.rewrites import row_softmax_op
+
+    monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))
+    monkeypatch.setattr(group_norm_op, "l2_and_sms", lambda device: (50 * 2**20, 132))
+    # asked of an input as the launch has it: the reread form's on a 16-byte boundary (else CUDA's error)
+    monkeypatch.setattr(group_norm_op, "_resident", lambda x, groups, blocks: 14 if x.data_ptr() % 16 == 0 else 1 / 0)
+    monkeypatch.setattr(group_norm_op, "_PLANS", {})
+    library = group_norm_kernel.Library.__new__(group_norm_kernel.Library)
+    launches: list[tuple] = []
+    library.launch = lambda x, y, params, shape, offset, silu, eps: launches.append((x, params, shape, offset, silu, eps))
+    monkeypatch.setattr(group_norm_op, "launcher", lambda dtype, arch: library)
+    plans: list[tuple] = []
+    plan = group_norm_op.plan
+    monkeypatch.setattr(group_norm_op, "plan", lambda *args: (plans.append(args), plan(*args))[1])
+    return launches, plans
+
+
+def _call(x, w, b, groups=4, eps=EPS, scale=None, shift=None, offset=0.0, silu=False, input_bias=None, form=""):
+    return group_norm_op.planned(x, w, b, groups, eps, scale, shift, offset, silu, input_bias, 0, form, 0)
+
+
+def test_a_signature_is_planned_once_and_each_call_launches_with_its_own_pointers(planned_on_cpu) -> None:
+    """The op's host path is paid at every call of a compiled graph (55-90 µs on the H100 at level2/13
+    before plans, against Inductor's two launches): its checks and choices are made once a signature of the
+    arguments, and a call of that signature hands the kernel its own tensors, eps, offset and SiLU."""
+    launches, plans = planned_on_cpu
+    x, w, b = _values((2, 8, 16, 16), torch.float32)
+    scale, shift = torch.randn(2, 16).chunk(2, dim=1)
+    scale, shift = scale[:, :, None, None], shift[:, :, None, None]
+    _call(x, w, b)
+    _call(x.clone(), w, b, eps=1e-3, silu=True)
+    assert len(plans) == 1 and len(launches) == 2
+    (x0, _, shape0, *_), (x1, _, shape1, off1, silu1, eps1) = launches
+    assert x0.data_ptr() != x1.data_ptr() and shape1 is shape0 and (off1, silu1, eps1) == (0.0, True, 1e-3)
+    assert (shape0.rows, shape0.cols, shape0.hw, shape0.per_group, shape0.channels_last) == (8, 512, 256, 2, 0)
+    assert shape0.form == group_norm_kernel.FORMS.index("held") and shape0.clusters == 1
+    # a layout, a dtype or an epilogue of its own is a signature of its own; an offset's value is not
+    _call(x.to(memory_format=torch.channels_last), w, b)  # 2 channels a group: 8 bytes a pixel, copied
+    assert len(plans) == 2 and launches[-1][2].channels_last == 0 and list(group_norm_op._PLANS.values())[-1].copy
+    x16, w16, b16 = _values((2, 16, 16, 16), torch.float32)  # 4 channels a group: 16 bytes a pixel, read in place
+    _call(x16.to(memory_format=torch.channels_last), w16, b16)
+    assert len(plans) == 3 and launches[-1][2].channels_last == 1 and not list(group_norm_op._PLANS.values())[-1].copy
+    _call(x, w, b, scale=scale, shift=shift, offset=1.0)
+    _call(x, w, b, scale=scale, shift=shift, offset=2.0)
+    assert len(plans) == 4 and launches[-1][3] == 2.0
+    assert list(launches[-1][2].strides) == [16, 1, 16, 1]  # the linear layer's output read in place
+    _call(x.to(torch.bfloat16), w, b)  # float32 parameters of a bfloat16 input: read as float32
+    assert len(plans) == 5 and launches[-1][2].params_float == 1
+
+
+def test_what_a_signature_does_not_decide_is_asked_at_every_call(planned_on_cpu) -> None:
+    """A bad call is refused at every call (nothing is planned for it); a signature torch computes is
+    counted at every call, so a gate still sees each fallback; an input off a 16-byte boundary is a
+    signature of its own (the reread form clones it)."""
+    from collections import Counter
+
+    from kernelopt.capture.rewrites import row_softmax_op
+
+    launches, plans = planned_on_cpu
+    x, w, b = _values((2, 8, 16, 16), torch.float32)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="scale of shape"):
+            _call(x, w, b, scale=torch.ones(2, 8), offset=1.0)
+    assert len(plans) == 2 and not group_norm_op._PLANS
+    before = Counter(row_softmax_op.FALLBACKS)
+    for _ in range(3):
+        got = _call(x.double(), w.double(), b.double())
+        torch.testing.assert_close(got, F.group_norm(x, 4, w, b, EPS).double())  # torch's, in float32
+    assert row_softmax_op.fallbacks_since(before) == [
+        "3 call(s) computed by torch, not the kernel: kernelopt.group_norm: no build for torch.float64"
+    ]
+    assert len(plans) == 3 and not launches
+    wide = torch.randn(1, 8, 256, 256)  # one 2 MB group: the reread form
+    storage = torch.randn(wide.numel() + 1)
+    off = storage[1:].view(wide.shape)  # 4 bytes past a 16-byte boundary
+    _call(wide, None, None, groups=1)
+    _call(off, None, None, groups=1)
+    assert len(plans) == 5
+    plan_aligned, plan_off = list(group_norm_op._PLANS.values())[-2:]
+    assert (plan_aligned.clone, plan_off.clone) == (False, True)
+    assert launches[-1][0].data_ptr() % 16 == 0 and launches[-1][2].form == group_norm_kernel.FORMS.index("reread")
+    assert launches[-1][2].in_flight == 1  # one group, whatever L2 holds
+
+
+def test_the_plans_kept_are_bounded(planned_on_cpu, monkeypatch) -> None:
+    """A process that meets ever new shapes (a dynamic-shape caller) keeps at most ``PLANS_KEPT`` plans."""
+    monkeypatch.setattr(group_norm_op, "PLANS_KEPT", 3)
+    _, plans = planned_on_cpu
+    for size in range(4, 12):
+        x, w, b = _values((2, 8, size, 16), torch.float32)
+        _call(x, w, b)
+    assert len(plans) == 8 and len(group_norm_op._PLANS) <= 3
+
+
+def test_parameters_already_as_the_kernel_reads_them_are_handed_over_as_they_are() -> None:
+    """No call of torch's for a flat contiguous weight in the kernel's dtype, nor a scale already in it (host
+    time at every call); a broadcast or other-dtype one is made so."""
+    w = torch.randn(8)
+    scale = torch.randn(2, 16)[:, :8, None, None]
+    assert group_norm_op._flat(w, torch.float32) is w and group_norm_op._cast(scale, torch.float32) is scale
+    assert group_norm_op._flat(None, torch.float32) is None and group_norm_op._cast(None, torch.float32) is None
+    flat = group_norm_op._flat(w.reshape(1, 8, 1, 1), torch.bfloat16)
+    assert flat is not None and flat.shape == (8,) and flat.dtype == torch.bfloat16
+    cast = group_norm_op._cast(scale, torch.bfloat16)
+    assert cast is not None and cast.dtype == torch.bfloat16

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -695,6 +696,25 @@ class Epilogue(NamedTuple):
         return [self.weight, self.bias, self.scale, self.shift, self.input_bias]
 
 
+class LaunchShape(NamedTuple):
+    """The C entry point's arguments other than the pointers, eps and the epilogue's two numbers: checked
+    once for a signature of the op's arguments and kept with its plan, so that a call hands over pointers
+    alone (the op's host path is paid at every call of a small model: 55-90 µs a call on the H100 at
+    level2/13 before plans, against Inductor's two launches)."""
+
+    params_float: int
+    strides: ctypes.Array[ctypes.c_int64]  # scale's and shift's, by sample and by channel (read only)
+    rows: int
+    cols: int
+    hw: int
+    per_group: int
+    groups: int
+    clusters: int
+    form: int
+    channels_last: int
+    in_flight: int
+
+
 class Library(BuiltLibrary):
     """One dtype's built kernel, launched through its C entry point."""
 
@@ -717,20 +737,31 @@ class Library(BuiltLibrary):
         :func:`is_channels_last`) into contiguous ``y``, then ``epilogue``; ``form`` one of :data:`FORMS`
         ("wide" and "reread" a contiguous ``x`` only), ``in_flight`` the reread form's clusters at once (0:
         one a group)."""
-        self._check(self._call(x, y, epilogue, groups, clusters, form, eps, None, in_flight))
+        shape = self.shape(x, y, epilogue, groups, clusters, form, in_flight)
+        self.launch(x, y, epilogue.params(), shape, epilogue.scale_offset, epilogue.silu, eps)
+
+    def launch(self, x: torch.Tensor, y: torch.Tensor, params: Sequence[torch.Tensor | None], shape: LaunchShape,
+               scale_offset: float, silu: bool, eps: float) -> None:  # fmt: skip
+        """:meth:`run` for arguments of a signature :meth:`shape` checked: ``params`` the epilogue's five
+        (:meth:`Epilogue.params`), of that signature."""
+        pointers = (ctypes.c_void_p * 5)(*(t.data_ptr() if t is not None else None for t in params))
+        self._check(self._enter(x, y, pointers, shape, scale_offset, silu, eps, None))
 
     def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, form: str = "held") -> int:
         """How many clusters of this shape for ``x`` the GPU holds at once (0: none fits)."""
         active = ctypes.c_int(0)
-        self._check(self._call(x, x, Epilogue(), groups, clusters, form, 0.0, active))
+        shape = self.shape(x, x, Epilogue(), groups, clusters, form, query=True)
+        self._check(self._enter(x, x, (ctypes.c_void_p * 5)(), shape, 0.0, False, 0.0, active))
         return active.value
 
-    def _call(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int, form: str,
-              eps: float, active: ctypes.c_int | None, in_flight: int = 0) -> int:  # fmt: skip
+    def shape(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int,
+              form: str = "held", in_flight: int = 0, query: bool = False) -> LaunchShape:  # fmt: skip
+        """The launch's :class:`LaunchShape`, once its arguments are checked (one line naming what is wrong
+        else); ``query``: for :meth:`active_clusters`, no output."""
         if form not in FORMS:
             raise ValueError(f"{self.op}: form {form!r}; pass one of {', '.join(FORMS)}")
         channels_last = not x.is_contiguous()
-        if (channels_last and not is_channels_last(x)) or (active is None and not y.is_contiguous()):
+        if (channels_last and not is_channels_last(x)) or (not query and not y.is_contiguous()):
             raise ValueError(f"{self.op}: x contiguous or channels-last and y contiguous; pass them so")
         n, channels = x.shape[0], x.shape[1]
         hw = x.numel() // (n * channels)
@@ -739,14 +770,20 @@ class Library(BuiltLibrary):
         params_float = any(t.dtype == torch.float32 for t in present)
         if any(t.dtype != (torch.float32 if params_float else x.dtype) for t in present):
             raise ValueError(f"{self.op}: the weight, bias, scale and shift of one dtype, float32 or the input's")
-        params = (ctypes.c_void_p * 5)(*(t.data_ptr() if t is not None else None for t in epilogue.params()))
         strides = (ctypes.c_int64 * 4)(*(
             s for t in (epilogue.scale, epilogue.shift) for s in ((t.stride(0), t.stride(1)) if t is not None else (0, 0))
         ))  # fmt: skip
+        return LaunchShape(
+            int(params_float), strides, n * groups, per_group * hw, hw, per_group, groups, clusters,
+            FORMS.index(form), int(channels_last), in_flight,
+        )  # fmt: skip
+
+    def _enter(self, x: torch.Tensor, y: torch.Tensor, pointers: ctypes.Array[ctypes.c_void_p], shape: LaunchShape,
+               scale_offset: float, silu: bool, eps: float, active: ctypes.c_int | None) -> int:  # fmt: skip
         return _on_device(x, lambda stream: int(self._launch(
-            x.data_ptr(), y.data_ptr(), params, int(params_float), strides, epilogue.scale_offset,
-            int(epilogue.silu), n * groups, per_group * hw, hw, per_group, groups, clusters, FORMS.index(form),
-            int(channels_last), in_flight, eps, stream, ctypes.byref(active) if active is not None else None,
+            x.data_ptr(), y.data_ptr(), pointers, shape.params_float, shape.strides, scale_offset, int(silu),
+            shape.rows, shape.cols, shape.hw, shape.per_group, shape.groups, shape.clusters, shape.form,
+            shape.channels_last, shape.in_flight, eps, stream, ctypes.byref(active) if active is not None else None,
         )))  # fmt: skip
 
 

@@ -20,9 +20,9 @@ The kernel, its build and launch: :mod:`~kernelopt.capture.rewrites.group_norm_k
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +36,8 @@ from kernelopt.capture.rewrites.group_norm_kernel import (
     REGS_WIDE,
     THREADS,
     Epilogue,
+    LaunchShape,
+    Library,
     is_channels_last,
     launcher,
 )
@@ -102,25 +104,18 @@ def reread_in_flight(rows: int, group_bytes: int, l2_bytes: int, sms: int, block
     return max(1, min(rows, max(held, -(-sms // blocks))))
 
 
-@functools.cache
 def l2_and_sms(device: int | None) -> tuple[int, int]:
-    """The GPU's L2 bytes and SM count (:func:`reread_in_flight`'s), asked once per device, not each call."""
+    """The GPU's L2 bytes and SM count (:func:`reread_in_flight`'s; asked when a signature is planned)."""
     properties = torch.cuda.get_device_properties(device)
     return properties.L2_cache_size, properties.multi_processor_count
 
 
-_RESIDENT: dict[tuple[int | None, torch.dtype, int, int], int] = {}
-
-
-def _resident(x: torch.Tensor, groups: int, blocks: int, per_group: int) -> int:
-    """The reread form's clusters of ``blocks`` the GPU holds at once (asked once per device, dtype, cluster
-    and channels a group): more in flight than that leaves the last to run alone after the others have
-    looped over their groups (16 of 14 resident on the H100 read 0.83x where 12 read 1.11x)."""
-    key = (x.device.index, x.dtype, blocks, per_group)
-    if key not in _RESIDENT:
-        library = launcher(x.dtype, row_softmax_op.capability(x.device.index))
-        _RESIDENT[key] = max(1, library.active_clusters(x, groups, blocks, "reread"))
-    return _RESIDENT[key]
+def _resident(x: torch.Tensor, groups: int, blocks: int) -> int:
+    """The reread form's clusters of ``blocks`` the GPU holds at once (asked when a signature is planned):
+    more in flight than that leaves the last to run alone after the others have looped over their groups
+    (16 of 14 resident on the H100 read 0.83x where 12 read 1.11x)."""
+    library = launcher(x.dtype, row_softmax_op.capability(x.device.index))
+    return max(1, library.active_clusters(x, groups, blocks, "reread"))
 
 
 def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_bytes: int = PART_BYTES) -> str | None:
@@ -228,6 +223,48 @@ def check_epilogue(
         raise ValueError("kernelopt.group_norm: a scale_offset without a scale; pass the scale, or no offset")
 
 
+class Plan(NamedTuple):
+    """What :func:`group_norm` does for one signature of its arguments (:func:`signature`), decided once:
+    torch's computation and why (``fallback``), or the kernel's launch and what comes before it (a copy of
+    a layout the kernel does not read, a clone of an input off a 16-byte boundary, the input's bias added
+    by torch where the contiguous kernel adds none)."""
+
+    fallback: str | None
+    copy: bool = False
+    clone: bool = False
+    add_bias: bool = False
+    dtype: torch.dtype = torch.float32  # the parameters' (:func:`params_dtype`)
+    library: Library | None = None
+    shape: LaunchShape | None = None
+
+
+PLANS_KEPT = 256  # signatures: a compiled graph's are a handful; past this many the plans start afresh
+_PLANS: dict[tuple[object, ...], Plan] = {}
+
+
+def signature(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    groups: int,
+    scale: torch.Tensor | None,
+    shift: torch.Tensor | None,
+    scale_offset: float,
+    input_bias: torch.Tensor | None,
+    clusters: int,
+    form: str,
+    in_flight: int,
+) -> tuple[object, ...]:
+    """What a :class:`Plan` depends on: the input's shape, strides, dtype, device and whether it starts on
+    a 16-byte boundary, each parameter's shape, strides and dtype, and the op's other arguments but eps
+    and the SiLU (handed to every launch)."""
+    return (
+        x.shape, x.stride(), x.dtype, x.device.index, x.data_ptr() % 16 == 0, groups,
+        *(None if t is None else (t.shape, t.stride(), t.dtype) for t in (weight, bias, scale, shift, input_bias)),
+        scale_offset != 0.0, clusters, form, in_flight,
+    )  # fmt: skip
+
+
 def group_norm(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -250,45 +287,124 @@ def group_norm(
     registers, or "reread", each part read twice, the form groups wider than a cluster holds get; "" for
     the op's own choice) and ``in_flight`` (the reread form's clusters at once, 0
     for :func:`reread_in_flight`) are the probe's, which may ask for parts up to what a block may hold, past
-    the op's own rule."""
+    the op's own rule. What to do is decided once a signature of the arguments (:func:`plan`)."""
     row_softmax_op.forward_only(x, "kernelopt.group_norm")
+    if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
+        check_arguments(x, scale, shift, scale_offset, input_bias, form)
+        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
+    return planned(
+        x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias, clusters, form, in_flight
+    )
+
+
+def planned(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    groups: int,
+    eps: float,
+    scale: torch.Tensor | None,
+    shift: torch.Tensor | None,
+    scale_offset: float,
+    silu: bool,
+    input_bias: torch.Tensor | None,
+    clusters: int,
+    form: str,
+    in_flight: int,
+) -> torch.Tensor:
+    """:func:`group_norm` of a CUDA input by the :class:`Plan` of its :func:`signature`, made on the
+    signature's first call: later calls check nothing the signature decides, and hand the kernel its
+    pointers."""
+    key = signature(x, weight, bias, groups, scale, shift, scale_offset, input_bias, clusters, form, in_flight)
+    made = _PLANS.get(key)
+    if made is None:
+        made = plan(x, weight, bias, groups, scale, shift, scale_offset, input_bias, clusters, form, in_flight)
+        if len(_PLANS) >= PLANS_KEPT:
+            _PLANS.clear()
+        _PLANS[key] = made
+    if made.fallback is not None:
+        row_softmax_op.count_fallback(made.fallback, "kernelopt.group_norm")
+        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
+    assert made.library is not None and made.shape is not None, "a plan that launches has its launch"
+    if made.copy:
+        x = x.contiguous()
+    elif made.clone:
+        x = x.clone()
+    if made.add_bias:
+        x = (x + _by_channel(input_bias, x)).to(x.dtype)  # type: ignore[arg-type]
+        input_bias = None
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, as the fake says
+    d = made.dtype
+    params = (_flat(weight, d), _flat(bias, d), _cast(scale, d), _cast(shift, d), _flat(input_bias, d))
+    made.library.launch(x, y, params, made.shape, float(scale_offset), bool(silu), float(eps))
+    return y
+
+
+def check_arguments(
+    x: torch.Tensor,
+    scale: torch.Tensor | None,
+    shift: torch.Tensor | None,
+    scale_offset: float,
+    input_bias: torch.Tensor | None,
+    form: str,
+) -> None:
+    """:func:`check_epilogue`, and a form the op knows: a bad call of the op, refused in one line."""
     check_epilogue(x, scale, shift, scale_offset, input_bias)
     if form and form not in FORMS:
         raise ValueError(f"kernelopt.group_norm: form {form!r}; pass one of {', '.join(FORMS)}, or '' for the op's own")
-    if x.device.type != "cuda":  # a CPU test of the rewrite: torch computes it
-        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
+
+
+def plan(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    groups: int,
+    scale: torch.Tensor | None,
+    shift: torch.Tensor | None,
+    scale_offset: float,
+    input_bias: torch.Tensor | None,
+    clusters: int,
+    form: str,
+    in_flight: int,
+) -> Plan:
+    """The :class:`Plan` for a CUDA call of :func:`group_norm` with these arguments (anything of the same
+    :func:`signature` gets the same): its checks, the kernel's form, cluster size and clusters in flight."""
+    check_arguments(x, scale, shift, scale_offset, input_bias, form)
     limit = PART_BYTES_LIMIT + (REGS_WIDE * 16 * THREADS if form == "wide" else 0) if clusters else PART_BYTES
     reason = unsupported(x, groups, limit)
     if reason is not None:
-        row_softmax_op.count_fallback(reason, "kernelopt.group_norm")
-        return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
-    contiguous = x.is_contiguous()  # the layout asked once: the checks below are host time every call
-    if not contiguous and not (
+        return Plan(reason)
+    contiguous = x.is_contiguous()
+    copy = not contiguous and not (
         form in ("", "held")
         and is_channels_last(x)
         and x.data_ptr() % 16 == 0
         and channels_last_unsupported(x.shape, x.element_size(), groups, limit) is None
-    ):  # a layout the kernel does not read: one copy (as Inductor made before the op took channels-last inputs)
+    )  # a layout the kernel does not read: one copy (as Inductor made before the op took channels-last inputs)
+    if copy:
         x, contiguous = x.contiguous(), True
-    if input_bias is not None and contiguous:  # the contiguous kernel adds no bias: one pass more,
-        x = (x + _by_channel(input_bias, x)).to(x.dtype)  # as Inductor's own add of it before the op
+    add_bias = input_bias is not None and contiguous  # the contiguous kernel adds no bias: one pass more,
+    if add_bias:  # as Inductor's own add of it before the op
         input_bias = None
     hw = x.numel() // (x.shape[0] * x.shape[1])
     per_group = x.shape[1] // groups
-    wider = cluster_blocks(per_group * hw, x.element_size(), limit) is None  # than a cluster holds
-    reread = contiguous and (form == "reread" or (not form and wider))
+    reread = contiguous and (
+        form == "reread" or (not form and cluster_blocks(per_group * hw, x.element_size(), limit) is None)
+    )  # groups wider than a cluster holds: each part read twice, the second time from L2
     blocks: int | None
-    if reread:  # wider than a cluster holds: each part read twice, the second time from L2
+    clone = False
+    if reread:
         form, blocks = "reread", clusters or REREAD_CLUSTER
         held = blocks in CLUSTER_SIZES and reread_takes(per_group * hw, x.element_size())
-        if x.data_ptr() % 16:  # the form reads 16-byte packs: a copy of an input with an odd storage offset
+        clone = not copy and x.data_ptr() % 16 != 0  # the form reads 16-byte packs: a copy of an input off one
+        if clone:  # (the GPU asked below of one as the launch will have it)
             x = x.clone()
         if held and not in_flight:  # (a cluster size the GPU refuses is said below, not asked of it)
             in_flight = min(
                 reread_in_flight(
                     x.shape[0] * groups, per_group * hw * x.element_size(), *l2_and_sms(x.device.index), blocks
                 ),
-                _resident(x, groups, blocks, per_group),
+                _resident(x, groups, blocks),
             )
     elif contiguous:
         form, blocks = form or "held", clusters or cluster_blocks(per_group * hw, x.element_size())
@@ -301,20 +417,14 @@ def group_norm(
             f"kernelopt.group_norm: {clusters} blocks a cluster in the {form} form cannot take groups of "
             f"{per_group * hw} elements; leave clusters 0 and form '' for the op's own choice"
         )
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, as the fake says
     dtype = params_dtype(x, (weight, bias, scale, shift, input_bias))
-    kernel = launcher(x.dtype, row_softmax_op.capability(x.device.index))
+    library = launcher(x.dtype, row_softmax_op.capability(x.device.index))
     epilogue = Epilogue(
-        _flat(weight, dtype),
-        _flat(bias, dtype),
-        None if scale is None else scale.to(dtype),
-        None if shift is None else shift.to(dtype),
-        float(scale_offset),
-        bool(silu),
-        _flat(input_bias, dtype),
-    )
-    kernel.run(x, y, epilogue, groups, blocks, float(eps), form, in_flight)
-    return y
+        _flat(weight, dtype), _flat(bias, dtype), _cast(scale, dtype), _cast(shift, dtype), float(scale_offset),
+        False, _flat(input_bias, dtype),
+    )  # fmt: skip
+    shape = library.shape(x, x.new_empty(0), epilogue, groups, blocks, form, in_flight, query=True)
+    return Plan(None, copy, clone, add_bias, dtype, library, shape)
 
 
 def params_dtype(x: torch.Tensor, params: Sequence[torch.Tensor | None]) -> torch.dtype:
@@ -330,8 +440,16 @@ def _by_channel(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 def _flat(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     """A weight or bias (``C`` elements, flat or broadcast by channel as ``1, C, 1, 1``) as the kernel reads
-    it: flat and contiguous in ``dtype``, a copy only where it is not already."""
-    return None if t is None else t.reshape(-1).to(dtype).contiguous()
+    it: flat and contiguous in ``dtype``, a copy only where it is not already (and no call of torch's where
+    it is: each is host time at every call)."""
+    if t is None or (t.dtype == dtype and t.dim() == 1 and t.is_contiguous()):
+        return t
+    return t.reshape(-1).to(dtype).contiguous()
+
+
+def _cast(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """A scale or shift in ``dtype`` (its strides the kernel's to read), no call of torch's where it is."""
+    return t if t is None or t.dtype == dtype else t.to(dtype)
 
 
 def _group_norm_fake(
