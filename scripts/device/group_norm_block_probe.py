@@ -8,7 +8,9 @@ One JSON line per problem and variant (``layouts``: Inductor's layout optimisati
 each compile's largest error against the float64 model, the op's fallbacks (none, or the variant timed
 torch's group norm), the kernels each compile launches with their device times (a copy before the op, or its
 channels-last kernel reading the convolution's output in place), and the two timed by ``kernelopt.measure.compare``
-(L2 flushed, 30 rounds; medians in ms). A quick reading of whether the op pays inside a model; ``kernelopt bench`` is the judged one.
+(L2 flushed, 30 rounds; medians in ms), device time alone and, as the performance gate reads a forward, the
+longer of the device's and the host's (``host_speedup``), with each compile's host time of a call made
+right after another (``host_us``); ``--profile`` prints where the variant's host time goes (cProfile). A quick reading of whether the op pays inside a model; ``kernelopt bench`` is the judged one.
 Needs an sm_90 GPU and nvcc.
 """
 
@@ -29,6 +31,7 @@ from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION
 from kernelopt.capture.rewrites.passes import compile_with_options
 from kernelopt.measure import compare
+from kernelopt.measure.timer import read_host
 from kernelopt.problem.loader import load_problem
 
 PROBLEMS = ["level2/13_groupnorm_scale_shift_silu", "level2/09_conv2d_groupnorm"]
@@ -39,13 +42,14 @@ def main() -> None:
     parser.add_argument("--mode", default="max-autotune-no-cudagraphs")
     parser.add_argument("--problems", default=",".join(PROBLEMS))
     parser.add_argument("--layouts", choices=["both", "on", "off"], default="both")
+    parser.add_argument("--profile", action="store_true", help="where the variant's host time goes (cProfile)")
     args = parser.parse_args()
     layouts = {"both": (True, False), "on": (True,), "off": (False,)}[args.layouts]
     for name in args.problems.split(","):
-        probe(name, args.mode, layouts)
+        probe(name, args.mode, layouts, args.profile)
 
 
-def probe(name: str, mode: str, layouts_tried: tuple[bool, ...]) -> None:
+def probe(name: str, mode: str, layouts_tried: tuple[bool, ...], profiled: bool = False) -> None:
     path = Path("examples/problems") / f"{name}.py"
     loaded = load_problem(path).module
     torch.manual_seed(0)
@@ -74,6 +78,9 @@ def probe(name: str, mode: str, layouts_tried: tuple[bool, ...]) -> None:
             row["fallbacks"] = row_softmax_op.fallbacks_since(before)
             with torch.no_grad():
                 timed = compare(lambda: stock(*inputs), lambda v=variant: v(*inputs), device="cuda", trials=30)
+                hosted = compare(
+                    lambda: stock(*inputs), lambda v=variant: v(*inputs), device="cuda", trials=30, include_host=True
+                )
         except Exception as exc:  # said, and the next variant measured
             print(json.dumps({**row, "error": f"{type(exc).__name__}: {exc}"[:400]}), flush=True)
             continue
@@ -81,10 +88,35 @@ def probe(name: str, mode: str, layouts_tried: tuple[bool, ...]) -> None:
             stock_ms=round(timed.baseline.median_ms, 4),
             ms=round(timed.candidate.median_ms, 4),
             speedup=round(timed.speedup, 3),
+            host_speedup=round(hosted.speedup, 3),
+            stock_host_us=_host_us(lambda: stock(*inputs)),
+            host_us=_host_us(lambda v=variant: v(*inputs)),
             kernels=_kernels(lambda v=variant: v(*inputs)),  # whether the op read its input in place
             stock_kernels=_kernels(lambda: stock(*inputs)),
         )
         print(json.dumps(row), flush=True)
+        if profiled:
+            _profile(lambda v=variant: v(*inputs))
+
+
+def _host_us(call: Any) -> float:
+    """The host's time of one call made right after another, in µs (the judge's, ``read_host``)."""
+    with torch.no_grad():
+        return round(read_host(call, device="cuda") * 1000.0, 1)
+
+
+def _profile(call: Any, calls: int = 200) -> None:
+    """The top of cProfile's table of ``calls`` calls by their own time: where the host time goes."""
+    import cProfile
+    import pstats
+
+    with torch.no_grad():
+        call()
+        with cProfile.Profile() as prof:
+            for _ in range(calls):
+                call()
+        torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
 def _kernels(call: Any, calls: int = 5) -> list[list[Any]]:

@@ -232,13 +232,25 @@ def drop_recorded() -> dict[str, Any]:
     return {"ok": True}
 
 
-def time_model(flush_l2: bool = True, recorded: bool = False) -> dict[str, Any]:
+def time_model(flush_l2: bool = True, recorded: bool = False, include_host: bool = True) -> dict[str, Any]:
     """One timed forward of the re-stitched model on its captured inputs; with ``recorded``, one
-    replay of the forward recorded as a CUDA graph (recorded on the first such call)."""
+    replay of the forward recorded as a CUDA graph (recorded on the first such call). ``include_host``:
+    the reading holds this call's host time too; the judge asks for the device's alone and the host's
+    from :func:`host_model` (a call read alone finds the host cold)."""
     from kernelopt.measure.timer import read_call
 
     state = _state()
     model = _session(state)
     fn = model.recorded().replay if recorded else model.forward
-    reading = read_call(fn, device=state.device, flush_l2=flush_l2, include_host=True)
+    reading = read_call(fn, device=state.device, flush_l2=flush_l2, include_host=include_host)
     return {"ms": reading.ms, "lead_ms": reading.lead_ms}
+
+
+def host_model(recorded: bool = False) -> dict[str, Any]:
+    """The host's time of a forward (``recorded``: a replay) called right after another, in ms
+    (:func:`~kernelopt.measure.split_timer.read_host`): what the model in a loop costs the host a call."""
+    from kernelopt.measure.timer import read_host
+
+    state = _state()
+    model = _session(state)
+    return {"host_ms": read_host(model.recorded().replay if recorded else model.forward, device=state.device)}

@@ -21,7 +21,7 @@ of the protocol has one module per part: the clocks (CUDA events, the L2 flush,
 the host clock) in :mod:`kernelopt.measure.clocks`, the statistics of the samples
 (:class:`Timing`, :class:`Comparison`) in :mod:`kernelopt.measure.timing`, and the
 per-call form for a comparison whose two sides live in two processes
-(:func:`read_call`, :func:`time_call`, :func:`compare_split`) in :mod:`kernelopt.measure.split_timer`.
+(:func:`read_call`, :func:`read_host`, :func:`time_call`, :func:`compare_split`) in :mod:`kernelopt.measure.split_timer`.
 All of them stay importable from here.
 """
 
@@ -47,7 +47,7 @@ from kernelopt.measure.clocks import (
     l2_flush_bytes,
     resolve_device,
 )
-from kernelopt.measure.split_timer import CallReading, SplitComparison, compare_split, read_call, time_call
+from kernelopt.measure.split_timer import CallReading, SplitComparison, compare_split, read_call, read_host, time_call
 from kernelopt.measure.timing import Comparison, Timing
 
 # --------------------------------------------------------------------------- the loop
@@ -303,6 +303,7 @@ __all__ = [
     "compare_split",
     "l2_flush_bytes",
     "read_call",
+    "read_host",
     "resolve_device",
     "time_call",
     "time_fn",
