@@ -159,6 +159,7 @@ def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch
     row = bench_problem.bench_problem(str(tmp_path / "p.py"), {"settings": settings.values(), "name": "p"})
     assert modes == ["default", MA]
     assert row["compile_speedup"] == 1.39 and row["base_mode"] == MA and row["compiled_ms"] == 1.0
+    assert row["details"]["host_reading"] == "looped"  # how its forwards' host times were read
 
 
 def test_stock_modes_get_the_problem_by_its_resolved_path(monkeypatch, tmp_path) -> None:

@@ -89,6 +89,11 @@ def read_call(
     return CallReading(max(device_ms, host_ms) if include_host else device_ms, backend.elapsed_ms(led, start))
 
 
+HOST_READING = "looped"
+"""How a whole forward's host time is read (:func:`read_host`: a forward called right after another), as
+a bench row records it: rows without it were read with the host's time of the one timed call, cold."""
+
+
 def read_host(
     fn: Fn,
     *,

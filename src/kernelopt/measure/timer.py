@@ -47,7 +47,15 @@ from kernelopt.measure.clocks import (
     l2_flush_bytes,
     resolve_device,
 )
-from kernelopt.measure.split_timer import CallReading, SplitComparison, compare_split, read_call, read_host, time_call
+from kernelopt.measure.split_timer import (
+    HOST_READING,
+    CallReading,
+    SplitComparison,
+    compare_split,
+    read_call,
+    read_host,
+    time_call,
+)
 from kernelopt.measure.timing import Comparison, Timing
 
 # --------------------------------------------------------------------------- the loop
@@ -289,6 +297,7 @@ def compare(
 # The protocol's whole public face, importable from here: the records live in
 # ``timing``, the clocks in ``clocks``, the two-process form in ``split_timer``.
 __all__ = [
+    "HOST_READING",
     "METHOD_CPU",
     "METHOD_CUDA_EVENTS",
     "METHOD_CUDA_GRAPH",

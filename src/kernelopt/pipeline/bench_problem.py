@@ -20,6 +20,7 @@ from kernelopt.agents.relay import RelayAccess
 from kernelopt.config import Settings, load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.measure.environment import versions
+from kernelopt.measure.timer import HOST_READING
 from kernelopt.pipeline.optimize import llm_name, optimize
 from kernelopt.pipeline.records import OptimizeReport
 from kernelopt.pipeline.stock_modes import (
@@ -394,5 +395,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "run_mode": report.run_mode,  # the CUDA-graph mode the export runs under, or None
             "run_mode_gain": report.run_mode_gain,  # the export under it over the plain export, interleaved
             "as_replays": report.as_replays,  # the final verification as CUDA-graph replays (launch-bound)
+            "host_reading": HOST_READING,  # how each whole forward's host time was read (older rows: cold)
         },
     }

@@ -78,6 +78,19 @@ def _summary(data: ProblemBenchData) -> str:
             if (t := s.get("against_best_stock"))
             else []
         ),
+        *(
+            [
+                card(
+                    "timed with the host read cold",
+                    str(len(cold)),
+                    "rows from before the judge read a forward's host time in a loop: "
+                    + ", ".join(cold[:8])
+                    + (f" and {len(cold) - 8} more" if len(cold) > 8 else ""),
+                )
+            ]
+            if (cold := s.get("cold_host_rows"))
+            else []
+        ),
         card(
             "slower than torch.compile",
             str(len(s["slower_than_baseline"])),

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from kernelopt.measure.roofline import geometric_mean
+from kernelopt.measure.split_timer import HOST_READING
 
 STATUSES = ("ok", "load_error", "compile_error", "run_error", "timeout", "crash")
 BASELINES = ("eager", "compile", "max_autotune", "best_stock")
@@ -517,6 +518,14 @@ def not_run(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome]) -> list[st
     return [name for name in meta["suite_problems"] if name not in ran]
 
 
+def cold_host_rows(outcomes: Sequence[ProblemOutcome]) -> list[str]:
+    """The correct rows timed before the judge read a forward's host time in a loop
+    (:data:`~kernelopt.measure.split_timer.HOST_READING`): each whole forward's reading, stock modes' and
+    kernelopt's alike, held its one timed call's host time, read cold (on the H100 0.21-0.67 ms for a
+    forward that costs its host 0.10 ms in a loop), so a short forward's row may read differently run again."""
+    return [o.name for o in outcomes if o.passed and o.details.get("host_reading") != HOST_READING]
+
+
 def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
     """Every suite-level number of the scoreboard, as plain JSON-ready data.
 
@@ -541,6 +550,7 @@ def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
         "geomean_speedup": {baseline: geomean_speedup(outcomes, baseline) for baseline in BASELINES},
         "slower_than_baseline": slower_than_baseline(outcomes),
         "against_best_stock": against_best_stock(outcomes),
+        "cold_host_rows": cold_host_rows(outcomes),
         "evaluations": evaluations,
         "gpu_s": gpu_s,
         "evaluations_per_gpu_minute": evaluations / (gpu_s / 60.0) if gpu_s > 0 else None,

@@ -54,6 +54,21 @@ def coverage_line(summary: dict[str, Any]) -> str:
     return f"Run so far: {summary['problems']} of the suite's {total} problems; not yet run: {shown}."
 
 
+def cold_host_line(summary: dict[str, Any]) -> str:
+    """The rows timed before the judge read a forward's host time in a loop, counted ('' where none, or a
+    summary written before it was counted)."""
+    cold = summary.get("cold_host_rows")
+    if not cold:
+        return ""
+    shown = ", ".join(cold[:8]) + (f" and {len(cold) - 8} more" if len(cold) > 8 else "")
+    return (
+        f"Timed before the judge read a forward's host time in a loop (fc965f3): {len(cold)} of the "
+        f"{summary['correct']} correct rows ({shown}). Each of their whole-forward readings held its one timed "
+        "call's host time, read cold; a row whose forward takes the device a few hundred µs or less may read "
+        "differently run again."
+    )
+
+
 def replays_line(as_replays: dict | None, compiled: str) -> str:
     """The final verification's CUDA-graph judgment in one line ('' where it was not asked for)."""
     if not as_replays:
@@ -184,6 +199,7 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         + ".",
         "",
         *([coverage_line(summary), ""] if coverage_line(summary) else []),
+        *([cold_host_line(summary), ""] if cold_host_line(summary) else []),
         best_stock_target_line(summary),
         "",
         "| baseline | " + " | ".join(f"fast_{k}" for k in summary["fast_p"]["compile"]) + " | geomean speedup |",
