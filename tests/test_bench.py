@@ -914,8 +914,8 @@ def test_a_partial_bench_says_how_much_of_the_suite_it_covers(tmp_path: Path) ->
 
 def test_rows_timed_before_the_looped_host_reading_are_named(tmp_path: Path) -> None:
     """A row written before the judge read a forward's host time in a loop held one cold call's host time
-    in every whole-forward reading (level2/13 on the H100: 0.21-0.67 ms against 0.10 in a loop): the
-    scoreboard names such rows, and a row a bench writes now says how it was read."""
+    in its two-process readings, gate 4's among them (level2/13 on the H100: 0.21-0.67 ms against 0.10 in a
+    loop): the scoreboard names such rows, and a row a bench writes now says how it was read."""
     from dataclasses import replace
 
     from kernelopt.measure.timer import HOST_READING

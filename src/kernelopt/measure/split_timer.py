@@ -90,8 +90,8 @@ def read_call(
 
 
 HOST_READING = "looped"
-"""How a whole forward's host time is read (:func:`read_host`: a forward called right after another), as
-a bench row records it: rows without it were read with the host's time of the one timed call, cold."""
+"""How the judge's two-process readings of a forward take the host's time (:func:`read_host`: a forward
+called right after another), as a bench row records it: rows without it took the one timed call's, cold."""
 
 
 def read_host(

@@ -520,8 +520,8 @@ def not_run(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome]) -> list[st
 
 def cold_host_rows(outcomes: Sequence[ProblemOutcome]) -> list[str]:
     """The correct rows timed before the judge read a forward's host time in a loop
-    (:data:`~kernelopt.measure.split_timer.HOST_READING`): each whole forward's reading, stock modes' and
-    kernelopt's alike, held its one timed call's host time, read cold (on the H100 0.21-0.67 ms for a
+    (:data:`~kernelopt.measure.split_timer.HOST_READING`): their two-process readings of a forward (gate 4,
+    the final check's end to end) held one timed call's host time, read cold (on the H100 0.21-0.67 ms for a
     forward that costs its host 0.10 ms in a loop), so a short forward's row may read differently run again."""
     return [o.name for o in outcomes if o.passed and o.details.get("host_reading") != HOST_READING]
 

@@ -63,9 +63,9 @@ def cold_host_line(summary: dict[str, Any]) -> str:
     shown = ", ".join(cold[:8]) + (f" and {len(cold) - 8} more" if len(cold) > 8 else "")
     return (
         f"Timed before the judge read a forward's host time in a loop (fc965f3): {len(cold)} of the "
-        f"{summary['correct']} correct rows ({shown}). Each of their whole-forward readings held its one timed "
-        "call's host time, read cold; a row whose forward takes the device a few hundred µs or less may read "
-        "differently run again."
+        f"{summary['correct']} correct rows ({shown}). Their gate 4 and final end-to-end readings (*vs compile*) "
+        "held one timed call's host time, read cold, so a short forward's candidate may have been refused on host "
+        "time; their stock-mode columns were timed in one process and are not affected."
     )
 
 
