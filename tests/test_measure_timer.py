@@ -565,6 +565,23 @@ def test_the_judge_reads_a_forward_as_the_longer_of_its_device_time_and_a_looped
     assert calls == [("host_model", True)] + [("time_model", True, True, False)] * 4  # the host asked once
 
 
+@pytest.mark.parametrize(("baseline_host", "expected"), [(False, 0.8), (True, 1.2)])
+def test_an_in_process_baseline_holds_its_host_time_where_asked(monkeypatch, baseline_host: bool, expected: float) -> None:
+    """Eager's forward against kernelopt's (the final check's *vs eager*): the worker reads kernelopt's
+    forward with its host's part, so eager's, timed in the judge's process, is read so too (the longer of
+    its device time and a looped call's host time), not by its device time alone."""
+    from kernelopt.measure import split_timer
+
+    monkeypatch.setattr(split_timer, "time_call", lambda fn, **kw: 0.2)  # the device's part
+    monkeypatch.setattr(split_timer, "read_host", lambda fn, **kw: 0.3)  # a looped call's host time
+    split = split_timer.compare_split(
+        lambda: None, lambda: 0.25, device="cpu", warmup=0, trials=3, baseline_host=baseline_host
+    )
+    assert split.comparison.speedup == pytest.approx(expected)
+    with pytest.raises(ValueError, match="baseline_host is for a baseline timed here"):
+        split_timer.compare_split(lambda: 0.2, lambda: 0.25, device="cpu", baseline_remote=True, baseline_host=True)
+
+
 def test_a_looped_calls_host_time_leaves_out_the_first_call_and_stops_at_its_budget() -> None:
     """:func:`read_host`: the first (cold) call untimed, the median of the rest, no more calls than the
     budget holds."""

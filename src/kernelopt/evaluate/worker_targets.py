@@ -215,7 +215,9 @@ def verify_together(
                 with torch.no_grad():
                     return s.model(*s.inputs)
 
-            vs_eager = compare_split(eager, s.runner.timed_model(), trials=max(10, gates.trials // 2))
+            vs_eager = compare_split(
+                eager, s.runner.timed_model(), trials=max(10, gates.trials // 2), baseline_host=True
+            )  # eager's forward with its host's part, as the worker reads kernelopt's
             check.end_to_end = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict()}
             check.vs_eager = vs_eager.comparison.to_dict()
             if base_options is not None:

@@ -172,6 +172,7 @@ def compare_split(
     prepare_candidate: Fn | None = None,
     after_candidate: Fn | None = None,
     baseline_remote: bool = False,
+    baseline_host: bool = False,
     _clock: Callable[[], float] | None = None,
 ) -> SplitComparison:
     """:func:`compare` when the candidate runs in another process.
@@ -191,12 +192,18 @@ def compare_split(
     halves of a round is far below the noise. ``prepare_*`` run before every call and
     ``after_candidate`` after every candidate call, outside the timed region, and this
     process synchronizes before each remote call so what it prepared is in memory
-    when the other side starts.
+    when the other side starts. ``baseline_host`` (a baseline timed here): each of its
+    readings the longer of its device time and its host's time of a call made right
+    after another (:func:`read_host`, read once), as a worker's ``timed_model`` reads
+    a forward: a whole forward against a whole forward, both with the host's part.
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
+    if baseline_host and baseline_remote:
+        raise ValueError("baseline_host is for a baseline timed here; a remote baseline reads its own host time")
     target = resolve_device(device)
     clock = _clock or time.perf_counter
+    host_ms = read_host(baseline, device=target, _clock=_clock) if baseline_host else 0.0
 
     def sync() -> None:
         if target.type == "cuda":
@@ -208,7 +215,7 @@ def compare_split(
         if baseline_remote:
             sync()
             return float(baseline())  # type: ignore[arg-type]
-        return time_call(baseline, device=target, flush_l2=flush_l2, _clock=_clock)
+        return max(time_call(baseline, device=target, flush_l2=flush_l2, _clock=_clock), host_ms)
 
     def run_candidate() -> tuple[float, float]:
         if prepare_candidate is not None:
