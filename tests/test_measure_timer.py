@@ -559,10 +559,19 @@ def test_the_judge_reads_a_forward_as_the_longer_of_its_device_time_and_a_looped
         return {"host_ms": 0.3} if name == "host_model" else {"ms": device_ms, "lead_ms": 1.0}
 
     runner = RemoteRunner.__new__(RemoteRunner)
+    runner.host_ms = {}
     reading = runner._model_reading(True, call)
     assert [reading()["ms"] for _ in range(3)] == [expected] * 3
     assert reading()["lead_ms"] == 1.0  # the calibration's lead, as the worker read it
     assert calls == [("host_model", True)] + [("time_model", True, True, False)] * 4  # the host asked once
+    assert runner.host_ms == {True: 0.3}  # kept, to be shown beside gate 4's readings
+
+    from kernelopt.evaluate.restitched import RestitchedModel
+
+    restitched = RestitchedModel.__new__(RestitchedModel)
+    restitched.runner, restitched.reference = runner, type("R", (), {"host_ms": {True: 0.1}})()
+    assert restitched.host_times(True) == {"baseline": 0.1, "candidate": 0.3}
+    assert restitched.host_times(False) == {"baseline": None, "candidate": None}
 
 
 @pytest.mark.parametrize(("baseline_host", "expected"), [(False, 0.8), (True, 1.2)])

@@ -112,7 +112,12 @@ def evaluate_graph(
         e2e = restitched.end_to_end(max(10, settings.trials), recorded=replayed)
         stages.lap("performance")
         result["kernel_comparison"] = e2e.comparison.to_dict()  # for a graph candidate the "kernel" is the model
-        result["end_to_end"] = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict(), "replayed": replayed}
+        result["end_to_end"] = {
+            **judge_end_to_end(e2e.comparison),
+            "comparison": e2e.to_dict(),
+            "replayed": replayed,
+            "host_ms": restitched.host_times(replayed),
+        }
         evidence = restitched.timing_evidence(e2e)
         verdict = evidence or judge_performance(e2e.comparison, None, PerformancePolicy(margin=settings.margin))
         result["passed"] = verdict.passed

@@ -77,6 +77,7 @@ class RemoteRunner:
         self._calibrate_model = False  # no kernel to calibrate on: the original model's timed forward
         self.calibration = Calibration()
         self.built: set[str] = set()
+        self.host_ms: dict[bool, float] = {}  # the host's time of a forward in a loop, by recorded: the last read
 
     # -- process life -----------------------------------------------------------------------
 
@@ -264,6 +265,7 @@ class RemoteRunner:
         cold (:func:`~kernelopt.measure.split_timer.read_host`). The wall time the judge checks a reading
         against is the timed call's alone, as before."""
         host = float(call("host_model", recorded)["host_ms"])
+        self.host_ms[recorded] = host  # shown beside the readings: whether a comparison was the host's
 
         def reading() -> dict[str, Any]:
             reply = dict(call("time_model", True, recorded, False))

@@ -135,6 +135,11 @@ class RestitchedModel:
             baseline_remote=True,
         )
 
+    def host_times(self, recorded: bool = False) -> dict[str, float | None]:
+        """The host's time of a forward in a loop (ms) each side's last end-to-end timing read beside its
+        device times: where it is the longer, that side's readings are its host's, not its kernels'."""
+        return {"baseline": self.reference.host_ms.get(recorded), "candidate": self.runner.host_ms.get(recorded)}
+
     def graphs_gain(self, trials: int) -> SplitComparison:
         """The compiled model's forward against its own CUDA-graph replays, interleaved in the
         reference process: how much of the compiled forward's time is launch overhead that a
