@@ -758,5 +758,9 @@ def test_parameters_already_as_the_kernel_reads_them_are_handed_over_as_they_are
     assert group_norm_op._flat(None, torch.float32) is None and group_norm_op._cast(None, torch.float32) is None
     flat = group_norm_op._flat(w.reshape(1, 8, 1, 1), torch.bfloat16)
     assert flat is not None and flat.shape == (8,) and flat.dtype == torch.bfloat16
+    view = group_norm_op._flat(w.reshape(1, 8, 1, 1), torch.float32)  # as Inductor hands it over: a view of w
+    assert view is not None and view.shape == (8,) and view.data_ptr() == w.data_ptr()
+    strided = group_norm_op._flat(torch.randn(16)[::2], torch.float32)  # one with gaps: made contiguous
+    assert strided is not None and strided.is_contiguous() and strided.shape == (8,)
     cast = group_norm_op._cast(scale, torch.bfloat16)
     assert cast is not None and cast.dtype == torch.bfloat16

@@ -442,9 +442,10 @@ def _flat(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     """A weight or bias (``C`` elements, flat or broadcast by channel as ``1, C, 1, 1``) as the kernel reads
     it: flat and contiguous in ``dtype``, a copy only where it is not already (and no call of torch's where
     it is: each is host time at every call)."""
-    if t is None or (t.dtype == dtype and t.dim() == 1 and t.is_contiguous()):
-        return t
-    return t.reshape(-1).to(dtype).contiguous()
+    if t is None:
+        return None
+    flat = t if t.dim() == 1 else t.reshape(-1)  # Inductor hands them over as 1, C, 1, 1 views
+    return flat if flat.dtype == dtype and flat.is_contiguous() else flat.to(dtype).contiguous()
 
 
 def _cast(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
