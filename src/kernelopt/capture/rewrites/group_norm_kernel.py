@@ -757,7 +757,7 @@ class Library(BuiltLibrary):
     def shape(self, x: torch.Tensor, y: torch.Tensor, epilogue: Epilogue, groups: int, clusters: int,
               form: str = "held", in_flight: int = 0, query: bool = False) -> LaunchShape:  # fmt: skip
         """The launch's :class:`LaunchShape`, once its arguments are checked (one line naming what is wrong
-        else); ``query``: for :meth:`active_clusters`, no output."""
+        else); ``query``: no output to check (:meth:`active_clusters`'s, and a plan's, made before its output)."""
         if form not in FORMS:
             raise ValueError(f"{self.op}: form {form!r}; pass one of {', '.join(FORMS)}")
         channels_last = not x.is_contiguous()

@@ -423,7 +423,7 @@ def plan(
         _flat(weight, dtype), _flat(bias, dtype), _cast(scale, dtype), _cast(shift, dtype), float(scale_offset),
         False, _flat(input_bias, dtype),
     )  # fmt: skip
-    shape = library.shape(x, x.new_empty(0), epilogue, groups, blocks, form, in_flight, query=True)
+    shape = library.shape(x, x, epilogue, groups, blocks, form, in_flight, query=True)  # (no output: a query's)
     return Plan(None, copy, clone, add_bias, dtype, library, shape)
 
 
