@@ -332,6 +332,10 @@ class GraphRestitched(FakeRestitched):
         self.calls.append(f"end_to_end recorded={recorded} trials={trials}")
         return _split(self.replayed if recorded else self.plain)
 
+    def host_times(self, recorded=False):
+        """Each side's looped host time the last end-to-end timing read (replays' shorter)."""
+        return {"baseline": 0.01 if recorded else 0.1, "candidate": 0.02 if recorded else 0.2}
+
     def installed(self, graphs) -> dict:
         """What the candidate's process says of the swaps it installed (RunnerModel.set_swaps)."""
         return {"swaps": 0, "graphs": len(graphs), "fallbacks": list(self.fallbacks) if graphs else []}
@@ -423,6 +427,7 @@ def test_a_graph_candidate_of_a_launch_bound_model_is_judged_as_replays(monkeypa
     fake = GraphRestitched(gain=3.0, replayed=1.10)
     result = _graph_candidate(monkeypatch, fake)
     assert result["passed"] and result["end_to_end"]["replayed"] and result["replayed_reason"] is None
+    assert result["end_to_end"]["host_ms"] == {"baseline": 0.01, "candidate": 0.02}  # the replays' host times
     assert "model_gate" in fake.calls and any(c.startswith("end_to_end recorded=True") for c in fake.calls)
     assert fake.calls[-1] == "swaps []"  # nothing left installed
     wrong = GraphRestitched(gain=3.0, replayed_model=False)
@@ -436,6 +441,7 @@ def test_a_graph_candidate_is_judged_plain_where_graphs_do_not_pay_or_are_off(mo
     fake = GraphRestitched(gain=1.0, replayed=1.10)
     result = _graph_candidate(monkeypatch, fake)
     assert not result["end_to_end"]["replayed"] and any(c.startswith("end_to_end recorded=False") for c in fake.calls)
+    assert result["end_to_end"]["host_ms"] == {"baseline": 0.1, "candidate": 0.2}  # the plain forwards'
     assert "CUDA graphs do not pay" in result["replayed_reason"] and "reference dropped" in fake.calls
     assert not result["passed"]  # the plain forward: 1.0x
     off = GraphRestitched(gain=3.0)
