@@ -118,8 +118,20 @@ struct Epilogue {
     if (shift != nullptr) b += as_float<P>(shift[n * shift_n + ch * shift_c]);
     a *= rstd;
   }
-  __device__ __forceinline__ float act(float h) const { return silu ? h / (1.0f + __expf(-h)) : h; }
+  // (a fast division: a full-precision one is a dozen instructions an element, in a pass that must not
+  // be bound by its instructions)
+  __device__ __forceinline__ float act(float h) const { return silu ? __fdividef(h, 1.0f + __expf(-h)) : h; }
 };
+
+// a / b for 0 <= a < 2^24 (exact in float) and b > 0, by the float reciprocal inv_b = 1 / b, off by one
+// at most before the correction: an integer division by a number known only at run time is tens of
+// instructions, and the kernels' passes would pay one at every pack (a column's channel, a pack's pixel)
+__device__ __forceinline__ int quotient(int a, int b, float inv_b) {
+  int q = __float2int_rz((float)a * inv_b);
+  if (q * b > a) --q;
+  else if ((q + 1) * b <= a) ++q;
+  return q;
+}
 
 // A group's mean and rstd from each block's count n, sum s and sum of squared deviations from its own
 // mean q (Chan's parallel variance): each block pushes its three into every block's parts (thread r writes
@@ -239,6 +251,19 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
   const int64_t channel0 = (row % groups) * channels_per_group;
   const int64_t sample = row / groups;
   auto scale_shift = [&](int c, float& a, float& b) { e.coefficients(sample, channel0 + c, rstd, a, b); };
+  // a thread's packs run through the channels in order: each channel's coefficients computed once a thread
+  // (four loads and their arithmetic, not at every pack)
+  int cached = -1;
+  float cached_a = 0.0f, cached_b = 0.0f;
+  auto coefficients_of = [&](int c, float& a, float& b) {
+    if (c != cached) {
+      scale_shift(c, cached_a, cached_b);
+      cached = c;
+    }
+    a = cached_a;
+    b = cached_b;
+  };
+  const float inv_hw = 1.0f / (float)hw;
   auto out_of = [&](float v, float a, float b) { return from_float<T>(e.act((v - mean) * a + b)); };
   // columns of a group fit an int (the op's widest group is 532352 elements): 32-bit division by hw
   const int first = (int)start;
@@ -255,10 +280,10 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
   // input with a storage offset is not); hw >= VEC (the caller's check), so a pack spans at most two channels
   // the pack of VEC values t starting at column col of the group, normalised into out
   auto pack_out = [&](const Pack<float, VEC> t, int col, T* out, bool aligned) {
-    const int c = col / hw;
+    const int c = quotient(col, hw, inv_hw);
     const int next = (c + 1) * hw - col;  // elements of the pack in channel c
     float a0, b0, a1 = 0.0f, b1 = 0.0f;
-    scale_shift(c, a0, b0);
+    coefficients_of(c, a0, b0);
     if (next < VEC) scale_shift(c + 1, a1, b1);
     Pack<T, VEC> o;
     #pragma unroll
@@ -329,6 +354,7 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   const int packs = pixels * ppp;
   const int mask = (ppp & (ppp - 1)) ? 0 : min(8, ppp) - 1;
   const int shift = max(0, 4 - __ffs(ppp));  // log2(8 / ppp) where ppp < 8
+  const float inv_ppp = 1.0f / (float)ppp, inv_pixels = 1.0f / (float)max(pixels, 1);
   Pack<T, VEC>* buf = reinterpret_cast<Pack<T, VEC>*>(smem_raw);
   float* coef = reinterpret_cast<float*>(smem_raw + (size_t)chunk * cpg * sizeof(T));  // a, b by channel
   float* in_bias = coef + 2 * cpg;  // the input's bias by channel (16-byte aligned: cpg is whole packs)
@@ -340,7 +366,7 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
     for (int j = j0; j < j1; ++j) {
       const int i = j * THREADS + threadIdx.x;
       if (i < packs) {
-        const int p = i / ppp, k = i - p * ppp;
+        const int p = quotient(i, ppp, inv_ppp), k = i - p * ppp;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(buf + slot_of(p, k, ppp, shift, mask))),
                      "l"(src + (int64_t)p * channels + k * VEC) : "memory");
       }
@@ -374,7 +400,7 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
     for (int j = j0; j < j1; ++j) {
       const int i = j * THREADS + threadIdx.x;
       if (i < packs) {
-        const int p = i / ppp, k = i - p * ppp;
+        const int p = quotient(i, ppp, inv_ppp), k = i - p * ppp;
         const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
         #pragma unroll
         for (int t = 0; t < VEC; ++t) s += as_float<T>(v.v[t]);
@@ -391,7 +417,7 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   // pass 2, over shared memory: the squared deviations from the part's own mean
   float q = 0.0f;
   for (int i = threadIdx.x; i < packs; i += THREADS) {
-    const int p = i / ppp, k = i - p * ppp;
+    const int p = quotient(i, ppp, inv_ppp), k = i - p * ppp;
     const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
     float b[VEC];
     bias_of(k, b);
@@ -407,7 +433,7 @@ __global__ void __launch_bounds__(THREADS, 3) group_norm_channels_last(
   // the output, transposed: task t is pack k = t / pixels of pixel p = t % pixels
   T* dst = y + (sample * channels + (int64_t)group * cpg) * hw + p0;
   for (int t = threadIdx.x; t < packs; t += THREADS) {
-    const int k = t / pixels, p = t - k * pixels;
+    const int k = quotient(t, pixels, inv_pixels), p = t - k * pixels;
     const Pack<T, VEC> v = buf[slot_of(p, k, ppp, shift, mask)];
     float b[VEC];
     bias_of(k, b);
@@ -498,6 +524,7 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_reread(
     for (int c = threadIdx.x; c < channels_per_group; c += THREADS)
       e.coefficients(row / groups, channel0 + c, rstd, coef[2 * c], coef[2 * c + 1]);
     __syncthreads();
+    const float inv_hw = 1.0f / (float)hw;
     // pass 2, from L2: the output (hw >= VEC, the host's check: a pack spans at most two channels)
     for (int base = threadIdx.x; base < packs; base += UNROLL * THREADS) {
       Pack<T, VEC> v[UNROLL];
@@ -510,7 +537,7 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_reread(
         const int i = base + u * THREADS;
         if (i < packs) {
           const int col = (int)start + i * VEC;
-          const int c = col / hw;
+          const int c = quotient(col, hw, inv_hw);
           const int next = (c + 1) * hw - col;  // elements of the pack in channel c
           const float a0 = coef[2 * c], b0 = coef[2 * c + 1];
           const float a1 = next < VEC ? coef[2 * c + 2] : 0.0f, b1 = next < VEC ? coef[2 * c + 3] : 0.0f;
@@ -624,11 +651,12 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_stream(
       e.coefficients(row / groups, channel0 + c, rstd, coef[2 * c], coef[2 * c + 1]);
     __syncthreads();
     // the output (hw >= VEC, the host's check: a pack spans at most two channels)
+    const float inv_hw = 1.0f / (float)hw;
     Pack<T, VEC>* dst = reinterpret_cast<Pack<T, VEC>*>(y + row * cols + start);
     for (int i = threadIdx.x; i < packs; i += THREADS) {
       const Pack<T, VEC> v = part[i];
       const int col = (int)start + i * VEC;
-      const int c = col / hw;
+      const int c = quotient(col, hw, inv_hw);
       const int next = (c + 1) * hw - col;  // elements of the pack in channel c
       const float a0 = coef[2 * c], b0 = coef[2 * c + 1];
       const float a1 = next < VEC ? coef[2 * c + 2] : 0.0f, b1 = next < VEC ? coef[2 * c + 3] : 0.0f;
