@@ -423,10 +423,6 @@ def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     reread = re.findall(r"group_norm_reread\S*?EEv.*?Used (\d+) registers", built.stderr, re.S)
     assert len(reread) == kinds, built.stderr
     assert all(int(registers) * group_norm_kernel.THREADS * 2 <= 65536 for registers in reread), built.stderr
-    # the stream form: two blocks an SM (two parts a block in shared memory)
-    stream = re.findall(r"group_norm_stream\S*?EEv.*?Used (\d+) registers", built.stderr, re.S)
-    assert len(stream) == kinds, built.stderr
-    assert all(int(registers) * group_norm_kernel.THREADS * 2 <= 65536 for registers in stream), built.stderr
     assert re.search(r"[1-9]\d* bytes spill stores", built.stderr) is None, built.stderr
 
 
@@ -473,23 +469,20 @@ def test_the_channels_last_kernel_takes_whole_packs_a_pixel_and_groups_a_cluster
 
 
 def test_a_form_is_asked_by_name_and_an_unknown_one_is_refused_in_one_line() -> None:
-    """The op and the C entry name the kernel's form ("held", "wide", "reread", "stream"; the C entry by its index in
+    """The op and the C entry name the kernel's form ("held", "wide", "reread"; the C entry by its index in
     ``FORMS``, which the source's switch is written from), not a register count that also meant a form."""
     x, w, b = _values((2, 8, 16, 16), torch.float32)
     for form in ("", *group_norm_kernel.FORMS):  # on CPU every form is torch's group norm
         torch.testing.assert_close(OP(x, w, b, 4, EPS, form=form), F.group_norm(x, 4, w, b, EPS))
-    with pytest.raises(ValueError, match="form 'regs'; pass one of held, wide, reread, stream, or '' for the op's own"):
+    with pytest.raises(ValueError, match="form 'regs'; pass one of held, wide, reread, or '' for the op's own"):
         OP(x, w, b, 4, EPS, form="regs")
     library = group_norm_kernel.Library.__new__(group_norm_kernel.Library)  # no build: refused before the launch
-    with pytest.raises(ValueError, match="form 'auto'; pass one of held, wide, reread, stream"):
+    with pytest.raises(ValueError, match="form 'auto'; pass one of held, wide, reread"):
         library.run(x, torch.empty_like(x), group_norm_kernel.Epilogue(), 4, 2, EPS, "auto")
     source = group_norm_kernel.source_for(torch.float32)
     assert "__FORM_" not in source
     for index, form in enumerate(group_norm_kernel.FORMS):
-        launch = {
-            "held": "launch<P, 0>", "wide": f"launch<P, {group_norm_kernel.REGS_WIDE}>", "reread": "launch_reread<P>",
-            "stream": "launch_stream<P>",
-        }[form]  # fmt: skip
+        launch = {"held": "launch<P, 0>", "wide": f"launch<P, {group_norm_kernel.REGS_WIDE}>"}.get(form, "launch_reread<P>")
         assert re.search(rf"case {index}:\s*return {re.escape(launch)}\(", source), form
 
 
@@ -667,9 +660,7 @@ def planned_on_cpu(monkeypatch):
     monkeypatch.setattr(row_softmax_op, "capability", lambda device: (9, 0))
     monkeypatch.setattr(group_norm_op, "l2_and_sms", lambda device: (50 * 2**20, 132))
     # asked of an input as the launch has it: the reread form's on a 16-byte boundary (else CUDA's error)
-    monkeypatch.setattr(
-        group_norm_op, "_resident", lambda x, groups, blocks, form="reread": 14 if x.data_ptr() % 16 == 0 else 1 / 0
-    )
+    monkeypatch.setattr(group_norm_op, "_resident", lambda x, groups, blocks: 14 if x.data_ptr() % 16 == 0 else 1 / 0)
     monkeypatch.setattr(group_norm_op, "_PLANS", {})
     library = group_norm_kernel.Library.__new__(group_norm_kernel.Library)
     launches: list[tuple] = []
@@ -746,34 +737,6 @@ def test_what_a_signature_does_not_decide_is_asked_at_every_call(planned_on_cpu)
     assert (plan_aligned.clone, plan_off.clone) == (False, True)
     assert launches[-1][0].data_ptr() % 16 == 0 and launches[-1][2].form == group_norm_kernel.FORMS.index("reread")
     assert launches[-1][2].in_flight == 1  # one group, whatever L2 holds
-
-
-def test_the_stream_form_loops_as_many_clusters_as_the_gpu_holds_over_the_groups(planned_on_cpu) -> None:
-    """The stream form holds two parts a block (this group's and the next's, which lands while this one is
-    written): asked by name, it runs the clusters the GPU holds at once (no more groups than there are),
-    reads whole 16-byte packs from a 16-byte boundary (an input off one is cloned, as the reread form's), and
-    a cluster size whose two parts a block do not fit is refused in one line."""
-    launches, plans = planned_on_cpu
-    x = torch.randn(2, 320, 8, 8, dtype=torch.bfloat16)  # level2/13's groups of 10 channels, 64 pixels each
-    w, b = torch.randn(320, dtype=torch.bfloat16), torch.randn(320, dtype=torch.bfloat16)
-    _call(x, w, b, groups=32, form="stream")
-    shape = launches[-1][2]
-    assert shape.form == group_norm_kernel.FORMS.index("stream") and shape.rows == 64 and shape.clusters == 1
-    assert shape.in_flight == 14  # what the GPU holds at once (the fixture's), fewer than the 64 groups
-    storage = torch.randn(x.numel() + 1, dtype=torch.bfloat16)
-    off = storage[1:].view(x.shape)  # 2 bytes past a 16-byte boundary
-    _call(off, w, b, groups=32, form="stream")
-    assert list(group_norm_op._PLANS.values())[-1].clone and launches[-1][0].data_ptr() % 16 == 0
-    few = torch.randn(1, 8, 8, 8)
-    _call(few, None, None, groups=4, form="stream")
-    assert launches[-1][2].in_flight == 4  # four groups: four clusters
-    assert len(plans) == 3
-    assert group_norm_op.stream_fits(40960, 10, 2, 2)  # level2/13: 2 x 40 KB a block
-    assert group_norm_op.stream_fits(262144, 16, 4, 16) and not group_norm_op.stream_fits(262144, 16, 4, 8)
-    assert not group_norm_op.stream_fits(40962, 10, 2, 2)  # not whole 16-byte packs
-    wide = torch.randn(1, 16, 128, 128)  # one 1 MB group: two parts a block fit 16 blocks, not 8
-    with pytest.raises(ValueError, match="8 blocks a cluster in the stream form cannot take groups of 262144"):
-        group_norm_op.planned(wide, None, None, 1, EPS, None, None, 0.0, False, None, 8, "stream", 0)
 
 
 def test_the_plans_kept_are_bounded(planned_on_cpu, monkeypatch) -> None:

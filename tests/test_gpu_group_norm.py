@@ -291,54 +291,6 @@ def test_the_reread_form_refuses_a_cluster_size_in_one_line_before_asking_the_gp
             torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters=clusters, form="reread")
 
 
-STREAM = {"form": "stream"}
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize(
-    ("shape", "groups", "form"),
-    [
-        ((4, 32, 64, 64), 8, STREAM),  # groups of 16384, 32 of them: the clusters the GPU holds, each one or none
-        ((3, 12, 4, 307), 3, {"clusters": 4, **STREAM}),  # 1228 elements a channel: 16-bit packs straddle channels
-        ((3, 12, 4, 307), 3, {"clusters": 2, "in_flight": 2, **STREAM}),  # 2 clusters loop over 9 groups
-        ((3, 12, 4, 307), 3, {"clusters": 1, "in_flight": 1, **STREAM}),  # one block, every group in turn
-    ],
-)
-def test_the_stream_form_computes_the_group_norm_of_every_group(hopper_gpu, dtype, shape, groups, form) -> None:
-    """Clusters that loop over the groups, each block's next part landing in its second buffer while this
-    one is written: every group's output, whether a cluster takes one group or each of them in turn (each
-    buffer and its barriers reused with the phase flipped, the statistics' exchange reused group after
-    group)."""
-    x, w, b = _inputs(shape, dtype)
-    before = Counter(row_softmax_op.FALLBACKS)
-    kernels = _kernels_of(lambda: torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, **form))
-    assert len(kernels) == 1 and "group_norm_stream" in kernels[0], kernels
-    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, **form)
-    assert not row_softmax_op.fallbacks_since(before)
-    assert got.dtype == dtype and got.is_contiguous()
-    _close(got, x, groups, w, b)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_stream_form_computes_the_epilogue_of_an_input_off_a_16_byte_boundary(hopper_gpu, dtype) -> None:
-    """level2/13's epilogue (scale and shift by sample and channel from one linear output, a SiLU) in the
-    stream form, of an input 2 or 4 bytes off a 16-byte boundary (cloned first), two clusters looping."""
-    shape, groups = (4, 16, 32, 40), 4
-    flat = torch.randn(1 + 4 * 16 * 32 * 40, device="cuda").to(dtype)
-    x = flat[1:].view(shape)
-    _, w, b = _inputs(shape, dtype)
-    g = torch.Generator(device="cuda").manual_seed(1)
-    linear = (torch.randn(4, 32, device="cuda", generator=g) * 0.5).to(dtype)
-    scale, shift = (t[:, :, None, None] for t in linear.chunk(2, dim=1))
-    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, scale, shift, 1.0, True, None, 2, "stream", 2)
-    exact = F.silu(
-        F.group_norm(x.double(), groups, w.double(), b.double(), EPS) * (1 + scale.double()) + shift.double()
-    )
-    eager = F.silu(F.group_norm(x, groups, w, b, EPS) * (1 + scale) + shift)
-    ours, theirs = ((t.double() - exact).abs().max().item() for t in (got, eager))
-    assert ours <= 2 * theirs + torch.finfo(dtype).eps * exact.abs().max().item(), (ours, theirs)
-
-
 def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) -> None:
     """Chan's combination of the blocks' deviations, not a sum of squares less a squared mean: a group at
     1000 +- 0.01 keeps its spread, and a constant group comes out as the bias."""

@@ -2,8 +2,7 @@
 against the stock compile of ``F.group_norm``, at the suite's group norms' shapes and at every cluster size
 that holds their groups, each part in shared memory alone ("held") or (clusters of 8 and 16) partly in
 registers ("wide"), or each part read twice, the second time from L2 ("reread": 4, 8 and 16 blocks a group,
-``in_flight`` clusters at once, 0 the op's rule), or held two parts a block by as many clusters as the GPU
-holds at once, looping over the groups ("stream"); level2/09's also channels-last (the channels-last kernel, against the stock compile of the same
+``in_flight`` clusters at once, 0 the op's rule); level2/09's also channels-last (the channels-last kernel, against the stock compile of the same
 channels-last input).
 
     PYTHONPATH=src python3 scripts/device/group_norm_op_probe.py [--mode max-autotune-no-cudagraphs] [--cases ...]
@@ -90,14 +89,11 @@ def probe_case(
     forms = [(c, f, 0) for c, f in itertools.product(op.CLUSTER_SIZES, ("held", "wide"))]
     if not channels_last:  # the reread form: 4, 8 and 16 blocks a group, the op's clusters at once and others
         forms += [(c, "reread", f) for c in (4, 8, 16) for f in (0, 4, 8, 16, 32)]
-        forms += [(c, "stream", 0) for c in op.CLUSTER_SIZES]  # the clusters the GPU holds at once
     for clusters, form, in_flight in forms:
         if wanted_forms and form not in wanted_forms:
             continue
         if form == "reread":
             held = op.reread_takes(columns, x.element_size())
-        elif form == "stream":
-            held = op.stream_fits(columns, channels // groups, x.element_size(), clusters)
         elif channels_last:
             held = form == "held" and op.channels_last_part(hw, channels // groups, x.element_size(), clusters) <= (
                 kernel.PART_BYTES_LIMIT

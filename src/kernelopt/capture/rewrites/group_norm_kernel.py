@@ -56,7 +56,7 @@ REGS_WIDE = 8
 # part in shared memory), "wide" (REGS_WIDE packs a thread of it in registers) and "reread" (for groups
 # wider than a cluster holds: no part held, each read twice, the second time from L2, UNROLL 16-byte loads
 # a thread in flight). A channels-last input has one form, "held".
-FORMS = ("held", "wide", "reread", "stream")
+FORMS = ("held", "wide", "reread")
 UNROLL = 8
 MAX_CLUSTER = 16  # Hopper's non-portable cluster size
 PART_BYTES_LIMIT = 227 * 1024  # the shared memory a block may ask for on sm_90
@@ -554,122 +554,6 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_reread(
   }
 }
 
-// The held form, streamed: in_flight clusters (as many as the GPU holds at once) loop over the groups, and
-// each block holds two parts in shared memory, so that the next group's part lands (bulk copies) while this
-// one's is summed, exchanged and written. The one-shot held form waits for its part with nothing else to
-// do, then writes with nothing in flight: on the H100 it moved 1.89 TB/s at level2/13 inside the model,
-// where Inductor's output kernel moves 3.0 (benchmarks/h100-2026-12-07-host-time). The host launches it
-// only where rows and parts are whole 16-byte packs from 16-byte boundaries.
-template <typename T, typename P, int THREADS, int PIECES>
-__global__ void __launch_bounds__(THREADS, 2) group_norm_stream(
-    const T* __restrict__ x, T* __restrict__ y, const Epilogue<P> e, int64_t rows, int64_t cols, int64_t chunk,
-    int hw, int64_t channels_per_group, int64_t groups, float eps) {
-  constexpr int VEC = 16 / sizeof(T);
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ __align__(8) unsigned long long bars[2 * PIECES];  // buffer b's piece p: bars[b * PIECES + p]
-  __shared__ float scratch[32];
-  __shared__ float parts[3 * __MAX_CLUSTER__];
-  cg::cluster_group cluster = cg::this_cluster();
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // waited on in cluster_moments
-  const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
-  const int64_t in_flight = gridDim.x / blocks;
-  const int64_t start = min((int64_t)rank * chunk, cols);  // chunk: whole packs (the host's)
-  const int packs = (int)((min(start + chunk, cols) - start) / VEC);
-  const int per_piece = (packs + PIECES - 1) / PIECES;
-  Pack<T, VEC>* const buf0 = reinterpret_cast<Pack<T, VEC>*>(smem_raw);
-  Pack<T, VEC>* const buf1 = buf0 + chunk / VEC;
-  float* coef = reinterpret_cast<float*>(buf1 + chunk / VEC);  // a, b by channel of the group
-  if (threadIdx.x == 0) {
-    #pragma unroll
-    for (int p = 0; p < 2 * PIECES; ++p) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[p])));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  // thread 0: the part of group `row` into buffer b, piece p completing bars[b * PIECES + p]
-  auto fetch = [&](int64_t row, int b) {
-    const unsigned long long from = reinterpret_cast<unsigned long long>(x + row * cols + start);
-    const unsigned to = smem_addr(b ? buf1 : buf0);
-    for (int p = 0; p < PIECES; ++p) {
-      const unsigned first = (unsigned)min(p * per_piece, packs) * 16u;
-      const unsigned bytes = (unsigned)min((p + 1) * per_piece, packs) * 16u - first;
-      const unsigned barrier = smem_addr(&bars[b * PIECES + p]);
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
-      for (unsigned done = 0; done < bytes; done += 32768u) {
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-            ::"r"(to + first + done), "l"(from + first + done), "r"(min(32768u, bytes - done)), "r"(barrier)
-            : "memory");
-      }
-    }
-  };
-  int64_t row = blockIdx.x / blocks;
-  if (threadIdx.x == 0 && row < rows) fetch(row, 0);
-  for (int k = 0; row < rows; ++k, row += in_flight) {
-    const int b = k & 1;
-    const unsigned parity = (unsigned)(k >> 1) & 1u;  // buffer b's (k / 2)-th use
-    if (threadIdx.x == 0 && row + in_flight < rows) {
-      // the other buffer was last read in the previous group's output pass, which the __syncthreads ending
-      // it ordered before this; the fence orders those reads before the asynchronous copy's writes
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      fetch(row + in_flight, b ^ 1);
-    }
-    const Pack<T, VEC>* part = b ? buf1 : buf0;
-    // pass 1, as the part lands: its sum
-    float s = 0.0f;
-    for (int p = 0; p < PIECES; ++p) {
-      const unsigned barrier = smem_addr(&bars[b * PIECES + p]);
-      asm volatile(
-          "{\n"
-          ".reg .pred ready;\n"
-          "WAIT_%=:\n"
-          "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
-          "@!ready bra WAIT_%=;\n"
-          "}\n" ::"r"(barrier), "r"(parity) : "memory");
-      for (int i = min(p * per_piece, packs) + threadIdx.x; i < min((p + 1) * per_piece, packs); i += THREADS) {
-        const Pack<T, VEC> v = part[i];
-        #pragma unroll
-        for (int j = 0; j < VEC; ++j) s += as_float<T>(v.v[j]);
-      }
-    }
-    const int n = packs * VEC;
-    s = block_sum<THREADS>(s, scratch);
-    const float local_mean = n > 0 ? s / (float)n : 0.0f;
-    // pass 2, over shared memory: the squared deviations from the part's own mean
-    float q = 0.0f;
-    for (int i = threadIdx.x; i < packs; i += THREADS) {
-      const Pack<T, VEC> v = part[i];
-      #pragma unroll
-      for (int j = 0; j < VEC; ++j) { const float d = as_float<T>(v.v[j]) - local_mean; q += d * d; }
-    }
-    q = block_sum<THREADS>(q, scratch);
-    float mean, rstd;
-    cluster_moments(cluster, parts, (float)n, s, q, (float)cols, eps, mean, rstd);
-    if (row + in_flight < rows)  // every block has read its parts: the next group's may be written
-      asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    const int64_t channel0 = (row % groups) * channels_per_group;
-    for (int c = threadIdx.x; c < channels_per_group; c += THREADS)
-      e.coefficients(row / groups, channel0 + c, rstd, coef[2 * c], coef[2 * c + 1]);
-    __syncthreads();
-    // the output (hw >= VEC, the host's check: a pack spans at most two channels)
-    const float inv_hw = 1.0f / (float)hw;
-    Pack<T, VEC>* dst = reinterpret_cast<Pack<T, VEC>*>(y + row * cols + start);
-    for (int i = threadIdx.x; i < packs; i += THREADS) {
-      const Pack<T, VEC> v = part[i];
-      const int col = (int)start + i * VEC;
-      const int c = quotient(col, hw, inv_hw);
-      const int next = (c + 1) * hw - col;  // elements of the pack in channel c
-      const float a0 = coef[2 * c], b0 = coef[2 * c + 1];
-      const float a1 = next < VEC ? coef[2 * c + 2] : 0.0f, b1 = next < VEC ? coef[2 * c + 3] : 0.0f;
-      Pack<T, VEC> o;
-      #pragma unroll
-      for (int j = 0; j < VEC; ++j)
-        o.v[j] = from_float<T>(e.act((as_float<T>(v.v[j]) - mean) * (j < next ? a0 : a1) + (j < next ? b0 : b1)));
-      store16<T>(reinterpret_cast<T*>(dst + i), o.v, true);
-    }
-    __syncthreads();  // this buffer and coef are the next groups'
-  }
-}
-
 constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory the kernel remembers
 
 // kernel's dynamic shared memory raised to smem and, for clusters past 8 blocks, Hopper's non-portable
@@ -753,24 +637,6 @@ static cudaError_t launch_reread(const void* x, void* y, const Epilogue<P>& e, i
 }
 
 template <typename P>
-static cudaError_t launch_stream(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t cols, int64_t hw,
-                                 int64_t channels_per_group, int64_t groups, int64_t clusters, int64_t in_flight,
-                                 float eps, cudaStream_t stream, int* active) {
-  constexpr int VEC = 16 / sizeof(__T__);
-  constexpr auto kernel = group_norm_stream<__T__, P, __THREADS__, __PIECES__>;
-  if (cols % VEC || reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16 || in_flight < 0)
-    return cudaErrorInvalidValue;
-  const int64_t chunk = ((cols + clusters - 1) / clusters + VEC - 1) / VEC * VEC;  // whole packs a block
-  const size_t smem = (size_t)(2 * chunk * sizeof(__T__) + 2 * channels_per_group * sizeof(float));
-  cudaError_t err = allow<kernel>(smem, clusters);
-  if (err != cudaSuccess) return err;
-  const ClusterLaunch config(in_flight > 0 ? min(in_flight, rows) : rows, clusters, __THREADS__, smem, stream);
-  if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &config.config);
-  return cudaLaunchKernelEx(&config.config, kernel, (const __T__*)x, (__T__*)y, e, rows, cols, chunk, (int)hw,
-                            channels_per_group, groups, eps);
-}
-
-template <typename P>
 static cudaError_t launch_form(const void* x, void* y, const void* const* params, const int64_t* strides,
                                float scale_offset, int silu, int64_t rows, int64_t cols, int64_t hw,
                                int64_t channels_per_group, int64_t groups, int64_t clusters, int form,
@@ -790,9 +656,6 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
                                       active);
     case __FORM_REREAD__:
       return launch_reread<P>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, in_flight, eps, stream,
-                              active);
-    case __FORM_STREAM__:
-      return launch_stream<P>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, in_flight, eps, stream,
                               active);
     default:
       return cudaErrorInvalidValue;
@@ -834,7 +697,6 @@ def source_for(dtype: torch.dtype) -> str:
         .replace("__FORM_HELD__", str(FORMS.index("held")))
         .replace("__FORM_WIDE__", str(FORMS.index("wide")))
         .replace("__FORM_REREAD__", str(FORMS.index("reread")))
-        .replace("__FORM_STREAM__", str(FORMS.index("stream")))
         .replace("__UNROLL__", str(UNROLL))
         .replace("__MAX_CLUSTER__", str(MAX_CLUSTER))
     )

@@ -79,16 +79,6 @@ def fits(columns: int, itemsize: int, blocks: int, wide: bool) -> bool:
     return -(-columns // blocks) * itemsize + 16 <= PART_BYTES_LIMIT
 
 
-def stream_fits(columns: int, per_group: int, itemsize: int, blocks: int) -> bool:
-    """Whether the stream form's ``blocks`` blocks a cluster hold groups of ``columns`` elements (whole
-    16-byte packs): two parts a block in shared memory (this group's and the next's) and each channel's
-    two coefficients."""
-    vec = 16 // itemsize
-    per_block = -(-columns // blocks)
-    part = -(-per_block // vec) * vec  # whole packs
-    return columns % vec == 0 and 2 * part * itemsize + 2 * per_group * 4 <= PART_BYTES_LIMIT
-
-
 def max_columns(itemsize: int) -> int:
     """The widest group the op holds in shared memory: 16 blocks' parts of :data:`PART_BYTES` (float32
     266176 elements)."""
@@ -120,12 +110,12 @@ def l2_and_sms(device: int | None) -> tuple[int, int]:
     return properties.L2_cache_size, properties.multi_processor_count
 
 
-def _resident(x: torch.Tensor, groups: int, blocks: int, form: str = "reread") -> int:
-    """A looping form's (reread, stream) clusters of ``blocks`` the GPU holds at once (asked when a
-    signature is planned): more in flight than that leaves the last to run alone after the others have
-    looped over their groups (reread: 16 of 14 resident on the H100 read 0.83x where 12 read 1.11x)."""
+def _resident(x: torch.Tensor, groups: int, blocks: int) -> int:
+    """The reread form's clusters of ``blocks`` the GPU holds at once (asked when a signature is planned):
+    more in flight than that leaves the last to run alone after the others have looped over their groups
+    (16 of 14 resident on the H100 read 0.83x where 12 read 1.11x)."""
     library = launcher(x.dtype, row_softmax_op.capability(x.device.index))
-    return max(1, library.active_clusters(x, groups, blocks, form))
+    return max(1, library.active_clusters(x, groups, blocks, "reread"))
 
 
 def unsupported_shape(shape: Sequence[int], itemsize: int, groups: int, part_bytes: int = PART_BYTES) -> str | None:
@@ -416,14 +406,6 @@ def plan(
                 ),
                 _resident(x, groups, blocks),
             )
-    elif contiguous and form == "stream":
-        blocks = clusters or cluster_blocks(per_group * hw, x.element_size())
-        held = blocks in CLUSTER_SIZES and stream_fits(per_group * hw, per_group, x.element_size(), blocks or 1)
-        clone = not copy and x.data_ptr() % 16 != 0  # (as the reread form's)
-        if clone:
-            x = x.clone()
-        if held and not in_flight:
-            in_flight = min(x.shape[0] * groups, _resident(x, groups, blocks or 1, "stream"))
     elif contiguous:
         form, blocks = form or "held", clusters or cluster_blocks(per_group * hw, x.element_size())
         held = blocks is not None and fits(per_group * hw, x.element_size(), blocks, form == "wide")
