@@ -1,0 +1,2 @@
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+python3 scripts/device/now_ncu.py && ncu --clock-control none -k regex:group_norm --launch-skip 1 --launch-count 3 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section SchedulerStats python3 scripts/device/now_ncu.py 2>&1 | grep -vE "^==PROF==|^\s*$|-----" | tee $OUT/ncu.txt | grep -E "group_norm_|Throughput|Duration|Stall|Warp Cycles|Occupancy|Active Warps|Eligible|Issued|Bandwidth|Hit Rate|Block Limit" | head -90
