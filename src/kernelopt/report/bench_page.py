@@ -16,7 +16,7 @@ from kernelopt.problem.loader import size_flags
 from kernelopt.report.bench_data import BenchData, ProblemBenchData
 from kernelopt.report.metrics import BASELINE_LABELS, BASELINES
 from kernelopt.report.page import card, chart, document, esc, table
-from kernelopt.report.scoreboard import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_seconds, fmt_share
+from kernelopt.report.scoreboard import fmt_ms, fmt_ratio, fmt_ratio_spread, fmt_seconds, fmt_share, shown_names
 
 
 def render_bench(data: ProblemBenchData, figures: Mapping[str, go.Figure]) -> str:
@@ -83,9 +83,7 @@ def _summary(data: ProblemBenchData) -> str:
                 card(
                     "timed with the host read cold",
                     str(len(cold)),
-                    "rows from before the judge read a forward's host time in a loop: "
-                    + ", ".join(cold[:8])
-                    + (f" and {len(cold) - 8} more" if len(cold) > 8 else ""),
+                    "rows from before the judge read a forward's host time in a loop: " + shown_names(cold),
                 )
             ]
             if (cold := s.get("cold_host_rows"))

@@ -42,6 +42,11 @@ def best_stock_target_line(summary: dict[str, Any]) -> str:
     return line + "."
 
 
+def shown_names(names: Sequence[str], limit: int = 8) -> str:
+    """Names in a line of prose: the first ``limit``, then how many more."""
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def coverage_line(summary: dict[str, Any]) -> str:
     """How much of the suite the numbers cover: '' where every problem ran or the suite's list was not
     recorded, else the problems run of the suite's and those not run yet (a partial bench's geomean
@@ -50,8 +55,7 @@ def coverage_line(summary: dict[str, Any]) -> str:
     if not missing:
         return ""
     total = summary["problems"] + len(missing)
-    shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-    return f"Run so far: {summary['problems']} of the suite's {total} problems; not yet run: {shown}."
+    return f"Run so far: {summary['problems']} of the suite's {total} problems; not yet run: {shown_names(missing)}."
 
 
 def cold_host_line(summary: dict[str, Any]) -> str:
@@ -60,10 +64,9 @@ def cold_host_line(summary: dict[str, Any]) -> str:
     cold = summary.get("cold_host_rows")
     if not cold:
         return ""
-    shown = ", ".join(cold[:8]) + (f" and {len(cold) - 8} more" if len(cold) > 8 else "")
     return (
         f"Timed before the judge read a forward's host time in a loop (fc965f3): {len(cold)} of the "
-        f"{summary['correct']} correct rows ({shown}). Their gate 4 and final end-to-end readings (*vs compile*) "
+        f"{summary['correct']} correct rows ({shown_names(cold)}). Their gate 4 and final end-to-end readings (*vs compile*) "
         "held one timed call's host time, read cold, so a short forward's candidate may have been refused on host "
         "time; their stock-mode columns were timed in one process and are not affected."
     )
