@@ -383,3 +383,12 @@ def test_raw_stream_reads_the_current_stream_handle_as_inductor_does() -> None:
         import torch._dynamo.device_interface as device_interface
 
         assert "_cuda_getCurrentRawStream" in inspect.getsource(device_interface)
+
+
+def test_cxx11_abi_is_torchs_build_flag() -> None:
+    """The group norm's C++ host path is built with torch's ABI flag: read where torch keeps it (an
+    AttributeError here says it moved)."""
+    abi = compat.cxx11_abi()
+    assert isinstance(abi, bool) and abi == bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+    if compat.torch_version() >= (2, 7):  # torch's wheels have used the C++11 ABI since 2.7
+        assert abi

@@ -11,7 +11,13 @@ import torch
 
 from kernelopt.capture import cuda_toolchain
 from kernelopt.capture.cuda_kernel import CudaBuildError
-from kernelopt.capture.rewrites import cuda_library, group_norm_kernel, row_softmax_kernel
+from kernelopt.capture.rewrites import (
+    cuda_library,
+    group_norm_host,
+    group_norm_kernel,
+    group_norm_op,
+    row_softmax_kernel,
+)
 
 NAME = "kernelopt.test_library"
 
@@ -102,6 +108,9 @@ def test_build_op_builds_every_dtype_pair_the_op_launches(builds, monkeypatch) -
     assert len(built) == len(row_softmax_kernel.PAIRS) == 5 and all(str(b) in result.output for b in built)
     group_norms = sorted(builds.glob("lib-*/kernelopt_group_norm.so"))  # and the group norm's, one a dtype
     assert len(group_norms) == 3 and all(str(b) in result.output for b in group_norms)
+    (host,) = builds.glob("lib-*/kernelopt_group_norm_host.so")  # its C++ host path, one for every GPU
+    assert str(host) in result.output and (host.parent / "source.cpp").is_file()
+    assert host == group_norm_host.library_path(group_norm_op.PLANS_KEPT)
     assert all(group_norm_kernel.prebuilt(d, (9, 0)) for d in group_norm_kernel.DTYPES)
     pairs = [(torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.float16, torch.float16)]
     assert all(row_softmax_kernel.prebuilt(i, o, (9, 0)) for i, o in pairs)

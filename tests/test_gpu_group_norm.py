@@ -302,6 +302,77 @@ def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) ->
     assert torch.allclose(got[1, :8], torch.full_like(got[1, :8], 0.25))
 
 
+def _host_cases(dtype):
+    """One call of each launch the C++ host path repeats, by name: the held form with the epilogue, the
+    channels-last kernel with its input's bias, the wide and reread forms, an input off a 16-byte boundary,
+    float32 parameters of a 16-bit input."""
+    x, w, b = _inputs((3, 12, 33, 35), dtype)
+    linear = torch.randn(3, 24, device="cuda", dtype=dtype)
+    scale, shift = (t[:, :, None, None] for t in linear.chunk(2, dim=1))
+    cl, cw, cb = _inputs((2, 64, 20, 30), dtype)
+    wide, _, _ = _inputs((2, 16, 256, 256), dtype)
+    base, _, _ = _inputs((4, 12, 33, 35), dtype)
+    return {
+        "held, epilogue": lambda: torch.ops.kernelopt.group_norm(x, w, b, 3, EPS, scale, shift, 1.0, True),
+        "channels-last, input bias": lambda: torch.ops.kernelopt.group_norm(
+            cl.to(memory_format=torch.channels_last), cw, cb, 8, EPS, input_bias=cb
+        ),
+        "wide": lambda: torch.ops.kernelopt.group_norm(wide, None, None, 2, EPS, clusters=16, form="wide"),
+        "reread": lambda: torch.ops.kernelopt.group_norm(wide, None, None, 1, EPS),
+        "storage offset": lambda: torch.ops.kernelopt.group_norm(base[1:], w, b, 3, EPS),
+        "float32 parameters": lambda: torch.ops.kernelopt.group_norm(x, w.float(), b.float(), 3, EPS),
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_host_path_repeats_each_planned_launch_from_cpp(hopper_gpu, dtype) -> None:
+    """The C++ kernel stands at the op's CUDA key once the op has run on the GPU: a signature's first call
+    goes through Python's path (planned, kept), its later calls are launched from C++ and give the same
+    bits as Python's launch; no call is computed by torch."""
+    assert group_norm_op.use_host() is None, "the C++ host path builds and registers here"
+    before = Counter(row_softmax_op.FALLBACKS)
+    for name, call in _host_cases(dtype).items():
+        kept, hits, misses = group_norm_op.host_counts() or (0, 0, 0)
+        first = call()
+        second, third = call(), call()
+        now = group_norm_op.host_counts()
+        assert now is not None and now[1] >= hits + 2 and now[2] <= misses + 1, (name, (kept, hits, misses), now)
+        assert torch.equal(first, second) and torch.equal(second, third), name
+    assert not row_softmax_op.fallbacks_since(before)
+
+
+def test_the_host_path_leaves_refusals_fallbacks_and_dropping_it_to_python(hopper_gpu) -> None:
+    """What the C++ kernel does not launch is Python's at every call: a bad call refused in one line, an
+    input autograd would differentiate refused, a dtype without a build computed by torch and counted each
+    time; dropped, Python's kernel stands again and launches the same bits."""
+    assert group_norm_op.use_host() is None
+    x, w, b = _inputs((2, 8, 64, 64), torch.float32)
+    planned = torch.ops.kernelopt.group_norm(x, w, b, 4, EPS)
+    torch.ops.kernelopt.group_norm(x, w, b, 4, EPS)  # planned and kept: the next calls are C++'s
+    for _ in range(2):
+        with pytest.raises(ValueError, match="scale of shape"):
+            torch.ops.kernelopt.group_norm(x, w, b, 4, EPS, torch.ones(2, 8, device="cuda"), None, 1.0)
+    leaf = x.clone().requires_grad_()
+    with pytest.raises(RuntimeError, match="has no backward"):
+        torch.ops.kernelopt.group_norm(leaf, w, b, 4, EPS)
+    before = Counter(row_softmax_op.FALLBACKS)
+    for _ in range(3):
+        torch.ops.kernelopt.group_norm(x.double(), w.double(), b.double(), 4, EPS)
+    assert row_softmax_op.fallbacks_since(before) == [
+        "3 call(s) computed by torch, not the kernel: kernelopt.group_norm: no build for torch.float64"
+    ]
+    hits = (group_norm_op.host_counts() or (0, 0, 0))[1]
+    group_norm_op.drop_host()
+    try:
+        for _ in range(2):  # Python's own launch, and it stays off until put back
+            assert torch.equal(torch.ops.kernelopt.group_norm(x, w, b, 4, EPS), planned)
+            assert group_norm_op.host_counts() is None
+    finally:
+        assert group_norm_op.use_host() is None
+    assert torch.equal(torch.ops.kernelopt.group_norm(x, w, b, 4, EPS), planned)
+    assert (group_norm_op.host_counts() or (0, 0, 0))[1] == hits + 1  # its plans kept while it was off
+
+
 @pytest.mark.parametrize(
     ("problem", "layouts"),
     [

@@ -15,8 +15,9 @@ line per subject, in µs a call:
 - ``host_busy``: the same behind a device lead of ``--lead-ms`` (a launch that waits on the device,
   such as one the driver cannot queue, shows as host time near the device's).
 
-Not yet run on a GPU (written in the thirty-second session for the next device call). Needs an sm_90 GPU
-and nvcc for the op.
+The op's subjects are read through its C++ host path (the kernel at its CUDA key, ``group_norm_host``),
+then again through Python's (``--python-host``: ``group_norm_op.drop_host``). Needs an sm_90 GPU and nvcc
+for the op.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
-from kernelopt.capture.rewrites import group_norm_op  # noqa: F401  (registers torch.ops.kernelopt.group_norm)
+from kernelopt.capture.rewrites import group_norm_op
 from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION
 from kernelopt.capture.rewrites.passes import compile_with_options
 from kernelopt.measure.clocks import LEAD_CYCLES, device_sleep
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--problem", default="level2/13_groupnorm_scale_shift_silu")
     parser.add_argument("--mode", default="max-autotune-no-cudagraphs")
     parser.add_argument("--lead-ms", type=float, default=5.0, help="the device's lead before the busy loop")
+    parser.add_argument("--python-host", action="store_true", help="also read the op's subjects through Python's path")
     args = parser.parse_args()
     path = Path("examples/problems") / f"{args.problem}.py"
     loaded = load_problem(path).module
@@ -67,6 +69,14 @@ def main() -> None:
         for name, fn in subjects.items():
             row = {"problem": args.problem, "subject": name, **_timings(fn, args.lead_ms)}
             print(json.dumps(row), flush=True)
+        print(json.dumps({"host_path": group_norm_op.use_host() or "C++", "counts": group_norm_op.host_counts()}))
+        if args.python_host:
+            group_norm_op.drop_host()
+            for name in ("variant", "op alone"):
+                if name in subjects:
+                    row = {"problem": args.problem, "subject": f"{name}, Python's host path"}
+                    print(json.dumps({**row, **_timings(subjects[name], args.lead_ms)}), flush=True)
+            group_norm_op.use_host()
 
 
 def _op_alone(model: torch.nn.Module, inputs: list[Any]) -> Any:

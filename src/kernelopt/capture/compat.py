@@ -303,6 +303,11 @@ def raw_stream(device: int) -> int:
     return int(torch._C._cuda_getCurrentRawStream(device))
 
 
+def cxx11_abi() -> bool:
+    """Whether torch was built with the C++11 ABI of libstdc++ (C++ built against its headers must match)."""
+    return bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+
+
 def reset_dynamo() -> None:
     torch._dynamo.reset()
 

@@ -387,13 +387,13 @@ def build_op(
         None, help="GPU architecture as MAJOR.MINOR (9.0: H100, H200); default: this machine's GPU's."
     ),
 ) -> None:
-    """Build kernelopt's row-softmax op (every dtype pair) and group-norm op (every dtype) into
-    KERNELOPT_CUDA_BUILD_DIR, for a machine without nvcc that runs a result using them (the
-    kernelopt.cluster_softmax, kernelopt.cluster_norm and kernelopt.cluster_group_norm options)."""
+    """Build kernelopt's row-softmax op (every dtype pair) and group-norm op (every dtype, and its C++ host
+    path for this torch) into KERNELOPT_CUDA_BUILD_DIR, for a machine without nvcc that runs a result using
+    them (the kernelopt.cluster_softmax, kernelopt.cluster_norm and kernelopt.cluster_group_norm options)."""
     import torch
 
     from kernelopt.capture.cuda_kernel import CudaBuildError, build_root
-    from kernelopt.capture.rewrites import group_norm_kernel, row_softmax_kernel
+    from kernelopt.capture.rewrites import group_norm_host, group_norm_kernel, group_norm_op, row_softmax_kernel
 
     if arch is None:
         if not torch.cuda.is_available():
@@ -411,6 +411,7 @@ def build_op(
     try:
         libraries = row_softmax_kernel.build_all(target)
         group_norms = group_norm_kernel.build_all(target)
+        host = group_norm_host.build(group_norm_op.PLANS_KEPT)
     except CudaBuildError as exc:
         raise KerneloptError(str(exc)) from None
     out.print(f"kernelopt.row_softmax for sm_{target[0]}{target[1]}, {len(libraries)} dtype pairs, in {build_root()}:")
@@ -419,6 +420,8 @@ def build_op(
     out.print(f"kernelopt.group_norm for sm_{target[0]}{target[1]}, {len(group_norms)} dtypes, in {build_root()}:")
     for library in group_norms:
         out.print(f"  {library}", markup=False, highlight=False)
+    out.print(f"kernelopt.group_norm's C++ host path for torch {torch.__version__}:")
+    out.print(f"  {host}", markup=False, highlight=False)
 
 
 @app.command("config")

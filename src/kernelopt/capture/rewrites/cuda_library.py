@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -40,9 +41,10 @@ def flags_for(arch: tuple[int, int]) -> list[str]:
     ]
 
 
-def library_path(source: str, name: str, arch: tuple[int, int]) -> Path:
-    """Where the build of ``source`` for ``arch`` lives (its folder keyed by source and flags)."""
-    key = source_key(f"{source}\n// {' '.join(flags_for(arch))}")
+def library_path(source: str, name: str, arch: tuple[int, int], flags: Sequence[str] | None = None) -> Path:
+    """Where the build of ``source`` for ``arch`` (or with ``flags``, where given) lives (its folder keyed by
+    source and flags)."""
+    key = source_key(f"{source}\n// {' '.join(flags_for(arch) if flags is None else flags)}")
     return build_root() / f"lib-{key}" / f"{name.replace('.', '_')}.so"
 
 
@@ -52,12 +54,16 @@ def build_library(source: str, name: str, arch: tuple[int, int]) -> ctypes.CDLL:
     return ctypes.CDLL(str(ensure_built(source, name, arch)))
 
 
-def ensure_built(source: str, name: str, arch: tuple[int, int]) -> Path:
+def ensure_built(
+    source: str, name: str, arch: tuple[int, int], flags: Sequence[str] | None = None, language: str = "cu"
+) -> Path:
     """Where the library ``source`` builds to for ``arch`` is, built now unless it is already there. A
     build already in place needs no nvcc: one made on a machine with the CUDA toolkit (``kernelopt
     build-op``) into the folder a machine without one reads (``KERNELOPT_CUDA_BUILD_DIR``) is loaded there
-    as it is (the library is moved into place whole, so one that exists is complete)."""
-    library = library_path(source, name, arch)
+    as it is (the library is moved into place whole, so one that exists is complete). ``flags``: nvcc's,
+    where not :func:`flags_for`'s; ``language``: the source file's suffix ("cpp": host C++ alone, compiled
+    by nvcc's host compiler with CUDA's headers)."""
+    library = library_path(source, name, arch, flags)
     if library.exists():
         return library
     unable = cuda_toolchain.nvcc_missing()
@@ -66,15 +72,15 @@ def ensure_built(source: str, name: str, arch: tuple[int, int]) -> Path:
     library.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(library.parent / "build.lock")):
         if not library.exists():
-            _compile(source, library, arch, name)
+            _compile(source, library, flags_for(arch) if flags is None else flags, name, f"source.{language}")
     return library
 
 
-def _compile(source: str, library: Path, arch: tuple[int, int], name: str) -> None:
+def _compile(source: str, library: Path, flags: Sequence[str], name: str, file: str) -> None:
     folder = library.parent
-    (folder / "source.cu").write_text(source)
+    (folder / file).write_text(source)
     partial = folder / f"partial-{os.getpid()}.so"
-    command = [cuda_toolchain.nvcc(), *flags_for(arch), "source.cu", "-o", partial.name]
+    command = [cuda_toolchain.nvcc(), *flags, file, "-o", partial.name]
     try:
         built = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:

@@ -774,6 +774,14 @@ class Library(BuiltLibrary):
         pointers = (ctypes.c_void_p * 5)(*(t.data_ptr() if t is not None else None for t in params))
         self._check(self._enter(x, y, pointers, shape, scale_offset, silu, eps, None))
 
+    def addresses(self) -> tuple[int, int]:
+        """The C entry point's and ``kopt_error_string``'s addresses, for the op's C++ host path
+        (:mod:`~kernelopt.capture.rewrites.group_norm_host`), which launches through them."""
+        return (
+            ctypes.cast(self._launch, ctypes.c_void_p).value or 0,
+            ctypes.cast(self._error, ctypes.c_void_p).value or 0,
+        )
+
     def active_clusters(self, x: torch.Tensor, groups: int, clusters: int, form: str = "held") -> int:
         """How many clusters of this shape for ``x`` the GPU holds at once (0: none fits)."""
         active = ctypes.c_int(0)

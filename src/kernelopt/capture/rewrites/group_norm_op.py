@@ -21,13 +21,15 @@ The kernel, its build and launch: :mod:`~kernelopt.capture.rewrites.group_norm_k
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from kernelopt.capture.rewrites import row_softmax_op
+from kernelopt.capture.cuda_kernel import CudaBuildError
+from kernelopt.capture.rewrites import group_norm_host, row_softmax_op
 from kernelopt.capture.rewrites.group_norm_kernel import (
     DTYPES,
     FORMS,
@@ -236,6 +238,7 @@ class Plan(NamedTuple):
     dtype: torch.dtype = torch.float32  # the parameters' (:func:`params_dtype`)
     library: Library | None = None
     shape: LaunchShape | None = None
+    host: bool = False  # a launch the C++ host path repeats: nothing made by torch before it (:func:`use_host`)
 
 
 PLANS_KEPT = 256  # signatures: a compiled graph's are a handful; past this many the plans start afresh
@@ -326,6 +329,10 @@ def planned(
         row_softmax_op.count_fallback(made.fallback, "kernelopt.group_norm")
         return reference(x, weight, bias, groups, eps, scale, shift, scale_offset, silu, input_bias)
     assert made.library is not None and made.shape is not None, "a plan that launches has its launch"
+    if _HOST is None and _HOST_UNUSED is None:
+        use_host()  # from the next call on (this one goes on in Python)
+    elif made.host and _HOST is not None:
+        _HOST.keep(made.library, made.shape)  # for the signature the C++ kernel handed over, if it did
     if made.copy:
         x = x.contiguous()
     elif made.clone:
@@ -424,7 +431,12 @@ def plan(
         False, _flat(input_bias, dtype),
     )  # fmt: skip
     shape = library.shape(x, x, epilogue, groups, blocks, form, in_flight, query=True)  # (no output: a query's)
-    return Plan(None, copy, clone, add_bias, dtype, library, shape)
+    host = (
+        not (copy or clone or add_bias)
+        and all(t is None or (t.dtype == dtype and t.is_contiguous()) for t in (weight, bias, input_bias))
+        and all(t is None or t.dtype == dtype for t in (scale, shift))
+    )  # each parameter handed over as it is (by _flat and _cast: itself, or a view of it)
+    return Plan(None, copy, clone, add_bias, dtype, library, shape, host)
 
 
 def params_dtype(x: torch.Tensor, params: Sequence[torch.Tensor | None]) -> torch.dtype:
@@ -471,14 +483,59 @@ def _group_norm_fake(
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
+_HOST: group_norm_host.Host | None = None  # the C++ host path, at the op's CUDA key (:func:`use_host`)
+_HOST_UNUSED: str | None = None  # why it is not, once asked
+HOST_DROPPED = "dropped by drop_host(); use_host() puts it back"
+
+
+def use_host() -> str | None:
+    """Put the op's C++ host path (:mod:`~kernelopt.capture.rewrites.group_norm_host`) at its CUDA key,
+    over the Python kernel, which then plans each signature once for it (built now unless built already:
+    seconds, once a machine). Asked by the op's first CUDA call in a process, which goes on in Python. Why
+    not, else None; said once, as the op's calls then pay Python's host path (a candidate it makes
+    host-bound is refused at gate 4)."""
+    global _HOST, _HOST_UNUSED
+    if _HOST is not None:
+        return None
+    if _HOST_UNUSED is None or _HOST_UNUSED is HOST_DROPPED:
+        try:
+            host = group_norm_host.load(PLANS_KEPT)
+        except (CudaBuildError, OSError) as exc:
+            _HOST_UNUSED = f"the C++ host path did not build or load: {exc}"
+        else:
+            _HOST_UNUSED = host.register()
+            _HOST = host if _HOST_UNUSED is None else None
+        if _HOST_UNUSED is not None:
+            warnings.warn(f"kernelopt.group_norm: each call goes through Python ({_HOST_UNUSED})", stacklevel=2)
+    return _HOST_UNUSED
+
+
+def drop_host() -> None:
+    """The C++ host path off the op's CUDA key, Python's kernel there again (for a probe that times both, or
+    a test) until :func:`use_host` puts it back."""
+    global _HOST, _HOST_UNUSED
+    if _HOST is not None:
+        _HOST.unregister()
+    _HOST, _HOST_UNUSED = None, HOST_DROPPED
+
+
+def host_counts() -> tuple[int, int, int] | None:
+    """The C++ host path's plans kept, calls it launched and calls it handed to Python's path; None where it
+    is not at the op's CUDA key."""
+    return None if _HOST is None else _HOST.counts()
+
+
 # registered on the dispatcher directly, as the row softmax's ops are (no custom_op wrappers)
 # flexible_layout: Inductor hands the op its input in the layout it gave it (a convolution's channels-last
 # output as it is, which the kernel reads in place: level2/09), not copied into the traced one; the output is
 # contiguous whatever the input's, in the fake as in the kernel, so that Inductor's check of its strides
 # holds (an output laid out as the input failed it on the H100)
-row_softmax_op.OPS_LIBRARY.define(
-    "group_norm" + torch.library.infer_schema(group_norm, mutates_args=()), tags=(torch.Tag.flexible_layout,)
-)
+# group_norm_planned: the same op by its Python path alone, which the C++ host path hands each signature it
+# has not planned (its CUDA kernel stands over group_norm's, :func:`use_host`)
+_SCHEMA = torch.library.infer_schema(group_norm, mutates_args=())
+row_softmax_op.OPS_LIBRARY.define("group_norm" + _SCHEMA, tags=(torch.Tag.flexible_layout,))
+row_softmax_op.OPS_LIBRARY.define("group_norm_planned" + _SCHEMA)
 for _key in ("CPU", "CUDA"):
     row_softmax_op.OPS_LIBRARY.impl("group_norm", group_norm, _key)
+row_softmax_op.OPS_LIBRARY.impl("group_norm_planned", group_norm, "CUDA")
 torch.library.register_fake("kernelopt::group_norm", _group_norm_fake, lib=row_softmax_op.OPS_LIBRARY)
