@@ -15,7 +15,10 @@ which reads each group a second time from L2 rather than memory. CPU tensors, GP
 groups no form takes are computed by torch (counted and said once, as the row softmax's fallbacks are: a gate refuses a
 candidate whose op fell back). ``clusters`` (0: the op's own choice) is for the probe that times each.
 
-The kernel, its build and launch: :mod:`~kernelopt.capture.rewrites.group_norm_kernel`.
+The kernel, its build and launch: :mod:`~kernelopt.capture.rewrites.group_norm_kernel`. What this module
+does at a call (its checks, its plan, the launch) is done once a signature of the arguments: the op's first
+CUDA call puts a C++ kernel over this module's at the op's CUDA key (:func:`use_host`,
+:mod:`~kernelopt.capture.rewrites.group_norm_host`), which repeats each planned launch without Python.
 """
 
 from __future__ import annotations
