@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from kernelopt.capture import compat
-from kernelopt.capture.rewrites import row_softmax_op
+from kernelopt.capture.rewrites import group_norm_op, row_softmax_op
 from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION
 from kernelopt.capture.rewrites.passes import compile_with_options
 from kernelopt.measure import compare
@@ -93,6 +93,8 @@ def probe(name: str, mode: str, layouts_tried: tuple[bool, ...], profiled: bool 
             host_us=_host_us(lambda v=variant: v(*inputs)),
             kernels=_kernels(lambda v=variant: v(*inputs)),  # whether the op read its input in place
             stock_kernels=_kernels(lambda: stock(*inputs)),
+            host_path=group_norm_op.use_host() or "C++",  # the op's: C++, or why Python
+            host_counts=group_norm_op.host_counts(),  # plans kept, calls launched from C++, calls handed to Python
         )
         print(json.dumps(row), flush=True)
         if profiled:
