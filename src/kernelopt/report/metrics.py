@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from kernelopt.measure.roofline import geometric_mean
-from kernelopt.measure.split_timer import HOST_READING
+from kernelopt.measure.timer import HOST_READING
 
 STATUSES = ("ok", "load_error", "compile_error", "run_error", "timeout", "crash")
 BASELINES = ("eager", "compile", "max_autotune", "best_stock")
@@ -520,7 +520,7 @@ def not_run(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome]) -> list[st
 
 def cold_host_rows(outcomes: Sequence[ProblemOutcome]) -> list[str]:
     """The correct rows timed before the judge read a forward's host time in a loop
-    (:data:`~kernelopt.measure.split_timer.HOST_READING`): their two-process readings of a forward (gate 4,
+    (:data:`~kernelopt.measure.timer.HOST_READING`): their two-process readings of a forward (gate 4,
     the final check's end to end) held one timed call's host time, read cold (on the H100 0.21-0.67 ms for a
     forward that costs its host 0.10 ms in a loop), so a short forward's row may read differently run again."""
     return [o.name for o in outcomes if o.passed and o.details.get("host_reading") != HOST_READING]
