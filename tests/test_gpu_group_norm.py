@@ -403,6 +403,8 @@ def test_the_suite_s_group_norms_compile_to_the_op_and_pass_the_gates(hopper_gpu
     gates = {v["gate"]: v for v in result["verdicts"]}
     hosts = (result.get("end_to_end") or {}).get("host_ms")  # each side's host time in a loop, ms
     print(problem, {g: (v["passed"], v["reason"][:160]) for g, v in gates.items()}, result.get("timings"), hosts)
+    op_hosts = (result.get("end_to_end") or {}).get("op_hosts") or {}
+    print(problem, "the op's host path in the candidate's process:", op_hosts.get("candidate"))
     made = GraphCandidate.from_dict(result["graph_candidate"]) if result.get("graph_candidate") else None
     assert made is None or made.call_source.count("torch.ops.kernelopt.group_norm.default(") == 1
     if made is not None:  # the SiLU after both, and level2/13's modulation, are the op's epilogue

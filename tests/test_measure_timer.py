@@ -539,7 +539,11 @@ def test_the_model_timed_by_a_worker_holds_its_host_launches(monkeypatch) -> Non
     assert asked["include_host"] is True
     runner.time_model(True, False, False)
     assert asked["include_host"] is False
-    assert runner.host_model() == {"host_ms": 0.25} and host_calls == [1]
+    from kernelopt.capture.rewrites import group_norm_op
+
+    # with the host time, the host path of each own op this process loaded (the group norm's: none called)
+    assert runner.host_model() == {"host_ms": 0.25, "op_hosts": {"kernelopt.group_norm": group_norm_op.host_state()}}
+    assert host_calls == [1] and group_norm_op.host_state().startswith("Python: ")
 
 
 @pytest.mark.parametrize(("device_ms", "expected"), [(0.2, 0.3), (0.5, 0.5)])
@@ -556,21 +560,24 @@ def test_the_judge_reads_a_forward_as_the_longer_of_its_device_time_and_a_looped
 
     def call(name: str, *args):
         calls.append((name, *args))
-        return {"host_ms": 0.3} if name == "host_model" else {"ms": device_ms, "lead_ms": 1.0}
+        host = {"host_ms": 0.3, "op_hosts": {"kernelopt.group_norm": "C++: 1 plan(s) kept"}}
+        return host if name == "host_model" else {"ms": device_ms, "lead_ms": 1.0}
 
     runner = RemoteRunner.__new__(RemoteRunner)
-    runner.host_ms = {}
+    runner.host_ms, runner.op_hosts = {}, {}
     reading = runner._model_reading(True, call)
     assert [reading()["ms"] for _ in range(3)] == [expected] * 3
     assert reading()["lead_ms"] == 1.0  # the calibration's lead, as the worker read it
     assert calls == [("host_model", True)] + [("time_model", True, True, False)] * 4  # the host asked once
     assert runner.host_ms == {True: 0.3}  # kept, to be shown beside gate 4's readings
+    assert runner.op_hosts == {True: {"kernelopt.group_norm": "C++: 1 plan(s) kept"}}  # and the path it took
 
     from kernelopt.evaluate.restitched import RestitchedModel
 
     restitched = RestitchedModel.__new__(RestitchedModel)
-    restitched.runner, restitched.reference = runner, type("R", (), {"host_ms": {True: 0.1}})()
+    restitched.runner, restitched.reference = runner, type("R", (), {"host_ms": {True: 0.1}, "op_hosts": {}})()
     assert restitched.host_times(True) == {"baseline": 0.1, "candidate": 0.3}
+    assert restitched.op_hosts(True) == {"baseline": {}, "candidate": {"kernelopt.group_norm": "C++: 1 plan(s) kept"}}
     assert restitched.host_times(False) == {"baseline": None, "candidate": None}
 
 

@@ -332,6 +332,9 @@ class GraphRestitched(FakeRestitched):
         self.calls.append(f"end_to_end recorded={recorded} trials={trials}")
         return _split(self.replayed if recorded else self.plain)
 
+    def op_hosts(self, recorded=False):
+        return {"baseline": {}, "candidate": {"kernelopt.group_norm": "C++: 1 plan(s) kept"}}
+
     def host_times(self, recorded=False):
         """Each side's looped host time the last end-to-end timing read (replays' shorter)."""
         return {"baseline": 0.01 if recorded else 0.1, "candidate": 0.02 if recorded else 0.2}
@@ -428,6 +431,7 @@ def test_a_graph_candidate_of_a_launch_bound_model_is_judged_as_replays(monkeypa
     result = _graph_candidate(monkeypatch, fake)
     assert result["passed"] and result["end_to_end"]["replayed"] and result["replayed_reason"] is None
     assert result["end_to_end"]["host_ms"] == {"baseline": 0.01, "candidate": 0.02}  # the replays' host times
+    assert result["end_to_end"]["op_hosts"]["candidate"] == {"kernelopt.group_norm": "C++: 1 plan(s) kept"}
     assert "model_gate" in fake.calls and any(c.startswith("end_to_end recorded=True") for c in fake.calls)
     assert fake.calls[-1] == "swaps []"  # nothing left installed
     wrong = GraphRestitched(gain=3.0, replayed_model=False)

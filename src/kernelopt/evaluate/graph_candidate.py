@@ -117,6 +117,7 @@ def evaluate_graph(
             "comparison": e2e.to_dict(),
             "replayed": replayed,
             "host_ms": restitched.host_times(replayed),
+            "op_hosts": restitched.op_hosts(replayed),
         }
         evidence = restitched.timing_evidence(e2e)
         verdict = evidence or judge_performance(e2e.comparison, None, PerformancePolicy(margin=settings.margin))

@@ -78,6 +78,7 @@ class RemoteRunner:
         self.calibration = Calibration()
         self.built: set[str] = set()
         self.host_ms: dict[bool, float] = {}  # the host's time of a forward in a loop, by recorded: the last read
+        self.op_hosts: dict[bool, dict[str, str]] = {}  # kernelopt's own ops' host paths there, read with it
 
     # -- process life -----------------------------------------------------------------------
 
@@ -264,8 +265,10 @@ class RemoteRunner:
         timed call is not it: read alone after the other side's process ran, it finds the host's caches
         cold (:func:`~kernelopt.measure.split_timer.read_host`). The wall time the judge checks a reading
         against is the timed call's alone, as before."""
-        host = float(call("host_model", recorded)["host_ms"])
+        asked = call("host_model", recorded)
+        host = float(asked["host_ms"])
         self.host_ms[recorded] = host  # shown beside the readings: whether a comparison was the host's
+        self.op_hosts[recorded] = dict(asked.get("op_hosts") or {})
 
         def reading() -> dict[str, Any]:
             reply = dict(call("time_model", True, recorded, False))

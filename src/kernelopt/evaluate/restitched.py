@@ -140,6 +140,13 @@ class RestitchedModel:
         device times: where it is the longer, that side's readings are its host's, not its kernels'."""
         return {"baseline": self.reference.host_ms.get(recorded), "candidate": self.runner.host_ms.get(recorded)}
 
+    def op_hosts(self, recorded: bool = False) -> dict[str, dict[str, str]]:
+        """Each side's own ops' host paths, read with its host time (:meth:`host_times`)."""
+        return {
+            "baseline": self.reference.op_hosts.get(recorded, {}),
+            "candidate": self.runner.op_hosts.get(recorded, {}),
+        }
+
     def graphs_gain(self, trials: int) -> SplitComparison:
         """The compiled model's forward against its own CUDA-graph replays, interleaved in the
         reference process: how much of the compiled forward's time is launch overhead that a

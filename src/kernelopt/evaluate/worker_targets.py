@@ -208,6 +208,7 @@ def verify_together(
         if verdict.passed:
             e2e = s.end_to_end(gates.trials)
             hosts = s.restitched.host_times()  # before vs eager reads the candidate's host time again
+            op_hosts = s.restitched.op_hosts()
             evidence = s.restitched.timing_evidence(e2e)
             if evidence is not None:
                 return FinalCheck(verdict, evidence=evidence).to_dict()
@@ -219,7 +220,9 @@ def verify_together(
             vs_eager = compare_split(
                 eager, s.runner.timed_model(), trials=max(10, gates.trials // 2), baseline_host=True
             )  # eager's forward with its host's part, as the worker reads kernelopt's
-            check.end_to_end = {**judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict(), "host_ms": hosts}
+            check.end_to_end = {
+                **judge_end_to_end(e2e.comparison), "comparison": e2e.to_dict(), "host_ms": hosts, "op_hosts": op_hosts,
+            }  # fmt: skip
             check.vs_eager = vs_eager.comparison.to_dict()
             if base_options is not None:
                 _time_against_base(s, base_options, gates.trials, check)

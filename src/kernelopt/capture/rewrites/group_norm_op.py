@@ -522,6 +522,15 @@ def drop_host() -> None:
     _HOST, _HOST_UNUSED = None, HOST_DROPPED
 
 
+def host_state() -> str:
+    """Which host path the op's calls take in this process, in words (for a judge's evidence: a candidate
+    whose calls went through Python pays its host path at every call)."""
+    if _HOST is not None:
+        kept, launched, handed = _HOST.counts()
+        return f"C++: {kept} plan(s) kept, {launched} call(s) launched from C++, {handed} handed to Python's path"
+    return f"Python: {_HOST_UNUSED}" if _HOST_UNUSED is not None else "Python: no CUDA call yet"
+
+
 def host_counts() -> tuple[int, int, int] | None:
     """The C++ host path's plans kept, calls it launched and calls it handed to Python's path; None where it
     is not at the op's CUDA key."""
