@@ -213,3 +213,28 @@ def test_the_source_compiles_against_this_torchs_headers(tmp_path: Path) -> None
         timeout=600,
     )
     assert built.returncode == 0, built.stderr[-3000:]
+
+
+def test_a_compile_that_hands_a_group_norm_to_the_op_builds_the_host_path_first(hopper, monkeypatch) -> None:
+    """The candidate processes that judge a graph share the compiling process's build folder: the compile
+    builds the C++ host path there (on a GPU machine), so that their first call loads it; a build that
+    fails does not stop the compile (the first call says why)."""
+    from test_cluster_group_norm import _decomposed
+
+    from kernelopt.capture.rewrites.cluster_group_norm import rewrite_for_cluster_group_norm
+
+    built: list[int] = []
+    monkeypatch.setattr(group_norm_op, "_HOST", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(group_norm_host, "build", lambda kept: built.append(kept))
+    assert rewrite_for_cluster_group_norm(_decomposed((2, 8, 64, 64), 4).graph) == 1
+    assert built == [group_norm_op.PLANS_KEPT]
+
+    def fails(kept: int):
+        raise CudaBuildError("kernelopt.group_norm_host does not compile: an error")
+
+    monkeypatch.setattr(group_norm_host, "build", fails)
+    assert rewrite_for_cluster_group_norm(_decomposed((2, 8, 64, 64), 4).graph) == 1
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU machine: nothing to build for
+    monkeypatch.setattr(group_norm_host, "build", lambda kept: pytest.fail("no build without a GPU"))
+    assert rewrite_for_cluster_group_norm(_decomposed((2, 8, 64, 64), 4).graph) == 1

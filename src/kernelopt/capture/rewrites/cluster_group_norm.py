@@ -305,6 +305,7 @@ def rewrite_for_cluster_group_norm(graph: torch.fx.Graph) -> int:
         if not takes_groups(value, found.groups):
             continue
         check_buildable(value.dtype, value.device)
+        group_norm_op.build_host()  # (once a machine: the candidate's process loads it)
         e = found.epilogue
         arguments = (
             found.x,

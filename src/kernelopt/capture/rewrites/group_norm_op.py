@@ -513,6 +513,19 @@ def use_host() -> str | None:
     return _HOST_UNUSED
 
 
+def build_host() -> None:
+    """Build the C++ host path now, where a compile hands a graph's group norm to the op on a GPU machine,
+    into this process's build folder, which the candidate processes judging the graph share: their first
+    call then loads it rather than building it (a build already there is found by its path). A build that
+    fails is said at the first call's :func:`use_host`, which tries again."""
+    if _HOST is not None or not torch.cuda.is_available():
+        return
+    try:
+        group_norm_host.build(PLANS_KEPT)
+    except (CudaBuildError, OSError):
+        return  # (said by the first call's use_host, with its reason)
+
+
 def drop_host() -> None:
     """The C++ host path off the op's CUDA key, Python's kernel there again (for a probe that times both, or
     a test) until :func:`use_host` puts it back."""
