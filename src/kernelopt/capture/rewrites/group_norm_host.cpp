@@ -211,8 +211,3 @@ extern "C" void kopt_gn_counts(int64_t* out) {
   out[1] = hits.load();
   out[2] = misses.load();
 }
-
-extern "C" void kopt_gn_forget() {
-  std::lock_guard<std::mutex> lock(plans_mutex);
-  plans.clear();
-}

@@ -115,10 +115,6 @@ class Host:
         self._library.kopt_gn_counts(out)
         return out[0], out[1], out[2]
 
-    def forget(self) -> None:
-        """Drop every plan kept (each signature goes to Python's path once more)."""
-        self._library.kopt_gn_forget()
-
 
 @functools.cache
 def load(plans_kept: int) -> Host:
