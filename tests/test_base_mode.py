@@ -144,7 +144,8 @@ def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch
     from kernelopt.workers import WorkerResult
 
     report = OptimizeReport("p", 1, "fake", 2.0, 0.8, 1.0, base_mode=MA, speedup_vs_compile=1.1, optimized_ms=0.72,
-                            final_compiled_ms=0.8, exported=str(tmp_path / "p.kopt.json"), final_reason="verified")
+                            final_compiled_ms=0.8, exported=str(tmp_path / "p.kopt.json"), final_reason="verified",
+                            op_hosts={"kernelopt.group_norm": "C++: 1 plan(s) kept"})
     monkeypatch.setattr(bench_problem, "optimize", optimizing(report))
     modes: list[str] = []
 
@@ -160,6 +161,7 @@ def test_a_bench_problem_built_on_another_mode_times_the_default_too(monkeypatch
     assert modes == ["default", MA]
     assert row["compile_speedup"] == 1.39 and row["base_mode"] == MA and row["compiled_ms"] == 1.0
     assert row["details"]["host_reading"] == "looped"  # how its forwards' host times were read
+    assert row["details"]["op_hosts"] == {"kernelopt.group_norm": "C++: 1 plan(s) kept"}  # and its own ops' paths
 
 
 def test_stock_modes_get_the_problem_by_its_resolved_path(monkeypatch, tmp_path) -> None:

@@ -939,6 +939,32 @@ def test_rows_timed_before_the_looped_host_reading_are_named(tmp_path: Path) -> 
     assert "timed with the host read cold" in page and "in a loop: old<" in page
 
 
+def test_rows_delivered_with_an_own_op_on_its_python_host_path_are_named(tmp_path: Path) -> None:
+    """A row whose delivered model called kernelopt's group norm through Python paid its host path at every
+    call (level2/13's forward on the H100: 177.5 us of host a call against stock's 107.7): the scoreboard
+    and the bench page name such rows, from the op host paths each row keeps."""
+    from dataclasses import replace
+
+    from kernelopt.report.scoreboard import markdown_report, python_host_line
+
+    why = "Python: the C++ host path did not build or load: nvcc not found"
+    slow = replace(_outcome("slow", 1.01), details={"op_hosts": {"kernelopt.group_norm": why}})
+    cpp = replace(_outcome("cpp", 1.2), details={"op_hosts": {"kernelopt.group_norm": "C++: 1 plan(s) kept"}})
+    plain, wrong = _outcome("plain", 1.1), replace(_outcome("wrong", 1.5, correct=False), details=slow.details)
+    summary = {**summarize([slow, cpp, plain, wrong]), "not_run": None}
+    assert summary["python_host_rows"] == ["slow"]  # correct rows only, and only a Python path
+    line = python_host_line(summary)
+    assert line.startswith("Delivered with one of kernelopt's own ops on its Python host path in the judged process: 1 row(s) (slow).")
+    assert line in markdown_report({}, [slow, cpp, plain, wrong], summary)
+    assert python_host_line({**summary, "python_host_rows": []}) == "" and python_host_line({}) == ""
+    from kernelopt.pipeline.bench_results import write_results
+    from kernelopt.report import write_bench_report
+
+    write_results(tmp_path, {"started": "t"}, [slow, cpp, plain, wrong])
+    page = html.unescape(write_bench_report(tmp_path / "results.json", tmp_path / "bench.html").read_text())
+    assert "own op through Python" in page and "Python host path: slow<" in page
+
+
 def test_a_bench_given_a_slot_of_time_ends_between_problems(tmp_path: Path) -> None:
     """Past --stop-after no problem starts (one cut short by the slot's end would lose its GPU time);
     the ones left are not outcomes, so --resume runs them."""

@@ -176,6 +176,15 @@ def test_the_variant_is_judged_end_to_end_and_a_wrong_call_sequence_fails_the_mo
         assert comparison["baseline"]["median_ms"] > 0 and comparison["candidate"]["median_ms"] > 0
         assert len(runner.calibration.overhead_ms) >= 10  # calibrated on the original model's forward
         assert honest["digest"] == candidate.digest()
+        assert honest["end_to_end"]["op_hosts"] == {"baseline": {}, "candidate": {}}  # no own op called here
+        # a refusal at gate 4 names the own ops its candidate's process ran through Python (a candidate that
+        # cannot be 10x faster is refused; the op host paths as the candidate's process would report them)
+        python = "Python: the C++ host path did not build or load: no nvcc"
+        restitched.op_hosts = lambda recorded=False: {"baseline": {}, "candidate": {"kernelopt.group_norm": python}}
+        refused = evaluate_graph(restitched, artifact.graphs[0].source_code, candidate, dataclasses.replace(SETTINGS, margin=9.0))
+        gate4 = next(v for v in refused["verdicts"] if v["gate"] == "performance")
+        assert not refused["passed"] and not gate4["passed"]
+        assert gate4["reason"].endswith(f"the candidate's own ops ran Python's host path: kernelopt.group_norm ({python})")
         result = evaluate_graph(restitched, artifact.graphs[0].source_code, wrong, SETTINGS)
         failed = next(v for v in result["verdicts"] if not v["passed"])
         assert failed["gate"] == "model" and not result["passed"], failed

@@ -108,7 +108,8 @@ class ScriptedWorker:
         if fn == "verify_together":
             cmp = {"speedup": 1.19, "speedup_q1": 1.18, "speedup_q3": 1.2, "baseline": {"median_ms": 0.8}, "candidate": {"median_ms": 0.672}}
             model = {"gate": "model", "passed": self.final_passes, "reason": "within 10x" if self.final_passes else "error 40x"}
-            answer = {"model": model, "end_to_end": {"comparison": cmp, "beyond_noise": True}, "vs_eager": {"speedup": 1.49}}
+            hosts = {"baseline": {}, "candidate": {"kernelopt.group_norm": "C++: 1 plan(s) kept"}}
+            answer = {"model": model, "end_to_end": {"comparison": cmp, "beyond_noise": True, "op_hosts": hosts}, "vs_eager": {"speedup": 1.49}}
             base_options = args[5] if len(args) > 5 else None
             self.base_options.append(base_options)
             self.together_settings.append(args[2])
@@ -205,6 +206,7 @@ def test_search_finds_the_faster_config_and_verifies_it(tmp_path) -> None:
     assert k.failures_by_gate.get("correctness", 0) >= 1  # the XBLOCK>=4 configs were caught
     assert 0 < k.evaluations <= 12
     assert report.final_reason.startswith("verified") and report.speedup_vs_compile == pytest.approx(1.19)
+    assert report.op_hosts == {"kernelopt.group_norm": "C++: 1 plan(s) kept"}  # the judged process's, kept
     assert k.best.address["sha256"] == SOFTMAX.sha256
     assert ("triton_poi_tiny_1", "0.5% of the time (< 1%): cannot buy more than that") in report.skipped
     assert report.evaluations_per_gpu_minute and report.evaluations == k.evaluations

@@ -52,3 +52,32 @@ def test_a_final_check_is_delivered_only_when_right_borne_out_and_faster(check, 
     assert again.faster is faster
     if reason is not None:
         assert reason in again.reason
+
+
+PY_HOSTS = {
+    "baseline": {},
+    "candidate": {"kernelopt.group_norm": "Python: the C++ host path did not build or load: nvcc not found"},
+}
+
+
+def test_a_refusal_names_the_own_ops_its_candidate_ran_through_python() -> None:
+    """A candidate whose own op paid Python's host path at every call (level2/13's first H100 call: 1.004x,
+    its path not recorded) says so in its refusal, at gate 4 and at the final check, and nowhere else."""
+    from kernelopt.evaluate.records import naming_host_path, through_python
+
+    assert through_python(PY_HOSTS) == [
+        "kernelopt.group_norm (Python: the C++ host path did not build or load: nvcc not found)"
+    ]
+    cpp = {"candidate": {"kernelopt.group_norm": "C++: 1 plan(s) kept, 22 call(s) launched from C++, 1 handed"}}
+    assert through_python(cpp) == [] and through_python(None) == [] and through_python({"baseline": {}}) == []
+    refused = Verdict("performance", False, "1.004x is within noise")
+    named = naming_host_path(refused, PY_HOSTS)
+    assert named.reason.startswith("1.004x is within noise; the candidate's own ops ran Python's host path: ")
+    assert "nvcc not found" in named.reason and not named.passed and named.gate == "performance"
+    assert naming_host_path(refused, cpp) is refused  # the C++ path is no reason to name
+    passed = Verdict("performance", True, "1.2x")
+    assert naming_host_path(passed, PY_HOSTS) is passed
+    slow = FinalCheck(Verdict("model", True, "ok"), {"comparison": _cmp(1.001), "beyond_noise": False, "op_hosts": PY_HOSTS})
+    assert slow.reason.startswith("no end-to-end speedup beyond noise; the candidate's own ops ran Python's host path")
+    fine = FinalCheck(Verdict("model", True, "ok"), {"comparison": _cmp(1.001), "beyond_noise": False, "op_hosts": cpp})
+    assert fine.reason == "no end-to-end speedup beyond noise"

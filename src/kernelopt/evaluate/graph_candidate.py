@@ -24,6 +24,7 @@ from typing import Any
 
 from kernelopt.capture.graph_swap import GraphCandidate
 from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.evaluate.records import naming_host_path
 from kernelopt.evaluate.remote import RunnerDied
 from kernelopt.evaluate.restitched import RestitchedModel
 from kernelopt.evaluate.steps import Stages, fell_back, screened_out
@@ -120,7 +121,10 @@ def evaluate_graph(
             "op_hosts": restitched.op_hosts(replayed),
         }
         evidence = restitched.timing_evidence(e2e)
-        verdict = evidence or judge_performance(e2e.comparison, None, PerformancePolicy(margin=settings.margin))
+        verdict = naming_host_path(
+            evidence or judge_performance(e2e.comparison, None, PerformancePolicy(margin=settings.margin)),
+            result["end_to_end"]["op_hosts"],
+        )
         result["passed"] = verdict.passed
         return stages.done(verdict)
     except RunnerDied as exc:

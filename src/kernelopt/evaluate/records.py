@@ -10,7 +10,7 @@ fails where it arrives, by name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kernelopt.evaluate.analysis import AnalysisReport, LaunchReport
@@ -73,6 +73,25 @@ class ProblemAnalysis:
         )
 
 
+def through_python(op_hosts: Mapping[str, Any] | None) -> list[str]:
+    """kernelopt's own ops whose calls went through their Python host path in the candidate's process,
+    each as ``op (why)``, from an end-to-end reading's ``op_hosts`` (``runner.own_op_hosts`` by side):
+    such a candidate pays Python at every call of the op, so a refusal or a small gain may be that."""
+    candidate = (op_hosts or {}).get("candidate") or {}
+    return [f"{op} ({state})" for op, state in sorted(candidate.items()) if str(state).startswith("Python")]
+
+
+def naming_host_path(verdict: Verdict, op_hosts: Mapping[str, Any] | None) -> Verdict:
+    """A refused performance verdict with the own ops its candidate ran through Python named in its reason
+    (unchanged where it passed, or where none did)."""
+    slow = through_python(op_hosts)
+    if verdict.passed or not slow:
+        return verdict
+    return replace(
+        verdict, reason=f"{verdict.reason}; the candidate's own ops ran Python's host path: {', '.join(slow)}"
+    )
+
+
 @dataclass
 class FinalCheck:
     """``verify_together``'s answer: the re-stitched model's model-gate verdict and, when it passed,
@@ -120,8 +139,11 @@ class FinalCheck:
         if self.evidence is not None:
             return self.evidence.reason
         if self.replayed is not None:
-            return "no end-to-end speedup beyond noise as CUDA-graph replays (the way a CUDA-graph mode runs it)"
-        return "no end-to-end speedup beyond noise"
+            why = "no end-to-end speedup beyond noise as CUDA-graph replays (the way a CUDA-graph mode runs it)"
+        else:
+            why = "no end-to-end speedup beyond noise"
+        slow = through_python((self.end_to_end or {}).get("op_hosts"))
+        return why + (f"; the candidate's own ops ran Python's host path: {', '.join(slow)}" if slow else "")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model.to_dict()}

@@ -396,5 +396,6 @@ def bench_problem(problem_path: str, options: dict[str, Any]) -> dict[str, Any]:
             "run_mode_gain": report.run_mode_gain,  # the export under it over the plain export, interleaved
             "as_replays": report.as_replays,  # the final verification as CUDA-graph replays (launch-bound)
             "host_reading": HOST_READING,  # how each whole forward's host time was read (older rows: cold)
+            "op_hosts": report.op_hosts,  # the delivered model's own ops' host paths (C++, or why Python's)
         },
     }

@@ -122,6 +122,7 @@ def finalize(
             report.optimized_ms = cmp["candidate"]["median_ms"]
             report.final_compiled_ms = cmp["baseline"]["median_ms"]
             report.vs_base = final.vs_base
+            report.op_hosts = dict(((final.end_to_end or {}).get("op_hosts") or {}).get("candidate") or {})
             if base_options is not None and final.vs_base is None:
                 report.warnings.append(
                     f"not timed against the base mode's compile in one process: {final.vs_base_reason}"

@@ -99,6 +99,7 @@ class OptimizeReport:
     knobs: dict[str, Any] | None = None  # the compiler-knob search: best options, speedup, evaluations
     vs_base: dict[str, Any] | None = None  # with knobs: the final model against the base mode's compile, one process
     as_replays: dict[str, Any] | None = None  # the final verification as CUDA-graph replays (replays_summary)
+    op_hosts: dict[str, str] | None = None  # the delivered model's own ops' host paths in its judged process
     warnings: list[str] = field(default_factory=list)  # what the run could not do as asked (no counters, no tuning)
     report_path: str | None = None  # the HTML report written beside the results (kernelopt.report)
 

@@ -89,6 +89,17 @@ def _summary(data: ProblemBenchData) -> str:
             if (cold := s.get("cold_host_rows"))
             else []
         ),
+        *(
+            [
+                card(
+                    "own op through Python",
+                    str(len(slow)),
+                    "rows delivered with a kernelopt op on its Python host path: " + shown_names(slow),
+                )
+            ]
+            if (slow := s.get("python_host_rows"))
+            else []
+        ),
         card(
             "slower than torch.compile",
             str(len(s["slower_than_baseline"])),

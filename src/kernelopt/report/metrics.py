@@ -526,6 +526,17 @@ def cold_host_rows(outcomes: Sequence[ProblemOutcome]) -> list[str]:
     return [o.name for o in outcomes if o.passed and o.details.get("host_reading") != HOST_READING]
 
 
+def python_host_rows(outcomes: Sequence[ProblemOutcome]) -> list[str]:
+    """The correct rows whose delivered model called one of kernelopt's own ops through its Python host path
+    in the judged process (``details.op_hosts``): their gain is what is left after Python's cost at every
+    call of the op, so a short forward's row may read higher where the op's C++ path is in place."""
+    return [
+        o.name
+        for o in outcomes
+        if o.passed and any(str(state).startswith("Python") for state in (o.details.get("op_hosts") or {}).values())
+    ]
+
+
 def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
     """Every suite-level number of the scoreboard, as plain JSON-ready data.
 
@@ -551,6 +562,7 @@ def summarize(outcomes: Sequence[ProblemOutcome]) -> dict[str, Any]:
         "slower_than_baseline": slower_than_baseline(outcomes),
         "against_best_stock": against_best_stock(outcomes),
         "cold_host_rows": cold_host_rows(outcomes),
+        "python_host_rows": python_host_rows(outcomes),
         "evaluations": evaluations,
         "gpu_s": gpu_s,
         "evaluations_per_gpu_minute": evaluations / (gpu_s / 60.0) if gpu_s > 0 else None,

@@ -72,6 +72,19 @@ def cold_host_line(summary: dict[str, Any]) -> str:
     )
 
 
+def python_host_line(summary: dict[str, Any]) -> str:
+    """The rows whose delivered model called one of kernelopt's own ops through Python, counted ('' where
+    none, or a summary written before it was counted)."""
+    slow = summary.get("python_host_rows")
+    if not slow:
+        return ""
+    return (
+        f"Delivered with one of kernelopt's own ops on its Python host path in the judged process: {len(slow)} "
+        f"row(s) ({shown_names(slow)}). Each call of the op paid Python's host time there (its C++ path did "
+        "not build or load: the row's `op_hosts` says why), so a short forward's gain may read low."
+    )
+
+
 def replays_line(as_replays: dict | None, compiled: str) -> str:
     """The final verification's CUDA-graph judgment in one line ('' where it was not asked for)."""
     if not as_replays:
@@ -203,6 +216,7 @@ def markdown_report(meta: dict[str, Any], outcomes: Sequence[ProblemOutcome], su
         "",
         *([coverage_line(summary), ""] if coverage_line(summary) else []),
         *([cold_host_line(summary), ""] if cold_host_line(summary) else []),
+        *([python_host_line(summary), ""] if python_host_line(summary) else []),
         best_stock_target_line(summary),
         "",
         "| baseline | " + " | ".join(f"fast_{k}" for k in summary["fast_p"]["compile"]) + " | geomean speedup |",

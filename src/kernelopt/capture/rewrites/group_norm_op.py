@@ -489,6 +489,7 @@ def _group_norm_fake(
 _HOST: group_norm_host.Host | None = None  # the C++ host path, at the op's CUDA key (:func:`use_host`)
 _HOST_UNUSED: str | None = None  # why it is not, once asked
 HOST_DROPPED = "dropped by drop_host(); use_host() puts it back"
+HOST_NOT_ASKED = "Python: no CUDA call yet"  # host_state before the op's first CUDA call in this process
 
 
 def use_host() -> str | None:
@@ -541,7 +542,7 @@ def host_state() -> str:
     if _HOST is not None:
         kept, launched, handed = _HOST.counts()
         return f"C++: {kept} plan(s) kept, {launched} call(s) launched from C++, {handed} handed to Python's path"
-    return f"Python: {_HOST_UNUSED}" if _HOST_UNUSED is not None else "Python: no CUDA call yet"
+    return f"Python: {_HOST_UNUSED}" if _HOST_UNUSED is not None else HOST_NOT_ASKED
 
 
 def host_counts() -> tuple[int, int, int] | None:
