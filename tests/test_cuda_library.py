@@ -62,7 +62,7 @@ def test_a_source_that_does_not_compile_says_the_compilers_first_error_and_leave
     with pytest.raises(CudaBuildError) as failed:
         cuda_library.build_library("bad", NAME, (9, 0))
     assert str(failed.value) == f'{NAME} does not compile: source.cu(3): error: identifier "x" is undefined'
-    folder = cuda_library.library_path("bad", NAME, (9, 0)).parent
+    folder = cuda_library.library_path("bad", NAME, cuda_library.flags_for((9, 0))).parent
     assert not list(folder.glob("*.so"))
 
 
@@ -80,7 +80,7 @@ def test_a_build_already_in_place_loads_on_a_machine_without_nvcc(builds, monkey
     monkeypatch.setattr(cuda_toolchain, "nvcc_missing", lambda: "no nvcc here")
     monkeypatch.setattr(cuda_library.subprocess, "run", lambda *a, **k: pytest.fail("nothing to build"))
     monkeypatch.setattr(cuda_library.ctypes, "CDLL", lambda path: path)
-    library = cuda_library.library_path("__global__ void k() {}", NAME, (9, 0))
+    library = cuda_library.library_path("__global__ void k() {}", NAME, cuda_library.flags_for((9, 0)))
     library.parent.mkdir(parents=True)
     library.write_bytes(b"ELF")
     assert cuda_library.build_library("__global__ void k() {}", NAME, (9, 0)) == str(library)

@@ -41,29 +41,26 @@ def flags_for(arch: tuple[int, int]) -> list[str]:
     ]
 
 
-def library_path(source: str, name: str, arch: tuple[int, int], flags: Sequence[str] | None = None) -> Path:
-    """Where the build of ``source`` for ``arch`` (or with ``flags``, where given) lives (its folder keyed by
-    source and flags)."""
-    key = source_key(f"{source}\n// {' '.join(flags_for(arch) if flags is None else flags)}")
+def library_path(source: str, name: str, flags: Sequence[str]) -> Path:
+    """Where the build of ``source`` with nvcc's ``flags`` lives (its folder keyed by source and flags)."""
+    key = source_key(f"{source}\n// {' '.join(flags)}")
     return build_root() / f"lib-{key}" / f"{name.replace('.', '_')}.so"
 
 
 def build_library(source: str, name: str, arch: tuple[int, int]) -> ctypes.CDLL:
     """The library ``source`` builds to for ``arch``, loaded; built now unless a build of it is already
     there (:func:`ensure_built`)."""
-    return ctypes.CDLL(str(ensure_built(source, name, arch)))
+    return ctypes.CDLL(str(ensure_built(source, name, flags_for(arch))))
 
 
-def ensure_built(
-    source: str, name: str, arch: tuple[int, int], flags: Sequence[str] | None = None, language: str = "cu"
-) -> Path:
-    """Where the library ``source`` builds to for ``arch`` is, built now unless it is already there. A
-    build already in place needs no nvcc: one made on a machine with the CUDA toolkit (``kernelopt
-    build-op``) into the folder a machine without one reads (``KERNELOPT_CUDA_BUILD_DIR``) is loaded there
-    as it is (the library is moved into place whole, so one that exists is complete). ``flags``: nvcc's,
-    where not :func:`flags_for`'s; ``language``: the source file's suffix ("cpp": host C++ alone, compiled
-    by nvcc's host compiler with CUDA's headers)."""
-    library = library_path(source, name, arch, flags)
+def ensure_built(source: str, name: str, flags: Sequence[str], language: str = "cu") -> Path:
+    """Where the library ``source`` builds to with nvcc's ``flags`` (:func:`flags_for` a GPU's architecture,
+    or a host build's own) is, built now unless it is already there. A build already in place needs no nvcc:
+    one made on a machine with the CUDA toolkit (``kernelopt build-op``) into the folder a machine without one
+    reads (``KERNELOPT_CUDA_BUILD_DIR``) is loaded there as it is (the library is moved into place whole, so
+    one that exists is complete). ``language``: the source file's suffix ("cpp": host C++ alone, compiled by
+    nvcc's host compiler with CUDA's headers)."""
+    library = library_path(source, name, flags)
     if library.exists():
         return library
     unable = cuda_toolchain.nvcc_missing()
@@ -72,7 +69,7 @@ def ensure_built(
     library.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(library.parent / "build.lock")):
         if not library.exists():
-            _compile(source, library, flags_for(arch) if flags is None else flags, name, f"source.{language}")
+            _compile(source, library, flags, name, f"source.{language}")
     return library
 
 

@@ -30,7 +30,6 @@ from kernelopt.capture import compat
 from kernelopt.capture.rewrites.group_norm_kernel import LaunchShape, Library
 
 LIBRARY = "kernelopt.group_norm_host"
-NO_ARCH = (0, 0)  # host code alone: one build whatever the GPU
 
 
 def source(plans_kept: int) -> str:
@@ -64,14 +63,14 @@ def library_path(plans_kept: int) -> Path:
     """Where the build lives (keyed by source and flags, in the op's build folder)."""
     from kernelopt.capture.rewrites.cuda_library import library_path as path_of
 
-    return path_of(source(plans_kept), LIBRARY, NO_ARCH, flags())
+    return path_of(source(plans_kept), LIBRARY, flags())
 
 
 def build(plans_kept: int) -> Path:
     """The build, made now unless it is already there (a ``CudaBuildError`` naming why not)."""
     from kernelopt.capture.rewrites.cuda_library import ensure_built
 
-    return ensure_built(source(plans_kept), LIBRARY, NO_ARCH, flags(), language="cpp")
+    return ensure_built(source(plans_kept), LIBRARY, flags(), language="cpp")  # one build whatever the GPU
 
 
 class Host:

@@ -838,13 +838,13 @@ def launcher(dtype: torch.dtype, arch: tuple[int, int]) -> Library:
 
 def build_all(arch: tuple[int, int]) -> list[Path]:
     """The op built for every dtype and ``arch`` into the build folder (``kernelopt build-op``)."""
-    from kernelopt.capture.rewrites.cuda_library import ensure_built
+    from kernelopt.capture.rewrites.cuda_library import ensure_built, flags_for
 
-    return [ensure_built(source_for(dtype), LIBRARY, arch) for dtype in DTYPES]
+    return [ensure_built(source_for(dtype), LIBRARY, flags_for(arch)) for dtype in DTYPES]
 
 
 def prebuilt(dtype: torch.dtype, arch: tuple[int, int]) -> bool:
     """Whether the build for ``dtype`` and ``arch`` is already in the build folder (``kernelopt build-op``)."""
-    from kernelopt.capture.rewrites.cuda_library import library_path
+    from kernelopt.capture.rewrites.cuda_library import flags_for, library_path
 
-    return library_path(source_for(dtype), LIBRARY, arch).is_file()
+    return library_path(source_for(dtype), LIBRARY, flags_for(arch)).is_file()

@@ -656,14 +656,14 @@ def built(source: str, arch: tuple[int, int]) -> Library:
 def prebuilt(in_dtype: torch.dtype, out_dtype: torch.dtype, arch: tuple[int, int]) -> bool:
     """Whether the op's build for this dtype pair and ``arch`` is already in the build folder, so that a
     machine without nvcc can run the op (:func:`build_all` made it on one with nvcc)."""
-    from kernelopt.capture.rewrites.cuda_library import library_path
+    from kernelopt.capture.rewrites.cuda_library import flags_for, library_path
 
-    return library_path(source_for(in_dtype, out_dtype), LIBRARY, arch).is_file()
+    return library_path(source_for(in_dtype, out_dtype), LIBRARY, flags_for(arch)).is_file()
 
 
 def build_all(arch: tuple[int, int]) -> list[Path]:
     """The op built for every dtype pair it launches (:data:`PAIRS`) and ``arch``, into the build folder
     (``KERNELOPT_CUDA_BUILD_DIR``): ``kernelopt build-op``, for a machine that has no CUDA toolkit to build it."""
-    from kernelopt.capture.rewrites.cuda_library import ensure_built
+    from kernelopt.capture.rewrites.cuda_library import ensure_built, flags_for
 
-    return [ensure_built(source_for(i, o), LIBRARY, arch) for i, o in PAIRS]
+    return [ensure_built(source_for(i, o), LIBRARY, flags_for(arch)) for i, o in PAIRS]
