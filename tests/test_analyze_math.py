@@ -253,3 +253,29 @@ def test_reread_options_go_first_where_rows_are_read_twice_or_the_graph_is_far_a
     assert reread_options_first(1.0, None, 0.5)
     assert not reread_options_first(1.0, 1.01, 0.0) and not reread_options_first(1.6, 1.525, 0.0)
     assert not reread_options_first(1.0, None, 0.0)
+    assert reread_options_first(1.0, None, 0.0, {"kernelopt.cluster_group_norm": 1})  # own kernels' options first
+
+
+def test_ops_kernelopts_own_kernels_would_take_bring_the_graph_stage() -> None:
+    """level2/13 on the H100 (this session's bench): a small matmul, then a group norm in two kernels, each at
+    its roofline and neither passing over its rows twice; its vendor call leaves it without a floor. No
+    structure was seen, the graph stage did not run, and the row read 1.02x, though the group-norm op's
+    candidate passed gate 4 at 1.23-1.35x there. What the capture's probe of the op's rewrite found brings it."""
+    from kernelopt.cli.format import graph_stage_lines
+    from kernelopt.search.targets import structure_pays
+
+    assert structure_pays(1.1, None, 0.0, 0.0) is None and structure_pays(1.1, None, 0.0, 0.0, {}) is None
+    why = structure_pays(1.1, None, 0.0, 0.0, {"kernelopt.cluster_group_norm": 1})
+    assert why == (
+        "kernelopt's own kernels can take 1 op(s) of the graphs (kernelopt.cluster_group_norm): held on chip "
+        "across a cluster, which no launch config of Inductor's kernels does"
+    )
+    k = Launch(0, 0, "triton", "triton_poi_fused_0", args=[tensor(0, "in_ptr0", "read", (1000,), (1,))])
+    rows = build_launch_reports([k], {0: 30.0}, 4000.0, {k.name: "def triton_poi_fused_0(): pass"})
+    report = summarize_analysis("p", "dev", 4000.0, timing(1.0), timing(0.05), rows, 30.0)
+    assert graph_stage_lines(report) == []
+    report.own_ops = {"kernelopt.cluster_group_norm": 1}
+    assert graph_stage_lines(report) == [f"optimize also searches graph variants here (graph_stage auto): {why}"]
+    from kernelopt.evaluate.records import analysis_report_from_dict
+
+    assert analysis_report_from_dict(report.to_dict()).own_ops == {"kernelopt.cluster_group_norm": 1}  # stored

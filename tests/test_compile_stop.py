@@ -350,3 +350,23 @@ def test_the_group_norm_row_split_is_left_out_where_no_group_norm_is(monkeypatch
     assert softmax.rewrites_found({ONLINE_SOFTMAX_OPTION: True, "triton.prefer_nd_tiling": True})
     softmax._probed = None  # counts that could not be matched to the graphs: nothing known to come first
     assert not softmax.rewrites_found({ONLINE_SOFTMAX_OPTION: True})
+
+
+def test_the_ops_kernelopts_own_kernels_would_take_are_counted_from_the_probes() -> None:
+    """The analysis keeps, by option, what each rewrite handing ops to kernelopt's own kernels found in the
+    capture (the graph stage runs for it): summed over graphs, a probe that failed counted as nothing, and
+    Inductor-only rewrites (the online softmax) left out. On this CPU the cluster rewrites find nothing."""
+    from kernelopt.capture.rewrites.cluster_group_norm import CLUSTER_GROUP_NORM_OPTION
+    from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_BULK_OPTION, CLUSTER_SOFTMAX_OPTION
+
+    s = object.__new__(EvaluationSession)
+    s._probed = [
+        {CLUSTER_GROUP_NORM_OPTION: 1, CLUSTER_SOFTMAX_BULK_OPTION: 0, ONLINE_SOFTMAX_OPTION: 2},
+        {CLUSTER_GROUP_NORM_OPTION: None, CLUSTER_SOFTMAX_BULK_OPTION: 2, CLUSTER_SOFTMAX_OPTION: 2},
+    ]
+    assert s.own_ops_found() == {CLUSTER_GROUP_NORM_OPTION: 1, CLUSTER_SOFTMAX_BULK_OPTION: 2, CLUSTER_SOFTMAX_OPTION: 2}
+    s._probed = None  # a training step's counts could not be matched to its graphs
+    assert s.own_ops_found() == {}
+    softmax = session_of(Broken(), torch.randn(8, 64), probed=True)
+    assert softmax._probed is not None and softmax._probed[0][ONLINE_SOFTMAX_OPTION] == 1
+    assert softmax.own_ops_found() == {}

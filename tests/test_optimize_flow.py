@@ -1159,6 +1159,40 @@ def test_layout_copies_bring_the_graph_stage_without_operators_naming_it(tmp_pat
     assert report.graph_stage is None and report.graphs == [] and "graph_variants" not in named.calls
 
 
+class OwnOpWorker(GraphWorker):
+    """A compiled model with no copy, no second pass and no floor, in which the capture's probe of the group
+    norm's rewrite found one op for kernelopt's own kernel (level2/13 on the H100)."""
+
+    def call(self, target, *args, timeout_s=0, kwargs=None):
+        if target.endswith(":analyze_problem"):
+            self.calls.append("analyze_problem")
+            return ok({**analysis(), "own_ops": {"kernelopt.cluster_group_norm": 1}})
+        return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
+
+
+def test_an_op_kernelopts_own_kernels_would_take_brings_the_graph_stage_reread_options_first(tmp_path) -> None:
+    from kernelopt.search.graph_variants import REREAD_OPTIONS
+
+    worker = OwnOpWorker()
+    store = Store(tmp_path / "k.db")
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), worker,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["eviction-policy"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+    ))
+    assert report.graph_stage is not None and "kernelopt's own kernels can take 1 op(s)" in report.graph_stage
+    (order,) = worker.option_order  # what hands the op its group norm is compiled before the fusion options
+    assert order[: len(REREAD_OPTIONS)] == [dict(o) for o in REREAD_OPTIONS]
+    assert "graph_variants" in worker.calls and report.graphs and report.graphs[0].best == GRAPH_CANDIDATE
+    plain = GraphWorker()  # the same model without the probe's find: no graph stage
+    report = opt._optimize(run_context(
+        "softmax", store, store.start_run("optimize", "softmax", "fake", {}), plain,
+        opt.ProblemSpec(str(EXAMPLES / "level1/12_softmax_wide.py")), opt.make_operators(["eviction-policy"]),
+        Budget(max_evaluations=12, patience=2), opt.search_settings(), 3,
+    ))
+    assert report.graph_stage is None and "graph_variants" not in plain.calls
+
+
 def test_a_graph_near_its_traffic_floor_without_copies_gets_no_graph_stage() -> None:
     from kernelopt.search.targets import structure_pays
 

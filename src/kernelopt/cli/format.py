@@ -109,7 +109,9 @@ def moves_lines(report: AnalysisReport) -> list[str]:
 def graph_stage_lines(report: AnalysisReport) -> list[str]:
     """Whether ``optimize`` will regenerate whole graphs under other options for this model without
     being asked (the graph_stage setting at auto), and why."""
-    why = structure_pays(report.amdahl_bound, report.fusion_bound, report.moves_share, report.rereads_share)
+    why = structure_pays(
+        report.amdahl_bound, report.fusion_bound, report.moves_share, report.rereads_share, report.own_ops
+    )
     if why:
         return [f"optimize also searches graph variants here (graph_stage auto): {why}"]
     if report.rereads_cached_share >= COPY_SHARE:

@@ -83,6 +83,7 @@ class AnalysisReport:
     rereads_ms: float = 0.0  # GPU time of the Triton kernels that pass over their rows more than once, below
     # ROOFLINE_DONE by their arguments' traffic (where a second read from memory can still be removed)
     rereads_cached_ms: float = 0.0  # those past it: their second read comes from cache, nothing to remove
+    own_ops: dict[str, int] = field(default_factory=dict)  # ops kernelopt's own kernels would take, by option
     stock: dict[str, Any] = field(default_factory=dict)  # analyze --stock-modes: mode -> its process's record
     launches: list[LaunchReport] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)

@@ -31,7 +31,7 @@ from kernelopt.capture.compile_stop import STOPPED, Probe, probing, rewritten_no
 from kernelopt.capture.graph_swap import GraphCandidate, describe_options, from_variant
 from kernelopt.capture.kernel_source import as_launched
 from kernelopt.capture.output_code import source_hash
-from kernelopt.capture.rewrites.passes import COMPILE_PASSES, is_compile_option
+from kernelopt.capture.rewrites.passes import COMPILE_PASSES, OWN_OP_OPTIONS, is_compile_option
 from kernelopt.capture.rewrites.var_sums import VAR_SUMS_OPTION
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, WIDE, RowSplitError, row_split, wide_reductions
 from kernelopt.capture.snapshot import snapshot_launches
@@ -280,6 +280,13 @@ class EvaluationSession:
         probed = self._probed or []
         passes = [name for name, value in options.items() if name in COMPILE_PASSES and value]
         return any((row.get(name) or 0) > 0 for row in probed for name in passes)
+
+    def own_ops_found(self) -> dict[str, int]:
+        """How many ops of the model's graphs each rewrite that hands ops to kernelopt's own kernels
+        (:data:`~kernelopt.capture.rewrites.passes.OWN_OP_OPTIONS`) would take, by the capture's probes; only
+        those that find some (none where the probes could not say)."""
+        counts = {name: sum(row.get(name) or 0 for row in self._probed or []) for name in OWN_OP_OPTIONS}
+        return {name: count for name, count in counts.items() if count > 0}
 
     def _compile_graph_variants(self, options: dict[str, Any], index: int) -> list[GraphCandidate | str]:
         unchanged = self.unchanged_by(options)

@@ -49,6 +49,7 @@ def analyze_problem(
     stage("analyze")
     report = analyze_artifact(s.problem.name, device_label(), s.peak_gbps, s.model, s.inputs, s.artifact, trials)
     report.versions = versions()
+    report.own_ops = s.own_ops_found()  # the graph stage runs where kernelopt's own kernels would take some
     return ProblemAnalysis(
         report,
         {k.name: KernelInfo(k.source, gi, k.heuristic) for gi, k in s.artifact.kernels() if k.language == "triton"},

@@ -345,7 +345,9 @@ def _with_graph_stage(run: RunContext, measured: AnalysisReport, report: Optimiz
         return run
     if (run.config or Settings()).graph_stage != "auto":
         return None
-    why = structure_pays(measured.amdahl_bound, measured.fusion_bound, measured.moves_share, measured.rereads_share)
+    why = structure_pays(
+        measured.amdahl_bound, measured.fusion_bound, measured.moves_share, measured.rereads_share, measured.own_ops
+    )
     if why is None:
         return None
     report.graph_stage = why
@@ -402,7 +404,9 @@ def _optimize(run: RunContext) -> OptimizeReport:
     ):
         run.emit("warning", {"message": note})
     copies_first = measured.moves_share >= COPY_SHARE
-    rereads_first = reread_options_first(measured.amdahl_bound, measured.fusion_bound, measured.rereads_share)
+    rereads_first = reread_options_first(
+        measured.amdahl_bound, measured.fusion_bound, measured.rereads_share, measured.own_ops
+    )
     # the graph stage before the kernels, on the knob winner's compile where there is one (options stack)
     first = None if graph_run is None else graph_first(run, graph_run, nodes, copies_first, rereads_first)
     promoted = first.promoted if first is not None else None

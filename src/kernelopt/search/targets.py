@@ -104,7 +104,13 @@ def _beyond_fusion(amdahl: float, fusion: float | None) -> str | None:
     )
 
 
-def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rereads_share: float = 0.0) -> str | None:
+def structure_pays(
+    amdahl: float,
+    fusion: float | None,
+    moves_share: float,
+    rereads_share: float = 0.0,
+    own_ops: Mapping[str, int] | None = None,
+) -> str | None:
     """Why the graph stage (whole call sequences regenerated under other options) can pay where
     the kernel search cannot, or None: a graph far above its traffic floor while its kernels sit
     near their rooflines (intermediate tensors' round trips: fusion), kernels that only move
@@ -114,7 +120,10 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rere
     softmax; a second read: a split of each row across programs that keep it in registers removes it,
     :mod:`kernelopt.capture.row_split`, as does kernelopt's own softmax or L2 norm across a Hopper cluster,
     :mod:`kernelopt.capture.rewrites.cluster_softmax`, :mod:`kernelopt.capture.rewrites.cluster_norm`, and a group norm's
-    by :mod:`kernelopt.capture.rewrites.cluster_group_norm`)."""
+    by :mod:`kernelopt.capture.rewrites.cluster_group_norm`), or ops that a rewrite handing them to those
+    kernels of kernelopt's found in the capture (``own_ops``, by option: level2/13's group norm after a
+    small matmul reads its input in two kernels, each at its roofline and neither passing twice, and has
+    no floor for its vendor call, yet the op ran it 1.2-1.35x at gate 4 on the H100)."""
     fused = _beyond_fusion(amdahl, fusion)
     if fused is not None:
         return f"{fused}, headroom only other fusion can buy"
@@ -129,17 +138,26 @@ def structure_pays(amdahl: float, fusion: float | None, moves_share: float, rere
             "launch config removes the second read; a softmax's statistics in one loop (Inductor's online softmax), "
             "a row split across programs or a softmax or norm held on chip across a cluster can"
         )
+    if own_ops:
+        return (
+            f"kernelopt's own kernels can take {sum(own_ops.values())} op(s) of the graphs "
+            f"({', '.join(sorted(own_ops))}): held on chip across a cluster, which no launch config of Inductor's "
+            "kernels does"
+        )
     return None
 
 
-def reread_options_first(amdahl: float, fusion: float | None, rereads_share: float) -> bool:
+def reread_options_first(
+    amdahl: float, fusion: float | None, rereads_share: float, own_ops: Mapping[str, int] | None = None
+) -> bool:
     """Whether the graph stage compiles its reread option sets (online softmax, on-chip softmax and norm,
     row splits) before the others, as its compile budget may not reach them all: where kernels read their
     rows twice, and where the graph sits far above a traffic floor that already counts every second read
     the chip cannot hold (kernels each at its roofline that a kernel holding the statistic would fuse). A
     rewrite of kernelopt's that finds nothing, and a row split where no reduction is wide, cost no compile
-    (the capture's probes leave them out)."""
-    return rereads_share >= COPY_SHARE or _beyond_fusion(amdahl, fusion) is not None
+    (the capture's probes leave them out). And where a rewrite handing ops to kernelopt's own kernels found
+    some (``own_ops``): its option set is among them."""
+    return rereads_share >= COPY_SHARE or _beyond_fusion(amdahl, fusion) is not None or bool(own_ops)
 
 
 def headroom_elsewhere(

@@ -46,6 +46,16 @@ COMPILE_PASSES: dict[str, Callable[[torch.fx.Graph], int]] = {
 # The ops of kernelopt's own those rewrites put in a graph, as Inductor's wrapper calls them: what gate 1
 # accepts in a graph candidate's call sequence besides the original's own calls.
 OWN_OPS = frozenset({ROW_SOFTMAX_OP, ROW_NORM_OP, GROUP_NORM_OP})
+# The rewrites that hand a graph's ops to those kernels of kernelopt's own (a softmax, an L2 norm, a group
+# norm held on chip across a Hopper cluster): what one of them finds in a capture is work no launch config
+# of Inductor's kernels reaches, so the graph stage runs for it (search.targets.structure_pays).
+OWN_OP_OPTIONS = (
+    CLUSTER_SOFTMAX_OPTION,
+    CLUSTER_SOFTMAX_BULK_OPTION,
+    CLUSTER_NORM_OPTION,
+    CLUSTER_NORM_BULK_OPTION,
+    CLUSTER_GROUP_NORM_OPTION,
+)
 
 
 def split_options(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[Callable[[torch.fx.Graph], int]]]:
