@@ -44,6 +44,16 @@ def render_bench(data: ProblemBenchData, figures: Mapping[str, go.Figure]) -> st
     return document(f"kernelopt bench: {data.suite}", subtitle, sections, figures)
 
 
+# the summary's lists of rows to read with care: (its key, the card's title, what its rows are)
+ROWS_TO_READ_WITH_CARE = (
+    (
+        "cold_host_rows",
+        "timed with the host read cold",
+        "rows from before the judge read a forward's host time in a loop",
+    ),
+    ("python_host_rows", "own op through Python", "rows delivered with a kernelopt op on its Python host path"),
+)
+
 _CAPTIONS = {
     "fast-p": "KernelBench's fast_p: the share of all problems (failed ones included) that are correct with a "
     "speedup strictly above p.",
@@ -79,26 +89,9 @@ def _summary(data: ProblemBenchData) -> str:
             else []
         ),
         *(
-            [
-                card(
-                    "timed with the host read cold",
-                    str(len(cold)),
-                    "rows from before the judge read a forward's host time in a loop: " + shown_names(cold),
-                )
-            ]
-            if (cold := s.get("cold_host_rows"))
-            else []
-        ),
-        *(
-            [
-                card(
-                    "own op through Python",
-                    str(len(slow)),
-                    "rows delivered with a kernelopt op on its Python host path: " + shown_names(slow),
-                )
-            ]
-            if (slow := s.get("python_host_rows"))
-            else []
+            card(title, str(len(names)), f"{what}: {shown_names(names)}")
+            for key, title, what in ROWS_TO_READ_WITH_CARE
+            if (names := s.get(key))
         ),
         card(
             "slower than torch.compile",
