@@ -69,6 +69,23 @@ def test_side_by_side_evaluation_runs_the_gates_on_cpu() -> None:
     assert gates["model"]["passed"], gates["model"]["reason"]
     assert "performance" in gates and result["kernel_comparison"]["baseline"]["device"].startswith("cpu")
     assert result["passed"] == gates["performance"]["passed"]
+    assert result["end_to_end"]["op_hosts"] == {"baseline": {}, "candidate": {}}  # no own op called here
+
+
+def test_a_whole_model_candidate_refused_at_gate_4_names_its_own_ops_on_pythons_path(monkeypatch) -> None:
+    """Both compiles run in the judge's process; where the variant called one of kernelopt's own ops through
+    Python, gate 4's refusal says so (the same evidence a graph candidate's refusal gives)."""
+    from kernelopt.evaluate import knob_candidate
+
+    python = "Python: the C++ host path did not build or load: no nvcc"
+    monkeypatch.setattr(knob_candidate, "own_op_hosts", lambda: {"kernelopt.group_norm": python})
+    spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
+    settings = GateSettings(model_seeds=(0,), trials=5, margin=9.0)  # no variant is 10x faster: refused
+    result = evaluate_options(spec, {"epilogue_fusion": False}, settings, device="cpu")
+    gate4 = next(v for v in result["verdicts"] if v["gate"] == "performance")
+    assert not result["passed"] and not gate4["passed"]
+    assert gate4["reason"].endswith(f"the candidate's own ops ran Python's host path: kernelopt.group_norm ({python})")
+    assert result["end_to_end"]["op_hosts"]["candidate"] == {"kernelopt.group_norm": python}
 
 
 def test_a_search_screens_a_whole_model_candidate_and_turns_away_only_a_slower_one(monkeypatch) -> None:
@@ -368,7 +385,8 @@ def test_a_graph_winner_is_searched_on_the_knob_winners_compile_and_the_options_
 
 def test_a_knob_winner_alone_keeps_its_timings_interquartile_range(tmp_path, monkeypatch) -> None:
     """No kernel on top: the result over the base compile is the knob winner's own interleaved timing, so its
-    interquartile range stands, and the reason does not call one timing a product."""
+    interquartile range stands, and the reason does not call one timing a product; the report keeps the host
+    paths of kernelopt's own ops in its judged process."""
     from test_optimize_flow import ScriptedWorker, run_context
 
     from kernelopt.pipeline import knob_stage
@@ -379,7 +397,9 @@ def test_a_knob_winner_alone_keeps_its_timings_interquartile_range(tmp_path, mon
 
     def run_isolated(target, spec, options, settings, device, timeout_s, env=None):
         gain = 1.25 if options == {"coordinate_descent_tuning": True} else 1.0
-        return WorkerResult("ok", _knob_answer(options, gain), "ok", None, 0.5, "")
+        answer = _knob_answer(options, gain)
+        answer["end_to_end"] = {"op_hosts": {"baseline": {}, "candidate": {"kernelopt.group_norm": "Python: no nvcc"}}}
+        return WorkerResult("ok", answer, "ok", None, 0.5, "")
 
     monkeypatch.setattr("kernelopt.workers.run_isolated", run_isolated)
     monkeypatch.setattr(knob_stage, "KNOB_EVALUATIONS", 2)
@@ -392,3 +412,4 @@ def test_a_knob_winner_alone_keeps_its_timings_interquartile_range(tmp_path, mon
     assert report.knobs["used"] and not report.winners
     assert report.speedup_vs_compile == pytest.approx(1.25) and report.speedup_vs_compile_iqr == (1.24, 1.26)
     assert report.final_reason.endswith("and no kernel replacement passed on top: 1.250x")
+    assert report.knobs["op_hosts"] == report.op_hosts == {"kernelopt.group_norm": "Python: no nvcc"}

@@ -500,8 +500,10 @@ class GraphWorker(ScriptedWorker):
             if full and not self.graph_recheck_passes:
                 return ok({"passed": False, "verdicts": verdicts(("static", True), ("correctness", True), ("model", False))})
             gates = [("static", True), ("correctness", True), ("model", True), ("performance", True)]
+            hosts = {"baseline": {}, "candidate": {"kernelopt.group_norm": "C++: 1 plan(s) kept"}}
             return ok({"passed": True, "verdicts": verdicts(*gates), "kernel_comparison": cmp, "gpu_s": 0.5,
-                       "graph_candidate": dict(GRAPH_CANDIDATE), "graph": args[1]})
+                       "graph_candidate": dict(GRAPH_CANDIDATE), "graph": args[1],
+                       "end_to_end": {"comparison": cmp, "op_hosts": hosts}})
         if fn == "verify_together":
             self.together.append((list(args[1]), list(args[4]) if len(args) > 4 else []))
         return super().call(target, *args, timeout_s=timeout_s, kwargs=kwargs)
@@ -571,6 +573,7 @@ def test_a_one_graph_models_graph_winner_becomes_the_compile_its_kernels_are_sea
     assert worker.analyzed == [{}, {"aggressive_fusion": True}]  # the base, then the winner's compile
     assert report.options == {"aggressive_fusion": True} and report.graph_winners == []  # nothing left to swap
     assert worker.together == []  # no kernel on top: the options' own full re-check stands, as a knob's does
+    assert report.op_hosts == {"kernelopt.group_norm": "C++: 1 plan(s) kept"}  # its own ops' paths, from there
     assert report.final_reason == (
         "verified: graph 0's options {'aggressive_fusion': True} (1.100x over the default compile, timed "
         "interleaved) and no kernel replacement passed on top: 1.100x"

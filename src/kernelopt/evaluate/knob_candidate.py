@@ -25,6 +25,8 @@ from kernelopt.capture import capture, compat
 from kernelopt.capture.artifact import separate_code
 from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.evaluate.graph_candidate import GRAPH_SCREEN_MIN_SPEEDUP
+from kernelopt.evaluate.records import naming_host_path
+from kernelopt.evaluate.runner import own_op_hosts
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, stage
 from kernelopt.evaluate.steps import fell_back, screened_out
 from kernelopt.measure import compare
@@ -133,7 +135,11 @@ def evaluate_options(
     if compat.recompile_count() != before:
         return done(Verdict("performance", False, "a compiled model recompiled while being timed; the timing is void"))
     result["kernel_comparison"] = cmp.to_dict()  # for a model candidate the "kernel" is the model
-    result["end_to_end"] = {**judge_end_to_end(cmp), "comparison": cmp.to_dict(), "replayed": replayed}
-    verdict = judge_performance(cmp, None, PerformancePolicy(margin=settings.margin))
+    # both compiles run here; only the variant calls kernelopt's own ops, so their host paths are its
+    hosts = {"baseline": {}, "candidate": own_op_hosts()}
+    result["end_to_end"] = {
+        **judge_end_to_end(cmp), "comparison": cmp.to_dict(), "replayed": replayed, "op_hosts": hosts,
+    }  # fmt: skip
+    verdict = naming_host_path(judge_performance(cmp, None, PerformancePolicy(margin=settings.margin)), hosts)
     result["passed"] = verdict.passed
     return done(verdict)

@@ -73,12 +73,18 @@ class ProblemAnalysis:
         )
 
 
+def candidate_op_hosts(end_to_end: Mapping[str, Any] | None) -> dict[str, str]:
+    """The candidate side's own-op host paths of an end-to-end reading (``end_to_end.op_hosts``), ``{}``
+    where none was recorded: what a report keeps of the model it delivers."""
+    return dict(((end_to_end or {}).get("op_hosts") or {}).get("candidate") or {})
+
+
 def through_python(op_hosts: Mapping[str, Any] | None) -> list[str]:
     """kernelopt's own ops whose calls went through their Python host path in the candidate's process,
     each as ``op (why)``, from an end-to-end reading's ``op_hosts`` (``runner.own_op_hosts`` by side):
     such a candidate pays Python at every call of the op, so a refusal or a small gain may be that."""
-    candidate = (op_hosts or {}).get("candidate") or {}
-    return [f"{op} ({state})" for op, state in sorted(candidate.items()) if str(state).startswith("Python")]
+    candidate = candidate_op_hosts({"op_hosts": op_hosts})
+    return [f"{op} ({state})" for op, state in sorted(candidate.items()) if state.startswith("Python")]
 
 
 def naming_host_path(verdict: Verdict, op_hosts: Mapping[str, Any] | None) -> Verdict:

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kernelopt.capture.output_code import kernel_identity
-from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
+from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis, candidate_op_hosts
 from kernelopt.evaluate.session import GateSettings, final_settings
 from kernelopt.pipeline.evaluator import SESSION, WorkerEvaluator
 from kernelopt.pipeline.graph_stage import recheck_graph
@@ -122,7 +122,7 @@ def finalize(
             report.optimized_ms = cmp["candidate"]["median_ms"]
             report.final_compiled_ms = cmp["baseline"]["median_ms"]
             report.vs_base = final.vs_base
-            report.op_hosts = dict(((final.end_to_end or {}).get("op_hosts") or {}).get("candidate") or {})
+            report.op_hosts = candidate_op_hosts(final.end_to_end)
             if base_options is not None and final.vs_base is None:
                 report.warnings.append(
                     f"not timed against the base mode's compile in one process: {final.vs_base_reason}"

@@ -24,6 +24,7 @@ from typing import Any
 from kernelopt.capture.compile_stop import STOPPED
 from kernelopt.config import Settings
 from kernelopt.evaluate.gate_settings import GateSettings, final_settings
+from kernelopt.evaluate.records import candidate_op_hosts
 from kernelopt.evaluate.session import OWN_OPTIONS
 from kernelopt.pipeline.evaluator import PER_CANDIDATE_TIMEOUT_S, SESSION, failure_of, result_of
 from kernelopt.pipeline.knob_stage import judge_options
@@ -338,4 +339,5 @@ def _recheck_for_promotion(
         "used": used,
         "label": label,
         "comparison": again.measurements.get("kernel_comparison") if used else None,  # its interleaved timing
+        "op_hosts": candidate_op_hosts(again.measurements.get("end_to_end")) if used else None,
     }

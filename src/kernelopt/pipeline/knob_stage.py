@@ -13,7 +13,7 @@ from typing import Any
 
 from kernelopt.config import default_of
 from kernelopt.evaluate.gate_settings import GateSettings
-from kernelopt.evaluate.records import ProblemAnalysis
+from kernelopt.evaluate.records import ProblemAnalysis, candidate_op_hosts
 from kernelopt.pipeline.evaluator import (
     PER_CANDIDATE_TIMEOUT_S,
     SESSION,
@@ -66,6 +66,7 @@ def search_knobs(run: RunContext, nodes: NodeStore, total_us: float) -> dict[str
     if won:
         assert best is not None and best.result is not None
         record["comparison"] = best.result.measurements["kernel_comparison"]
+        record["op_hosts"] = candidate_op_hosts(best.result.measurements.get("end_to_end"))
         run.spec = dataclasses.replace(run.spec, options={**run.spec.options, **(best.candidate.options or {})})
     run.store.add_measurement(run.run_id, "knobs", record)
     return record
@@ -137,9 +138,10 @@ def on_top_of_options(report: OptimizeReport, knobs: dict[str, Any], base: Probl
         report.speedup_vs_compile_iqr = None if report.winners else _spread(knobs)
     report.compiled_ms = base.report.compiled_ms
     report.eager_ms = base.report.eager_ms
-    if not report.winners:
+    if not report.winners:  # delivered as the options' judge read it (with kernels: the final verification)
         report.optimized_ms = base.report.compiled_ms / knobs["speedup"]
         report.final_compiled_ms = None
+        report.op_hosts = knobs.get("op_hosts")
     report.speedup_vs_eager = report.eager_ms / (report.optimized_ms or report.compiled_ms)
     parts = knobs.get("parts")
     how = (
