@@ -267,7 +267,7 @@ def test_ops_kernelopts_own_kernels_would_take_bring_the_graph_stage() -> None:
     assert structure_pays(1.1, None, 0.0, 0.0) is None and structure_pays(1.1, None, 0.0, 0.0, {}) is None
     why = structure_pays(1.1, None, 0.0, 0.0, {"kernelopt.cluster_group_norm": 1})
     assert why == (
-        "kernelopt's own kernels can take 1 op(s) of the graphs (kernelopt.cluster_group_norm): held on chip "
+        "kernelopt's own kernels can take ops of the graphs (kernelopt.cluster_group_norm: 1): held on chip "
         "across a cluster, which no launch config of Inductor's kernels does"
     )
     k = Launch(0, 0, "triton", "triton_poi_fused_0", args=[tensor(0, "in_ptr0", "read", (1000,), (1,))])

@@ -87,15 +87,17 @@ def through_python(op_hosts: Mapping[str, Any] | None) -> list[str]:
     return [f"{op} ({state})" for op, state in sorted(candidate.items()) if state.startswith("Python")]
 
 
+def python_path_note(op_hosts: Mapping[str, Any] | None) -> str:
+    """What a refusal adds where its candidate ran own ops through Python ('' where it ran none so)."""
+    slow = through_python(op_hosts)
+    return f"; the candidate's own ops ran Python's host path: {', '.join(slow)}" if slow else ""
+
+
 def naming_host_path(verdict: Verdict, op_hosts: Mapping[str, Any] | None) -> Verdict:
     """A refused performance verdict with the own ops its candidate ran through Python named in its reason
     (unchanged where it passed, or where none did)."""
-    slow = through_python(op_hosts)
-    if verdict.passed or not slow:
-        return verdict
-    return replace(
-        verdict, reason=f"{verdict.reason}; the candidate's own ops ran Python's host path: {', '.join(slow)}"
-    )
+    note = python_path_note(op_hosts)
+    return verdict if verdict.passed or not note else replace(verdict, reason=verdict.reason + note)
 
 
 @dataclass
@@ -148,8 +150,7 @@ class FinalCheck:
             why = "no end-to-end speedup beyond noise as CUDA-graph replays (the way a CUDA-graph mode runs it)"
         else:
             why = "no end-to-end speedup beyond noise"
-        slow = through_python((self.end_to_end or {}).get("op_hosts"))
-        return why + (f"; the candidate's own ops ran Python's host path: {', '.join(slow)}" if slow else "")
+        return why + python_path_note((self.end_to_end or {}).get("op_hosts"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model.to_dict()}

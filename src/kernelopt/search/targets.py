@@ -140,9 +140,9 @@ def structure_pays(
         )
     if own_ops:
         return (
-            f"kernelopt's own kernels can take {sum(own_ops.values())} op(s) of the graphs "
-            f"({', '.join(sorted(own_ops))}): held on chip across a cluster, which no launch config of Inductor's "
-            "kernels does"
+            "kernelopt's own kernels can take ops of the graphs ("
+            + ", ".join(f"{option}: {count}" for option, count in sorted(own_ops.items()))
+            + "): held on chip across a cluster, which no launch config of Inductor's kernels does"
         )
     return None
 
