@@ -78,7 +78,7 @@ def test_a_whole_model_candidate_refused_at_gate_4_names_its_own_ops_on_pythons_
     from kernelopt.evaluate import knob_candidate
 
     python = "Python: the C++ host path did not build or load: no nvcc"
-    monkeypatch.setattr(knob_candidate, "own_op_hosts", lambda: {"kernelopt.group_norm": python})
+    monkeypatch.setattr(knob_candidate.op_hosts, "read", lambda: {"kernelopt.group_norm": python})
     spec = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})
     settings = GateSettings(model_seeds=(0,), trials=5, margin=9.0)  # no variant is 10x faster: refused
     result = evaluate_options(spec, {"epilogue_fusion": False}, settings, device="cpu")

@@ -26,10 +26,9 @@ from kernelopt.capture.artifact import separate_code
 from kernelopt.capture.rewrites import row_softmax_op
 from kernelopt.evaluate.graph_candidate import GRAPH_SCREEN_MIN_SPEEDUP
 from kernelopt.evaluate.records import naming_host_path
-from kernelopt.evaluate.runner import own_op_hosts
 from kernelopt.evaluate.session import GateSettings, ProblemSpec, stage
 from kernelopt.evaluate.steps import fell_back, screened_out
-from kernelopt.measure import compare
+from kernelopt.measure import compare, op_hosts
 from kernelopt.measure.graph_replay import GraphCaptureError, RecordedForward
 from kernelopt.problem import load_problem
 from kernelopt.problem.layouts import RotatingInputs
@@ -136,7 +135,7 @@ def evaluate_options(
         return done(Verdict("performance", False, "a compiled model recompiled while being timed; the timing is void"))
     result["kernel_comparison"] = cmp.to_dict()  # for a model candidate the "kernel" is the model
     # both compiles run here; only the variant calls kernelopt's own ops, so their host paths are its
-    hosts = {"baseline": {}, "candidate": own_op_hosts()}
+    hosts = {"baseline": {}, "candidate": op_hosts.read()}
     result["end_to_end"] = {
         **judge_end_to_end(cmp), "comparison": cmp.to_dict(), "replayed": replayed, "op_hosts": hosts,
     }  # fmt: skip

@@ -14,6 +14,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kernelopt.evaluate.analysis import AnalysisReport, LaunchReport
+from kernelopt.measure import op_hosts as host_paths
 from kernelopt.verify.verdict import Verdict
 
 
@@ -81,10 +82,10 @@ def candidate_op_hosts(end_to_end: Mapping[str, Any] | None) -> dict[str, str]:
 
 def through_python(op_hosts: Mapping[str, Any] | None) -> list[str]:
     """kernelopt's own ops whose calls went through their Python host path in the candidate's process,
-    each as ``op (why)``, from an end-to-end reading's ``op_hosts`` (``runner.own_op_hosts`` by side):
+    each as ``op (why)``, from an end-to-end reading's ``op_hosts`` (:func:`kernelopt.measure.op_hosts.read` by side):
     such a candidate pays Python at every call of the op, so a refusal or a small gain may be that."""
     candidate = candidate_op_hosts({"op_hosts": op_hosts})
-    return [f"{op} ({state})" for op, state in sorted(candidate.items()) if state.startswith("Python")]
+    return [f"{op} ({state})" for op, state in sorted(candidate.items()) if host_paths.through_python(state)]
 
 
 def python_path_note(op_hosts: Mapping[str, Any] | None) -> str:

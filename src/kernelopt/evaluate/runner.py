@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 
 from kernelopt.evaluate.shared_tensors import SharedTensor, open_args
+from kernelopt.measure import op_hosts
 
 DEFAULT_BACKEND = "kernelopt.evaluate.runner:TRITON"
 ORIGINAL = "original"  # the digest that names the captured model's own kernel (calibration only)
@@ -255,14 +255,4 @@ def host_model(recorded: bool = False) -> dict[str, Any]:
     state = _state()
     model = _session(state)
     host_ms = read_host(model.recorded().replay if recorded else model.forward, device=state.device)
-    return {"host_ms": host_ms, "op_hosts": own_op_hosts()}
-
-
-def own_op_hosts() -> dict[str, str]:
-    """The host path each of kernelopt's own ops that this process has called on a GPU takes (the group
-    norm's C++ kernel, or why Python's): shown beside the host times, as a call through Python costs a
-    forward more (an op only imported, as every compile with kernelopt's passes imports it, is left out)."""
-    module = sys.modules.get("kernelopt.capture.rewrites.group_norm_op")
-    if module is None or (state := module.host_state()) == module.HOST_NOT_ASKED:
-        return {}
-    return {"kernelopt.group_norm": state}
+    return {"host_ms": host_ms, "op_hosts": op_hosts.read()}

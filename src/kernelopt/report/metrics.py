@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from kernelopt.measure.op_hosts import through_python
 from kernelopt.measure.roofline import geometric_mean
 from kernelopt.measure.timer import HOST_READING
 
@@ -533,7 +534,7 @@ def python_host_rows(outcomes: Sequence[ProblemOutcome]) -> list[str]:
     return [
         o.name
         for o in outcomes
-        if o.passed and any(str(state).startswith("Python") for state in (o.details.get("op_hosts") or {}).values())
+        if o.passed and any(through_python(state) for state in (o.details.get("op_hosts") or {}).values())
     ]
 
 

@@ -46,6 +46,7 @@ from kernelopt.capture.rewrites.group_norm_kernel import (
     is_channels_last,
     launcher,
 )
+from kernelopt.measure import op_hosts
 
 OP_NAME = "torch.ops.kernelopt.group_norm.default"  # as Inductor's wrapper calls it
 # A block's part at most this many bytes, so that an SM holds three blocks. On an H100
@@ -489,7 +490,7 @@ def _group_norm_fake(
 _HOST: group_norm_host.Host | None = None  # the C++ host path, at the op's CUDA key (:func:`use_host`)
 _HOST_UNUSED: str | None = None  # why it is not, once asked
 HOST_DROPPED = "dropped by drop_host(); use_host() puts it back"
-HOST_NOT_ASKED = "Python: no CUDA call yet"  # host_state before the op's first CUDA call in this process
+HOST_NOT_ASKED = op_hosts.python_path("no CUDA call yet")  # host_state before the op's first CUDA call in this process
 
 
 def use_host() -> str | None:
@@ -542,7 +543,17 @@ def host_state() -> str:
     if _HOST is not None:
         kept, launched, handed = _HOST.counts()
         return f"C++: {kept} plan(s) kept, {launched} call(s) launched from C++, {handed} handed to Python's path"
-    return f"Python: {_HOST_UNUSED}" if _HOST_UNUSED is not None else HOST_NOT_ASKED
+    return op_hosts.python_path(_HOST_UNUSED) if _HOST_UNUSED is not None else HOST_NOT_ASKED
+
+
+def _called_host_state() -> str | None:
+    """:func:`host_state` once the op has been called on a GPU in this process, else None (the judge's
+    evidence leaves out an op only imported, :mod:`~kernelopt.measure.op_hosts`)."""
+    state = host_state()
+    return None if state == HOST_NOT_ASKED else state
+
+
+op_hosts.register("kernelopt.group_norm", _called_host_state)
 
 
 def host_counts() -> tuple[int, int, int] | None:
