@@ -237,6 +237,10 @@ def test_an_analyze_page_says_where_optimize_would_search_graph_variants_unasked
     page = _analyze_page(tmp_path, analysis)
     assert "<td>graph stage</td><td>optimize would also search graph variants here: kernels that only move data " \
         "take 10% of the compiled forward&#x27;s time" in page
+    # and where the capture's probes found ops kernelopt's own kernels would take (level2/13's group norm)
+    page = _analyze_page(tmp_path, {**_analysis(), "own_ops": {"kernelopt.cluster_group_norm": 1}})
+    assert "optimize would also search graph variants here: kernelopt&#x27;s own kernels can take ops of the " \
+        "graphs (kernelopt.cluster_group_norm: 1)" in page
 
 
 def test_a_compiler_knob_search_is_drawn_with_its_delivered_options(tmp_path: Path) -> None:

@@ -250,6 +250,7 @@ def _graph_stage_advice(run: Run, analysis: dict[str, Any] | None) -> str | None
         _number(a.get("fusion_bound")),
         (_number(a.get("moves_ms")) or 0.0) / compiled,
         (_number(a.get("rereads_ms")) or 0.0) / compiled,
+        {str(option): int(count) for option, count in (a.get("own_ops") or {}).items()},
     )
 
 
