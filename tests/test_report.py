@@ -578,6 +578,29 @@ def test_a_run_page_shows_the_final_verification_as_cuda_graph_replays(tmp_path:
     )
 
 
+def test_a_run_page_says_which_host_path_the_delivered_models_own_ops_took(tmp_path: Path) -> None:
+    """The report's ``op_hosts`` (the delivered model's own ops in its judged process): shown as it is, and
+    where one went through Python, what that costs a short forward's reading."""
+    from report_runs import _analysis
+
+    def page_for(op_hosts: dict | None) -> str:
+        with Store(tmp_path / "k.db") as store:
+            run_id = store.start_run("optimize", "13_groupnorm_scale_shift_silu", "cpu", {})
+            store.add_measurement(run_id, "analysis", _analysis())
+            store.add_measurement(run_id, "report", {"final_reason": "verified", "kernels": [], "exported": "m.kopt.json",
+                                                     "speedup_vs_compile": 1.2, "op_hosts": op_hosts})  # fmt: skip
+            store.finish_run(run_id)
+            return write_run_report(store, run_id, tmp_path / f"o{run_id}.html").read_text()
+
+    cpp = page_for({"kernelopt.group_norm": "C++: 1 plan(s) kept, 80 call(s) launched from C++, 0 handed to Python's path"})
+    assert "<td>kernelopt&#x27;s own ops</td><td>kernelopt.group_norm: C++: 1 plan(s) kept, 80 call(s) launched" in cpp
+    assert "Python&#x27;s path paid it" not in cpp
+    python = page_for({"kernelopt.group_norm": "Python: the C++ host path did not build or load: no nvcc"})
+    assert "kernelopt.group_norm: Python: the C++ host path did not build or load: no nvcc (each call of an op on " \
+        "Python&#x27;s path paid it on the host" in python
+    assert "own ops</td>" not in page_for(None) and "own ops</td>" not in page_for({})  # none delivered, or older records
+
+
 def test_an_analyze_page_counts_an_input_read_twice_in_the_floor(tmp_path: Path) -> None:
     """The fusion bound's card says when the floor holds an input's second read (forced_rereads)."""
     from report_runs import _analysis

@@ -150,6 +150,7 @@ class Summary:
     run_mode: str | None = None  # the CUDA-graph mode the export runs under (stock_modes.settle_run_mode)
     run_mode_gain: float | None = None  # the export under run_mode over the plain export, in the mode's process
     as_replays: dict[str, Any] | None = None  # the final verification as CUDA-graph replays (launch-bound models)
+    op_hosts: dict[str, str] = field(default_factory=dict)  # the delivered model's own ops' host paths, by op
     kind: str = "model"  # what was optimized: a model, or a kernel file ("triton", "helion")
     file_report: dict[str, Any] | None = None  # a kernel-file run's own report (FileReport.to_dict())
     moves_ms: float | None = (
@@ -376,6 +377,7 @@ def _summary(run: Run, analysis: dict[str, Any] | None, report: dict[str, Any] |
         run_mode=r.get("run_mode"),
         run_mode_gain=_number(r.get("run_mode_gain")),
         as_replays=r.get("as_replays") if isinstance(r.get("as_replays"), dict) else None,
+        op_hosts={str(op): str(state) for op, state in (r.get("op_hosts") or {}).items()},
         moves_ms=_number(a.get("moves_ms")),
         moves_launches=int(a.get("moves_launches") or 0),
     )
