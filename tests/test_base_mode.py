@@ -201,6 +201,28 @@ def test_a_summary_names_the_modes_that_were_not_timed() -> None:
     assert "no other mode was timed" in console.export_text()
 
 
+def test_a_summary_names_the_host_path_of_the_delivered_models_own_ops() -> None:
+    """As the run page does: the op's C++ path as it is; Python's with what it costs a short forward."""
+    from rich.console import Console
+
+    from kernelopt.cli.format import print_optimize
+
+    def printed(op_hosts: dict | None) -> str:
+        report = OptimizeReport("p", 1, "fake", 2.0, 1.0, 1.0, speedup_vs_compile=1.2, optimized_ms=0.83,
+                                op_hosts=op_hosts)  # fmt: skip
+        console = Console(record=True, width=400)
+        print_optimize(report, console)
+        return console.export_text()
+
+    cpp = printed({"kernelopt.group_norm": "C++: 1 plan(s) kept, 9 call(s) launched from C++, 0 handed to Python's path"})
+    assert "kernelopt's own ops in the delivered model: kernelopt.group_norm: C++: 1 plan(s) kept" in cpp
+    assert "paid it on the host" not in cpp
+    python = printed({"kernelopt.group_norm": "Python: the C++ host path did not build or load: no nvcc"})
+    assert "kernelopt.group_norm: Python: the C++ host path did not build or load: no nvcc (each call of an op on " \
+        "Python's path paid it on the host" in python
+    assert "own ops" not in printed(None) and "own ops" not in printed({})
+
+
 def test_the_scoreboard_names_the_mode_each_search_was_built_on() -> None:
 
     from kernelopt.cli.bench_cmd import _problem_row

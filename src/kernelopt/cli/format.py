@@ -14,7 +14,7 @@ from kernelopt.evaluate.analysis import AnalysisReport
 from kernelopt.measure.roofline import ROOFLINE_DONE
 from kernelopt.pipeline.optimize import OptimizeReport
 from kernelopt.pipeline.stock_modes import untimed_modes
-from kernelopt.report.scoreboard import fmt_ratio, replays_line
+from kernelopt.report.scoreboard import fmt_ratio, op_hosts_line, replays_line
 from kernelopt.search.nodes import Node
 from kernelopt.search.targets import COPY_SHARE, structure_pays
 from kernelopt.store import Run
@@ -342,6 +342,8 @@ def print_optimize(report: OptimizeReport, console: Console) -> None:
         + f", {report.wall_s:.0f} s wall",
     ]
     lines.append(replays_line(report.as_replays, compiled))
+    if report.op_hosts:
+        lines.append(f"kernelopt's own ops in the delivered model: {op_hosts_line(report.op_hosts)}")
     if report.best_stock_mode is not None and report.best_stock_speedup is not None:
         timed = [mode for mode, record in report.stock.items() if isinstance(record, dict)]
         lines.append(

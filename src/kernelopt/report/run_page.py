@@ -14,11 +14,10 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from kernelopt.measure.op_hosts import through_python
 from kernelopt.report.diff import diff_html
 from kernelopt.report.page import card, chart, document, esc, table
 from kernelopt.report.run_data import RunData, Summary, record_of
-from kernelopt.report.scoreboard import fmt_ratio, replays_line
+from kernelopt.report.scoreboard import fmt_ratio, op_hosts_line, replays_line
 from kernelopt.search.candidate import MODEL_TARGET
 from kernelopt.search.graph_variants import GRAPH_TARGET_PREFIX
 from kernelopt.store.llm_records import Transcript
@@ -205,7 +204,7 @@ def _summary(data: RunData) -> str:
     if s.as_replays:
         rows.append(("as CUDA-graph replays", replays_line(s.as_replays, "the base compile")))
     if s.op_hosts:
-        rows.append(("kernelopt's own ops", _op_hosts_line(s.op_hosts)))
+        rows.append(("kernelopt's own ops", op_hosts_line(s.op_hosts)))
     if s.knobs:
         knobs = s.knobs
         rows.append(
@@ -230,18 +229,6 @@ def _summary(data: RunData) -> str:
         "Speedups are medians of per-round ratios timed interleaved in one process with the L2 flushed; in "
         "brackets their interquartile range. The bounds say what kernel work could buy at best.",
     )
-
-
-def _op_hosts_line(op_hosts: dict[str, str]) -> str:
-    """Which host path each of kernelopt's own ops in the delivered model took in its judged process, and
-    what it means where one was Python's: every call of the op paid it, so a short forward's gain reads low."""
-    line = "; ".join(f"{op}: {state}" for op, state in sorted(op_hosts.items()))
-    if any(through_python(state) for state in op_hosts.values()):
-        line += (
-            " (each call of an op on Python's path paid it on the host: a forward of a few hundred µs may read "
-            "lower than with the op's C++ path)"
-        )
-    return line
 
 
 def _time(data: RunData) -> str:

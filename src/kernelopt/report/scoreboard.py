@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kernelopt.measure.op_hosts import through_python
 from kernelopt.problem.loader import size_flags
 from kernelopt.report.metrics import BASELINE_LABELS, BASELINES, ProblemOutcome
 
@@ -83,6 +84,21 @@ def python_host_line(summary: dict[str, Any]) -> str:
         f"row(s) ({shown_names(slow)}). Each call of the op paid Python's host time there (its C++ path did "
         "not build or load: the row's `op_hosts` says why), so a short forward's gain may read low."
     )
+
+
+def op_hosts_line(op_hosts: dict[str, str] | None) -> str:
+    """Which host path each of kernelopt's own ops in a delivered model took in its judged process ('' where
+    it calls none), and what Python's means: every call of the op paid it, so a short forward's gain reads
+    low."""
+    if not op_hosts:
+        return ""
+    line = "; ".join(f"{op}: {state}" for op, state in sorted(op_hosts.items()))
+    if any(through_python(state) for state in op_hosts.values()):
+        line += (
+            " (each call of an op on Python's path paid it on the host: a forward of a few hundred µs may read "
+            "lower than with the op's C++ path)"
+        )
+    return line
 
 
 def replays_line(as_replays: dict | None, compiled: str) -> str:
