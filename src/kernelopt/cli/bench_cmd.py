@@ -335,6 +335,8 @@ def _plan_line(report: BenchReport, slot: float | None) -> None:
         markup=False,
         highlight=False,
     )
+    if plan.get("projection"):
+        out.print(plan["projection"], markup=False, highlight=False)
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:

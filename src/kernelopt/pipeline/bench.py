@@ -78,6 +78,8 @@ from kernelopt.pipeline.bench_slot import (
     cut_reason,
     expected_seconds,
     plan_slot,
+    projected_target,
+    projection_line,
     read_reference,
     slot_deadline,
     start_refusal,
@@ -198,7 +200,9 @@ def run_bench(
     (:class:`~kernelopt.pipeline.bench_slot.Reference`; recorded in the results). ``plan_only``: nothing
     runs, nothing is written and no GPU is asked for; each problem left to run is said as a ``"planned"``
     event (when it would start, expected how long) or a ``"not-started"`` one, as the slot's rules would
-    take them (:func:`~kernelopt.pipeline.bench_slot.plan_slot`), and the report holds the results so far.
+    take them (:func:`~kernelopt.pipeline.bench_slot.plan_slot`), and the report holds the results so far;
+    with ``expect_from``, the plan also says what the suite's target would read were those that would start
+    to read as their rows there (:func:`~kernelopt.pipeline.bench_slot.projected_target`).
     ``llm``: every problem's search adds the LLM agents, reaching the provider through the caller's relay
     (:mod:`kernelopt.agents.relay`).
 
@@ -278,6 +282,9 @@ def run_bench(
             slot_s,
             on_event,
         )
+        if reference is not None:  # what the suite's target would read were they to read as there
+            projection = projected_target(outcomes, meta["planned"]["start"], reference)
+            meta["planned"]["projection"] = projection_line(projection, reference.where)
         rows = ordered(outcomes, order)
         summary = {**summarize(rows), "not_run": not_run(meta, rows)}
         return BenchReport(root, out_dir, rows, summary, meta, resumed)

@@ -23,11 +23,11 @@ import functools
 import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelopt.errors import KerneloptError
-from kernelopt.report.metrics import ProblemOutcome
+from kernelopt.report.metrics import SEARCHABLE_SHARE, ProblemOutcome, against_best_stock
 
 STARTUP_S = 8.0
 """Seconds a bench's slot spends before its first problem starts (its GPU and resume checks), which a plan
@@ -44,10 +44,12 @@ class Expected:
 
 @dataclass(frozen=True)
 class Reference:
-    """Another bench's rows (``--expect-from``): each problem's worker seconds there, and the folder."""
+    """Another bench's rows (``--expect-from``): each problem's worker seconds there, the folder, and its rows
+    of this suite (what a plan projects the problems it would start to read: :func:`projected_target`)."""
 
     where: str
     seconds: Mapping[str, float]
+    rows: Mapping[str, ProblemOutcome] = field(default_factory=dict)
 
     def scale(self, rows: Iterable[ProblemOutcome]) -> tuple[float, int]:
         """(how this bench's ``rows`` ran against the same problems' rows there: the median ratio of their
@@ -78,7 +80,7 @@ def read_reference(results_dir: Path, suite_problems: Sequence[str], read: Calla
             f"--expect-from {results_dir}: none of this suite's problems has a row with its seconds there; "
             "name a results folder of this suite"
         )
-    return Reference(str(results_dir), seconds)
+    return Reference(str(results_dir), seconds, {row.name: row for row in rows if row.name in wanted})
 
 
 def expected_seconds(
@@ -186,3 +188,50 @@ def plan_slot(
 
 def _known(value: Expected) -> Expected:
     return value
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The suite's target (:func:`~kernelopt.report.metrics.against_best_stock`) now, and were the problems a
+    plan would start to read as their rows in another bench do: an estimate to plan a slot by, never a
+    result (another card's or another code's rows)."""
+
+    now: float | None  # the geomean over the best stock mode of the searchable rows, as the results hold them
+    now_rows: int
+    then: float | None  # the same with each started problem's row taken from the reference
+    then_rows: int
+    taken: list[str]  # the started problems whose rows the reference has
+    missing: list[str]  # those it has not: left as they are here (a row, or none)
+
+
+def projected_target(rows: Mapping[str, ProblemOutcome], starting: Sequence[str], reference: Reference) -> Projection:
+    """:class:`Projection` of this bench's ``rows`` (by problem) where each problem of ``starting`` reads as
+    its row in ``reference``."""
+    taken = [name for name in starting if name in reference.rows]
+    projected = {**rows, **{name: reference.rows[name] for name in taken}}
+    now, then = against_best_stock(list(rows.values())), against_best_stock(list(projected.values()))
+    return Projection(
+        now["geomean_searchable"],
+        len(now["searchable"]),
+        then["geomean_searchable"],
+        len(then["searchable"]),
+        taken,
+        [name for name in starting if name not in reference.rows],
+    )
+
+
+def projection_line(projection: Projection, where: str) -> str:
+    """``bench --plan``'s estimate in one line ('' where no started problem has a row in the reference)."""
+    if not projection.taken:
+        return ""
+
+    def reads(geomean: float | None, count: int) -> str:
+        return f"{geomean:.3f}x over {count} row(s)" if geomean is not None else "no searchable row"
+
+    missing = f"; {', '.join(projection.missing)} not there, left as here" if projection.missing else ""
+    return (
+        f"if {', '.join(projection.taken)} read as in {where}, the geomean over the best stock mode (rows whose "
+        f"Triton kernels take {100 * SEARCHABLE_SHARE:g} % or more) would read {reads(projection.then, projection.then_rows)}, from "
+        f"{reads(projection.now, projection.now_rows)} now{missing}: an estimate from another bench's rows, "
+        "not a result"
+    )
