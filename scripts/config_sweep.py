@@ -26,14 +26,13 @@ import time
 import torch
 
 from kernelopt.capture import capture, compat
-from kernelopt.search.builtin_operators import POLICIES, current_eviction, set_eviction
 from kernelopt.capture.kernel_source import pin_launch_config
-from kernelopt.capture.snapshot import snapshot_launches
+from kernelopt.capture.snapshot import launch, snapshot_launches
 from kernelopt.capture.swap import SwapError, build_kernel, find_kernel
-from kernelopt.problem import load_problem
-from kernelopt.search.launch_configs import config_distance, launch_config_space
-from kernelopt.capture.snapshot import launch
 from kernelopt.measure import compare
+from kernelopt.problem import load_problem
+from kernelopt.search.builtin_operators import POLICIES, current_eviction, set_eviction
+from kernelopt.search.launch_configs import config_distance, launch_config_space
 from kernelopt.verify.subkernel import as_launcher, run_case
 
 
@@ -54,12 +53,12 @@ def main() -> None:
     options = {**compat.mode_options(args.mode), **json.loads(args.options)}
     artifact = capture(model, inputs, options)
     name = args.kernel or max(
-        (l for l in artifact.launches if l.kind == "triton"), key=lambda l: sum(a.itemsize for a in l.args)
+        (ln for ln in artifact.launches if ln.kind == "triton"), key=lambda ln: sum(a.itemsize for a in ln.args)
     ).name
     address, var, kernel = find_kernel(artifact, name)
     snap = snapshot_launches(artifact, inputs, address.graph, var)[0].args
     original = vars(artifact.graphs[address.graph].module)[var]
-    chosen = next(l.config for l in artifact.launches if l.name == name) or {}
+    chosen = next(ln.config for ln in artifact.launches if ln.name == name) or {}
     variants = [("config", c) for c in launch_config_space(kernel, include_stages=True) if c != chosen]
     random.Random(0).shuffle(variants)  # ties in distance: a fixed, arbitrary order
     variants.sort(key=lambda v: config_distance(v[1], chosen))
@@ -87,7 +86,7 @@ def main() -> None:
         if not ok.passed:
             print(f"  {cfg}: WRONG: {ok.reason[:100]}")
             continue
-        cmp = compare(lambda: launch(original, snap), lambda: launch(cand, snap), trials=args.trials)
+        cmp = compare(lambda: launch(original, snap), lambda: launch(cand, snap), trials=args.trials)  # noqa: B023
         print(f"  {cfg}: {cmp.speedup:.3f}x  ({cmp.baseline.median_ms * 1e3:.1f} -> {cmp.candidate.median_ms * 1e3:.1f} us)")
         if cmp.speedup > best[0]:
             best = (cmp.speedup, cfg, source)

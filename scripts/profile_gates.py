@@ -41,8 +41,8 @@ def main() -> None:
     sizes = {k: int(v) for k, v in (s.split("=", 1) for s in args.size)}
     started = time.monotonic()
     session = EvaluationSession(ProblemSpec(os.path.abspath(args.problem), sizes), compile_workers=0)
-    launches = [l for l in session.artifact.launches if l.kind == "triton"]
-    name = args.kernel or max(launches, key=lambda l: sum(a.itemsize for a in l.args)).name
+    launches = [ln for ln in session.artifact.launches if ln.kind == "triton"]
+    name = args.kernel or max(launches, key=lambda ln: sum(a.itemsize for a in ln.args)).name
     _, _, kernel = session.kernel(name)
     session.snapshots(name)
     setup_s = time.monotonic() - started

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from kernelopt.measure.environment import versions
 from kernelopt.capture import LaunchSink, capture
 from kernelopt.capture.recorder import LAUNCH_LABEL_PREFIX
 from kernelopt.measure.attribution import profile_records
+from kernelopt.measure.environment import versions
 from kernelopt.problem import load_problem
 
 
@@ -42,7 +42,7 @@ def record(problem_path: str, outdir: Path) -> None:
     meta = {"problem": problem_path, "sizes": problem.overrides, "versions": versions(), "iterations": 3,
             "label_prefix": LAUNCH_LABEL_PREFIX}
     (outdir / f"{stem}.launches.json").write_text(
-        json.dumps({"meta": meta, "launches": [l.to_dict() for l in artifact.launches]}, indent=1)
+        json.dumps({"meta": meta, "launches": [ln.to_dict() for ln in artifact.launches]}, indent=1)
     )
     (outdir / f"{stem}.events.json").write_text(
         json.dumps({"meta": meta, "events": [r.to_dict() for r in records]}, indent=0)

@@ -24,9 +24,9 @@ import time
 
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelopt-throughput-triton-")
 
-from kernelopt.capture.kernel_source import pin_launch_config  # noqa: E402
-from kernelopt.search.launch_configs import config_distance, launch_config_space  # noqa: E402
-from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, search_settings  # noqa: E402
+from kernelopt.capture.kernel_source import pin_launch_config
+from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, search_settings
+from kernelopt.search.launch_configs import config_distance, launch_config_space
 
 
 def main() -> None:
@@ -44,10 +44,10 @@ def main() -> None:
     sizes = {k: int(v) for k, v in (s.split("=", 1) for s in args.size)}
     counts = [int(w) for w in args.workers.split(",")]
     session = EvaluationSession(ProblemSpec(os.path.abspath(args.problem), sizes), compile_workers=0)
-    launches = [l for l in session.artifact.launches if l.kind == "triton"]
-    name = args.kernel or max(launches, key=lambda l: sum(a.itemsize for a in l.args)).name
+    launches = [ln for ln in session.artifact.launches if ln.kind == "triton"]
+    name = args.kernel or max(launches, key=lambda ln: sum(a.itemsize for a in ln.args)).name
     _, _, kernel = session.kernel(name)
-    chosen = next(l.config for l in launches if l.name == name) or {}
+    chosen = next(ln.config for ln in launches if ln.name == name) or {}
     space = sorted((c for c in launch_config_space(kernel, include_stages=True) if c != chosen),
                    key=lambda c: (config_distance(c, chosen), json.dumps(c, sort_keys=True)))
     session.snapshots(name)  # once per session in optimize too: not part of any batch

@@ -10,7 +10,7 @@ GPU test (each cheat is rejected by its gate in a real evaluation).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from kernelopt.capture.kernel_source import pin_launch_config
 

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 FAST_FIELDS = {"eager_ms": 2.0, "compiled_ms": 1.0, "max_autotune_ms": 0.9, "optimized_ms": 0.5, "evaluations": 4, "gpu_s": 2.0}
 
 

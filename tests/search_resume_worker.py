@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_toys import RESUME_BUDGET, FakeEvaluator, make_engine  # noqa: E402
+from search_toys import RESUME_BUDGET, FakeEvaluator, make_engine
 
-from kernelopt.search import NodeStore  # noqa: E402
-from kernelopt.store import Store  # noqa: E402
+from kernelopt.search import NodeStore
+from kernelopt.store import Store
 
 
 def main() -> None:

@@ -19,8 +19,9 @@ import os
 import random
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from kernelopt.search import (
     BeamPolicy,

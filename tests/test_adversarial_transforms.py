@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 
 import pytest
-
 from adversarial import CHEATS, GELU_CHEATS, HONEST
 from conftest import FIXTURES
+
 from kernelopt.capture import parse_output_code
 from kernelopt.capture.kernel_source import pin_launch_config
 from kernelopt.verify import check_static, kernel_signature

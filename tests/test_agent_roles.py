@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("pydantic")  # the optional llm extra; the GPU machine runs without it unless carried
 
-from kernelopt.agents.roles import (  # noqa: E402
+from kernelopt.agents.roles import (
     ROLES,
     Analysis,
     Analyst,
@@ -30,13 +30,13 @@ from kernelopt.agents.roles import (  # noqa: E402
     json_objects,
     load_prompt,
 )
-from kernelopt.agents.roles.base import repair_message  # noqa: E402
-from kernelopt.agents.types import Completion, Message  # noqa: E402
-from kernelopt.capture.output_code import KernelDef, parse_kernels  # noqa: E402
-from kernelopt.knowledge import hardware_card, memory, retrieve  # noqa: E402
-from kernelopt.measure.roofline import Roofline  # noqa: E402
-from kernelopt.store import Store  # noqa: E402
-from kernelopt.verify.verdict import Verdict  # noqa: E402
+from kernelopt.agents.roles.base import repair_message
+from kernelopt.agents.types import Completion, Message
+from kernelopt.capture.output_code import KernelDef, parse_kernels
+from kernelopt.knowledge import hardware_card, memory, retrieve
+from kernelopt.measure.roofline import Roofline
+from kernelopt.store import Store
+from kernelopt.verify.verdict import Verdict
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "inductor"
 PROMPTS = Path(__file__).resolve().parent.parent / "src" / "kernelopt" / "agents" / "prompts"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelopt.evaluate.analysis import LaunchReport, build_launch_reports, launch_traffic, summarize_analysis
 from kernelopt.capture import ArgInfo, Launch
+from kernelopt.evaluate.analysis import LaunchReport, build_launch_reports, launch_traffic, summarize_analysis
 from kernelopt.measure import Timing
 
 MiB = 1 << 20

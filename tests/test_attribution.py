@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import FIXTURES
+
 from kernelopt.capture import Launch
 from kernelopt.measure import EventRecord, summarize
 
@@ -47,7 +47,7 @@ def test_real_profiles_attribute_every_launch(stem: str) -> None:
     records = [EventRecord(**r) for r in data["events"]]
     iterations = data["meta"]["iterations"]
     a = summarize(records, data["meta"]["label_prefix"], iterations)
-    assert set(a.per_label_us) == {l.label for l in launches}
+    assert set(a.per_label_us) == {ln.label for ln in launches}
     assert all(t > 0 for t in a.per_label_us.values())
     # Every kernel the GPU ran was launched inside one of our ranges.
     assert a.attributed_us == pytest.approx(a.device_total_us, rel=0.01)

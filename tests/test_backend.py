@@ -6,10 +6,10 @@ import json
 
 import pytest
 import torch
+from conftest import EXAMPLES, FIXTURES
 from torch import nn
 
 import kernelopt
-from conftest import EXAMPLES, FIXTURES
 from kernelopt.capture import parse_output_code
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.deliver.backend import KerneloptBackend, swap_matching

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from kernelopt.cli.main import app
+from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench import CSV_COLUMNS, BenchEvent, run_bench, suite_root
 from kernelopt.report.metrics import (
     ProblemOutcome,
@@ -25,8 +27,6 @@ from kernelopt.report.metrics import (
     slower_than_baseline,
     summarize,
 )
-from kernelopt.cli.main import app
-from kernelopt.errors import KerneloptError
 
 TESTS_DIR = Path(__file__).resolve().parent
 TARGET = "bench_targets:scripted"
@@ -608,8 +608,8 @@ def test_a_merged_scoreboard_lists_every_parts_commands(tmp_path: Path) -> None:
 def test_the_real_bench_says_it_needs_a_gpu_before_any_work(tmp_path, monkeypatch) -> None:
     import torch
 
-    from kernelopt.pipeline.bench import run_bench
     from kernelopt.errors import KerneloptError
+    from kernelopt.pipeline.bench import run_bench
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     out = tmp_path / "results"

@@ -19,9 +19,9 @@ from kernelopt.cli.main import app
 from kernelopt.config import load_settings
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.bench import run_bench
-from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.pipeline.bench_files import FileBenchEvent, run_file_bench
 from kernelopt.problem.suite_kinds import KERNEL_FILES, MODELS, suite_kinds
+from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.store import Store
 
 pytest.importorskip("triton")

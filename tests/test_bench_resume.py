@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from kernelopt.errors import KerneloptError
-from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.pipeline.bench_resume import (
     carried_rows,
     check_one_device,
@@ -16,6 +15,7 @@ from kernelopt.pipeline.bench_resume import (
     replace_row,
     rerun_names,
 )
+from kernelopt.report.file_scoreboard import FileOutcome
 from kernelopt.report.metrics import ProblemOutcome
 
 

@@ -7,6 +7,7 @@ import random
 import re
 
 from conftest import FIXTURES
+
 from kernelopt.capture.output_code import triton_kernel_def
 from kernelopt.search.builtin_operators import (
     EvictionPolicyOperator,

@@ -68,7 +68,7 @@ def test_output_module_is_live(artifact) -> None:
 
 def test_launches_recorded_in_order_and_proxies_removed(artifact) -> None:
     art, model, x = artifact
-    kinds = [(l.kind, l.name) for l in art.launches]
+    kinds = [(ln.kind, ln.name) for ln in art.launches]
     assert kinds[0] == ("vendor", "extern_kernels.addmm")
     assert [k for k, _ in kinds[1:]] == ["cpp"] * (len(kinds) - 1)
     static = [(s.kind, s.name) for s in art.graphs[0].output_code.launch_sites]
@@ -88,10 +88,9 @@ def test_instrumented_restores_globals_on_error(artifact) -> None:
     art, _, _ = artifact
     g = vars(art.graphs[0].module)
     original = g["extern_kernels"]
-    with pytest.raises(RuntimeError):
-        with art.instrumented(LaunchSink()):
-            assert g["extern_kernels"] is not original
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), art.instrumented(LaunchSink()):
+        assert g["extern_kernels"] is not original
+        raise RuntimeError("boom")
     assert g["extern_kernels"] is original
 
 

@@ -6,8 +6,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-
 import worker_targets
+
 from kernelopt.evaluate.compile_pool import CompilePool, default_workers
 
 

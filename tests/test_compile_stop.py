@@ -12,9 +12,9 @@ import torch
 from conftest import EXAMPLES
 
 from kernelopt.capture import capture, compat
+from kernelopt.capture.compile_stop import NothingRewritten, rewritten_nothing, stop_where_unchanged
 from kernelopt.capture.rewrites.cluster_softmax import CLUSTER_SOFTMAX_OPTION
 from kernelopt.capture.rewrites.online_softmax import ONLINE_SOFTMAX_OPTION
-from kernelopt.capture.compile_stop import NothingRewritten, rewritten_nothing, stop_where_unchanged
 from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, probed_capture
 
 

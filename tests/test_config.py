@@ -112,8 +112,8 @@ def test_every_profile_sets_the_same_known_budgets_and_default_is_what_optimize_
 
 def test_lower_layers_take_their_defaults_from_the_default_profile() -> None:
     from kernelopt.evaluate.one_candidate import EvaluationRequest
-    from kernelopt.verify.performance import PerformancePolicy
     from kernelopt.evaluate.session import GateSettings, final_settings, search_settings
+    from kernelopt.verify.performance import PerformancePolicy
 
     gates = GateSettings()
     assert (gates.kernel_seeds, gates.model_seeds, gates.trials, gates.margin) == (
@@ -179,9 +179,9 @@ def test_settings_cross_to_a_worker_as_plain_data() -> None:
 
 
 def test_store_cache_and_compile_workers_are_read_from_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt.evaluate.compile_pool import default_workers
     from kernelopt.pipeline.optimize import compile_cache_env
     from kernelopt.store import default_store_path
-    from kernelopt.evaluate.compile_pool import default_workers
 
     (tmp_path / "kernelopt.toml").write_text(f'store = "{tmp_path / "from-file.db"}"\ncompile_workers = 2\n')
     assert default_store_path() == tmp_path / "from-file.db" and default_workers() == 2

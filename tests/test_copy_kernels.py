@@ -4,8 +4,8 @@ captures and from kernels written to the same shape; and how analyze counts thei
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES
+
 from kernelopt.capture import parse_output_code
 from kernelopt.capture.copy_kernels import moves_only
 from kernelopt.capture.recorder import Launch

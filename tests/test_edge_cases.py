@@ -4,7 +4,8 @@ gate 2 with them rejects kernels wrong only at the edges (CPU stand-ins for the 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch

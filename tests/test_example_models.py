@@ -7,8 +7,8 @@ import importlib.util
 
 import pytest
 import torch
-
 from conftest import ROOT
+
 from kernelopt.problem import load_problem
 
 MODELS = ROOT / "examples" / "models"

@@ -6,6 +6,7 @@ import ast
 import random
 
 from conftest import FIXTURES, ROOT
+
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.file_configs import FileLaunchConfigOperator, apply_config, config_sites, neighbours
 from kernelopt.search.nodes import Node

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, fake_nvcc, forge_record
 from typer.testing import CliRunner
 
 import kernelopt
-from conftest import ROOT, fake_nvcc, forge_record
 from kernelopt.capture.cuda_slot import CudaSlot, bind_cuda_slot
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError

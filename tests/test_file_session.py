@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from kernelopt.evaluate.file_session import FileSession, FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.search.file_configs import apply_config

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
 from kernelopt.api.verify import VerifyReport
 from kernelopt.cli.format import OptimizeProgress, print_optimize, print_verify
+from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
 from kernelopt.verify.verdict import Verdict
 
 

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 import torch
-
 from conftest import EXAMPLES
+
 from kernelopt.api.analyze import analyze
 from kernelopt.capture import capture
 from kernelopt.problem import load_problem
@@ -41,7 +41,7 @@ def test_analyze_attribution_matches_compiled_time(rel: str, store: Store) -> No
         assert row.time_us > 0 and row.bytes_read + row.bytes_written > 0
         # Nothing beats the copy roofline by more than measurement noise.
         assert row.pct_of_peak < 115, row  # percent
-    assert 1.0 <= report.amdahl_bound
+    assert report.amdahl_bound >= 1.0
     assert store.run(report.run_id).status == "done"
     assert store.measurements(report.run_id)["analysis"]["problem"] == problem.name
 
@@ -53,14 +53,14 @@ def test_runtime_launches_agree_with_generated_code(rel: str) -> None:
     inputs = problem.make_inputs(0, "cuda")
     artifact = capture(model, inputs)
     static = Counter((s.kind, s.name) for g in artifact.graphs for s in g.output_code.launch_sites)
-    runtime = Counter((l.kind, l.name) for l in artifact.launches)
+    runtime = Counter((ln.kind, ln.name) for ln in artifact.launches)
     assert runtime == static
     kernels = {k.name: k for _, k in artifact.kernels()}
     for launch in artifact.launches:
         if launch.kind == "triton":
             assert launch.kernel_sha256 == kernels[launch.name].sha256
             assert launch.config is not None and "num_warps" in launch.config
-    gemm_like = any(l.kind == "vendor" for l in artifact.launches)
+    gemm_like = any(ln.kind == "vendor" for ln in artifact.launches)
     assert gemm_like == ("gemm" in rel or "conv" in rel)
     with torch.no_grad():
         torch.testing.assert_close(artifact(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import kernelopt
 from adversarial import HONEST
 from conftest import EXAMPLES
+
+import kernelopt
 from kernelopt.capture import capture
 from kernelopt.capture.swap import find_kernel
 from kernelopt.deliver.export import Replacement, export_model

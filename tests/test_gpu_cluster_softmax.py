@@ -190,7 +190,7 @@ def _regenerated_through_the_gates(problem: str, overrides: dict, option: str) -
         # in its own words, and the candidate is judged again without it, for its correctness
         assert gates["performance"]["reason"].startswith("screened out: "), gates["performance"]
         # said in pytest's warnings summary: which run took this path (a -q run did not show it)
-        warnings.warn(f"{problem} under {option}: {gates['performance']['reason'][:120]}; judged again unscreened")
+        warnings.warn(f"{problem} under {option}: {gates['performance']['reason'][:120]}; judged again unscreened", stacklevel=2)
         settings = replace(settings, screen_trials=0)
         result = worker_targets.evaluate_graph(spec, 0, {option: True}, asdict(settings), None)
         gates = {v["gate"]: v for v in result["verdicts"]}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import EXAMPLES
+
 from kernelopt.capture import capture
 from kernelopt.capture.swap import find_kernel
 from kernelopt.deliver.export import Replacement, export_model, load

@@ -12,12 +12,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from kernelopt.pipeline.optimize_file import optimize_file
 from kernelopt.search.file_configs import config_sites
-from kernelopt.search.termination import Budget
 from kernelopt.search.nodes import NodeStore
+from kernelopt.search.termination import Budget
 from kernelopt.store import Store
 
 pytestmark = pytest.mark.gpu

@@ -19,22 +19,23 @@ import pytest
 
 pytest.importorskip("openai")
 
-from adversarial import unwritten_output  # noqa: E402
-from conftest import EXAMPLES  # noqa: E402
-from kernelopt.config import load_settings  # noqa: E402
-from kernelopt.pipeline.optimize import optimize  # noqa: E402
-from kernelopt.capture import capture  # noqa: E402
-from kernelopt.capture.kernel_source import pin_launch_config  # noqa: E402
-from kernelopt.capture.snapshot import launch as run_launch  # noqa: E402
-from kernelopt.capture.snapshot import snapshot_launches  # noqa: E402
-from kernelopt.capture.swap import SwapError, build_kernel, find_kernel  # noqa: E402
-from kernelopt.measure import compare  # noqa: E402
-from kernelopt.search.launch_configs import config_distance, launch_config_space  # noqa: E402
-from kernelopt.verify.subkernel import as_launcher, run_case  # noqa: E402
-from kernelopt.problem import load_problem  # noqa: E402
-from kernelopt.search.termination import Budget  # noqa: E402
-from kernelopt.store import Store  # noqa: E402
-from llm_servers import Reply, ScriptedLLMServer  # noqa: E402
+from adversarial import unwritten_output
+from conftest import EXAMPLES
+from llm_servers import Reply, ScriptedLLMServer
+
+from kernelopt.capture import capture
+from kernelopt.capture.kernel_source import pin_launch_config
+from kernelopt.capture.snapshot import launch as run_launch
+from kernelopt.capture.snapshot import snapshot_launches
+from kernelopt.capture.swap import SwapError, build_kernel, find_kernel
+from kernelopt.config import load_settings
+from kernelopt.measure import compare
+from kernelopt.pipeline.optimize import optimize
+from kernelopt.problem import load_problem
+from kernelopt.search.launch_configs import config_distance, launch_config_space
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
+from kernelopt.verify.subkernel import as_launcher, run_case
 
 pytestmark = pytest.mark.gpu
 
@@ -74,7 +75,7 @@ def test_agent_repairs_verifies_and_stitches(tmp_path) -> None:
     problem = load_problem(PROBLEM, overrides=SIZES)
     inputs = problem.make_inputs(0, "cuda")
     artifact = capture(problem.build_model(0, "cuda"), inputs)
-    (launch,) = [l for l in artifact.launches if l.kind == "triton"]
+    (launch,) = [ln for ln in artifact.launches if ln.kind == "triton"]
     kernel = next(k for _, k in artifact.kernels() if k.name == launch.name)
     config, gain = _fastest_config(artifact, inputs, launch, kernel)
     del artifact

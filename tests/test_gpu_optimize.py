@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from conftest import EXAMPLES
+
 from kernelopt.config import load_settings
 from kernelopt.deliver.export import load
 from kernelopt.pipeline.optimize import optimize
@@ -102,7 +102,7 @@ def test_inductor_tuned_config_leaves_the_captured_kernel_alone(monkeypatch: pyt
     from kernelopt.evaluate.session import EvaluationSession, ProblemSpec
 
     session = EvaluationSession(ProblemSpec(str(EXAMPLES / "level1/10_row_l2_normalize.py"), {"batch_size": 1024}), compile_workers=0)
-    (launch,) = [l for l in session.artifact.launches if l.kind == "triton"]
+    (launch,) = [ln for ln in session.artifact.launches if ln.kind == "triton"]
     address, var, _ = session.kernel(launch.name)
     live = vars(session.artifact.graphs[address.graph].module)[var]
     before = compat.chosen_config(live)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import pytest
-
 from conftest import EXAMPLES
+
 from kernelopt.capture.graph_swap import GraphCandidate
 from kernelopt.capture.row_split import ROW_SPLIT_OPTION, uses_tickets
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from adversarial import CHEATS, HONEST
 from conftest import EXAMPLES
+
 from kernelopt.capture import capture
 from kernelopt.capture.swap import find_kernel
 from kernelopt.evaluate.one_candidate import EvaluationRequest, verify_candidate
@@ -23,9 +23,9 @@ def backward_kernel():
     step, inputs = problem.build_model(0, "cuda"), problem.make_inputs(0, "cuda")
     artifact = capture(step, inputs)
     assert len(artifact.graphs) == 2, [g.index for g in artifact.graphs]
-    launched = [l for l in artifact.launches if l.kind == "triton" and l.graph == 1]
+    launched = [ln for ln in artifact.launches if ln.kind == "triton" and ln.graph == 1]
     assert launched, "the backward graph launched no generated kernel"
-    name = max(launched, key=lambda l: sum(a.itemsize for a in l.args)).name  # the most traffic
+    name = max(launched, key=lambda ln: sum(a.itemsize for a in ln.args)).name  # the most traffic
     _, _, kernel = find_kernel(artifact, name, graph=1)  # names repeat across graphs: address by graph
     return name, kernel
 

@@ -6,15 +6,15 @@ import json
 
 import pytest
 import torch
-
 from adversarial import CHEATS, GELU_CHEATS, HONEST
 from conftest import EXAMPLES
-from kernelopt.deliver.export import Replacement, export_model, load, seal
+
 from kernelopt.capture import capture
 from kernelopt.capture.swap import KernelAddress, SwapError, check_swaps_live, find_kernel, restore, swap_kernel
+from kernelopt.deliver.export import Replacement, export_model, load, seal
 from kernelopt.errors import KerneloptError
-from kernelopt.problem import load_problem
 from kernelopt.evaluate.one_candidate import EvaluationRequest, verify_candidate
+from kernelopt.problem import load_problem
 
 pytestmark = pytest.mark.gpu
 

@@ -4,7 +4,6 @@ every example problem, forward and, where it trains, backward."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import EXAMPLES
 
 pytestmark = pytest.mark.gpu

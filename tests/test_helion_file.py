@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from kernelopt.evaluate.file_session import FileSession, FileSpec
 from kernelopt.evaluate.gate_settings import GateSettings
 from kernelopt.pipeline.optimize_file import optimize_file

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ROOT
+
 from kernelopt.errors import ProblemError
 from kernelopt.problem.file_kind import HELION, MODEL, TRITON, file_kind, file_shape
 from kernelopt.problem.kernel_file import load_kernel_file

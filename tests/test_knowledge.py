@@ -16,11 +16,11 @@ from kernelopt.knowledge import (
     CardIndex,
     hardware_card,
     hardware_cards,
+    memory,
     parse_card,
     retrieve,
     strategy_cards,
 )
-from kernelopt.knowledge import memory
 from kernelopt.store import Store
 
 KNOWLEDGE_SRC = Path(__file__).resolve().parent.parent / "src" / "kernelopt" / "knowledge"

@@ -11,13 +11,14 @@ import pytest
 pytest.importorskip("pydantic")
 pytest.importorskip("triton")
 
-from conftest import ROOT  # noqa: E402
-from kernelopt.evaluate.gate_settings import GateSettings  # noqa: E402
-from kernelopt.pipeline.optimize_file import optimize_file  # noqa: E402
-from kernelopt.search.nodes import NodeStore  # noqa: E402
-from kernelopt.search.termination import Budget  # noqa: E402
-from kernelopt.store import Store  # noqa: E402
-from llm_servers import Reply, ScriptedLLMServer  # noqa: E402
+from conftest import ROOT
+from llm_servers import Reply, ScriptedLLMServer
+
+from kernelopt.evaluate.gate_settings import GateSettings
+from kernelopt.pipeline.optimize_file import optimize_file
+from kernelopt.search.nodes import NodeStore
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
 
 PATH = ROOT / "examples" / "kernels" / "softmax_naive.py"
 SOURCE = PATH.read_text()

@@ -14,16 +14,17 @@ import pytest
 
 pytest.importorskip("pydantic")  # the optional llm extra; the GPU machine runs without it unless carried
 
-from conftest import EXAMPLES, FIXTURES  # noqa: E402
-from kernelopt.agents.factory import make_client  # noqa: E402
-from kernelopt.pipeline import optimize as opt  # noqa: E402
-from kernelopt.capture import parse_output_code  # noqa: E402
-from kernelopt.knowledge import memory  # noqa: E402
-from kernelopt.search.llm_operator import LLMOperator  # noqa: E402
-from kernelopt.search.termination import Budget  # noqa: E402
-from kernelopt.store import Store  # noqa: E402
-from llm_servers import Reply, ScriptedLLMServer  # noqa: E402
-from test_optimize_flow import ScriptedWorker, ok, run_context, verdicts  # noqa: E402
+from conftest import EXAMPLES, FIXTURES
+from llm_servers import Reply, ScriptedLLMServer
+from test_optimize_flow import ScriptedWorker, ok, run_context, verdicts
+
+from kernelopt.agents.factory import make_client
+from kernelopt.capture import parse_output_code
+from kernelopt.knowledge import memory
+from kernelopt.pipeline import optimize as opt
+from kernelopt.search.llm_operator import LLMOperator
+from kernelopt.search.termination import Budget
+from kernelopt.store import Store
 
 SOFTMAX = next(iter(parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values()))
 BROKEN = SOFTMAX.source.replace("triton_helpers.set_driver_to_gpu()", "triton_helpers.set_driver_to_gpu()\nBROKEN_MARKER = 1")

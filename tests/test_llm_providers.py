@@ -9,19 +9,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
-from llm_servers import (  # noqa: E402
+from llm_servers import (
     Reply,
-    bad_request,
     ScriptedLLMServer,
+    bad_request,
     model_not_found,
     rate_limited,
     server_error,
@@ -29,10 +29,10 @@ from llm_servers import (  # noqa: E402
     unauthorized,
 )
 
-from kernelopt.agents.client import LLMClient  # noqa: E402
-from kernelopt.agents.factory import make_client  # noqa: E402
-from kernelopt.agents.prices import DEFAULT_PRICES, ModelPrice, PriceTable  # noqa: E402
-from kernelopt.agents.providers import (  # noqa: E402
+from kernelopt.agents.client import LLMClient
+from kernelopt.agents.factory import make_client
+from kernelopt.agents.prices import DEFAULT_PRICES, ModelPrice, PriceTable
+from kernelopt.agents.providers import (
     LLMCallError,
     LLMConfig,
     LLMSetupError,
@@ -41,11 +41,11 @@ from kernelopt.agents.providers import (  # noqa: E402
     parse_llm_spec,
     resolve_api_key,
 )
-from kernelopt.agents.providers.base import import_sdk  # noqa: E402
-from kernelopt.agents.types import Message  # noqa: E402
-from kernelopt.errors import KerneloptError  # noqa: E402
-from kernelopt.store import Store  # noqa: E402
-from kernelopt.store.llm_records import transcripts  # noqa: E402
+from kernelopt.agents.providers.base import import_sdk
+from kernelopt.agents.types import Message
+from kernelopt.errors import KerneloptError
+from kernelopt.store import Store
+from kernelopt.store.llm_records import transcripts
 
 OPENAI_KEY = "sk-test-openai-123"
 ANTHROPIC_KEY = "sk-ant-test-456"

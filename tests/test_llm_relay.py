@@ -6,22 +6,21 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from pathlib import Path
-
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from llm_servers import ScriptedLLMServer  # noqa: E402
+from llm_servers import ScriptedLLMServer
 
-from kernelopt.agents.factory import make_client  # noqa: E402
-from kernelopt.agents.providers import ApiKey, LLMCallError, LLMConfig, LLMSetupError, ProviderSpec  # noqa: E402
-from kernelopt.agents.relay import KeyRelay, RelayAccess  # noqa: E402
-from kernelopt.agents.types import Message  # noqa: E402
+from kernelopt.agents.factory import make_client
+from kernelopt.agents.providers import ApiKey, LLMCallError, LLMConfig, LLMSetupError, ProviderSpec
+from kernelopt.agents.relay import KeyRelay, RelayAccess
+from kernelopt.agents.types import Message
 
 KEYS = {"openai": "sk-real-openai-789", "anthropic": "sk-ant-real-012"}
 MODELS = {"openai": "gpt-4o", "anthropic": "claude-haiku-4-5"}
@@ -96,9 +95,11 @@ def test_a_keyless_local_server_gets_the_placeholder_it_gets_without_the_relay()
     server = ScriptedLLMServer("openai").start()
     try:
         spec = ProviderSpec("openai-compatible", "qwen2.5-coder", server.base_url)
-        with KeyRelay(spec, ApiKey("not-needed", None), server.base_url, CONFIG) as relay:
-            with worker_client(relay.access) as client:  # type: ignore[attr-defined]
-                assert client.complete(CHAT).text == "ok"
+        with (
+            KeyRelay(spec, ApiKey("not-needed", None), server.base_url, CONFIG) as relay,
+            worker_client(relay.access) as client,  # type: ignore[attr-defined]
+        ):
+            assert client.complete(CHAT).text == "ok"
         (request,) = server.requests
         assert request.headers["authorization"] == "Bearer not-needed"
     finally:
@@ -111,9 +112,8 @@ def test_the_bench_reads_the_key_once_and_stops_before_any_problem_without_one(m
     with llm_relay(None, None, 10) as none:
         assert none is None
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(LLMSetupError, match="OPENAI_API_KEY is not set"):
-        with llm_relay("openai:gpt-4o", None, 10):
-            pass
+    with pytest.raises(LLMSetupError, match="OPENAI_API_KEY is not set"), llm_relay("openai:gpt-4o", None, 10):
+        pass
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     with llm_relay("openai:gpt-4o", None, 10) as access:
         assert access is not None and (access.kind, access.model) == ("openai", "gpt-4o")
@@ -157,13 +157,15 @@ def test_a_dollar_cap_counts_each_answers_tokens_at_the_configs_prices(upstream)
     spec = ProviderSpec(upstream.flavor, model)  # type: ignore[arg-type]
     for _ in range(3):
         upstream.enqueue(Reply(input_tokens=1_000_000, output_tokens=100_000))  # $1.30 each
-    with KeyRelay(spec, ApiKey(KEYS[upstream.flavor], "K"), upstream.base_url, config, max_usd=2.0) as relay:
-        with worker_client(relay.access) as client:  # type: ignore[attr-defined]
+    with (
+        KeyRelay(spec, ApiKey(KEYS[upstream.flavor], "K"), upstream.base_url, config, max_usd=2.0) as relay,
+        worker_client(relay.access) as client,  # type: ignore[attr-defined]
+    ):
+        client.complete(CHAT)
+        client.complete(CHAT)  # admitted at $1.30, spent $2.60 after
+        # a refusal the SDK does not retry, and the search goes on without the agents' call
+        with pytest.raises(LLMCallError, match=r"refused the request \(402\): .*spent \$2.60 of its \$2.00"):
             client.complete(CHAT)
-            client.complete(CHAT)  # admitted at $1.30, spent $2.60 after
-            # a refusal the SDK does not retry, and the search goes on without the agents' call
-            with pytest.raises(LLMCallError, match=r"refused the request \(402\): .*spent \$2.60 of its \$2.00"):
-                client.complete(CHAT)
     assert len(upstream.requests) == 2 and relay.spent_usd == pytest.approx(2.6)
     with pytest.raises(LLMSetupError, match="needs the price of no-such-model"):
         KeyRelay(ProviderSpec("openai", "no-such-model"), ApiKey("k", "K"), upstream.base_url, CONFIG, max_usd=1.0)
@@ -210,7 +212,9 @@ def test_a_dollar_capped_relay_gives_back_each_reservation_once_the_answer_is_in
     config = LLMConfig(timeout_s=5.0, max_retries=0, prices={model: ModelPrice(1.0, 3.0)})
     spec = ProviderSpec(upstream.flavor, model)  # type: ignore[arg-type]
     upstream.enqueue(Reply(input_tokens=1000, output_tokens=100))
-    with KeyRelay(spec, ApiKey(KEYS[upstream.flavor], "K"), upstream.base_url, config, max_usd=5.0) as relay:
-        with worker_client(relay.access) as client:  # type: ignore[attr-defined]
-            client.complete(CHAT)
+    with (
+        KeyRelay(spec, ApiKey(KEYS[upstream.flavor], "K"), upstream.base_url, config, max_usd=5.0) as relay,
+        worker_client(relay.access) as client,  # type: ignore[attr-defined]
+    ):
+        client.complete(CHAT)
     assert relay.reserved_usd == 0.0 and relay.spent_usd == pytest.approx((1000 * 1.0 + 100 * 3.0) / 1e6)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, forge_record
 
 import kernelopt
-from conftest import ROOT, forge_record
 from kernelopt.errors import KerneloptError
 from kernelopt.pipeline.optimize_file import FileReport, deliver
 from kernelopt.pipeline.records import Winner

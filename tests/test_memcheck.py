@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import FIXTURES
 
 from kernelopt.measure import sanitizer as sanitizer_module
 from kernelopt.measure.sanitizer import (
@@ -23,7 +24,6 @@ from kernelopt.measure.sanitizer import (
     run_command,
     unsupported_reason,
 )
-from kernelopt.workers.workdirs import OWNER_FILE
 from kernelopt.verify.memcheck import (
     REPLAY_MODULE,
     MemcheckResult,
@@ -33,8 +33,7 @@ from kernelopt.verify.memcheck import (
     write_replay,
 )
 from kernelopt.verify.memcheck_replay import ARGS_FILE, DONE_MARKER, READY_MARKER, SOURCE_FILE, unpack_arguments
-
-from conftest import FIXTURES
+from kernelopt.workers.workdirs import OWNER_FILE
 
 
 @pytest.fixture

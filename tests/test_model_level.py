@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-
 from conftest import EXAMPLES
+
 from kernelopt.problem import load_problem
 from kernelopt.verify.model_level import ReferenceCache, run_model_gate
 

@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES
+from test_ncu_kernel_file import HEADER, _path_without_ncu
+
 from kernelopt.evaluate.session import ProblemSpec
 from kernelopt.measure import ncu
 from kernelopt.pipeline.kernel_facts import ncu_counters
 from kernelopt.store import Store
 from kernelopt.workers.persistent import PersistentWorker
-from test_ncu_kernel_file import HEADER, _path_without_ncu
 
 KERNEL = "triton_red_fused_mean_mul_pow_rsqrt_0"
 SPEC = ProblemSpec(str(EXAMPLES / "level1/15_rmsnorm.py"), {"batch_size": 2, "seq_len": 8, "hidden": 64})

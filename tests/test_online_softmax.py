@@ -133,10 +133,12 @@ def test_the_pass_hook_refuses_to_replace_a_users_own_pass() -> None:
 
     from kernelopt.errors import UnsupportedEnvironment
 
-    with inductor_config.patch({"post_grad_custom_pre_pass": lambda graph: None}):
-        with pytest.raises(UnsupportedEnvironment, match="post_grad_custom_pre_pass is already set"):
-            with compat.post_grad_pass(rewrite_for_online_softmax):
-                pass
+    with (
+        inductor_config.patch({"post_grad_custom_pre_pass": lambda graph: None}),
+        pytest.raises(UnsupportedEnvironment, match="post_grad_custom_pre_pass is already set"),
+        compat.post_grad_pass(rewrite_for_online_softmax),
+    ):
+        pass
     assert inductor_config.post_grad_custom_pre_pass is None
 
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from typer.testing import CliRunner
 
-from conftest import ROOT
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError
 from kernelopt.evaluate.gate_settings import GateSettings

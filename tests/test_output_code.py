@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import FIXTURES
+
 from kernelopt.capture import Launch, parse_output_code
 from kernelopt.capture.output_code import kernel_identity
 
@@ -29,7 +29,7 @@ def test_static_launch_sites_match_recorded_launches(stem: str) -> None:
     """The classification read from the text agrees with what actually launched, in order."""
     source, launches = load(stem)
     code = parse_output_code(source)
-    assert [(s.kind, s.name) for s in code.launch_sites] == [(l.kind, l.name) for l in launches]
+    assert [(s.kind, s.name) for s in code.launch_sites] == [(ln.kind, ln.name) for ln in launches]
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -82,7 +82,7 @@ def test_reduction_and_transformer_capture() -> None:
 def test_in_place_kernel_marks_mutated_args() -> None:
     """A kernel that writes into its input (in_out_ptr) reports it as read and written."""
     _, launches = load("03_transformer_block")
-    roles = {(l.name, a.name): a.role for l in launches if l.kind == "triton" for a in l.args}
+    roles = {(ln.name, a.name): a.role for ln in launches if ln.kind == "triton" for a in ln.args}
     assert any(name.startswith("in_out_ptr") and role == "readwrite" for (_, name), role in roles.items())
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from test_optimize_flow import analysis
 
 from kernelopt.evaluate.records import FinalCheck, ProblemAnalysis
 from kernelopt.verify.verdict import Verdict
-from test_optimize_flow import analysis
 
 
 def test_an_analysis_round_trips_through_its_dict() -> None:

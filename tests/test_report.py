@@ -20,10 +20,10 @@ from typer.testing import CliRunner
 
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError
-from kernelopt.report.metrics import fast_p, summarize
 from kernelopt.report import report_beside, try_write, write_bench_report, write_run_report
 from kernelopt.report.bench_data import load_bench
 from kernelopt.report.figures import VERDICT_COLORS, bench_figures, fast_p_grid
+from kernelopt.report.metrics import fast_p, summarize
 from kernelopt.report.run_data import PLAN_KEY, load_run
 from kernelopt.report.tree_layout import tree_layout
 from kernelopt.search.nodes import NodeStore
@@ -244,8 +244,9 @@ def test_an_analyze_page_says_where_optimize_would_search_graph_variants_unasked
 
 
 def test_a_compiler_knob_search_is_drawn_with_its_delivered_options(tmp_path: Path) -> None:
-    from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
     from report_runs import _analysis
+
+    from kernelopt.search.candidate import MODEL_TARGET, Candidate, EvaluationResult
 
     with Store(tmp_path / "k.db") as store:
         run_id = store.start_run("optimize", "12_softmax_wide", "cpu", {})
@@ -273,9 +274,10 @@ def test_a_compiler_knob_search_is_drawn_with_its_delivered_options(tmp_path: Pa
 
 
 def test_a_graph_candidate_search_is_listed_and_drawn(tmp_path: Path) -> None:
+    from report_runs import _analysis
+
     from kernelopt.search.candidate import Candidate, EvaluationResult
     from kernelopt.search.graph_variants import graph_target
-    from report_runs import _analysis
 
     target = graph_target(0)
     with Store(tmp_path / "k.db") as store:

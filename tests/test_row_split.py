@@ -172,8 +172,8 @@ def test_a_session_compiles_a_row_split_under_its_hooks_and_pins_the_config_indu
     from conftest import EXAMPLES
 
     from kernelopt.capture import capture
-    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
     from kernelopt.capture.kernel_source import renamed
+    from kernelopt.capture.row_split import ROW_SPLIT_OPTION
     from kernelopt.evaluate import session as session_module
     from kernelopt.evaluate.session import EvaluationSession, ProblemSpec, variant_tag
     from kernelopt.problem import load_problem

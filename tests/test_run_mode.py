@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import EXAMPLES
 
 import kernelopt
-from conftest import EXAMPLES
 from kernelopt.deliver.export import export_model, read_export, record_run_mode
 from kernelopt.pipeline import bench_problem
 from kernelopt.pipeline.records import OptimizeReport

@@ -119,12 +119,13 @@ def test_a_bad_budget_or_effort_is_refused_in_one_line_before_anything_is_saved(
 
 
 def test_the_result_module_is_the_users_model_compiled_with_the_verified_kernels(tmp_path, worker_tmp) -> None:
+    from conftest import EXAMPLES
+    from test_backend import HONEST, KERNEL
+
     from kernelopt.capture.swap import KernelAddress
     from kernelopt.deliver.export import Replacement, export_model, read_export
     from kernelopt.pipeline.live import Optimized
     from kernelopt.pipeline.records import OptimizeReport
-    from test_backend import HONEST, KERNEL
-    from conftest import EXAMPLES
 
     torch.manual_seed(1)
     model, x = Gated().eval(), torch.randn(3, 8)

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from search_toys import TARGET, FakeEvaluator, StepOperator, landscape, make_engine, x_of
 
 from kernelopt.errors import KerneloptError, StoreError
 from kernelopt.search import (
@@ -27,8 +28,6 @@ from kernelopt.search import (
 )
 from kernelopt.search.operators import unregister_operator
 from kernelopt.store import Store
-
-from search_toys import TARGET, FakeEvaluator, StepOperator, landscape, make_engine, x_of
 
 
 @pytest.fixture

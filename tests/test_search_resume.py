@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+from search_toys import RESUME_BUDGET, TARGET, FakeEvaluator, make_engine
+
 from kernelopt.search import NodeStore
 from kernelopt.store import Store
-
-from search_toys import RESUME_BUDGET, TARGET, FakeEvaluator, make_engine
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "search_resume_worker.py"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, ROOT
 from typer.testing import CliRunner
 
-from conftest import EXAMPLES, ROOT
 from kernelopt.cli.common import parse_sizes
 from kernelopt.cli.main import app
 from kernelopt.errors import KerneloptError
@@ -94,12 +94,12 @@ def test_verify_refuses_a_size_the_file_does_not_have_before_reading_the_candida
 def test_verify_of_a_problem_judges_and_exports_it_at_the_sizes_given(tmp_path: Path, monkeypatch) -> None:
     """The worker is asked for the sizes, and the export carries them: loading it rebuilds the model there."""
     import torch
+    from test_backend import HONEST, KERNEL
 
     from kernelopt.api import verify as api_verify
     from kernelopt.capture.swap import KernelAddress
     from kernelopt.deliver.export import read_export
     from kernelopt.verify.verdict import Verdict
-    from test_backend import HONEST, KERNEL
 
     asked = []
 

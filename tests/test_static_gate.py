@@ -617,9 +617,9 @@ def test_candidate_only_check_needs_no_original() -> None:
 def test_load_refuses_an_artifact_whose_replacement_fails_the_gate(tmp_path: Path) -> None:
     import torch
 
-    from kernelopt.measure.environment import triton_version
     from kernelopt.deliver.export import FORMAT_VERSION, load, seal
     from kernelopt.errors import KerneloptError
+    from kernelopt.measure.environment import triton_version
 
     marker = tmp_path / "problem_ran"
     doc = {

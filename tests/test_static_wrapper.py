@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 
 import pytest
-from static_cheats import assert_refused
 from conftest import FIXTURES
+from static_cheats import assert_refused
 
 from kernelopt.verify.static_wrapper import WRAPPER_RULES, check_static_wrapper, wrapper_facts
 
@@ -133,8 +133,8 @@ def attention() -> str:
     is an ATen fallback (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default``, on the
     GPU the flash or efficient kernel) whose first output is taken as ``buf5 = buf4[0]``."""
     import torch
-
     from conftest import EXAMPLES
+
     from kernelopt.capture import capture
     from kernelopt.problem import load_problem
 
@@ -191,8 +191,8 @@ def test_inductors_own_call_sequences_pass_gate_1(problem: str, train: bool) -> 
     """Every graph of the compiled model, forward and backward: what Inductor writes must pass the rules
     meant to hold its variants (the convolutions and the attention were refused before 2026-12-02)."""
     import torch
-
     from conftest import EXAMPLES
+
     from kernelopt.capture import capture
     from kernelopt.capture.call_sequence import call_source_of
     from kernelopt.problem import load_problem

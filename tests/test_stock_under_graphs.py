@@ -6,14 +6,14 @@ is checked here (the timing itself needs the GPU)."""
 from __future__ import annotations
 
 import torch
-
 from conftest import EXAMPLES
+from test_backend import HONEST, KERNEL
+
 from kernelopt.capture.swap import KernelAddress
 from kernelopt.deliver.backend import KerneloptBackend
 from kernelopt.deliver.export import Replacement, export_model
 from kernelopt.pipeline.stock_modes import CUDA_GRAPH_MODES, optimized_for
 from kernelopt.problem import load_problem
-from test_backend import HONEST, KERNEL
 
 
 def test_under_a_cuda_graph_mode_the_verified_kernels_run_through_the_backend_with_that_mode(tmp_path, monkeypatch) -> None:

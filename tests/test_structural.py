@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import random
 
-
 from conftest import EXAMPLES, FIXTURES
+
 from kernelopt.capture import compat
 from kernelopt.capture.output_code import parse_output_code, triton_kernel_def
+from kernelopt.capture.variant_kernel import as_replacement, fused_ops, matching_kernel
 from kernelopt.search.candidate import Candidate
 from kernelopt.search.nodes import Node
 from kernelopt.search.operators import SearchContext, make_operators
-from kernelopt.capture.variant_kernel import as_replacement, fused_ops, matching_kernel
 from kernelopt.search.structural import STRUCTURAL_OPTIONS
 
 SOFTMAX = next(iter(parse_output_code((FIXTURES / "inductor" / "12_softmax_wide.graph0.py").read_text()).kernels.values()))
@@ -78,10 +78,11 @@ def test_the_operator_proposes_each_new_variant_from_the_root_only() -> None:
 
 
 def test_the_pipeline_asks_the_worker_once_per_kernel_and_evaluates_the_variants(tmp_path) -> None:
+    from test_optimize_flow import ScriptedWorker, ok, run_context
+
     from kernelopt.pipeline import optimize as opt
     from kernelopt.search.termination import Budget
     from kernelopt.store import Store
-    from test_optimize_flow import ScriptedWorker, ok, run_context
 
     looped = as_replacement(variant(), SOFTMAX.name)
 

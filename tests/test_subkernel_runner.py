@@ -78,7 +78,7 @@ def writes_past_the_end(args) -> None:
 def test_a_write_outside_the_buffer_is_caught_by_the_guard_regions() -> None:
     kernel = triton_kernel_def("triton_poi_sign_0", SOURCE)
     snapshot = [torch.randn(64), torch.empty(64, dtype=torch.int64), 64]
-    honest = lambda args: args[1].copy_((args[0] > 0).long())  # noqa: E731
+    honest = lambda args: args[1].copy_((args[0] > 0).long())
     assert subkernel.run_case(kernel, honest, honest, "snapshot", snapshot).passed
     verdict = subkernel.run_case(kernel, honest, writes_past_the_end, "snapshot", snapshot)
     assert not verdict.passed and verdict.details["rule"] == "guard_region"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import EXAMPLES
 from torch import nn
 
-from conftest import EXAMPLES
 from kernelopt.capture import capture
 from kernelopt.errors import ProblemError
 from kernelopt.problem import load_problem

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import torch
+from test_backend import HONEST, KERNEL, Small
 
 from kernelopt.deliver.backend import store_backend
 from kernelopt.measure.environment import device_label, triton_version
@@ -13,7 +14,6 @@ from kernelopt.pipeline.records import KernelResult, OptimizeReport, Winner
 from kernelopt.store import Store
 from kernelopt.store.db import MIGRATIONS
 from kernelopt.store.tuned import TunedKernel, add_tuned, tuned_for
-from test_backend import HONEST, KERNEL, Small
 
 HERE = {"device": "NVIDIA H200 (cc 9.0, 132 SMs)", "torch_version": "2.11.0+cu130", "triton_version": "3.6.0"}
 

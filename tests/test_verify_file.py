@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from typer.testing import CliRunner
 
-from conftest import ROOT
 from kernelopt.api.verify_file import verify_file
 from kernelopt.cli.main import app
 from kernelopt.search.file_configs import apply_config

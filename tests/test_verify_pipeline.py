@@ -6,15 +6,15 @@ import json
 
 import pytest
 import torch
-
 from conftest import EXAMPLES, FIXTURES
-from kernelopt.deliver.export import Replacement, check_versions, export_model, read_export
+
 from kernelopt.capture import parse_output_code
 from kernelopt.capture.swap import KernelAddress
+from kernelopt.deliver.export import Replacement, check_versions, export_model, read_export
 from kernelopt.errors import KerneloptError
+from kernelopt.evaluate.one_candidate import STAGE_MARK, EvaluationRequest, crash_stage, verify_candidate
 from kernelopt.problem import load_problem
 from kernelopt.search.launch_configs import MAX_TILE_ELEMENTS, launch_config_space
-from kernelopt.evaluate.one_candidate import STAGE_MARK, EvaluationRequest, crash_stage, verify_candidate
 
 
 def kernel_of(stem: str):

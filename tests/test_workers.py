@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
-import signal
 import time
 from pathlib import Path
 

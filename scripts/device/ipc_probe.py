@@ -16,8 +16,8 @@ import sys
 
 import torch
 
-from kernelopt.workers.identity import worker_identity
 from kernelopt.evaluate.shared_tensors import share
+from kernelopt.workers.identity import worker_identity
 
 CHILD = r"""
 import pickle, sys, torch
