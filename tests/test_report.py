@@ -208,6 +208,18 @@ def _analyze_page(tmp_path: Path, analysis: dict) -> str:
         return write_run_report(store, run_id, tmp_path / f"a{run_id}.html").read_text()
 
 
+def _optimize_page(tmp_path: Path, report: dict) -> str:
+    """The page of an optimize run that recorded the fixture's analysis and ``report``."""
+    from report_runs import _analysis
+
+    with Store(tmp_path / "k.db") as store:
+        run_id = store.start_run("optimize", "12_softmax_wide", "cpu", {})
+        store.add_measurement(run_id, "analysis", _analysis())
+        store.add_measurement(run_id, "report", report)
+        store.finish_run(run_id)
+        return write_run_report(store, run_id, tmp_path / f"o{run_id}.html").read_text()
+
+
 def test_an_analyze_run_shows_which_kernels_only_move_data_and_their_share(tmp_path: Path) -> None:
     from report_runs import _analysis
 
@@ -564,16 +576,9 @@ def test_a_run_page_says_which_cuda_graph_mode_its_export_runs_under(tmp_path: P
 
 
 def test_a_run_page_shows_the_final_verification_as_cuda_graph_replays(tmp_path: Path) -> None:
-    from report_runs import _analysis
-
     replays = {"graphs_gain": 2.4, "speedup": 1.07, "q1": 1.06, "q3": 1.08, "noise": 0.01, "beyond_noise": True}
-    with Store(tmp_path / "k.db") as store:
-        run_id = store.start_run("optimize", "12_softmax_wide", "cpu", {})
-        store.add_measurement(run_id, "analysis", _analysis())
-        store.add_measurement(run_id, "report", {"final_reason": "verified", "kernels": [], "exported": "m.kopt.json",
-                                                 "speedup_vs_compile": 1.01, "as_replays": replays})  # fmt: skip
-        store.finish_run(run_id)
-        page = write_run_report(store, run_id, tmp_path / "r.html").read_text()
+    page = _optimize_page(tmp_path, {"final_reason": "verified", "kernels": [], "exported": "m.kopt.json",
+                                     "speedup_vs_compile": 1.01, "as_replays": replays})  # fmt: skip
     assert (
         "<td>as CUDA-graph replays</td><td>as CUDA-graph replays: 1.070x over the base compile&#x27;s replays "
         "(IQR 1.060-1.080); the base compile&#x27;s own replays ran 2.400x its forward" in page
@@ -583,16 +588,9 @@ def test_a_run_page_shows_the_final_verification_as_cuda_graph_replays(tmp_path:
 def test_a_run_page_says_which_host_path_the_delivered_models_own_ops_took(tmp_path: Path) -> None:
     """The report's ``op_hosts`` (the delivered model's own ops in its judged process): shown as it is, and
     where one went through Python, what that costs a short forward's reading."""
-    from report_runs import _analysis
-
     def page_for(op_hosts: dict | None) -> str:
-        with Store(tmp_path / "k.db") as store:
-            run_id = store.start_run("optimize", "13_groupnorm_scale_shift_silu", "cpu", {})
-            store.add_measurement(run_id, "analysis", _analysis())
-            store.add_measurement(run_id, "report", {"final_reason": "verified", "kernels": [], "exported": "m.kopt.json",
-                                                     "speedup_vs_compile": 1.2, "op_hosts": op_hosts})  # fmt: skip
-            store.finish_run(run_id)
-            return write_run_report(store, run_id, tmp_path / f"o{run_id}.html").read_text()
+        return _optimize_page(tmp_path, {"final_reason": "verified", "kernels": [], "exported": "m.kopt.json",
+                                         "speedup_vs_compile": 1.2, "op_hosts": op_hosts})  # fmt: skip
 
     cpp = page_for({"kernelopt.group_norm": "C++: 1 plan(s) kept, 80 call(s) launched from C++, 0 handed to Python's path"})
     assert "<td>kernelopt&#x27;s own ops</td><td>kernelopt.group_norm: C++: 1 plan(s) kept, 80 call(s) launched" in cpp
