@@ -396,8 +396,8 @@ def test_the_option_is_a_compile_option_a_reread_variant_and_a_knob() -> None:
 @pytest.mark.parametrize("dtype", group_norm_kernel.DTYPES)
 def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
     """Each dtype's source compiles for Hopper, each form's registers few enough for the blocks an SM its
-    parts are sized for (five in shared memory alone, as level2/13's 40 KB parts fit, two where a part is
-    partly in registers), and
+    parts are sized for (five in shared memory alone, held or one-pass, as level2/13's 40 KB parts fit, two
+    where a part is partly in registers), and
     nothing spilled to local memory: both forms with parameters in float32 and, for a 16-bit input, in its
     own dtype."""
     import re
@@ -410,10 +410,11 @@ def test_the_kernel_builds_for_sm_90_without_spilling(tmp_path, dtype) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
-    forms = re.findall(r"group_norm_bulk\S*?Li(\d+)EEv.*?Used (\d+) registers", built.stderr, re.S)
+    forms = re.findall(r"group_norm_bulk\S*?Li(\d+)ELb([01])EEv.*?Used (\d+) registers", built.stderr, re.S)
     kinds = 1 if dtype == torch.float32 else 2  # the parameters' dtypes
-    assert sorted(int(regs) for regs, _ in forms) == [0] * kinds + [group_norm_kernel.REGS_WIDE] * kinds, built.stderr
-    for regs, registers in forms:
+    held, one_pass, wide = (0, "0"), (0, "1"), (group_norm_kernel.REGS_WIDE, "0")
+    assert sorted((int(regs), once) for regs, once, _ in forms) == sorted([held, one_pass, wide] * kinds), built.stderr
+    for regs, _, registers in forms:
         assert int(registers) * group_norm_kernel.THREADS * (2 if int(regs) else 5) <= 65536, built.stderr
     # the channels-last kernel: three blocks an SM (its 64 KB parts)
     channels_last = re.findall(r"group_norm_channels_last\S*?EEv.*?Used (\d+) registers", built.stderr, re.S)
@@ -469,21 +470,28 @@ def test_the_channels_last_kernel_takes_whole_packs_a_pixel_and_groups_a_cluster
 
 
 def test_a_form_is_asked_by_name_and_an_unknown_one_is_refused_in_one_line() -> None:
-    """The op and the C entry name the kernel's form ("held", "wide", "reread"; the C entry by its index in
-    ``FORMS``, which the source's switch is written from), not a register count that also meant a form."""
+    """The op and the C entry name the kernel's form ("held", "wide", "reread", "one-pass"; the C entry by its
+    index in ``FORMS``, which the source's switch is written from), not a register count that also meant a
+    form."""
     x, w, b = _values((2, 8, 16, 16), torch.float32)
     for form in ("", *group_norm_kernel.FORMS):  # on CPU every form is torch's group norm
         torch.testing.assert_close(OP(x, w, b, 4, EPS, form=form), F.group_norm(x, 4, w, b, EPS))
-    with pytest.raises(ValueError, match="form 'regs'; pass one of held, wide, reread, or '' for the op's own"):
+    with pytest.raises(ValueError, match="form 'regs'; pass one of held, wide, reread, one-pass, or '' for the op's"):
         OP(x, w, b, 4, EPS, form="regs")
     library = group_norm_kernel.Library.__new__(group_norm_kernel.Library)  # no build: refused before the launch
-    with pytest.raises(ValueError, match="form 'auto'; pass one of held, wide, reread"):
+    with pytest.raises(ValueError, match="form 'auto'; pass one of held, wide, reread, one-pass"):
         library.run(x, torch.empty_like(x), group_norm_kernel.Epilogue(), 4, 2, EPS, "auto")
     source = group_norm_kernel.source_for(torch.float32)
     assert "__FORM_" not in source
+    launches = {
+        "held": "launch<P, 0, false>",
+        "wide": f"launch<P, {group_norm_kernel.REGS_WIDE}, false>",
+        "reread": "launch_reread<P>",
+        "one-pass": "launch<P, 0, true>",
+    }
+    assert set(launches) == set(group_norm_kernel.FORMS)
     for index, form in enumerate(group_norm_kernel.FORMS):
-        launch = {"held": "launch<P, 0>", "wide": f"launch<P, {group_norm_kernel.REGS_WIDE}>"}.get(form, "launch_reread<P>")
-        assert re.search(rf"case {index}:\s*return {re.escape(launch)}\(", source), form
+        assert re.search(rf"case {index}:\s*return {re.escape(launches[form])}\(", source), form
 
 
 def test_the_kernel_library_knows_channels_last_from_any_other_layout() -> None:

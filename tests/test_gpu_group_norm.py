@@ -61,33 +61,37 @@ def _close(got: torch.Tensor, x, groups, w, b) -> None:
     ],
 )
 @pytest.mark.parametrize("affine", ["both", "weight", "none"])
-def test_the_kernel_computes_the_group_norm_of_every_group(hopper_gpu, dtype, shape, groups, affine) -> None:
+@pytest.mark.parametrize("form", ["", "one-pass"])
+def test_the_kernel_computes_the_group_norm_of_every_group(hopper_gpu, dtype, shape, groups, affine, form) -> None:
+    """The op's own form, and the held form with its moments folded in one pass."""
     x, w, b = _inputs(shape, dtype)
     w = w if affine != "none" else None
     b = b if affine == "both" else None
     before = Counter(row_softmax_op.FALLBACKS)
-    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS)
+    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, form=form)
     assert not row_softmax_op.fallbacks_since(before)  # the kernel ran, not torch
     assert got.dtype == dtype and got.shape == x.shape
     _close(got, x, groups, w, b)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_an_input_with_a_storage_offset_is_stored_element_by_element_where_unaligned(hopper_gpu, dtype) -> None:
+@pytest.mark.parametrize("form", ["", "one-pass"])
+def test_an_input_with_a_storage_offset_is_stored_element_by_element_where_unaligned(hopper_gpu, dtype, form) -> None:
     """A contiguous slice of a batch starts where its bytes fall: 12 x 1155 bfloat16 elements a sample put
     sample 1 8 bytes off a 16-byte boundary, while the op's output starts on one."""
     base, w, b = _inputs((4, 12, 33, 35), dtype)
     x = base[1:]
     assert x.is_contiguous()
-    _close(torch.ops.kernelopt.group_norm(x, w, b, 3, EPS), x, 3, w, b)
+    _close(torch.ops.kernelopt.group_norm(x, w, b, 3, EPS, form=form), x, 3, w, b)
 
 
 @pytest.mark.parametrize("clusters", group_norm_op.CLUSTER_SIZES)
-def test_every_cluster_size_computes_the_same_group_norm(hopper_gpu, clusters) -> None:
+@pytest.mark.parametrize("form", ["held", "one-pass"])
+def test_every_cluster_size_computes_the_same_group_norm(hopper_gpu, clusters, form) -> None:
     x, w, b = _inputs((4, 16, 96, 97), torch.float32)  # groups of 37248: each size holds them
     if -(-37248 // clusters) * 4 + 16 > group_norm_kernel.PART_BYTES_LIMIT:
         pytest.skip("a part wider than a block may have")
-    _close(torch.ops.kernelopt.group_norm(x, w, b, 4, EPS, clusters=clusters), x, 4, w, b)
+    _close(torch.ops.kernelopt.group_norm(x, w, b, 4, EPS, clusters=clusters, form=form), x, 4, w, b)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -103,13 +107,13 @@ def test_the_wide_form_holds_part_of_each_part_in_registers(hopper_gpu, dtype, s
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("params", ["own", "float32"])
-@pytest.mark.parametrize("form", ["plain", "wide"])
+@pytest.mark.parametrize("form", ["plain", "wide", "one-pass"])
 def test_the_epilogue_scales_shifts_and_applies_silu_by_sample_and_channel(hopper_gpu, dtype, params, form) -> None:
     """``silu(group_norm(x) * (1 + scale) + shift)`` with the scale and shift strided views of one linear
     output (as level2/13's graph passes them), its parameters in the input's dtype or in float32, in both
     forms (packs that straddle channels in the plain one): within the eager computation's own distance
     from float64, which rounds at every step."""
-    shape, groups = ((3, 12, 33, 35), 3) if form == "plain" else ((2, 16, 128, 128), 2)
+    shape, groups = ((2, 16, 128, 128), 2) if form == "wide" else ((3, 12, 33, 35), 3)
     x, w, b = _inputs(shape, dtype)
     g = torch.Generator(device="cuda").manual_seed(1)
     linear = (torch.randn(shape[0], 2 * shape[1], device="cuda", generator=g) * 0.5).to(dtype)
@@ -118,8 +122,8 @@ def test_the_epilogue_scales_shifts_and_applies_silu_by_sample_and_channel(hoppe
     scale, shift = (t[:, :, None, None] for t in linear.chunk(2, dim=1))
     assert not scale.is_contiguous()
     before = Counter(row_softmax_op.FALLBACKS)
-    wide = {"clusters": 16, "form": "wide"} if form == "wide" else {}
-    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, scale, shift, 1.0, True, **wide)
+    chosen = {"plain": {}, "wide": {"clusters": 16, "form": "wide"}, "one-pass": {"form": "one-pass"}}[form]
+    got = torch.ops.kernelopt.group_norm(x, w, b, groups, EPS, scale, shift, 1.0, True, **chosen)
     assert not row_softmax_op.fallbacks_since(before)
     assert got.dtype == dtype and got.is_contiguous()
 
@@ -291,20 +295,22 @@ def test_the_reread_form_refuses_a_cluster_size_in_one_line_before_asking_the_gp
             torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, clusters=clusters, form="reread")
 
 
-def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu) -> None:
+@pytest.mark.parametrize("form", ["", "one-pass"])
+def test_a_constant_group_and_a_large_offset_keep_their_precision(hopper_gpu, form) -> None:
     """Chan's combination of the blocks' deviations, not a sum of squares less a squared mean: a group at
-    1000 +- 0.01 keeps its spread, and a constant group comes out as the bias."""
+    1000 +- 0.01 keeps its spread, and a constant group comes out as the bias (in the one-pass form, each
+    value taken less the group's first before its pack's moments)."""
     x = 1000 + 0.01 * torch.randn(2, 16, 128, 128, device="cuda")
     x[1, :8] = 3.0  # sample 1's first group is constant
     w, b = torch.ones(16, device="cuda"), torch.full((16,), 0.25, device="cuda")
-    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS)
+    got = torch.ops.kernelopt.group_norm(x, w, b, 2, EPS, form=form)
     _close(got, x, 2, w, b)
     assert torch.allclose(got[1, :8], torch.full_like(got[1, :8], 0.25))
 
 
 def _host_cases(dtype):
     """One call of each launch the C++ host path repeats, by name: the held form with the epilogue, the
-    channels-last kernel with its input's bias, the wide and reread forms, an input off a 16-byte boundary,
+    channels-last kernel with its input's bias, the wide, reread and one-pass forms, an input off a 16-byte boundary,
     float32 parameters of a 16-bit input."""
     x, w, b = _inputs((3, 12, 33, 35), dtype)
     linear = torch.randn(3, 24, device="cuda", dtype=dtype)
@@ -318,6 +324,7 @@ def _host_cases(dtype):
             cl.to(memory_format=torch.channels_last), cw, cb, 8, EPS, input_bias=cb
         ),
         "wide": lambda: torch.ops.kernelopt.group_norm(wide, None, None, 2, EPS, clusters=16, form="wide"),
+        "one-pass": lambda: torch.ops.kernelopt.group_norm(x, w, b, 3, EPS, scale, shift, 1.0, True, form="one-pass"),
         "reread": lambda: torch.ops.kernelopt.group_norm(wide, None, None, 1, EPS),
         "storage offset": lambda: torch.ops.kernelopt.group_norm(base[1:], w, b, 3, EPS),
         "float32 parameters": lambda: torch.ops.kernelopt.group_norm(x, w.float(), b.float(), 3, EPS),

@@ -1,7 +1,7 @@
 """Probe: ``torch.ops.kernelopt.group_norm`` (each group read once, held in one cluster's shared memory)
 against the stock compile of ``F.group_norm``, at the suite's group norms' shapes and at every cluster size
 that holds their groups, each part in shared memory alone ("held") or (clusters of 8 and 16) partly in
-registers ("wide"), or each part read twice, the second time from L2 ("reread": 4, 8 and 16 blocks a group,
+registers ("wide"), held with its moments folded as it lands ("one-pass"), or each part read twice, the second time from L2 ("reread": 4, 8 and 16 blocks a group,
 ``in_flight`` clusters at once, 0 the op's rule); level2/09's also channels-last (the channels-last kernel, against the stock compile of the same
 channels-last input).
 
@@ -86,7 +86,7 @@ def probe_case(
     library = kernel.launcher(dtype, op.row_softmax_op.capability(x.device.index))
     base = {"case": name, "shape": list(shape), "groups": groups, "dtype": str(dtype), "mode": mode,
             "channels_last": channels_last, "columns": columns, "chosen": chosen}  # fmt: skip
-    forms = [(c, f, 0) for c, f in itertools.product(op.CLUSTER_SIZES, ("held", "wide"))]
+    forms = [(c, f, 0) for c, f in itertools.product(op.CLUSTER_SIZES, ("held", "one-pass", "wide"))]
     if not channels_last:  # the reread form: 4, 8 and 16 blocks a group, the op's clusters at once and others
         forms += [(c, "reread", f) for c in (4, 8, 16) for f in (0, 4, 8, 16, 32)]
     for clusters, form, in_flight in forms:

@@ -33,6 +33,13 @@ Groups wider than a cluster holds in shared memory (level1/16's 2 MB) have a thi
 to stay in L2 and the statistics kept by Welford by pack, the second time (after the same exchange) from
 L2, and a fixed number of clusters loops over the groups so that the groups read at once fit in L2: memory
 sees one read and one write where L2 keeps its promise. Not yet timed on a GPU.
+
+The held kernel has a one-pass form (``FORMS``' "one-pass"): its part's moments folded by pack as the part
+lands (the reread form's Welford by pack, ``Moments``), so that no block passes over its shared memory a
+second time before the cluster's exchange. The H100 held form was partly bound by its instructions (its
+schedulers issuing on 65 % of cycles); an H200's faster memory leaves such a kernel further behind the
+stock two kernels, and this form is the one to time there against the held one. Not yet run on a GPU, and
+not the op's own choice until one says it pays.
 """
 
 from __future__ import annotations
@@ -55,8 +62,9 @@ REGS_WIDE = 8
 # The contiguous input's forms, named in the op and by index in the C entry's `form`: "held" (each block's
 # part in shared memory), "wide" (REGS_WIDE packs a thread of it in registers) and "reread" (for groups
 # wider than a cluster holds: no part held, each read twice, the second time from L2, UNROLL 16-byte loads
-# a thread in flight). A channels-last input has one form, "held".
-FORMS = ("held", "wide", "reread")
+# a thread in flight) and "one-pass" (held, its moments folded by pack as it lands: no second pass over
+# shared memory; not the op's own choice until a GPU says it pays). A channels-last input has one form, "held".
+FORMS = ("held", "wide", "reread", "one-pass")
 UNROLL = 8
 MAX_CLUSTER = 16  # Hopper's non-portable cluster size
 PART_BYTES_LIMIT = 227 * 1024  # the shared memory a block may ask for on sm_90
@@ -158,18 +166,52 @@ __device__ __forceinline__ void cluster_moments(cg::cluster_group& cluster, floa
   rstd = rsqrtf(warp_sum(pq + pn * d * d) / cols + eps);
 }
 
+// A thread's running count, mean and sum of squared deviations, values folded in a pack at a time by
+// Chan's rule (Welford by pack: no sum of squares less a squared mean), each value taken less ref (the
+// group's first, the same in every block: a running mean near a large offset rounds at its own size, its
+// deviations from the first value do not; 1000 +- 0.01 came out 2.4x the eager error on the H100 without)
+struct Moments {
+  float count = 0.0f, mean = 0.0f, m2 = 0.0f;
+  // n values of mean m and squared deviations q from it
+  __device__ __forceinline__ void add(float n, float m, float q) {
+    const float total = count + n, delta = m - mean;
+    mean += delta * __fdividef(n, total);
+    m2 += q + delta * delta * __fdividef(count * n, total);
+    count = total;
+  }
+  template <typename T, int VEC>
+  __device__ __forceinline__ void add_pack(const Pack<T, VEC>& v, float ref) {
+    float pm = 0.0f, pq = 0.0f;
+    #pragma unroll
+    for (int j = 0; j < VEC; ++j) pm += as_float<T>(v.v[j]) - ref;
+    pm *= 1.0f / VEC;
+    #pragma unroll
+    for (int j = 0; j < VEC; ++j) { const float d = (as_float<T>(v.v[j]) - ref) - pm; pq += d * d; }
+    add((float)VEC, pm, pq);
+  }
+  // the block's sum s of its n values (less ref) and squared deviations q from their mean, in every thread
+  template <int THREADS>
+  __device__ __forceinline__ void block(float n, float* scratch, float& s, float& q) const {
+    s = block_sum<THREADS>(count * mean, scratch);
+    const float local_mean = n > 0.0f ? s / n : 0.0f;
+    q = block_sum<THREADS>(m2 + count * (mean - local_mean) * (mean - local_mean), scratch);
+  }
+};
+
 // One group (cols elements: channels_per_group channels of hw each) a cluster; row r of x is group
 // r % groups of sample r / groups, its epilogue as above. REGS > 0: the
 // last REGS 16-byte packs a thread of each block's part are held in registers, the rest in shared memory
 // (the host launches that form only where rows and parts are whole packs from 16-byte boundaries), so that
-// a part of 128 KB leaves room for two blocks an SM.
-template <typename T, typename P, int THREADS, int PIECES, int REGS>
+// a part of 128 KB leaves room for two blocks an SM. ONE_PASS (REGS 0 alone): the part's moments folded
+// by pack as it lands (Moments), no second pass over shared memory before the cluster's exchange.
+template <typename T, typename P, int THREADS, int PIECES, int REGS, bool ONE_PASS>
 // five blocks an SM for parts in shared memory alone (48 registers: level2/13's parts of 40 KB fit five in
 // shared memory, and the epilogue's 55 registers had cut that to four, 2.37 to 2.15 TB/s on the H100;
 // wider parts are held to fewer by shared memory), two for the form that holds some in registers
 __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
     const T* __restrict__ x, T* __restrict__ y, const Epilogue<P> e, int64_t cols, int64_t chunk, int hw,
     int64_t channels_per_group, int64_t groups, float eps) {
+  static_assert(!ONE_PASS || REGS == 0, "the one-pass form holds its part in shared memory alone");
   constexpr int VEC = 16 / sizeof(T);
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(8) unsigned long long bars[PIECES];
@@ -191,7 +233,10 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
   const BulkPart<T, PIECES> bulk(src, n_smem, smem_raw, bars);
   T* buf = bulk.buf;
 
-  // pass 1, as the part lands: its sum (the registers' packs loaded while the bulk copies fly)
+  // pass 1, as the part lands: its sum (the registers' packs loaded while the bulk copies fly), or in the
+  // one-pass form its moments less ref (0 in the others: (v - 0) is v)
+  const float ref = ONE_PASS ? as_float<T>(x[row * cols]) : 0.0f;
+  Moments m;
   float s = 0.0f;
   float held[REGS > 0 ? REGS * VEC : 1];
   if constexpr (REGS > 0) {
@@ -213,7 +258,8 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
     for (int i = from + threadIdx.x; i < to; i += THREADS) {
       const T v = src[i];
       buf[i] = v;
-      s += as_float<T>(v);
+      if constexpr (ONE_PASS) m.add(1.0f, as_float<T>(v) - ref, 0.0f);
+      else s += as_float<T>(v);
     }
   };
   edge(0, bulk.head);
@@ -222,31 +268,39 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
     bulk.wait(bars, p);
     for (int i = bulk.first(p) + threadIdx.x; i < bulk.last(p); i += THREADS) {
       const Pack<T, VEC> v = bulk.middle[i];
-      #pragma unroll
-      for (int j = 0; j < VEC; ++j) s += as_float<T>(v.v[j]);
+      if constexpr (ONE_PASS) {
+        m.add_pack<T, VEC>(v, ref);
+      } else {
+        #pragma unroll
+        for (int j = 0; j < VEC; ++j) s += as_float<T>(v.v[j]);
+      }
     }
   }
-  s = block_sum<THREADS>(s, scratch);  // its __syncthreads also publishes the head and tail
-  const float local_mean = n > 0 ? s / (float)n : 0.0f;
-  // pass 2, over shared memory: the squared deviations from the part's own mean
   float q = 0.0f;
-  for (int i = threadIdx.x; i < bulk.head; i += THREADS) { const float d = as_float<T>(buf[i]) - local_mean; q += d * d; }
-  for (int i = bulk.tail + threadIdx.x; i < n_smem; i += THREADS) { const float d = as_float<T>(buf[i]) - local_mean; q += d * d; }
-  for (int i = threadIdx.x; i < bulk.vectors; i += THREADS) {
-    const Pack<T, VEC> v = bulk.middle[i];
-    #pragma unroll
-    for (int j = 0; j < VEC; ++j) { const float d = as_float<T>(v.v[j]) - local_mean; q += d * d; }
-  }
-  if constexpr (REGS > 0) {
-    #pragma unroll
-    for (int k = 0; k < REGS; ++k) {
-      const bool in = (k * THREADS + (int)threadIdx.x) * VEC < held_n;
+  if constexpr (ONE_PASS) {
+    m.block<THREADS>((float)n, scratch, s, q);  // its __syncthreads also publish the head and tail
+  } else {
+    s = block_sum<THREADS>(s, scratch);  // its __syncthreads also publishes the head and tail
+    const float local_mean = n > 0 ? s / (float)n : 0.0f;
+    // pass 2, over shared memory: the squared deviations from the part's own mean
+    for (int i = threadIdx.x; i < bulk.head; i += THREADS) { const float d = as_float<T>(buf[i]) - local_mean; q += d * d; }
+    for (int i = bulk.tail + threadIdx.x; i < n_smem; i += THREADS) { const float d = as_float<T>(buf[i]) - local_mean; q += d * d; }
+    for (int i = threadIdx.x; i < bulk.vectors; i += THREADS) {
+      const Pack<T, VEC> v = bulk.middle[i];
       #pragma unroll
-      for (int j = 0; j < VEC; ++j) { const float d = held[k * VEC + j] - local_mean; q += in ? d * d : 0.0f; }
+      for (int j = 0; j < VEC; ++j) { const float d = as_float<T>(v.v[j]) - local_mean; q += d * d; }
     }
+    if constexpr (REGS > 0) {
+      #pragma unroll
+      for (int k = 0; k < REGS; ++k) {
+        const bool in = (k * THREADS + (int)threadIdx.x) * VEC < held_n;
+        #pragma unroll
+        for (int j = 0; j < VEC; ++j) { const float d = held[k * VEC + j] - local_mean; q += in ? d * d : 0.0f; }
+      }
+    }
+    q = block_sum<THREADS>(q, scratch);
   }
-  q = block_sum<THREADS>(q, scratch);
-  float mean, rstd;
+  float mean, rstd;  // mean: less ref
   cluster_moments(cluster, parts, (float)n, s, q, (float)cols, eps, mean, rstd);
   const int64_t channel0 = (row % groups) * channels_per_group;
   const int64_t sample = row / groups;
@@ -264,7 +318,7 @@ __global__ void __launch_bounds__(THREADS, REGS > 0 ? 2 : 5) group_norm_bulk(
     b = cached_b;
   };
   const float inv_hw = 1.0f / (float)hw;
-  auto out_of = [&](float v, float a, float b) { return from_float<T>(e.act((v - mean) * a + b)); };
+  auto out_of = [&](float v, float a, float b) { return from_float<T>(e.act(((v - ref) - mean) * a + b)); };
   // columns of a group fit an int (the op's widest group is 532352 elements): 32-bit division by hw
   const int first = (int)start;
   auto edge_out = [&](int from, int to) {
@@ -485,37 +539,21 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_reread(
   for (int64_t row = blockIdx.x / blocks; row < rows; row += in_flight) {
     const Pack<T, VEC>* src = reinterpret_cast<const Pack<T, VEC>*>(x + row * cols + start);
     Pack<T, VEC>* dst = reinterpret_cast<Pack<T, VEC>*>(y + row * cols + start);
-    // every value taken less the group's first (the same in every block): a running mean near a large
-    // offset rounds at its own size (1000 +- 0.01 came out 2.4x the eager error on the H100), its
-    // deviations from the first value do not
-    const float ref = as_float<T>(x[row * cols]);
+    const float ref = as_float<T>(x[row * cols]);  // (Moments': every value taken less the group's first)
     // pass 1, from memory: Welford by pack
-    float count = 0.0f, mu = 0.0f, m2 = 0.0f;
+    Moments m;
     for (int base = threadIdx.x; base < packs; base += UNROLL * THREADS) {
       Pack<T, VEC> v[UNROLL];
       #pragma unroll
       for (int u = 0; u < UNROLL; ++u)
         if (base + u * THREADS < packs) v[u] = load_kept<T, VEC>(src + base + u * THREADS, keep);
       #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        if (base + u * THREADS < packs) {
-          float pm = 0.0f, pq = 0.0f;
-          #pragma unroll
-          for (int j = 0; j < VEC; ++j) pm += as_float<T>(v[u].v[j]) - ref;
-          pm *= 1.0f / VEC;
-          #pragma unroll
-          for (int j = 0; j < VEC; ++j) { const float d = (as_float<T>(v[u].v[j]) - ref) - pm; pq += d * d; }
-          const float total = count + VEC, delta = pm - mu;
-          mu += delta * __fdividef((float)VEC, total);
-          m2 += pq + delta * delta * __fdividef(count * VEC, total);
-          count = total;
-        }
-      }
+      for (int u = 0; u < UNROLL; ++u)
+        if (base + u * THREADS < packs) m.add_pack<T, VEC>(v[u], ref);
     }
     const float n = (float)packs * VEC;
-    const float s = block_sum<THREADS>(count * mu, scratch);
-    const float local_mean = n > 0.0f ? s / n : 0.0f;
-    const float q = block_sum<THREADS>(m2 + count * (mu - local_mean) * (mu - local_mean), scratch);
+    float s, q;
+    m.block<THREADS>(n, scratch, s, q);
     float mean, rstd;  // mean: less ref
     cluster_moments(cluster, parts, n, s, q, (float)cols, eps, mean, rstd);
     if (row + in_flight < rows)  // every block has read its parts: the next group's may be written
@@ -579,12 +617,12 @@ static cudaError_t allow(size_t smem, int64_t clusters) {
   return cudaSuccess;
 }
 
-template <typename P, int REGS>
+template <typename P, int REGS, bool ONE_PASS>
 static cudaError_t launch(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t cols, int64_t hw,
                           int64_t channels_per_group, int64_t groups, int64_t clusters, float eps,
                           cudaStream_t stream, int* active) {
   constexpr int VEC = 16 / sizeof(__T__);
-  constexpr auto kernel = group_norm_bulk<__T__, P, __THREADS__, __PIECES__, REGS>;
+  constexpr auto kernel = group_norm_bulk<__T__, P, __THREADS__, __PIECES__, REGS, ONE_PASS>;
   int64_t chunk = (cols + clusters - 1) / clusters;
   if (REGS > 0) {  // whole packs from 16-byte boundaries, or not this form
     if (cols % VEC || reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(y) % 16)
@@ -650,10 +688,12 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
   if (e.in_bias != nullptr) return cudaErrorInvalidValue;  // the channels-last kernel's alone
   switch (form) {
     case __FORM_HELD__:
-      return launch<P, 0>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream, active);
+      return launch<P, 0, false>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream, active);
+    case __FORM_ONE_PASS__:
+      return launch<P, 0, true>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream, active);
     case __FORM_WIDE__:
-      return launch<P, __REGS_WIDE__>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps, stream,
-                                      active);
+      return launch<P, __REGS_WIDE__, false>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, eps,
+                                             stream, active);
     case __FORM_REREAD__:
       return launch_reread<P>(x, y, e, rows, cols, hw, channels_per_group, groups, clusters, in_flight, eps, stream,
                               active);
@@ -664,8 +704,8 @@ static cudaError_t launch_form(const void* x, void* y, const void* const* params
 
 // rows groups of cols elements, one a cluster of `clusters` blocks, in one of the forms (FORMS' index:
 // each part held in shared memory; REGS_WIDE packs a thread of it in registers; or none held, each read
-// twice, in_flight clusters at once, 0 for one a group); x contiguous, or channels-last (channels_last:
-// N, spatial, C in memory; the held form), y contiguous;
+// twice, in_flight clusters at once, 0 for one a group; or held, its moments in one pass); x contiguous,
+// or channels-last (channels_last: N, spatial, C in memory; the held form), y contiguous;
 // params: weight, bias, scale, shift and the input's bias (each may be null; the last channels-last only),
 // float32 where params_float, else of the input's type; strides: scale's and shift's by sample and by
 // channel. With active != NULL, how many such clusters the GPU holds at once is written there and nothing
@@ -697,6 +737,7 @@ def source_for(dtype: torch.dtype) -> str:
         .replace("__FORM_HELD__", str(FORMS.index("held")))
         .replace("__FORM_WIDE__", str(FORMS.index("wide")))
         .replace("__FORM_REREAD__", str(FORMS.index("reread")))
+        .replace("__FORM_ONE_PASS__", str(FORMS.index("one-pass")))
         .replace("__UNROLL__", str(UNROLL))
         .replace("__MAX_CLUSTER__", str(MAX_CLUSTER))
     )
@@ -762,7 +803,7 @@ class Library(BuiltLibrary):
             form: str = "held", in_flight: int = 0) -> None:  # fmt: skip
         """Launch on the current stream of ``x``'s device: ``x`` (``N, C, ...``, contiguous or channels-last,
         :func:`is_channels_last`) into contiguous ``y``, then ``epilogue``; ``form`` one of :data:`FORMS`
-        ("wide" and "reread" a contiguous ``x`` only), ``in_flight`` the reread form's clusters at once (0:
+        (all but "held" a contiguous ``x`` only), ``in_flight`` the reread form's clusters at once (0:
         one a group)."""
         shape = self.shape(x, y, epilogue, groups, clusters, form, in_flight)
         self.launch(x, y, epilogue.params(), shape, epilogue.scale_offset, epilogue.silu, eps)

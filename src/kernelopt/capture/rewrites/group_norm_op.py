@@ -291,8 +291,8 @@ def group_norm(
     convolution's bias, which Inductor would otherwise add in a kernel of its own before the op), one read
     of each group, then ``* (scale + scale_offset) + shift`` and a SiLU where asked. ``clusters`` (the blocks of a cluster, 0 for the op's
     own choice), ``form`` (one of ``group_norm_kernel.FORMS``: "held" in shared memory, "wide" partly in
-    registers, or "reread", each part read twice, the form groups wider than a cluster holds get; "" for
-    the op's own choice) and ``in_flight`` (the reread form's clusters at once, 0
+    registers, "reread", each part read twice, the form groups wider than a cluster holds get, or
+    "one-pass", held with its moments folded as it lands; "" for the op's own choice) and ``in_flight`` (the reread form's clusters at once, 0
     for :func:`reread_in_flight`) are the probe's, which may ask for parts up to what a block may hold, past
     the op's own rule. What to do is decided once a signature of the arguments (:func:`plan`)."""
     row_softmax_op.forward_only(x, "kernelopt.group_norm")
