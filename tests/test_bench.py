@@ -1215,6 +1215,64 @@ def test_a_plan_projects_the_suites_target_from_another_benchs_rows(tmp_path: Pa
     assert "would read 1.216x over 3 row(s), from no searchable row now" in cli.stdout.replace("\n", " ")
 
 
+def test_an_order_by_payoff_starts_first_what_adds_most_to_the_target_a_second(tmp_path: Path) -> None:
+    """bench --order payoff: the problems left to run ordered by what each alone would add to the suite's target
+    for each second it is expected to take, were it to read as its row in --expect-from's bench; those without
+    a row there last, in the order given; the order and its reasons said before anything starts and kept in
+    the results."""
+    from kernelopt.pipeline.bench_slot import Expected, Reference, by_payoff, order_line
+
+    def row(name: str, speedup: float, seconds: float = 10.0) -> ProblemOutcome:
+        return ProblemOutcome.from_dict({"name": name, "path": f"{name}.py", "status": "ok", "correct": True,
+                                         "best_stock_speedup": speedup, "triton_share": 0.5,
+                                         "details": {"worker_s": seconds}})  # fmt: skip
+
+    here = {"a": row("a", 1.0), "b": row("b", 1.0)}
+    there = Reference("h100", {"a": 100.0, "b": 10.0, "c": 10.0, "d": 10.0},
+                      {"a": row("a", 1.5), "b": row("b", 1.1), "c": row("c", 0.9)})  # fmt: skip
+    seconds = {"a": 100.0, "b": 10.0, "c": 10.0, "d": 5.0}
+    ranked = by_payoff(["d", "a", "b", "c"], here, there, lambda name: Expected(seconds[name], "x"))
+    # b: 1.1x in 10 s beats a: 1.5x in 100 s; c (a new row below 1) would lower the target; d has no row there
+    assert [p.name for p in ranked] == ["b", "a", "c", "d"]
+    assert ranked[0].ratio == pytest.approx(1.1 ** 0.5) and ranked[2].ratio < 1 and ranked[3].ratio is None
+    assert order_line(ranked, "h100") == (
+        "order: by what each would add to the target a second, were it to read as in h100 (an estimate): "
+        "b (+4.9 % in 10 s), a (+22.5 % in 100 s), c (-3.5 % in 10 s), d (no row there)")  # fmt: skip
+
+    # through a bench: 01 finished here; 03 reads 1.5x there in 5 s, 02 1.2x in 5 s, 04 has no row there
+    suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST, "04_fast": FAST})
+    other = tmp_path / "other"
+    _bench(suite, other, problems=["01_fast", "02_fast", "03_fast"])
+    document = json.loads((other / "results.json").read_text())
+    for outcome, speedup in zip(document["outcomes"], (1.0, 1.2, 1.5)):
+        outcome.update(best_stock_speedup=speedup, triton_share=0.5)
+        outcome["details"]["worker_s"] = 5.0
+    (other / "results.json").write_text(json.dumps(document))
+    out = tmp_path / "out"
+    _bench(suite, out, problems=["01_fast"])
+    events: list[BenchEvent] = []
+    report = _bench(suite, out, resume=True, slot_s=100.0, expect_from=other, order="payoff", plan_only=True,
+                    on_event=events.append)  # fmt: skip
+    assert report.meta["planned"]["start"] == ["level1/03_fast", "level1/02_fast", "level1/04_fast"]
+    assert events[0].kind == "ordered" and events[0].why == report.meta["order"]
+    assert re.search(r"level1/03_fast \(\+50\.0 % in \d+ s\), level1/02_fast \(\+20\.0 % in \d+ s\), "
+                     r"level1/04_fast \(no row there\)$", report.meta["order"]), report.meta["order"]  # fmt: skip
+    ran = _bench(suite, out, resume=True, slot_s=100.0, expect_from=other, order="payoff")
+    assert _calls(suite)[-3:] == ["03_fast.py", "02_fast.py", "04_fast.py"]
+    assert [o.name for o in ran.outcomes] == [f"level1/0{i}_fast" for i in range(1, 5)]  # rows in suite order
+    assert json.loads((out / "results.json").read_text())["meta"]["order"] == report.meta["order"]
+
+    with pytest.raises(KerneloptError, match="--order payoff needs --expect-from"):
+        _bench(suite, tmp_path / "x1", slot_s=100.0, order="payoff")
+    with pytest.raises(KerneloptError, match="--order 'best': pass one of given, payoff"):
+        _bench(suite, tmp_path / "x2", order="best")
+    cli = _runner().invoke(app, ["bench", str(suite), "--out", str(tmp_path / "cli"), "--plan", "--slot", "100",
+                                 "--timeout", "60", "--expect-from", str(other), "--order", "payoff"])  # fmt: skip
+    assert cli.exit_code == 0, cli.output
+    assert "order: by what each would add to the target a second" in cli.stderr.replace("\n", " ")
+    assert "[1/4] level1/03_fast would start at 8 s" in cli.stderr
+
+
 def test_a_plan_says_what_a_slot_would_run_and_runs_and_writes_nothing(tmp_path: Path) -> None:
     """bench --plan: each problem left to run, when it would start and how long it is expected to take, or
     why it would not start, under the slot's own rules; no worker runs, no file is written, no GPU is asked

@@ -108,7 +108,8 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   # its run left for the next call's resume; BENCH_STOP_AFTER then applies only where given; with it,
   # BENCH_EXPECT_FROM=benchmarks/<folder> (another card's scoreboard of the suite) says how long each problem
   # takes (bench --expect-from), and BENCH_ELSE_EXPECT_FROM is that for the other card's branch below, as
-  # BENCH_ELSE_RERUN is RERUN there
+  # BENCH_ELSE_RERUN is RERUN there; BENCH_ORDER=payoff (with BENCH_EXPECT_FROM) starts first the problems
+  # that would add most to the target a second (bench --order payoff), on either branch
   # BENCH_CARD=H200: where this GPU's name lacks it (a call for one kind may get another), the resumed
   # scoreboard is left alone and BENCH_ELSE_PROBLEMS (if set; else nothing) runs into a folder of its own,
   # <BENCH_NAME>_<card>, so the call still measures something: a fresh one, or the other card's own
@@ -125,7 +126,7 @@ if [[ $step == all || $step == bench ]]; then  # the example suite, one problem 
   B=$OUT/${BENCH_NAME:-bench}; mkdir -p "$B"
   STOP_AFTER=${BENCH_STOP_AFTER:-$(( ${BENCH_TIMEOUT:-3000} - ${PROBLEM_TIMEOUT:-420} ))}
   if [[ -n ${BENCH_SLOT:-} ]]; then
-    WHEN="--slot $BENCH_SLOT ${BENCH_STOP_AFTER:+--stop-after $BENCH_STOP_AFTER} ${BENCH_EXPECT_FROM:+--expect-from $BENCH_EXPECT_FROM}"
+    WHEN="--slot $BENCH_SLOT ${BENCH_STOP_AFTER:+--stop-after $BENCH_STOP_AFTER} ${BENCH_EXPECT_FROM:+--expect-from $BENCH_EXPECT_FROM} ${BENCH_ORDER:+--order $BENCH_ORDER}"
   else
     WHEN="--stop-after $(( STOP_AFTER > 0 ? STOP_AFTER : 0 ))"
   fi

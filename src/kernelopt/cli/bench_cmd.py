@@ -91,6 +91,12 @@ def bench(
         "whose rows say how long each problem takes, scaled by how this bench's rows ran against the same "
         "problems there.",
     ),
+    order: str = typer.Option(
+        "given",
+        "--order",
+        help="given: run the problems in --problems' order (suite order without it); payoff (with --expect-from): "
+        "those that would add most to the suite's target a second, were they to read as their rows there, first.",
+    ),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
@@ -267,6 +273,7 @@ def bench(
             stop_after_s=stop_after,
             slot_s=slot,
             expect_from=expect_from,
+            order=order,
             plan_only=plan,
             llm=relay,
         )
@@ -370,7 +377,9 @@ def _share(value: float | None) -> str:
 
 def _print_event(event: BenchEvent, console: Console) -> None:
     position = f"[{event.index}/{event.total}]"
-    if event.kind == "start":
+    if event.kind == "ordered":
+        console.print(event.why, markup=False, highlight=False)
+    elif event.kind == "start":
         console.print(f"{position} {event.name} ...", markup=False, highlight=False)
     elif event.kind == "planned":
         at = f"at {event.elapsed_s:.0f} s" if event.elapsed_s is not None else ""

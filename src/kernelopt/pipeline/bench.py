@@ -73,10 +73,13 @@ from kernelopt.pipeline.bench_resume import (
     resumed_sizes,
 )
 from kernelopt.pipeline.bench_slot import (
+    ORDERS,
     STARTUP_S,
     Expected,
+    by_payoff,
     cut_reason,
     expected_seconds,
+    order_line,
     plan_slot,
     projected_target,
     projection_line,
@@ -106,7 +109,8 @@ class BenchEvent:
     """Progress for a display: ``kind`` is ``"start"``, ``"done"``, ``"skip"`` (already in the results),
     ``"not-started"`` (``stop_after_s`` had passed, or the problem would not end within ``slot_s``: left for
     a resumed bench), ``"cut"`` (running when ``slot_s`` ended: stopped, its run left unfinished for a
-    resumed bench) or, in a plan, ``"planned"`` (``elapsed_s``: when it would start; ``why``: how long it
+    resumed bench), ``"ordered"`` (before any other, ``order="payoff"``'s: ``why`` the order and its
+    reasons, no problem named) or, in a plan, ``"planned"`` (``elapsed_s``: when it would start; ``why``: how long it
     is expected to take); ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up
     included."""
 
@@ -162,6 +166,7 @@ def run_bench(
     stop_after_s: float | None = None,
     slot_s: float | None = None,
     expect_from: str | Path | None = None,
+    order: str = "given",
     plan_only: bool = False,
     llm: RelayAccess | None = None,
     _clock: Callable[[], float] = time.monotonic,
@@ -197,7 +202,12 @@ def run_bench(
     left for a resumed bench as ``stop_after_s`` leaves them; one still running when the slot ends is
     stopped, and a resumed bench goes on with its unfinished run. ``expect_from`` (with ``slot_s``): a
     bench results folder whose rows say how long each problem takes
-    (:class:`~kernelopt.pipeline.bench_slot.Reference`; recorded in the results). ``plan_only``: nothing
+    (:class:`~kernelopt.pipeline.bench_slot.Reference`; recorded in the results). ``order`` (one of
+    :data:`~kernelopt.pipeline.bench_slot.ORDERS`): "given" runs the problems in ``problems``' order (suite
+    order without it); "payoff" (with ``expect_from``) runs those left to run by what each would add to the
+    suite's target a second, were it to read as its row there
+    (:func:`~kernelopt.pipeline.bench_slot.by_payoff`; the order and its reasons recorded in the results'
+    ``meta["order"]``). ``plan_only``: nothing
     runs, nothing is written and no GPU is asked for; each problem left to run is said as a ``"planned"``
     event (when it would start, expected how long) or a ``"not-started"`` one, as the slot's rules would
     take them (:func:`~kernelopt.pipeline.bench_slot.plan_slot`), and the report holds the results so far;
@@ -221,6 +231,12 @@ def run_bench(
     _check_numbers(timeout_s, gpus, stop_after_s, slot_s)
     if expect_from is not None and slot_s is None:
         raise KerneloptError("--expect-from needs --slot: it says how long each problem is expected to take in one")
+    if order not in ORDERS:
+        raise KerneloptError(f"--order {order!r}: pass one of {', '.join(ORDERS)}")
+    if order == "payoff" and expect_from is None:
+        raise KerneloptError(
+            "--order payoff needs --expect-from: it orders the problems by their rows in another bench's results"
+        )
     check_rerun(rerun, resume)
     began = _clock()
     began_s = time.monotonic()  # the slot's timer runs on real seconds, whatever _clock a test gives
@@ -267,16 +283,27 @@ def run_bench(
         suite_problems=[name for name, _ in suite_files(root)],  # what "run so far" is counted against
         llm=f"{llm.kind}:{llm.model}" if llm else None,  # the relay's address and token are never recorded
     )
-    order = meta["suite_problems"]  # the scoreboard's rows in suite order, whatever order they ran in
-    reference = read_reference(Path(expect_from), order, read_results) if expect_from else None
+    suite_order = meta["suite_problems"]  # the scoreboard's rows in suite order, whatever order they ran in
+    reference = read_reference(Path(expect_from), suite_order, read_results) if expect_from else None
     meta["expect_from"] = reference.where if reference else None
     outcomes = {**done, **earlier}
+
+    def expected(name: str) -> Expected:
+        return expected_seconds(name, replaced, outcomes.values(), timeout_s, reference)
+
+    meta["order"] = None
+    if order == "payoff" and reference is not None:  # the finished first (skipped), then the rest by payoff
+        ranked = by_payoff([e.name for e in entries if e.name not in done], outcomes, reference, expected)
+        position = {payoff.name: i for i, payoff in enumerate(ranked)}
+        entries = sorted(entries, key=lambda entry: position.get(entry.name, -1))
+        meta["order"] = order_line(ranked, reference.where)
+        _emit(on_event, BenchEvent("ordered", "", 0, len(entries), why=meta["order"]))
     resumed = [entry.name for entry in entries if entry.name in done]
     if plan_only:  # nothing below runs: the plan's names stand in the report's meta, which is not written
         meta["planned"] = _plan(
             entries,
             done,
-            lambda name: expected_seconds(name, replaced, outcomes.values(), timeout_s, reference),
+            expected,
             gpus,
             stop_after_s,
             slot_s,
@@ -285,12 +312,12 @@ def run_bench(
         if reference is not None:  # what the suite's target would read were they to read as there
             projection = projected_target(outcomes, meta["planned"]["start"], reference)
             meta["planned"]["projection"] = projection_line(projection, reference.where)
-        rows = ordered(outcomes, order)
+        rows = ordered(outcomes, suite_order)
         summary = {**summarize(rows), "not_run": not_run(meta, rows)}
         return BenchReport(root, out_dir, rows, summary, meta, resumed)
 
     def write() -> dict[str, Any]:
-        rows = ordered(outcomes, order)
+        rows = ordered(outcomes, suite_order)
         meta["device"] = next((o.details["device"] for o in rows if o.details.get("device")), None)
         return write_results(out_dir, meta, rows)
 
@@ -304,12 +331,7 @@ def run_bench(
     def run_one(index: int, entry: SuiteEntry) -> None:
         with lock:
             elapsed = _clock() - began
-            why = start_refusal(
-                elapsed,
-                stop_after_s,
-                slot_s,
-                lambda: expected_seconds(entry.name, replaced, outcomes.values(), timeout_s, reference),
-            )
+            why = start_refusal(elapsed, stop_after_s, slot_s, lambda: expected(entry.name))
             if not why and slot_over.is_set():  # the slot's timer has rung, whatever the clock read
                 why = "--slot has ended"
             if why:
@@ -370,7 +392,7 @@ def run_bench(
             deadline.cancel()
     meta["finished"] = timestamp()
     summary = write()
-    report = BenchReport(root, out_dir, ordered(outcomes, order), summary, meta, resumed)
+    report = BenchReport(root, out_dir, ordered(outcomes, suite_order), summary, meta, resumed)
     if write_report:
         report.write_report()
     return report

@@ -14,12 +14,15 @@ where the lender of the slot would have killed the whole bench.
 Another bench's rows can say more (``--expect-from``: another card's scoreboard of the same suite, or an
 earlier run's): each problem there is expected to take its seconds there, scaled by how this bench's rows
 ran against the same problems' rows there (the median ratio), so a short problem is not refused because
-the longest row so far was long.
+the longest row so far was long. The same rows can order the bench (``--order payoff``, :func:`by_payoff`):
+the problems that would add most to the suite's target for each second they take, were they to read as
+there, start first, so that a slot too short for all of them spends itself on those.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,6 +31,10 @@ from pathlib import Path
 
 from kernelopt.errors import KerneloptError
 from kernelopt.report.metrics import SEARCHABLE_SHARE, ProblemOutcome, against_best_stock
+
+ORDERS = ("given", "payoff")
+"""A bench's orders (``--order``): the order ``--problems`` names them in (suite order without it), or by
+:func:`by_payoff`."""
 
 STARTUP_S = 8.0
 """Seconds a bench's slot spends before its first problem starts (its GPU and resume checks), which a plan
@@ -234,4 +241,55 @@ def projection_line(projection: Projection, where: str) -> str:
         f"Triton kernels take {100 * SEARCHABLE_SHARE:g} % or more) would read {reads(projection.then, projection.then_rows)}, from "
         f"{reads(projection.now, projection.now_rows)} now{missing}: an estimate from another bench's rows, "
         "not a result"
+    )
+
+
+@dataclass(frozen=True)
+class Payoff:
+    """What starting one problem would do to the suite's target were it to read as its row in another bench
+    (``ratio``: the target then over the target now, None where it has no row there), and the seconds it is
+    expected to take."""
+
+    name: str
+    ratio: float | None
+    seconds: float
+
+    def rate(self) -> float:
+        """The target's log-ratio a second (0 where it has no row there): what :func:`by_payoff` ranks by."""
+        return math.log(self.ratio) / max(self.seconds, 1.0) if self.ratio else 0.0
+
+
+def by_payoff(
+    names: Sequence[str],
+    rows: Mapping[str, ProblemOutcome],
+    reference: Reference,
+    expected: Callable[[str], Expected],
+) -> list[Payoff]:
+    """``names`` ordered by what each alone would add to the suite's target (:func:`projected_target` with it
+    alone taken from ``reference``) for each second it is expected to take (``expected``), most first; those
+    without a row there last, in the order given. Each problem is weighed alone: a greedy order for a slot,
+    not the best set of problems for it."""
+    payoffs = []
+    for name in names:
+        ratio = None
+        if name in reference.rows:
+            projection = projected_target(rows, [name], reference)
+            ratio = (projection.then or 1.0) / (projection.now or 1.0)
+        payoffs.append(Payoff(name, ratio, expected(name).seconds))
+    known = sorted((p for p in payoffs if p.ratio is not None), key=lambda p: -p.rate())
+    return known + [p for p in payoffs if p.ratio is None]
+
+
+def order_line(payoffs: Sequence[Payoff], where: str) -> str:
+    """The order :func:`by_payoff` chose, in one line: each problem with what it would do to the target and
+    the seconds it is expected to take."""
+    said = [
+        f"{p.name} ({100 * (p.ratio - 1):+.1f} % in {p.seconds:.0f} s)"
+        if p.ratio is not None
+        else f"{p.name} (no row there)"
+        for p in payoffs
+    ]
+    return (
+        f"order: by what each would add to the target a second, were it to read as in {where} (an estimate): "
+        + ", ".join(said)
     )
