@@ -1167,6 +1167,18 @@ def test_a_slot_expects_each_problem_from_another_benchs_rows(tmp_path: Path) ->
         _bench(_suite(tmp_path / "suite2", {"09_other": FAST}), tmp_path / "x3", slot_s=100.0, expect_from=other)
 
 
+def _reference_bench(suite: Path, out: Path, speedups: dict[str, float]) -> Path:
+    """A bench of ``speedups``' problems of ``suite`` into ``out`` whose rows read as another card's would: each
+    its speedup over the best stock mode, half its time in Triton kernels, 5 s of worker time."""
+    _bench(suite, out, problems=list(speedups))
+    document = json.loads((out / "results.json").read_text())
+    for outcome in document["outcomes"]:
+        outcome.update(best_stock_speedup=speedups[outcome["name"].split("/")[-1]], triton_share=0.5)
+        outcome["details"]["worker_s"] = 5.0
+    (out / "results.json").write_text(json.dumps(document))
+    return out
+
+
 def test_a_plan_projects_the_suites_target_from_another_benchs_rows(tmp_path: Path) -> None:
     """bench --plan --expect-from: the suite's target (the geomean over the best stock mode of rows whose
     Triton kernels take 5 % or more) as the results hold it, and were the problems that would start to read
@@ -1193,13 +1205,7 @@ def test_a_plan_projects_the_suites_target_from_another_benchs_rows(tmp_path: Pa
 
     # through a plan: 02 and 03 would start, their rows there read 1.5x and 1.2x
     suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST})
-    other = tmp_path / "other"
-    _bench(suite, other)
-    document = json.loads((other / "results.json").read_text())
-    for outcome, speedup in zip(document["outcomes"], (1.0, 1.5, 1.2)):
-        outcome.update(best_stock_speedup=speedup, triton_share=0.5)
-        outcome["details"]["worker_s"] = 5.0
-    (other / "results.json").write_text(json.dumps(document))
+    other = _reference_bench(suite, tmp_path / "other", {"01_fast": 1.0, "02_fast": 1.5, "03_fast": 1.2})
     out = tmp_path / "out"
     _bench(suite, out, problems=["01_fast"])
     report = _bench(suite, out, resume=True, slot_s=100.0, expect_from=other, plan_only=True)
@@ -1241,13 +1247,7 @@ def test_an_order_by_payoff_starts_first_what_adds_most_to_the_target_a_second(t
 
     # through a bench: 01 finished here; 03 reads 1.5x there in 5 s, 02 1.2x in 5 s, 04 has no row there
     suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST, "04_fast": FAST})
-    other = tmp_path / "other"
-    _bench(suite, other, problems=["01_fast", "02_fast", "03_fast"])
-    document = json.loads((other / "results.json").read_text())
-    for outcome, speedup in zip(document["outcomes"], (1.0, 1.2, 1.5)):
-        outcome.update(best_stock_speedup=speedup, triton_share=0.5)
-        outcome["details"]["worker_s"] = 5.0
-    (other / "results.json").write_text(json.dumps(document))
+    other = _reference_bench(suite, tmp_path / "other", {"01_fast": 1.0, "02_fast": 1.2, "03_fast": 1.5})
     out = tmp_path / "out"
     _bench(suite, out, problems=["01_fast"])
     events: list[BenchEvent] = []
