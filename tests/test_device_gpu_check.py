@@ -141,6 +141,21 @@ def test_a_slot_expects_each_problem_from_the_other_cards_scoreboard(tmp_path: P
     assert "--expect-from" not in args  # the H200's reference is not the H100's
 
 
+def test_bench_order_orders_either_cards_bench_by_payoff(tmp_path: Path) -> None:
+    """BENCH_ORDER=payoff (bench --order payoff) reaches the bench on the named card's branch and on the
+    other card's; without it no --order is passed (the bench's own, the order given)."""
+    same, other, plain = tmp_path / "same", tmp_path / "other", tmp_path / "plain"
+    for folder in (same, other, plain):
+        folder.mkdir()
+    pair = {"BENCH_SLOT": "540", "BENCH_EXPECT_FROM": "benchmarks/h100", "BENCH_ELSE_EXPECT_FROM": "benchmarks/h200"}
+    _, (args,), _ = bench_step(same, H200, **NAMED, **pair, BENCH_ORDER="payoff")
+    assert flag(args, "--order") == "payoff" and flag(args, "--expect-from") == "benchmarks/h100"
+    _, (args,), _ = bench_step(other, H100, **NAMED, **pair, BENCH_ORDER="payoff")
+    assert flag(args, "--order") == "payoff" and flag(args, "--expect-from") == "benchmarks/h200"
+    _, (args,), _ = bench_step(plain, H200, **NAMED, **pair)
+    assert "--order" not in args
+
+
 def test_the_other_cards_branch_reruns_what_bench_else_rerun_names_not_rerun(tmp_path: Path) -> None:
     """RERUN names the H200's rows to measure again; BENCH_ELSE_RERUN the other card's."""
     plain, named = tmp_path / "plain", tmp_path / "named"
