@@ -1223,9 +1223,9 @@ def test_a_plan_projects_the_suites_target_from_another_benchs_rows(tmp_path: Pa
 
 def test_an_order_by_payoff_starts_first_what_adds_most_to_the_target_a_second(tmp_path: Path) -> None:
     """bench --order payoff: the problems left to run ordered by what each alone would add to the suite's target
-    for each second it is expected to take, were it to read as its row in --expect-from's bench; those without
-    a row there last, in the order given; the order and its reasons said before anything starts and kept in
-    the results."""
+    for each second it is expected to take, were it to read as its row in --expect-from's bench (one without a
+    row there as adding nothing); the order and its reasons said before anything starts and kept in the
+    results."""
     from kernelopt.pipeline.bench_slot import Expected, Reference, by_payoff, order_line
 
     def row(name: str, speedup: float, seconds: float = 10.0) -> ProblemOutcome:
@@ -1238,12 +1238,13 @@ def test_an_order_by_payoff_starts_first_what_adds_most_to_the_target_a_second(t
                       {"a": row("a", 1.5), "b": row("b", 1.1), "c": row("c", 0.9)})  # fmt: skip
     seconds = {"a": 100.0, "b": 10.0, "c": 10.0, "d": 5.0}
     ranked = by_payoff(["d", "a", "b", "c"], here, there, lambda name: Expected(seconds[name], "x"))
-    # b: 1.1x in 10 s beats a: 1.5x in 100 s; c (a new row below 1) would lower the target; d has no row there
-    assert [p.name for p in ranked] == ["b", "a", "c", "d"]
-    assert ranked[0].ratio == pytest.approx(1.1 ** 0.5) and ranked[2].ratio < 1 and ranked[3].ratio is None
+    # b: 1.1x in 10 s beats a: 1.5x in 100 s; d has no row there (counted as adding nothing); c (a new row
+    # below 1) would lower the target
+    assert [p.name for p in ranked] == ["b", "a", "d", "c"]
+    assert ranked[0].ratio == pytest.approx(1.1 ** 0.5) and ranked[2].ratio is None and ranked[3].ratio < 1
     assert order_line(ranked, "h100") == (
         "order: by what each would add to the target a second, were it to read as in h100 (an estimate): "
-        "b (+4.9 % in 10 s), a (+22.5 % in 100 s), c (-3.5 % in 10 s), d (no row there)")  # fmt: skip
+        "b (+4.9 % in 10 s), a (+22.5 % in 100 s), d (no row there), c (-3.5 % in 10 s)")  # fmt: skip
 
     # through a bench: 01 finished here; 03 reads 1.5x there in 5 s, 02 1.2x in 5 s, 04 has no row there
     suite = _suite(tmp_path / "suite", {"01_fast": FAST, "02_fast": FAST, "03_fast": FAST, "04_fast": FAST})

@@ -110,8 +110,8 @@ class BenchEvent:
     ``"not-started"`` (``stop_after_s`` had passed, or the problem would not end within ``slot_s``: left for
     a resumed bench), ``"cut"`` (running when ``slot_s`` ended: stopped, its run left unfinished for a
     resumed bench), ``"ordered"`` (before any other, ``order="payoff"``'s: ``why`` the order and its
-    reasons, no problem named) or, in a plan, ``"planned"`` (``elapsed_s``: when it would start; ``why``: how long it
-    is expected to take); ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up
+    reasons, no problem named) or, in a plan, ``"planned"`` (``elapsed_s``: when it would start; ``why``: how
+    long it is expected to take); ``why`` says which, ``elapsed_s`` how long the bench had run, its start-up
     included."""
 
     kind: str

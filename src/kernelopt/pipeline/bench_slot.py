@@ -266,9 +266,10 @@ def by_payoff(
     expected: Callable[[str], Expected],
 ) -> list[Payoff]:
     """``names`` ordered by what each alone would add to the suite's target (:func:`projected_target` with it
-    alone taken from ``reference``) for each second it is expected to take (``expected``), most first; those
-    without a row there last, in the order given. Each problem is weighed alone: a greedy order for a slot,
-    not the best set of problems for it."""
+    alone taken from ``reference``) for each second it is expected to take (``expected``), most first; one
+    without a row there counts as adding nothing (after those that would raise the target, before those that
+    would lower it), ties in the order given. Each problem is weighed alone: a greedy order for a slot, not
+    the best set of problems for it."""
     payoffs = []
     for name in names:
         ratio = None
@@ -276,8 +277,7 @@ def by_payoff(
             projection = projected_target(rows, [name], reference)
             ratio = (projection.then or 1.0) / (projection.now or 1.0)
         payoffs.append(Payoff(name, ratio, expected(name).seconds))
-    known = sorted((p for p in payoffs if p.ratio is not None), key=lambda p: -p.rate())
-    return known + [p for p in payoffs if p.ratio is None]
+    return sorted(payoffs, key=lambda p: -p.rate())
 
 
 def order_line(payoffs: Sequence[Payoff], where: str) -> str:
