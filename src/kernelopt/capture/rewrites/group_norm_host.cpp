@@ -26,7 +26,7 @@
 
 namespace {
 
-// the C entry point of the op's CUDA library for one dtype (group_norm_kernel.py's kopt_group_norm)
+// the C entry point of the op's CUDA library for one dtype (group_norm_kernel.cu's kopt_group_norm)
 using Launch = int (*)(const void*, void*, const void* const*, int, const int64_t*, float, int, int64_t, int64_t,
                        int64_t, int64_t, int64_t, int64_t, int, int, int64_t, float, void*, int*);
 using ErrorString = const char* (*)(int);

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from importlib import resources
 from pathlib import Path
 
 import torch
 
 from kernelopt.capture import compat
 from kernelopt.capture.rewrites.group_norm_kernel import LaunchShape, Library
+from kernelopt.capture.rewrites.row_softmax_kernel import packaged
 
 LIBRARY = "kernelopt.group_norm_host"
 
@@ -35,7 +35,7 @@ LIBRARY = "kernelopt.group_norm_host"
 def source(plans_kept: int) -> str:
     """The C++ source, keeping at most ``plans_kept`` plans (as Python's path does), for the running torch
     (its version in the text, so that an upgrade builds afresh)."""
-    text = resources.files("kernelopt.capture.rewrites").joinpath("group_norm_host.cpp").read_text()
+    text = packaged("group_norm_host.cpp")
     return f"// torch {torch.__version__}\n" + text.replace("__PLANS_KEPT__", str(plans_kept))
 
 
