@@ -109,3 +109,28 @@ struct BulkPart {
   }
 };
 
+constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory a kernel remembers
+
+// kernel's dynamic shared memory raised to smem and, for clusters past 8 blocks, Hopper's non-portable
+// cluster sizes allowed: once per device, kernel and size (asked at every launch it was a runtime call on
+// each launch's host path, and one inside every CUDA-graph capture of it), each kernel remembering its own
+// (statics per kernel, not per signature)
+template <auto kernel>
+static cudaError_t allow(size_t smem, int64_t clusters) {
+  static int allowed[MAX_DEVICES] = {};
+  static bool non_portable[MAX_DEVICES] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device >= MAX_DEVICES || allowed[device] < (int)smem) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess) return err;
+    if (device < MAX_DEVICES) allowed[device] = (int)smem;
+  }
+  if (clusters > 8 && (device >= MAX_DEVICES || !non_portable[device])) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (err != cudaSuccess) return err;
+    if (device < MAX_DEVICES) non_portable[device] = true;
+  }
+  return cudaSuccess;
+}

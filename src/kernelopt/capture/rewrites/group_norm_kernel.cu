@@ -519,31 +519,6 @@ __global__ void __launch_bounds__(THREADS, 2) group_norm_reread(
   }
 }
 
-constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory the kernel remembers
-
-// kernel's dynamic shared memory raised to smem and, for clusters past 8 blocks, Hopper's non-portable
-// cluster sizes allowed: once per device, kernel and size (as the row softmax's shared-memory form does;
-// not inside a CUDA graph), each kernel remembering its own (statics per kernel, not per signature)
-template <auto kernel>
-static cudaError_t allow(size_t smem, int64_t clusters) {
-  static int allowed[MAX_DEVICES] = {};
-  static bool non_portable[MAX_DEVICES] = {};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  if (device >= MAX_DEVICES || allowed[device] < (int)smem) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (err != cudaSuccess) return err;
-    if (device < MAX_DEVICES) allowed[device] = (int)smem;
-  }
-  if (clusters > 8 && (device >= MAX_DEVICES || !non_portable[device])) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess) return err;
-    if (device < MAX_DEVICES) non_portable[device] = true;
-  }
-  return cudaSuccess;
-}
-
 template <typename P, int REGS, bool ONE_PASS>
 static cudaError_t launch(const void* x, void* y, const Epilogue<P>& e, int64_t rows, int64_t cols, int64_t hw,
                           int64_t channels_per_group, int64_t groups, int64_t clusters, float eps,

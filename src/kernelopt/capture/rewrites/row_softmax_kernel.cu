@@ -314,25 +314,15 @@ __global__ void __launch_bounds__(THREADS) row_softmax_bulk(
   }
 }
 
-constexpr int MAX_DEVICES = 64;  // devices whose allowed shared memory a kernel remembers
-
 template <int THREADS, bool NORM>
 static cudaError_t launch_bulk(const void* x, void* y, int64_t rows, int64_t cols, int64_t clusters, float scale,
                                bool log_out, bool lse, float eps, cudaStream_t stream, int* active) {
-  auto kernel = row_softmax_bulk<__IN__, __OUT__, THREADS, NORM, __BULK_PIECES__, __BULK_FAST_EXP__, __BULK_STREAMING__>;
+  constexpr auto kernel =
+      row_softmax_bulk<__IN__, __OUT__, THREADS, NORM, __BULK_PIECES__, __BULK_FAST_EXP__, __BULK_STREAMING__>;
   const int64_t chunk = (cols + clusters - 1) / clusters;
   const size_t smem = (size_t)chunk * sizeof(__IN__) + 16;
-  // the shared memory this kernel may ask for, raised once per device and size: asked at every launch it
-  // was a runtime call on each launch's host path, and one inside every CUDA-graph capture of it
-  static int allowed[MAX_DEVICES] = {};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  const cudaError_t err = allow<kernel>(smem, clusters);  // clusters of 8 at most: portable sizes alone
   if (err != cudaSuccess) return err;
-  if (device >= MAX_DEVICES || allowed[device] < (int)smem) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (err != cudaSuccess) return err;
-    if (device < MAX_DEVICES) allowed[device] = (int)smem;
-  }
   const ClusterLaunch launch(rows, clusters, THREADS, smem, stream);
   if (active != nullptr) return cudaOccupancyMaxActiveClusters(active, (void*)kernel, &launch.config);
   return cudaLaunchKernelEx(&launch.config, kernel, (const __IN__*)x, (__OUT__*)y, cols, chunk, scale, log_out,
